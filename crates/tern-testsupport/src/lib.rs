@@ -1,0 +1,1 @@
+//! tern-testsupport (placeholder)
