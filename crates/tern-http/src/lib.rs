@@ -1,1 +1,36 @@
-//! tern-http (placeholder)
+//! HTTP/1.1 for tern: finding and parsing message heads strictly, deciding
+//! body framing, scanning chunked bodies, rewriting heads on the way through
+//! a proxy (hop-by-hop and forwarding fields), and the PROXY protocol.
+//!
+//! Used by `tern serve` (the terminator) and `tern bench` (the load
+//! generator). This crate does no I/O: it works on byte slices, so every
+//! rule here can be tested and fuzzed without sockets. It is not an HTTP
+//! client or server.
+//!
+//! ```text
+//!  bytes ─▶ find_head_end ─▶ parse_request ─▶ request_framing ─▶ write_request_head ─▶ backend
+//!                                          └─▶ ChunkedScanner (body, forwarded as-is)
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod chunked;
+mod error;
+pub mod framing;
+pub mod head;
+pub mod rewrite;
+
+pub use error::HttpError;
+pub use framing::BodyFraming;
+pub use head::{RequestHead, ResponseHead};
+
+/// Checks the Host rules of RFC 9112 section 3.2: an HTTP/1.1 request has
+/// exactly one Host field.
+pub fn check_host(head: &RequestHead) -> Result<(), HttpError> {
+    let count = head.fields.get_all("host").count();
+    if count > 1 || (count == 0 && head.minor_version >= 1) {
+        return Err(HttpError::BadHost);
+    }
+    Ok(())
+}

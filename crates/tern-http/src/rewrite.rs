@@ -1,0 +1,307 @@
+//! Writing heads on the way through: the request to the backend and the
+//! response to the client.
+//!
+//! Hop-by-hop fields (RFC 9110 section 7.6.1, plus any field the
+//! `Connection` header names) stop at tern. Client-sent forwarding fields
+//! are always removed, because a client can put anything in them; tern then
+//! adds its own, which the backend can trust.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::IpAddr;
+
+use crate::head::{trim_ows, Fields, RequestHead, ResponseHead};
+
+/// Forwarding fields a client may not set; always removed from requests.
+pub const CLIENT_FORWARDING_FIELDS: [&str; 6] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-real-ip",
+    "forwarded",
+];
+
+/// Hop-by-hop fields removed in both directions.
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "upgrade",
+    "trailer",
+];
+
+/// Which forwarding fields tern adds to requests it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedFields {
+    /// `X-Forwarded-For: <client ip>`.
+    pub x_forwarded_for: bool,
+    /// `X-Forwarded-Proto: https`.
+    pub x_forwarded_proto: bool,
+    /// `Forwarded: for=...;proto=https;host=...` (RFC 7239).
+    pub forwarded: bool,
+}
+
+impl Default for ForwardedFields {
+    fn default() -> Self {
+        ForwardedFields {
+            x_forwarded_for: true,
+            x_forwarded_proto: true,
+            forwarded: true,
+        }
+    }
+}
+
+/// What tern knows about the client, for the forwarding fields.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientFacts {
+    /// The client's address (from the socket, or a trusted PROXY header).
+    pub ip: IpAddr,
+    /// `"https"` for TLS listeners.
+    pub proto: &'static str,
+}
+
+/// How the request head to the backend asks to treat the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendConnection {
+    /// Keep the backend connection for further requests.
+    KeepAlive,
+    /// The client asked for a protocol upgrade; pass `Upgrade` on.
+    Upgrade,
+    /// Close after this exchange (HTTP/1.0 clients).
+    Close,
+}
+
+/// True when the request asks for a protocol upgrade (WebSocket and the like).
+pub fn wants_upgrade(head: &RequestHead) -> bool {
+    head.fields.has_token("connection", "upgrade") && head.fields.get("upgrade").is_some()
+}
+
+/// True when the sender of these fields asked to close the connection.
+pub fn wants_close(fields: &Fields) -> bool {
+    fields.has_token("connection", "close")
+}
+
+/// Appends the request head for the backend to `out`.
+pub fn write_request_head(
+    head: &RequestHead,
+    client: &ClientFacts,
+    add: ForwardedFields,
+    conn: BackendConnection,
+    out: &mut Vec<u8>,
+) {
+    let version = if conn == BackendConnection::Close && head.minor_version == 0 {
+        "HTTP/1.0"
+    } else {
+        "HTTP/1.1"
+    };
+    out.extend_from_slice(head.method().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(head.target().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(version.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let upgrade = conn == BackendConnection::Upgrade;
+    for (name, value) in head.fields.iter() {
+        if is_hop_by_hop(name, &head.fields) && !(upgrade && name.eq_ignore_ascii_case("upgrade")) {
+            continue;
+        }
+        if CLIENT_FORWARDING_FIELDS
+            .iter()
+            .any(|f| name.eq_ignore_ascii_case(f))
+        {
+            continue;
+        }
+        put_field(out, name.as_bytes(), value);
+    }
+    let mut ip = itoa_ip(client.ip);
+    if add.x_forwarded_for {
+        put_field(out, b"X-Forwarded-For", ip.as_bytes());
+    }
+    if add.x_forwarded_proto {
+        put_field(out, b"X-Forwarded-Proto", client.proto.as_bytes());
+    }
+    if add.forwarded {
+        if client.ip.is_ipv6() {
+            ip = format!("\"[{ip}]\"");
+        }
+        let mut value = format!("for={ip};proto={}", client.proto);
+        if let Some(host) = head.fields.get("host").filter(|h| is_safe_host(h)) {
+            // Host is checked to hold only host/port characters, so quoting
+            // needs no escapes.
+            let _ = write!(value, ";host=\"{}\"", String::from_utf8_lossy(host));
+        }
+        put_field(out, b"Forwarded", value.as_bytes());
+    }
+    match conn {
+        BackendConnection::KeepAlive => {}
+        BackendConnection::Upgrade => put_field(out, b"Connection", b"upgrade"),
+        BackendConnection::Close => put_field(out, b"Connection", b"close"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the response head for the client to `out`. `close` adds
+/// `Connection: close` (tern will close the client connection after it).
+pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) {
+    let _ = write!(out, "HTTP/1.1 {} ", head.status);
+    out.extend_from_slice(head.reason());
+    out.extend_from_slice(b"\r\n");
+    let upgrade = head.status == 101;
+    for (name, value) in head.fields.iter() {
+        if is_hop_by_hop(name, &head.fields) && !(upgrade && name.eq_ignore_ascii_case("upgrade")) {
+            continue;
+        }
+        put_field(out, name.as_bytes(), value);
+    }
+    if upgrade {
+        put_field(out, b"Connection", b"upgrade");
+    } else if close {
+        put_field(out, b"Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A response tern makes itself (errors, 100 Continue), head and body in one buffer.
+pub fn write_simple_response(
+    status: u16,
+    reason: &str,
+    body: &str,
+    close: bool,
+    out: &mut Vec<u8>,
+) {
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\n{}\r\n{body}",
+        body.len(),
+        if close { "connection: close\r\n" } else { "" },
+    );
+}
+
+fn is_hop_by_hop(name: &str, fields: &Fields) -> bool {
+    if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+        return true;
+    }
+    // Fields named by Connection are hop-by-hop too, except the ones that
+    // frame the message or route it: dropping those would change what the
+    // next hop reads.
+    if matches!(
+        name.to_ascii_lowercase().as_str(),
+        "content-length" | "transfer-encoding" | "host"
+    ) {
+        return false;
+    }
+    fields.get_all("connection").any(|v| {
+        v.split(|&b| b == b',')
+            .any(|t| trim_ows(t).eq_ignore_ascii_case(name.as_bytes()))
+    })
+}
+
+fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn itoa_ip(ip: IpAddr) -> String {
+    let mut s = String::with_capacity(39);
+    let _ = write!(s, "{ip}");
+    s
+}
+
+fn is_safe_host(host: &[u8]) -> bool {
+    !host.is_empty()
+        && host.len() <= 255
+        && host
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::head::{parse_request, parse_response};
+
+    fn rewrite(raw: &str, ip: &str, conn: BackendConnection) -> String {
+        let head = parse_request(raw.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let facts = ClientFacts {
+            ip: ip.parse().unwrap(),
+            proto: "https",
+        };
+        write_request_head(&head, &facts, ForwardedFields::default(), conn, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn forged_forwarding_fields_are_replaced() {
+        let out = rewrite(
+            "GET /p HTTP/1.1\r\nHost: example.com:8443\r\nX-Forwarded-For: 6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\nforwarded: for=6.6.6.6\r\nX-Forwarded-Host: evil\r\nX-Forwarded-Port: 1\r\nX-Forwarded-Proto: http\r\n\r\n",
+            "192.0.2.7",
+            BackendConnection::KeepAlive,
+        );
+        assert!(!out.contains("6.6.6.6"), "{out}");
+        assert!(!out.contains("evil"), "{out}");
+        assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{out}");
+        assert!(out.contains("X-Forwarded-Proto: https\r\n"), "{out}");
+        assert!(
+            out.contains("Forwarded: for=192.0.2.7;proto=https;host=\"example.com:8443\"\r\n"),
+            "{out}"
+        );
+        assert!(
+            out.starts_with("GET /p HTTP/1.1\r\nHost: example.com:8443\r\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn ipv6_client_is_quoted_in_forwarded() {
+        let out = rewrite(
+            "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "::1",
+            BackendConnection::KeepAlive,
+        );
+        assert!(
+            out.contains("Forwarded: for=\"[::1]\";proto=https"),
+            "{out}"
+        );
+        assert!(out.contains("X-Forwarded-For: ::1\r\n"), "{out}");
+    }
+
+    #[test]
+    fn hop_by_hop_fields_stop_here() {
+        let out = rewrite(
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, X-Secret, Content-Length\r\nKeep-Alive: 5\r\nX-Secret: s\r\nTE: trailers\r\nContent-Length: 0\r\n\r\n",
+            "127.0.0.1",
+            BackendConnection::KeepAlive,
+        );
+        assert!(!out.to_ascii_lowercase().contains("keep-alive"), "{out}");
+        assert!(!out.contains("X-Secret"), "{out}");
+        assert!(!out.contains("TE:"), "{out}");
+        assert!(out.contains("Content-Length: 0\r\n"), "{out}");
+    }
+
+    #[test]
+    fn upgrade_is_passed_on_when_asked() {
+        let out = rewrite(
+            "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "127.0.0.1",
+            BackendConnection::Upgrade,
+        );
+        assert!(out.contains("Upgrade: websocket\r\n"), "{out}");
+        assert!(out.contains("Connection: upgrade\r\n"), "{out}");
+    }
+
+    #[test]
+    fn response_head_drops_hop_by_hop_and_adds_close() {
+        let head = parse_response(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        write_response_head(&head, true, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+        );
+    }
+}
