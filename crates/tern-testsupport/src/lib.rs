@@ -1,1 +1,28 @@
-//! tern-testsupport (placeholder)
+//! Shared helpers for tern's integration tests; a dev-dependency only, never
+//! shipped and never used by tern itself.
+//!
+//! Everything here is real: certificates are made with rcgen and written to
+//! disk, the backend is a hyper server on a loopback socket, tern runs as its
+//! own process, and clients speak TLS over TCP. Setup failures panic with a
+//! message, because a failed setup is a failed test; operations whose failure
+//! a test may want to observe (a refused handshake, a closed connection)
+//! return `io::Result` instead.
+//!
+//! One module per concern:
+//! - [`certs`]: a test CA and leaf certificates (ECDSA P-256, RSA-2048, expired) as PEM files
+//! - [`backend`]: an HTTP/1.1 origin that reports what it received
+//! - [`tern`]: spawning the tern binary, readiness, captured output, signals
+//! - [`client`]: a raw TLS HTTP/1.1 client and a TLS record counter
+//! - [`tools`]: `openssl s_client` and `curl` runners
+
+pub mod backend;
+pub mod certs;
+pub mod client;
+pub mod tempdir;
+pub mod tern;
+pub mod tools;
+
+pub mod netlink_delay;
+
+pub use rustls;
+pub use serde_json;

@@ -92,7 +92,15 @@ impl DelayLink {
             (link.server_ns.clone(), SERVER_ADDR),
         ] {
             ip(&["-n", &ns, "link", "set", TUN_NAME, "mtu", MTU, "up"])?;
-            ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", TUN_NAME])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                TUN_NAME,
+            ])?;
         }
         link.threads.extend(forward(
             client_tun.clone(),
@@ -239,7 +247,10 @@ fn forward(
             match (&*from).read(&mut buf) {
                 Ok(0) => return,
                 Ok(n) => {
-                    if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -326,8 +337,14 @@ mod tests {
         );
         let (c, s) = (link.client_ns.clone(), link.server_ns.clone());
         drop(link);
-        let list = Command::new("ip").args(["netns", "list"]).output().expect("ip");
+        let list = Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .expect("ip");
         let list = String::from_utf8_lossy(&list.stdout);
-        assert!(!list.contains(&c) && !list.contains(&s), "namespaces left behind");
+        assert!(
+            !list.contains(&c) && !list.contains(&s),
+            "namespaces left behind"
+        );
     }
 }

@@ -1,0 +1,319 @@
+//! A real HTTP/1.1 origin (hyper 1) that tells the test what it received.
+//!
+//! It runs on its own thread and runtime, so both sync and async tests can use
+//! it, and it stops when the [`Backend`] handle is dropped. Endpoints:
+//!
+//! | request | answer |
+//! |---|---|
+//! | `ANY /echo...` | JSON: `method`, `path` (with query), `version`, `headers` as `[name, value]` pairs in arrival order, `body_len`, `backend` (this server's address) |
+//! | `GET /bytes/N` | N bytes of [`pattern`], with Content-Length |
+//! | `GET /chunked/N` | N bytes of [`pattern`], chunked, in 16 KiB chunks |
+//! | `POST /sha` | JSON: `len` and `sha256` (hex) of the body |
+//! | `GET /slow/MS` | waits MS milliseconds, then `slow MS\n` |
+//! | `GET /status/CODE` | status CODE, body `status CODE\n` (empty for 1xx/204/304) |
+//! | `GET /upgrade` | 101 Switching Protocols, then echoes every byte back |
+//!
+//! Any other path gets 404.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+/// The byte at offset `i` of every generated body: easy to check, not all-zero.
+pub fn pattern_byte(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// `n` bytes of the known pattern.
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(pattern_byte).collect()
+}
+
+/// SHA-256 of `data` in lower-case hex, as `POST /sha` reports it.
+pub fn sha256_hex(data: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Counters the backend keeps, shared with the test.
+#[derive(Debug, Default)]
+pub struct BackendStats {
+    connections: AtomicUsize,
+    requests: AtomicUsize,
+}
+
+/// A running backend; stops on drop.
+pub struct Backend {
+    addr: SocketAddr,
+    stats: Arc<BackendStats>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Backend {
+    /// Starts a backend on a free port of 127.0.0.1.
+    pub fn start() -> Backend {
+        Backend::start_on("127.0.0.1:0".parse().expect("literal address"))
+    }
+
+    /// Starts a backend on `addr` (a port of 0 picks a free one).
+    pub fn start_on(addr: SocketAddr) -> Backend {
+        let listener = StdTcpListener::bind(addr).expect("bind the backend");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking backend listener");
+        let addr = listener.local_addr().expect("backend address");
+        let stats = Arc::new(BackendStats::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread_stats = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("backend-{addr}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("backend runtime");
+                runtime.block_on(serve(listener, addr, thread_stats, stop_rx));
+            })
+            .expect("spawn the backend thread");
+        Backend {
+            addr,
+            stats,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Where the backend listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// TCP connections accepted so far (tells whether tern pools connections).
+    pub fn connections(&self) -> usize {
+        self.stats.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> usize {
+        self.stats.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: StdTcpListener,
+    addr: SocketAddr,
+    stats: Arc<BackendStats>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => panic!("backend listener: {e}"),
+    };
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(_) => continue,
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        stats.connections.fetch_add(1, Ordering::SeqCst);
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                stats.requests.fetch_add(1, Ordering::SeqCst);
+                handle(req, addr)
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+type ResponseBody = BoxBody<Bytes, hyper::Error>;
+
+fn full(body: impl Into<Bytes>) -> ResponseBody {
+    Full::new(body.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+fn json_response(value: serde_json::Value) -> Response<ResponseBody> {
+    let mut response = Response::new(full(value.to_string()));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn status_response(status: StatusCode, body: impl Into<Bytes>) -> Response<ResponseBody> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    addr: SocketAddr,
+) -> Result<Response<ResponseBody>, hyper::Error> {
+    let path = req.uri().path().to_string();
+    let mut segments = path.trim_start_matches('/').splitn(2, '/');
+    let first = segments.next().unwrap_or("");
+    let arg = segments.next().unwrap_or("");
+    let number: Option<u64> = arg.parse().ok();
+
+    let response = match (first, number) {
+        ("echo", _) => echo(req, addr).await?,
+        ("bytes", Some(n)) => Response::new(full(pattern(n as usize))),
+        ("chunked", Some(n)) => Response::new(PatternChunks::new(n as usize).boxed()),
+        ("sha", _) => {
+            let body = req.into_body().collect().await?.to_bytes();
+            json_response(serde_json::json!({
+                "len": body.len(),
+                "sha256": sha256_hex(&body),
+            }))
+        }
+        ("slow", Some(ms)) => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Response::new(full(format!("slow {ms}\n")))
+        }
+        ("status", Some(code)) => match StatusCode::from_u16(code as u16) {
+            Ok(status) if status.is_informational() || code == 204 || code == 304 => {
+                status_response(status, Bytes::new())
+            }
+            Ok(status) => status_response(status, format!("status {code}\n")),
+            Err(_) => status_response(StatusCode::BAD_REQUEST, "bad status code\n"),
+        },
+        ("upgrade", _) => upgrade(req),
+        _ => status_response(StatusCode::NOT_FOUND, "not found\n"),
+    };
+    Ok(response)
+}
+
+async fn echo(
+    req: Request<Incoming>,
+    addr: SocketAddr,
+) -> Result<Response<ResponseBody>, hyper::Error> {
+    let method = req.method().to_string();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|pq| pq.to_string())
+        .unwrap_or_default();
+    let version = format!("{:?}", req.version());
+    let headers: Vec<[String; 2]> = req
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            [
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            ]
+        })
+        .collect();
+    let body = req.into_body().collect().await?.to_bytes();
+    Ok(json_response(serde_json::json!({
+        "method": method,
+        "path": path,
+        "version": version,
+        "headers": headers,
+        "body_len": body.len(),
+        "backend": addr.to_string(),
+    })))
+}
+
+fn upgrade(mut req: Request<Incoming>) -> Response<ResponseBody> {
+    let protocol = req
+        .headers()
+        .get(UPGRADE)
+        .cloned()
+        .unwrap_or_else(|| HeaderValue::from_static("websocket"));
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut io = TokioIo::new(upgraded);
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if io.write_all(&buf[..n]).await.is_err() || io.flush().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut response = status_response(StatusCode::SWITCHING_PROTOCOLS, Bytes::new());
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    response.headers_mut().insert(UPGRADE, protocol);
+    response
+}
+
+/// A body of unknown length (so hyper sends it chunked) made of the pattern.
+struct PatternChunks {
+    sent: usize,
+    total: usize,
+}
+
+impl PatternChunks {
+    const CHUNK: usize = 16 * 1024;
+
+    fn new(total: usize) -> PatternChunks {
+        PatternChunks { sent: 0, total }
+    }
+}
+
+impl Body for PatternChunks {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if self.sent >= self.total {
+            return std::task::Poll::Ready(None);
+        }
+        let end = (self.sent + Self::CHUNK).min(self.total);
+        let chunk: Vec<u8> = (self.sent..end).map(pattern_byte).collect();
+        self.sent = end;
+        std::task::Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sent >= self.total
+    }
+}

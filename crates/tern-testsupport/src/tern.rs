@@ -1,0 +1,271 @@
+//! Running the real `tern` binary: start it, wait until it listens, read what
+//! it printed, signal it, and kill it when the test is over.
+//!
+//! The binary's path comes from the test (`env!("CARGO_BIN_EXE_tern")`),
+//! because only the binary crate's own tests know it.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A free port on 127.0.0.1: bound, read, released. Another process may take
+/// it in between, which is rare enough for tests.
+pub fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local address")
+}
+
+/// A free port on `[::1]`, or `None` when this machine has no IPv6 loopback.
+pub fn free_addr_v6() -> Option<SocketAddr> {
+    let listener = TcpListener::bind("[::1]:0").ok()?;
+    listener.local_addr().ok()
+}
+
+/// How long `start` waits for tern to listen. Debug builds on a loaded
+/// 2-core machine can be slow to start (RSA key generation is not involved).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running tern process, killed on drop.
+pub struct TernProcess {
+    child: Child,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl TernProcess {
+    /// Spawns `tern <args>` with stdout and stderr captured; does not wait.
+    pub fn spawn<I, S>(bin: &Path, args: I) -> TernProcess
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let mut child = Command::new(bin)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Deterministic logs: the test decides the format with flags.
+            .env_remove("RUST_LOG")
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(collect(out, stdout.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(collect(err, stderr.clone()));
+        }
+        TernProcess {
+            child,
+            stdout,
+            stderr,
+            readers,
+            status: None,
+        }
+    }
+
+    /// Spawns `tern <args>` and waits until it listens on `addr`
+    /// (stderr says `listening on <addr>` and a TCP connect succeeds).
+    ///
+    /// Panics with tern's stderr when it exits or does not get ready in time.
+    pub fn start<I, S>(bin: &Path, addr: SocketAddr, args: I) -> TernProcess
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut tern = TernProcess::spawn(bin, args);
+        if let Err(problem) = tern.wait_ready(addr, READY_TIMEOUT) {
+            panic!(
+                "tern did not get ready on {addr}: {problem}\n--- stderr ---\n{}",
+                tern.stderr_text()
+            );
+        }
+        tern
+    }
+
+    /// Waits until stderr announces `listening on <addr>` and `addr` accepts.
+    pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), String> {
+        let needle = format!("listening on {addr}");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_status() {
+                return Err(format!("tern exited early with {status}"));
+            }
+            if self.stderr_text().contains(&needle)
+                && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no `{needle}` within {timeout:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything tern wrote to stdout so far (the access log by default).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&lock(&self.stdout)).into_owned()
+    }
+
+    /// Everything tern wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&lock(&self.stderr)).into_owned()
+    }
+
+    /// Waits until stdout has at least `count` lines containing `needle`,
+    /// and returns those lines; `Err` carries all of stdout on timeout.
+    pub fn wait_stdout_lines(
+        &self,
+        needle: &str,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Vec<String>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.stdout_text();
+            let lines: Vec<String> = text
+                .lines()
+                .filter(|line| line.contains(needle))
+                .map(str::to_string)
+                .collect();
+            if lines.len() >= count {
+                return Ok(lines);
+            }
+            if Instant::now() >= deadline {
+                return Err(text);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM (graceful shutdown).
+    pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends SIGINT (graceful shutdown, as Ctrl-C does).
+    pub fn interrupt(&self) {
+        self.signal(libc::SIGINT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
+            panic!("pid {} does not fit pid_t", self.child.id());
+        };
+        if self.status.is_some() {
+            return;
+        }
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+        // `pid` is our own child, which has not been reaped (status is None),
+        // so the id cannot have been reused by another process.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+    }
+
+    /// The exit status if tern has exited, without waiting.
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// Waits up to `timeout` for tern to exit; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.try_status() {
+                self.join_readers();
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn join_readers(&mut self) {
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for TernProcess {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        self.join_readers();
+    }
+}
+
+/// The result of running tern to completion.
+#[derive(Debug)]
+pub struct Finished {
+    /// Exit status, `None` if tern had to be killed at the timeout.
+    pub status: Option<ExitStatus>,
+    /// Captured stdout.
+    pub stdout: String,
+    /// Captured stderr.
+    pub stderr: String,
+}
+
+/// Runs `tern <args>` until it exits or `timeout` passes (then kills it).
+pub fn run_to_exit<I, S>(bin: &Path, args: I, timeout: Duration) -> Finished
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString>,
+{
+    let mut tern = TernProcess::spawn(bin, args);
+    let status = tern.wait_exit(timeout);
+    if status.is_none() {
+        let _ = tern.child.kill();
+        let _ = tern.child.wait();
+        tern.join_readers();
+    }
+    Finished {
+        status,
+        stdout: tern.stdout_text(),
+        stderr: tern.stderr_text(),
+    }
+}
+
+fn collect(source: impl Read + Send + 'static, sink: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(source);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => lock(&sink).extend_from_slice(&line),
+            }
+        }
+    })
+}
+
+fn lock(buffer: &Mutex<Vec<u8>>) -> std::sync::MutexGuard<'_, Vec<u8>> {
+    // A reader thread cannot panic while holding the lock, but be tolerant.
+    buffer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
