@@ -4,7 +4,34 @@
 //!
 //! This crate builds `rustls` configurations and explains them; it does no
 //! I/O on sockets and parses no command lines.
+//!
+//! ```text
+//!  CertFiles ──certs::load──▶ LoadedCert ─┐
+//!  names ──TlsPolicy::from_names──────────┼─▶ ServerTlsSettings ──build_server_config──▶ Arc<ServerConfig>
+//!  TicketSource (rotating | keys file) ───┘        (SniResolver, TicketKeys inside)
+//!  ServerConnection ──negotiated()──▶ Negotiated (version, cipher, group, ALPN, SNI, resumed)
+//! ```
+//!
+//! The only crypto provider is aws-lc-rs, always passed explicitly.
 
-#![forbid(unsafe_code)]
+#![forbid(unsafe_code, unused_must_use)]
+#![warn(missing_docs)]
 
+pub mod certs;
 pub mod cpu;
+mod error;
+pub mod policy;
+pub mod selfsigned;
+pub mod server;
+pub mod sni;
+pub mod tickets;
+
+pub use certs::{CertFiles, KeyKind, LoadedCert};
+pub use error::TlsError;
+pub use policy::TlsPolicy;
+pub use server::{
+    build_server_config, build_server_config_reusing, initcwnd_warning, negotiated,
+    provider_summary, Negotiated, ServerTlsSettings, TicketSource,
+};
+pub use sni::SniResolver;
+pub use tickets::TicketKeys;

@@ -1,0 +1,234 @@
+//! The rustls `ServerConfig` tern serves with, and what a handshake negotiated.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::server::{
+    NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions,
+};
+use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
+
+use crate::certs::LoadedCert;
+use crate::cpu::CpuFeatures;
+use crate::policy::{group_name, suite_name, TlsPolicy};
+use crate::sni::SniResolver;
+use crate::tickets::TicketKeys;
+use crate::TlsError;
+
+/// Bytes that fit in a typical initial congestion window: 10 segments of
+/// 1460 bytes (RFC 6928). A server flight larger than this waits one round
+/// trip for the client's ACKs.
+pub const INITCWND_BYTES: usize = 14_600;
+
+/// Lifetime announced for tickets made with keys from a file, and the age
+/// beyond which they are refused. Operators rotate fleet keys at least this
+/// often.
+pub const FILE_TICKET_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// Where session ticket keys come from.
+#[derive(Clone, Debug)]
+pub enum TicketSource {
+    /// No tickets: resumption only through the stateful session cache.
+    Disabled,
+    /// Random in-process keys rotated every period (single instance).
+    Rotating(Duration),
+    /// Keys shared by a fleet, read from this file (see [`TicketKeys::from_file`]).
+    File(PathBuf),
+}
+
+/// Everything needed to build the server's TLS configuration.
+#[derive(Clone, Debug)]
+pub struct ServerTlsSettings {
+    /// Certificates; the first is the default for unknown or absent SNI.
+    pub certs: Vec<LoadedCert>,
+    /// Versions, suites and groups.
+    pub policy: TlsPolicy,
+    /// ALPN protocols in server preference order, e.g. `[b"h2", b"http/1.1"]`.
+    pub alpn: Vec<Vec<u8>>,
+    /// Entries of the stateful session cache (TLS 1.2 session IDs; TLS 1.3
+    /// when tickets are off); 0 turns it off. Each entry is a few hundred
+    /// bytes; the cache evicts at random when full.
+    pub session_cache_entries: usize,
+    /// Session ticket keys.
+    pub tickets: TicketSource,
+    /// TLS 1.3 tickets sent after a full handshake (default 2: one per
+    /// parallel connection a browser typically opens next).
+    pub tls13_tickets: usize,
+}
+
+/// Builds the rustls ServerConfig: provider and versions from the policy,
+/// [`SniResolver`], server cipher preference, no 0-RTT, ALPN, a bounded
+/// stateful session cache and the ticketer. `TicketSource::File` is read here.
+pub fn build_server_config(settings: &ServerTlsSettings) -> Result<Arc<ServerConfig>, TlsError> {
+    let ticketer: Arc<dyn ProducesTickets> = match &settings.tickets {
+        TicketSource::Disabled => Arc::new(NoTickets),
+        TicketSource::Rotating(period) => TicketKeys::rotating(*period)?,
+        TicketSource::File(path) => TicketKeys::from_file(path, FILE_TICKET_LIFETIME)?,
+    };
+    let storage: Arc<dyn StoresServerSessions> = if settings.session_cache_entries > 0 {
+        ServerSessionMemoryCache::new(settings.session_cache_entries)
+    } else {
+        Arc::new(NoServerSessionStorage {})
+    };
+    build(settings, ticketer, storage)
+}
+
+/// Like [`build_server_config`] for a reload: keeps `previous`'s in-process
+/// ticket keys (when the new settings also rotate in-process) and its session
+/// cache (when the new settings keep one), so clients resume across the
+/// reload. A changed rotation period or cache size takes effect on restart.
+pub fn build_server_config_reusing(
+    settings: &ServerTlsSettings,
+    previous: &ServerConfig,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let ticketer: Arc<dyn ProducesTickets> = match &settings.tickets {
+        TicketSource::Rotating(_) if previous.ticketer.enabled() => previous.ticketer.clone(),
+        TicketSource::Rotating(period) => TicketKeys::rotating(*period)?,
+        TicketSource::Disabled => Arc::new(NoTickets),
+        TicketSource::File(path) => TicketKeys::from_file(path, FILE_TICKET_LIFETIME)?,
+    };
+    let storage: Arc<dyn StoresServerSessions> = match (
+        settings.session_cache_entries,
+        previous.session_storage.can_cache(),
+    ) {
+        (0, _) => Arc::new(NoServerSessionStorage {}),
+        (_, true) => previous.session_storage.clone(),
+        (n, false) => ServerSessionMemoryCache::new(n),
+    };
+    build(settings, ticketer, storage)
+}
+
+fn build(
+    settings: &ServerTlsSettings,
+    ticketer: Arc<dyn ProducesTickets>,
+    storage: Arc<dyn StoresServerSessions>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let resolver = SniResolver::new(settings.certs.clone())?;
+    let provider = Arc::new(settings.policy.crypto_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&settings.policy.versions())?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    // Server order wins: our list puts the cheap suites and groups first,
+    // and a client's order is often arbitrary.
+    config.ignore_client_order = true;
+    // 0-RTT data can be replayed; an HTTP terminator cannot know which
+    // requests are idempotent for the backend.
+    config.max_early_data_size = 0;
+    config.alpn_protocols = settings.alpn.clone();
+    config.session_storage = storage;
+    config.ticketer = ticketer;
+    config.send_tls13_tickets = settings.tls13_tickets;
+    Ok(Arc::new(config))
+}
+
+/// The ticketer when tickets are off: rustls then falls back to the
+/// stateful cache (session IDs in TLS 1.2, cache-backed tickets in TLS 1.3).
+#[derive(Debug)]
+struct NoTickets;
+
+impl ProducesTickets for NoTickets {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn lifetime(&self) -> u32 {
+        0
+    }
+    fn encrypt(&self, _plain: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    fn decrypt(&self, _cipher: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// What a finished handshake negotiated, for logs and metrics. Names are
+/// IANA-style: "TLSv1.3", "TLS_AES_128_GCM_SHA256", "X25519" /
+/// "X25519MLKEM768" / "secp256r1"; empty when not (yet) known. `group` is
+/// empty for a resumed TLS 1.2 session, which does no key exchange.
+#[derive(Clone, Debug, Default)]
+pub struct Negotiated {
+    /// "TLSv1.3" or "TLSv1.2".
+    pub version: &'static str,
+    /// IANA cipher suite name.
+    pub cipher: &'static str,
+    /// Key-exchange group.
+    pub group: &'static str,
+    /// ALPN protocol, if one was agreed.
+    pub alpn: Option<String>,
+    /// SNI the client sent.
+    pub sni: Option<String>,
+    /// True when the session was resumed (ticket or session ID).
+    pub resumed: bool,
+}
+
+/// Reads what `conn` negotiated. Call after the handshake completed.
+pub fn negotiated(conn: &ServerConnection) -> Negotiated {
+    let version = match conn.protocol_version() {
+        Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+        Some(_) => "other",
+        None => "",
+    };
+    Negotiated {
+        version,
+        cipher: conn
+            .negotiated_cipher_suite()
+            .map_or("", |s| suite_name(s.suite())),
+        group: conn
+            .negotiated_key_exchange_group()
+            .map_or("", |g| group_name(g.name())),
+        alpn: conn
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        sni: conn.server_name().map(str::to_string),
+        resumed: conn.handshake_kind() == Some(HandshakeKind::Resumed),
+    }
+}
+
+/// Warning text when chain + OCSP staple exceed the initial congestion
+/// window: full handshakes then take an extra round trip. None when it fits.
+pub fn initcwnd_warning(cert: &LoadedCert) -> Option<String> {
+    let total = cert.chain_der_len + cert.ocsp_len;
+    (total > INITCWND_BYTES).then(|| {
+        format!(
+            "cert {}: chain {} B + OCSP {} B exceeds the initial congestion window (~{} B); \
+             full handshakes will take an extra round trip. Use an ECDSA certificate or a shorter chain.",
+            cert.source, cert.chain_der_len, cert.ocsp_len, INITCWND_BYTES
+        )
+    })
+}
+
+/// One line describing the crypto provider for the start-up log, e.g.
+/// "crypto: aws-lc-rs (AWS-LC 5.12.0), FIPS no, CPU features: AES-NI PCLMULQDQ AVX2".
+pub fn provider_summary() -> String {
+    let version = std::str::from_utf8(aws_lc_sys::AWSLC_VERSION_NUMBER_STRING)
+        .unwrap_or("")
+        .trim_end_matches('\0');
+    let fips = if rustls::crypto::aws_lc_rs::default_provider().fips() {
+        "yes"
+    } else {
+        "no"
+    };
+    let cpu = CpuFeatures::detect();
+    let warning = if cpu.aes_gcm_accelerated() {
+        ""
+    } else {
+        " (no AES-GCM acceleration: bulk crypto will be several times slower)"
+    };
+    format!("crypto: aws-lc-rs (AWS-LC {version}), FIPS {fips}, CPU features: {cpu}{warning}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_summary_names_the_library_and_cpu() {
+        let s = provider_summary();
+        assert!(s.starts_with("crypto: aws-lc-rs (AWS-LC "), "{s}");
+        assert!(s.contains("FIPS no"), "{s}");
+        assert!(s.contains("CPU features: "), "{s}");
+    }
+}
