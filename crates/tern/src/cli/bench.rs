@@ -1,33 +1,542 @@
-//! `tern bench` and `tern report` command lines.
+//! `tern bench` and `tern report` command lines: flags mapped onto
+//! `tern_bench::BenchConfig`, nothing more. hey's command lines work
+//! unchanged (see `rewrite_hey_flags` and docs/bench.md for differences).
 
 use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Arguments of `tern bench` (to be filled in).
+use tern_bench::report::{csv, html, text};
+use tern_bench::{
+    BenchConfig, BenchError, ConnectionPlan, HttpVersion, LoadModel, Report, ResumptionMode,
+    StopCondition, Target, TlsOptions, TlsVersion,
+};
+
+/// Arguments of `tern bench`. Short flags and hey's single-dash long flags
+/// (`-disable-keepalive`, `-h2`, `-host`, `-cpus`) are hey's.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "hey-compatible: tern bench -n 3000 -c 300 -m GET -disable-keepalive URL")]
 pub struct BenchArgs {
-    /// Target URL.
-    pub url: Vec<String>,
+    /// Target URL; with --compare, two or more.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<String>,
+    /// Run the targets in interleaved rounds under the same plan and print
+    /// the figures side by side.
+    #[arg(long)]
+    pub compare: bool,
+    /// Interleaved rounds in compare mode.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Number of requests to run (per target).
+    #[arg(short = 'n', default_value_t = 200)]
+    pub requests: u64,
+    /// Number of connections to run concurrently.
+    #[arg(short = 'c', default_value_t = 50)]
+    pub concurrency: usize,
+    /// Rate limit per connection, requests per second (becomes an open loop
+    /// at c × q in total; see docs/bench.md).
+    #[arg(short = 'q')]
+    pub qps: Option<f64>,
+    /// Duration to send requests (10s, 3m, 500ms); overrides -n.
+    #[arg(short = 'z')]
+    pub duration: Option<String>,
+    /// HTTP method (hey), or, when a number, HTTP/2 streams per connection
+    /// (h2load).
+    #[arg(short = 'm', value_name = "METHOD|STREAMS")]
+    pub method_or_streams: Option<String>,
+    /// HTTP method.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// HTTP/2 concurrent streams per connection.
+    #[arg(long)]
+    pub streams: Option<usize>,
+    /// Custom HTTP header, repeatable: -H "Accept: text/html".
+    #[arg(short = 'H', value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// HTTP request body.
+    #[arg(short = 'd')]
+    pub body: Option<String>,
+    /// HTTP request body from file.
+    #[arg(short = 'D')]
+    pub body_file: Option<PathBuf>,
+    /// Content-Type header.
+    #[arg(short = 'T')]
+    pub content_type: Option<String>,
+    /// Accept header.
+    #[arg(short = 'A')]
+    pub accept: Option<String>,
+    /// Basic authentication, user:password.
+    #[arg(short = 'a')]
+    pub basic_auth: Option<String>,
+    /// HTTP proxy address as host:port (CONNECT tunnel).
+    #[arg(short = 'x')]
+    pub proxy: Option<String>,
+    /// Host header.
+    #[arg(long = "host")]
+    pub host: Option<String>,
+    /// Speak HTTP/2 (h2 via ALPN; prior knowledge on http://).
+    #[arg(long = "h2")]
+    pub h2: bool,
+    /// Timeout for each request in seconds; 0 for none.
+    #[arg(short = 't', default_value_t = 20)]
+    pub timeout: u64,
+    /// Do not send Accept-Encoding: gzip.
+    #[arg(long)]
+    pub disable_compression: bool,
+    /// A new connection (full TLS handshake) per request.
+    #[arg(long)]
+    pub disable_keepalive: bool,
+    /// Accepted for hey compatibility; redirects are never followed.
+    #[arg(long)]
+    pub disable_redirects: bool,
+    /// Worker threads (one per core by default).
+    #[arg(long)]
+    pub cpus: Option<usize>,
+    /// Output on stdout: text (default), json, or csv (one line per request).
+    #[arg(short = 'o', value_parser = ["text", "json", "csv"])]
+    pub output: Option<String>,
+    /// Connection plan: keepalive, new (connection per request), resumed
+    /// (connection per request resuming the TLS session).
+    #[arg(long, value_parser = ["keepalive", "new", "resumed"])]
+    pub plan: Option<String>,
+    /// Resumption mechanism for --plan resumed (TLS 1.2 only; TLS 1.3 uses tickets).
+    #[arg(long, value_parser = ["tickets", "session-ids"], default_value = "tickets")]
+    pub resume: String,
+    /// Open loop at this total rate (requests/second); latency counts from
+    /// the intended send time.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Lowest TLS version offered: 1.2 or 1.3.
+    #[arg(long, value_parser = ["1.2", "1.3"])]
+    pub tls_min: Option<String>,
+    /// Highest TLS version offered: 1.2 or 1.3.
+    #[arg(long, value_parser = ["1.2", "1.3"])]
+    pub tls_max: Option<String>,
+    /// Cipher suites offered, comma-separated IANA names.
+    #[arg(long, value_delimiter = ',')]
+    pub ciphers: Vec<String>,
+    /// Key-exchange groups offered, comma-separated (X25519, secp256r1, X25519MLKEM768).
+    #[arg(long, value_delimiter = ',')]
+    pub groups: Vec<String>,
+    /// ALPN protocols offered, comma-separated (default from the HTTP version).
+    #[arg(long, value_delimiter = ',')]
+    pub alpn: Vec<String>,
+    /// Server name sent in SNI (default: the URL host).
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// CA certificates (PEM); the server chain is then verified.
+    #[arg(long, value_name = "PEM")]
+    pub cacert: Option<PathBuf>,
+    /// Do not verify the certificate chain even with --cacert.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Also write the JSON report (histograms included) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write a self-contained HTML report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Also write one CSV line per request to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// No progress bar even on a terminal.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
-/// Arguments of `tern report` (to be filled in).
+/// Arguments of `tern report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    pub files: Vec<String>,
+    #[command(subcommand)]
+    pub action: ReportAction,
 }
+
+/// What `tern report` does.
+#[derive(Debug, clap::Subcommand)]
+pub enum ReportAction {
+    /// Merge JSON reports of the same targets run from several load machines.
+    Merge {
+        /// JSON reports written by `tern bench --json`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output on stdout: text or json.
+        #[arg(short = 'o', value_parser = ["text", "json"], default_value = "text")]
+        output: String,
+        /// Also write the merged JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also write an HTML report to FILE.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
+    /// Render a JSON report as a self-contained HTML page.
+    Html {
+        /// JSON report.
+        file: PathBuf,
+        /// Output file (default: the input with .html).
+        #[arg(short = 'o', long)]
+        out: Option<PathBuf>,
+    },
+    /// Print a JSON report as text.
+    Text {
+        /// JSON report.
+        file: PathBuf,
+    },
+}
+
+/// hey's long flags with one dash, rewritten to clap's two dashes.
+const HEY_LONG_FLAGS: [&str; 6] = [
+    "-h2",
+    "-host",
+    "-cpus",
+    "-disable-compression",
+    "-disable-keepalive",
+    "-disable-redirects",
+];
 
 /// hey spells long flags with one dash (`-disable-keepalive`); clap wants two.
-/// Rewrites the known ones so hey command lines work unchanged.
+/// Rewrites the known ones so hey command lines work unchanged, only after
+/// the `bench` subcommand and only for whole arguments (`-host=x` too).
 pub fn rewrite_hey_flags(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
-    args.collect()
+    let mut in_bench = false;
+    args.enumerate()
+        .map(|(i, arg)| {
+            if i == 1 {
+                in_bench = arg == "bench";
+                return arg;
+            }
+            if !in_bench {
+                return arg;
+            }
+            let Some(s) = arg.to_str() else { return arg };
+            let name = s.split_once('=').map_or(s, |(n, _)| n);
+            if HEY_LONG_FLAGS.contains(&name) {
+                OsString::from(format!("-{s}"))
+            } else {
+                arg
+            }
+        })
+        .collect()
 }
 
-pub fn run(_args: BenchArgs) -> ExitCode {
-    eprintln!("tern bench: not implemented yet");
-    ExitCode::from(2)
+/// Runs `tern bench`.
+pub fn run(args: BenchArgs) -> ExitCode {
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let config = match config_from(&args, command_line) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tern bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match tern_bench::run(config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tern bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let stdout = match args.output.as_deref() {
+        Some("json") => report.to_json(),
+        Some("csv") => csv::render(&report.targets[0].stats),
+        _ => text::render(&report),
+    };
+    let mut failed = write_out(None, &stdout).is_err();
+    if let Some(path) = &args.json {
+        failed |= write_out(Some(path), &report.to_json()).is_err();
+    }
+    if let Some(path) = &args.html {
+        failed |= write_out(Some(path), &html::render(&report)).is_err();
+    }
+    if let Some(path) = &args.csv {
+        failed |= write_out(Some(path), &csv::render(&report.targets[0].stats)).is_err();
+    }
+    if report.interrupted {
+        ExitCode::from(130)
+    } else if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
-pub fn run_report(_args: ReportArgs) -> ExitCode {
-    eprintln!("tern report: not implemented yet");
-    ExitCode::from(2)
+/// Runs `tern report`.
+pub fn run_report(args: ReportArgs) -> ExitCode {
+    let result = match args.action {
+        ReportAction::Merge {
+            files,
+            output,
+            json,
+            html: html_path,
+        } => files
+            .iter()
+            .map(|f| Report::read(&f.to_string_lossy()))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(Report::merge)
+            .map(|merged| {
+                let shown = if output == "json" {
+                    merged.to_json()
+                } else {
+                    text::render(&merged)
+                };
+                let mut ok = write_out(None, &shown).is_ok();
+                if let Some(p) = json {
+                    ok &= write_out(Some(&p), &merged.to_json()).is_ok();
+                }
+                if let Some(p) = html_path {
+                    ok &= write_out(Some(&p), &html::render(&merged)).is_ok();
+                }
+                ok
+            }),
+        ReportAction::Html { file, out } => Report::read(&file.to_string_lossy()).map(|r| {
+            let out = out.unwrap_or_else(|| file.with_extension("html"));
+            write_out(Some(&out), &html::render(&r)).is_ok()
+        }),
+        ReportAction::Text { file } => Report::read(&file.to_string_lossy())
+            .map(|r| write_out(None, &text::render(&r)).is_ok()),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("tern report: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Writes to a file, or stdout when `path` is `None`. A closed stdout
+/// (`| head`) is not an error worth a message.
+fn write_out(path: Option<&PathBuf>, text: &str) -> Result<(), ()> {
+    match path {
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("tern: stdout: {e}");
+                    Err(())
+                }
+                _ => Ok(()),
+            }
+        }
+        Some(p) => std::fs::write(p, text).map_err(|e| eprintln!("tern: {}: {e}", p.display())),
+    }
+}
+
+fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, BenchError> {
+    if a.urls.len() > 1 && !a.compare {
+        return Err(BenchError::Config("several URLs need --compare".into()));
+    }
+    if a.compare && a.urls.len() < 2 {
+        return Err(BenchError::Config(
+            "--compare needs at least two URLs".into(),
+        ));
+    }
+    let targets = a
+        .urls
+        .iter()
+        .map(|u| Target::parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut c = BenchConfig::new(targets);
+    c.command_line = command_line;
+    let (mut method, mut streams) = (None, None);
+    if let Some(m) = &a.method_or_streams {
+        match m.parse::<usize>() {
+            Ok(n) => streams = Some(n),
+            Err(_) => method = Some(m.clone()),
+        }
+    }
+    c.method = a
+        .method
+        .clone()
+        .or(method)
+        .unwrap_or_else(|| "GET".into())
+        .to_ascii_uppercase();
+    c.streams_per_connection = a.streams.or(streams).unwrap_or(1).max(1);
+    for h in &a.headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| BenchError::Config(format!("header {h:?} is not 'Name: value'")))?;
+        c.headers
+            .push((name.trim().to_string(), value.trim().to_string()));
+    }
+    if let Some(t) = &a.content_type {
+        c.headers.push(("Content-Type".into(), t.clone()));
+    }
+    if let Some(accept) = &a.accept {
+        c.headers.push(("Accept".into(), accept.clone()));
+    }
+    if let Some(auth) = &a.basic_auth {
+        c.headers.push(tern_bench::http1::basic_auth(auth));
+    }
+    c.body = match (&a.body, &a.body_file) {
+        (_, Some(path)) => std::fs::read(path).map_err(|source| BenchError::File {
+            path: path.display().to_string(),
+            source,
+        })?,
+        (Some(b), None) => b.clone().into_bytes(),
+        (None, None) => Vec::new(),
+    };
+    c.host_header = a.host.clone();
+    c.proxy = a.proxy.clone();
+    c.accept_compression = !a.disable_compression;
+    let resume = match a.resume.as_str() {
+        "session-ids" => ResumptionMode::SessionIds,
+        _ => ResumptionMode::Tickets,
+    };
+    c.plan = match (a.plan.as_deref(), a.disable_keepalive) {
+        (Some("resumed"), _) => ConnectionPlan::Resumed(resume),
+        (Some("new"), _) | (None, true) => ConnectionPlan::NewConnection,
+        (Some("keepalive"), true) => {
+            return Err(BenchError::Config(
+                "--plan keepalive contradicts -disable-keepalive".into(),
+            ))
+        }
+        _ => ConnectionPlan::KeepAlive,
+    };
+    c.http = if a.h2 {
+        HttpVersion::Http2
+    } else {
+        HttpVersion::Http1
+    };
+    c.connections = a.concurrency;
+    c.load = match (a.rate, a.qps) {
+        (Some(r), _) => LoadModel::Open { rate: r },
+        (None, Some(q)) => LoadModel::Open {
+            rate: q * a.concurrency as f64,
+        },
+        (None, None) => LoadModel::Closed,
+    };
+    if let Some(n) = a.cpus {
+        c.workers = n.max(1);
+    }
+    c.stop = match &a.duration {
+        Some(z) => StopCondition::Duration(parse_go_duration(z)?),
+        None => StopCondition::Requests(a.requests),
+    };
+    c.timeout = if a.timeout == 0 {
+        Duration::from_secs(24 * 3600)
+    } else {
+        Duration::from_secs(a.timeout)
+    };
+    let version = |v: &Option<String>| match v.as_deref() {
+        Some("1.2") => Some(TlsVersion::Tls12),
+        Some("1.3") => Some(TlsVersion::Tls13),
+        _ => None,
+    };
+    c.tls = TlsOptions {
+        min_version: version(&a.tls_min),
+        max_version: version(&a.tls_max),
+        ciphers: a.ciphers.clone(),
+        groups: a.groups.clone(),
+        alpn: (!a.alpn.is_empty()).then(|| a.alpn.clone()),
+        sni: a.sni.clone(),
+        ca_file: a.cacert.clone(),
+        insecure: a.insecure,
+    };
+    c.rounds = if a.compare { a.rounds.max(1) } else { 1 };
+    c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
+    c.progress = !a.no_progress && a.output.is_none();
+    Ok(c)
+}
+
+/// Parses Go durations as hey takes them: `10s`, `1m30s`, `500ms`, `1.5h`.
+fn parse_go_duration(s: &str) -> Result<Duration, BenchError> {
+    let bad = || {
+        BenchError::Config(format!(
+            "-z {s:?}: expected a duration like 10s, 1m30s, 500ms"
+        ))
+    };
+    let mut total = 0.0f64;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(bad()),
+        };
+        total += value * unit;
+        rest = &rest[unit_len..];
+    }
+    if total <= 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(line: &str) -> BenchArgs {
+        let args = rewrite_hey_flags(line.split_whitespace().map(OsString::from));
+        match crate::cli::Cli::parse_from(args).command {
+            crate::cli::Command::Bench(b) => *b,
+            other => panic!("not bench: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hey_command_line_parses_unchanged() {
+        let a = parse("tern bench -n 3000 -c 300 -m GET -disable-keepalive -h2 -host x.test -cpus 2 -o csv https://127.0.0.1:8443/");
+        assert_eq!((a.requests, a.concurrency), (3000, 300));
+        assert!(a.disable_keepalive && a.h2);
+        assert_eq!(a.host.as_deref(), Some("x.test"));
+        assert_eq!(a.cpus, Some(2));
+        let c = config_from(&a, String::new()).unwrap();
+        assert_eq!(c.plan, ConnectionPlan::NewConnection);
+        assert_eq!(c.method, "GET");
+        assert!(c.record_requests);
+    }
+
+    #[test]
+    fn numeric_m_means_streams() {
+        let a = parse("tern bench -h2 -m 10 https://127.0.0.1/");
+        let c = config_from(&a, String::new()).unwrap();
+        assert_eq!((c.method.as_str(), c.streams_per_connection), ("GET", 10));
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_go_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("s").is_err());
+    }
+
+    #[test]
+    fn rewrite_only_touches_bench_flags() {
+        let out = rewrite_hey_flags(["tern", "serve", "-host"].map(OsString::from).into_iter());
+        assert_eq!(out[2], "-host");
+        let out = rewrite_hey_flags(
+            ["tern", "bench", "-host=a", "-h"]
+                .map(OsString::from)
+                .into_iter(),
+        );
+        assert_eq!(
+            (out[2].to_str(), out[3].to_str()),
+            (Some("--host=a"), Some("-h"))
+        );
+    }
 }

@@ -1,0 +1,180 @@
+//! What a run does, as typed values: parsed once by the command line (or a
+//! test) and never re-checked downstream.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::target::Target;
+
+/// How connections are used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionPlan {
+    /// One connection carries many requests.
+    KeepAlive,
+    /// A new connection (full TLS handshake) per request; resumption is off.
+    NewConnection,
+    /// A new connection per request that resumes the previous TLS session.
+    Resumed(ResumptionMode),
+}
+
+impl ConnectionPlan {
+    /// True when each request gets its own connection.
+    pub fn connection_per_request(self) -> bool {
+        !matches!(self, ConnectionPlan::KeepAlive)
+    }
+}
+
+/// Which TLS 1.2 resumption mechanism is offered. TLS 1.3 always resumes
+/// with tickets (PSK); the choice only matters for TLS 1.2 servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResumptionMode {
+    /// RFC 5077 tickets (and session IDs as fallback).
+    Tickets,
+    /// Server-side session IDs only.
+    SessionIds,
+}
+
+/// HTTP version spoken on each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum HttpVersion {
+    /// HTTP/1.1, one request at a time per connection.
+    #[serde(rename = "HTTP/1.1")]
+    Http1,
+    /// HTTP/2 with several concurrent streams per connection.
+    #[serde(rename = "HTTP/2")]
+    Http2,
+}
+
+/// Closed or open loop.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadModel {
+    /// Each connection (stream) sends its next request when the previous
+    /// one completed.
+    Closed,
+    /// Requests are scheduled at a fixed total rate (requests per second);
+    /// latency counts from the scheduled send time, so a stalled server
+    /// shows the queueing it caused (coordinated omission corrected).
+    Open {
+        /// Total requests per second over all connections.
+        rate: f64,
+    },
+}
+
+/// When a run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCondition {
+    /// After this many requests (all targets of a round share nothing:
+    /// each target gets its own count).
+    Requests(u64),
+    /// After this long.
+    Duration(Duration),
+}
+
+/// TLS version bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+/// Client TLS options.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// Lowest version offered (default TLS 1.2).
+    pub min_version: Option<TlsVersion>,
+    /// Highest version offered (default TLS 1.3).
+    pub max_version: Option<TlsVersion>,
+    /// Cipher suites offered, IANA names (`TLS_AES_128_GCM_SHA256`,
+    /// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`); empty for the provider's list.
+    pub ciphers: Vec<String>,
+    /// Key-exchange groups offered (`X25519`, `secp256r1`, `X25519MLKEM768`);
+    /// empty for the provider's list.
+    pub groups: Vec<String>,
+    /// ALPN protocols offered; `None` picks from the HTTP version.
+    pub alpn: Option<Vec<String>>,
+    /// Server name sent in SNI (and verified); default the URL host.
+    pub sni: Option<String>,
+    /// PEM file of CA certificates; when set, the server chain is verified.
+    pub ca_file: Option<PathBuf>,
+    /// Skip certificate verification even when `ca_file` is set.
+    pub insecure: bool,
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// One target, or several in compare mode.
+    pub targets: Vec<Target>,
+    /// Request method.
+    pub method: String,
+    /// Extra request headers, sent as given.
+    pub headers: Vec<(String, String)>,
+    /// Request body (may be empty).
+    pub body: Vec<u8>,
+    /// `Host` header override.
+    pub host_header: Option<String>,
+    /// HTTP proxy (`host:port`) reached with CONNECT.
+    pub proxy: Option<String>,
+    /// Send `Accept-Encoding: gzip` (hey's default) unless disabled.
+    pub accept_compression: bool,
+    /// Connection plan.
+    pub plan: ConnectionPlan,
+    /// HTTP version.
+    pub http: HttpVersion,
+    /// Concurrent streams per HTTP/2 connection (h2load `-m`).
+    pub streams_per_connection: usize,
+    /// Closed or open loop.
+    pub load: LoadModel,
+    /// Concurrent connections over all workers.
+    pub connections: usize,
+    /// Worker threads, each with its own single-threaded runtime.
+    pub workers: usize,
+    /// When to stop (per target).
+    pub stop: StopCondition,
+    /// Per-request timeout, connection set-up included.
+    pub timeout: Duration,
+    /// TLS options (ignored for `http://` targets).
+    pub tls: TlsOptions,
+    /// Interleaved rounds in compare mode (1 for a single target).
+    pub rounds: usize,
+    /// Keep one record per request (for CSV output).
+    pub record_requests: bool,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+    /// The command line, for the disclosure.
+    pub command_line: String,
+}
+
+impl BenchConfig {
+    /// A configuration with hey's defaults (`-n 200 -c 50`, GET, keepalive,
+    /// HTTP/1.1, closed loop, one worker per core) for the given targets.
+    pub fn new(targets: Vec<Target>) -> BenchConfig {
+        BenchConfig {
+            targets,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            host_header: None,
+            proxy: None,
+            accept_compression: true,
+            plan: ConnectionPlan::KeepAlive,
+            http: HttpVersion::Http1,
+            streams_per_connection: 1,
+            load: LoadModel::Closed,
+            connections: 50,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            stop: StopCondition::Requests(200),
+            timeout: Duration::from_secs(20),
+            tls: TlsOptions::default(),
+            rounds: 1,
+            record_requests: false,
+            progress: false,
+            command_line: String::new(),
+        }
+    }
+}

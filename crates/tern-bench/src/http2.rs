@@ -1,0 +1,155 @@
+//! HTTP/2 client side on the h2 crate: one connection carries many streams.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+
+use crate::config::BenchConfig;
+use crate::conn::Stream;
+use crate::error::{BenchError, RequestError};
+use crate::http1::Exchange;
+use crate::target::{Scheme, Target};
+
+/// Stream receive window: large enough that a 1 MiB body is not throttled
+/// by WINDOW_UPDATE round trips.
+const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+/// Connection receive window.
+const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// The request for one target, with its parts prepared once.
+#[derive(Debug, Clone)]
+pub struct H2Request {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// Header names HTTP/2 forbids or expresses as pseudo-headers.
+const NOT_IN_H2: [&str; 6] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+impl H2Request {
+    /// Prepares the request; `headers` are the merged h1 headers (Host
+    /// becomes `:authority`).
+    pub fn new(
+        config: &BenchConfig,
+        target: &Target,
+        headers: &[(String, String)],
+    ) -> Result<H2Request, BenchError> {
+        let scheme = match target.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let authority = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map_or_else(|| target.authority(), |(_, v)| v.clone());
+        let uri: Uri = format!("{scheme}://{authority}{}", target.path)
+            .parse()
+            .map_err(|e| BenchError::Config(format!("request URI: {e}")))?;
+        let method = Method::from_bytes(config.method.as_bytes())
+            .map_err(|e| BenchError::Config(format!("method {:?}: {e}", config.method)))?;
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            if NOT_IN_H2.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+                continue;
+            }
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| BenchError::Config(format!("header name {name:?}: {e}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| BenchError::Config(format!("header value {value:?}: {e}")))?;
+            map.append(name, value);
+        }
+        Ok(H2Request {
+            method,
+            uri,
+            headers: map,
+            body: Bytes::from(config.body.clone()),
+        })
+    }
+
+    fn build(&self) -> http::Request<()> {
+        let mut req = http::Request::new(());
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+/// Runs the HTTP/2 preface on `stream` and drives the connection on the
+/// current `LocalSet`.
+pub async fn handshake(stream: Stream) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
+    let (send, connection) = h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .handshake(stream)
+        .await
+        .map_err(|e| h2_error(&e).0)?;
+    tokio::task::spawn_local(async move {
+        // Errors surface on the streams; nothing more to say here.
+        let _ = connection.await;
+    });
+    Ok(send)
+}
+
+/// Sends one request on a new stream and reads the whole response. On
+/// error, the flag says whether the connection is dead.
+pub async fn exchange(
+    send: h2::client::SendRequest<Bytes>,
+    req: &H2Request,
+) -> Result<Exchange, (RequestError, bool)> {
+    let mut send = send.ready().await.map_err(|e| h2_error(&e))?;
+    let start = Instant::now();
+    let (response, mut body_tx) = send
+        .send_request(req.build(), req.body.is_empty())
+        .map_err(|e| h2_error(&e))?;
+    if !req.body.is_empty() {
+        body_tx
+            .send_data(req.body.clone(), true)
+            .map_err(|e| h2_error(&e))?;
+    }
+    let response = response.await.map_err(|e| h2_error(&e))?;
+    let first = Instant::now();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut bytes = 0u64;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| h2_error(&e))?;
+        bytes += chunk.len() as u64;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    Ok(Exchange {
+        status,
+        body_bytes: bytes,
+        ttfb: first - start,
+        body: first.elapsed(),
+        reusable: true,
+    })
+}
+
+fn h2_error(e: &h2::Error) -> (RequestError, bool) {
+    if e.is_io() {
+        let kind = e
+            .get_io()
+            .map_or_else(|| "io".to_string(), |io| io.kind().to_string());
+        (RequestError::Io(kind), true)
+    } else if e.is_go_away() {
+        (RequestError::Http(format!("GOAWAY: {e}")), true)
+    } else if let Some(reason) = e.reason() {
+        (
+            RequestError::Http(format!("stream reset: {reason:?}")),
+            false,
+        )
+    } else {
+        (RequestError::Http(e.to_string()), true)
+    }
+}

@@ -1,0 +1,406 @@
+//! The report of a run: the disclosure, one section per target, and the raw
+//! measurements (HDR histograms serialized) so runs can be merged.
+
+mod serde_stats;
+
+pub mod csv;
+pub mod html;
+pub mod svg;
+pub mod text;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ConnectionPlan, HttpVersion, LoadModel};
+use crate::env::{Address, Machine};
+use crate::error::BenchError;
+use crate::stats::Stats;
+use crate::tls::Negotiated;
+
+/// Identifies the JSON format; bumped on incompatible changes.
+pub const FORMAT: &str = "tern-bench-report/1";
+
+/// A whole run (or several merged runs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// `tern <version>`.
+    pub tool: String,
+    /// The full command line of each run merged into this report.
+    pub command_lines: Vec<String>,
+    /// The plan the targets ran under.
+    pub plan: PlanInfo,
+    /// Load machines (one per merged run).
+    pub machines: Vec<Machine>,
+    /// One entry per target, in command-line order.
+    pub targets: Vec<TargetReport>,
+    /// Ctrl-C cut the run short.
+    pub interrupted: bool,
+    /// Warnings to print first (compare mode mismatches, merges).
+    pub warnings: Vec<String>,
+}
+
+/// The plan, as disclosed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanInfo {
+    /// keepalive, new-connection or resumed.
+    pub connection_plan: ConnectionPlan,
+    /// Keepalive on or off.
+    pub keepalive: bool,
+    /// Resumption the client asked for: `no`, `tickets`, `session-ids`
+    /// (keepalive runs still offer resumption on reconnects).
+    pub resumption_asked: String,
+    /// HTTP version.
+    pub http: HttpVersion,
+    /// Closed or open loop.
+    pub load: LoadModel,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// HTTP/2 streams per connection.
+    pub streams_per_connection: usize,
+    /// Stop condition, readable (`200 requests`, `10s`).
+    pub stop: String,
+    /// Interleaved rounds (compare mode).
+    pub rounds: usize,
+    /// Method.
+    pub method: String,
+    /// Request body bytes.
+    pub request_body_bytes: usize,
+    /// Certificate verification: `CA file ...` or `off`.
+    pub verification: String,
+    /// TLS offer restrictions given on the command line.
+    pub tls_offer: String,
+}
+
+/// Figures of one target in one round (compare mode spread).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoundFigures {
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// Failed requests.
+    pub errors: u64,
+}
+
+/// One target's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// URL as given.
+    pub url: String,
+    /// Resolved addresses.
+    pub addresses: Vec<Address>,
+    /// Figures derived from `stats` (recomputed after a merge).
+    pub summary: Summary,
+    /// Per-round figures.
+    pub rounds: Vec<RoundFigures>,
+    /// Raw measurements.
+    #[serde(with = "serde_stats")]
+    pub stats: Stats,
+}
+
+/// Summary of one phase histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    /// Samples.
+    pub count: u64,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// Maximum, ms.
+    pub max_ms: f64,
+}
+
+/// Derived figures of a target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Requests with a response.
+    pub completed: u64,
+    /// Requests that failed.
+    pub failed: u64,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Latency mean/min/max/stdev, ms.
+    pub mean_ms: f64,
+    /// Fastest, ms.
+    pub min_ms: f64,
+    /// Slowest, ms.
+    pub max_ms: f64,
+    /// Standard deviation, ms.
+    pub stdev_ms: f64,
+    /// Percentile (as text, e.g. "99.9") to latency in ms.
+    pub percentiles_ms: BTreeMap<String, f64>,
+    /// Body bytes received.
+    pub body_bytes: u64,
+    /// Connections opened.
+    pub connections: u64,
+    /// TLS handshakes.
+    pub handshakes: u64,
+    /// Resumed handshakes.
+    pub resumed: u64,
+    /// resumed / handshakes (0 when none).
+    pub resumed_fraction: f64,
+    /// Mean bytes received per handshake.
+    pub handshake_bytes_mean: f64,
+    /// Phases: dns, connect, tls, ttfb, body.
+    pub phases: BTreeMap<String, PhaseSummary>,
+    /// What handshakes negotiated, most frequent first.
+    pub negotiated: Vec<NegotiatedCount>,
+}
+
+/// A negotiated parameter set and how many handshakes got it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NegotiatedCount {
+    /// Parameters.
+    #[serde(flatten)]
+    pub negotiated: Negotiated,
+    /// Handshakes.
+    pub count: u64,
+}
+
+/// Percentiles reported everywhere.
+pub const PERCENTILES: [f64; 9] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99];
+
+fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+fn phase(h: &hdrhistogram::Histogram<u64>) -> PhaseSummary {
+    PhaseSummary {
+        count: h.len(),
+        mean_ms: ms(h.mean()),
+        p50_ms: ms(h.value_at_quantile(0.5) as f64),
+        p99_ms: ms(h.value_at_quantile(0.99) as f64),
+        max_ms: ms(h.max() as f64),
+    }
+}
+
+impl Summary {
+    /// Derives the figures from raw stats.
+    pub fn from_stats(s: &Stats) -> Summary {
+        let elapsed = s.elapsed.as_secs_f64();
+        let completed = s.completed();
+        let mut negotiated: Vec<NegotiatedCount> = s
+            .negotiated
+            .iter()
+            .map(|(n, c)| NegotiatedCount {
+                negotiated: n.clone(),
+                count: *c,
+            })
+            .collect();
+        negotiated.sort_by_key(|n| std::cmp::Reverse(n.count));
+        let phases = [
+            ("dns", &s.dns),
+            ("connect", &s.connect),
+            ("tls", &s.tls),
+            ("ttfb", &s.ttfb),
+            ("body", &s.body),
+        ]
+        .into_iter()
+        .map(|(k, h)| (k.to_string(), phase(h)))
+        .collect();
+        let empty = s.total.is_empty();
+        Summary {
+            completed,
+            failed: s.failed(),
+            elapsed_s: elapsed,
+            rps: if elapsed > 0.0 {
+                completed as f64 / elapsed
+            } else {
+                0.0
+            },
+            mean_ms: ms(s.total.mean()),
+            min_ms: if empty { 0.0 } else { ms(s.total.min() as f64) },
+            max_ms: ms(s.total.max() as f64),
+            stdev_ms: ms(s.total.stdev()),
+            percentiles_ms: PERCENTILES
+                .iter()
+                .map(|p| (p.to_string(), ms(s.total.value_at_percentile(*p) as f64)))
+                .collect(),
+            body_bytes: s.body_bytes,
+            connections: s.connections,
+            handshakes: s.handshakes,
+            resumed: s.resumed,
+            resumed_fraction: if s.handshakes > 0 {
+                s.resumed as f64 / s.handshakes as f64
+            } else {
+                0.0
+            },
+            handshake_bytes_mean: if s.handshakes > 0 {
+                s.handshake_bytes as f64 / s.handshakes as f64
+            } else {
+                0.0
+            },
+            phases,
+            negotiated,
+        }
+    }
+
+    /// Latency at percentile `p` (one of [`PERCENTILES`]), ms.
+    pub fn percentile(&self, p: f64) -> f64 {
+        self.percentiles_ms
+            .get(&p.to_string())
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// The most frequent negotiated parameter set.
+    pub fn dominant(&self) -> Option<&Negotiated> {
+        self.negotiated.first().map(|n| &n.negotiated)
+    }
+}
+
+impl TargetReport {
+    /// Builds a target's section from its stats.
+    pub fn new(
+        url: String,
+        addresses: Vec<Address>,
+        rounds: Vec<RoundFigures>,
+        stats: Stats,
+    ) -> Self {
+        TargetReport {
+            url,
+            addresses,
+            summary: Summary::from_stats(&stats),
+            rounds,
+            stats,
+        }
+    }
+}
+
+impl Report {
+    /// Serializes to pretty JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing plain data with string keys cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Parses a JSON report; `path` is for the error message.
+    pub fn from_json(text: &str, path: &str) -> Result<Report, BenchError> {
+        let report: Report = serde_json::from_str(text).map_err(|e| BenchError::BadReport {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })?;
+        if report.format != FORMAT {
+            return Err(BenchError::BadReport {
+                path: path.to_string(),
+                reason: format!("format {:?}, expected {FORMAT:?}", report.format),
+            });
+        }
+        Ok(report)
+    }
+
+    /// Reads a JSON report file.
+    pub fn read(path: &str) -> Result<Report, BenchError> {
+        let text = std::fs::read_to_string(path).map_err(|source| BenchError::File {
+            path: path.to_string(),
+            source,
+        })?;
+        Report::from_json(&text, path)
+    }
+
+    /// Merges runs made from several load machines against the same
+    /// targets: histograms and counts add up, machines are listed.
+    pub fn merge(reports: Vec<Report>) -> Result<Report, BenchError> {
+        let mut it = reports.into_iter();
+        let Some(mut merged) = it.next() else {
+            return Err(BenchError::Config("nothing to merge".into()));
+        };
+        for (i, other) in it.enumerate() {
+            let urls = |r: &Report| r.targets.iter().map(|t| t.url.clone()).collect::<Vec<_>>();
+            if urls(&merged) != urls(&other) {
+                return Err(BenchError::Config(format!(
+                    "report {} has targets {:?}, the first has {:?}",
+                    i + 2,
+                    urls(&other),
+                    urls(&merged)
+                )));
+            }
+            if other.plan != merged.plan {
+                merged.warnings.push(format!(
+                    "merged report {} ran a different plan; figures mix conditions",
+                    i + 2
+                ));
+            }
+            merged.command_lines.extend(other.command_lines);
+            merged.machines.extend(other.machines);
+            merged.interrupted |= other.interrupted;
+            for (mine, theirs) in merged.targets.iter_mut().zip(other.targets) {
+                mine.stats.merge(&theirs.stats);
+                for a in theirs.addresses {
+                    if !mine.addresses.contains(&a) {
+                        mine.addresses.push(a);
+                    }
+                }
+                mine.rounds.extend(theirs.rounds);
+                mine.summary = Summary::from_stats(&mine.stats);
+            }
+        }
+        merged.warnings.retain(|w| !w.contains(" negotiated "));
+        let mismatch = negotiation_warnings(&merged.targets);
+        merged.warnings.extend(mismatch);
+        Ok(merged)
+    }
+}
+
+/// Warnings when compared targets did not negotiate the same things: a
+/// comparison across different ciphers, groups, key types, ALPN or
+/// resumption measures the difference in conditions, not in servers.
+pub fn negotiation_warnings(targets: &[TargetReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(first) = targets.first() else {
+        return out;
+    };
+    for t in targets {
+        if t.summary.negotiated.len() > 1 {
+            out.push(format!(
+                "{} negotiated {} different parameter sets across handshakes",
+                t.url,
+                t.summary.negotiated.len()
+            ));
+        }
+    }
+    let Some(base) = first.summary.dominant() else {
+        return out;
+    };
+    for t in &targets[1..] {
+        let Some(other) = t.summary.dominant() else {
+            continue;
+        };
+        let fields = [
+            ("TLS version", &base.version, &other.version),
+            ("cipher", &base.cipher, &other.cipher),
+            ("group", &base.group, &other.group),
+            ("server key", &base.server_key, &other.server_key),
+            ("ALPN", &base.alpn, &other.alpn),
+        ];
+        for (what, a, b) in fields {
+            if a != b {
+                out.push(format!(
+                    "targets negotiated different {what}: {} got {a}, {} got {b}",
+                    first.url, t.url
+                ));
+            }
+        }
+        let (fa, fb) = (first.summary.resumed_fraction, t.summary.resumed_fraction);
+        if (fa - fb).abs() > 0.1 {
+            out.push(format!(
+                "targets negotiated different resumption: {} resumed {:.0}% of handshakes, {} {:.0}%",
+                first.url,
+                fa * 100.0,
+                t.url,
+                fb * 100.0
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,106 @@
+//! JSON form of [`Stats`]: histograms as base64 of the HdrHistogram V2
+//! encoding (readable by every HdrHistogram implementation), everything
+//! else as plain fields.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{SecondBucket, Stats};
+use crate::tls::Negotiated;
+
+#[derive(Serialize, Deserialize)]
+struct Repr {
+    histograms: BTreeMap<String, String>,
+    series: Vec<SecondBucket>,
+    status: BTreeMap<u16, u64>,
+    errors: BTreeMap<String, u64>,
+    body_bytes: u64,
+    connections: u64,
+    handshakes: u64,
+    resumed: u64,
+    handshake_bytes: u64,
+    negotiated: Vec<(Negotiated, u64)>,
+    elapsed_us: u64,
+}
+
+const NAMES: [&str; 6] = ["total", "dns", "connect", "tls", "ttfb", "body"];
+
+fn histograms(s: &Stats) -> [&Histogram<u64>; 6] {
+    [&s.total, &s.dns, &s.connect, &s.tls, &s.ttfb, &s.body]
+}
+
+pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S::Error> {
+    let mut encoded = BTreeMap::new();
+    for (name, h) in NAMES.iter().zip(histograms(stats)) {
+        let mut buf = Vec::new();
+        V2Serializer::new()
+            .serialize(h, &mut buf)
+            .map_err(|e| serde::ser::Error::custom(format!("histogram {name}: {e:?}")))?;
+        encoded.insert(
+            name.to_string(),
+            base64::engine::general_purpose::STANDARD.encode(buf),
+        );
+    }
+    Repr {
+        histograms: encoded,
+        series: stats.series.clone(),
+        status: stats.status.clone(),
+        errors: stats.errors.clone(),
+        body_bytes: stats.body_bytes,
+        connections: stats.connections,
+        handshakes: stats.handshakes,
+        resumed: stats.resumed,
+        handshake_bytes: stats.handshake_bytes,
+        negotiated: stats
+            .negotiated
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        elapsed_us: stats.elapsed.as_micros() as u64,
+    }
+    .serialize(ser)
+}
+
+pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::Error> {
+    let repr = Repr::deserialize(de)?;
+    let mut stats = Stats::default();
+    let targets = [
+        &mut stats.total,
+        &mut stats.dns,
+        &mut stats.connect,
+        &mut stats.tls,
+        &mut stats.ttfb,
+        &mut stats.body,
+    ];
+    for (name, slot) in NAMES.iter().zip(targets) {
+        let Some(text) = repr.histograms.get(*name) else {
+            return Err(serde::de::Error::custom(format!(
+                "missing histogram {name}"
+            )));
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e}")))?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e:?}")))?;
+        slot.add(&h)
+            .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e:?}")))?;
+    }
+    stats.series = repr.series;
+    stats.status = repr.status;
+    stats.errors = repr.errors;
+    stats.body_bytes = repr.body_bytes;
+    stats.connections = repr.connections;
+    stats.handshakes = repr.handshakes;
+    stats.resumed = repr.resumed;
+    stats.handshake_bytes = repr.handshake_bytes;
+    stats.negotiated = repr.negotiated.into_iter().collect();
+    stats.elapsed = Duration::from_micros(repr.elapsed_us);
+    Ok(stats)
+}

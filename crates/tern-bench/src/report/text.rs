@@ -1,0 +1,307 @@
+//! The text report: warnings and disclosure first, then hey's summary,
+//! histogram and latency distribution, phases, status codes and errors. In
+//! compare mode, figures side by side with ratios to the first target.
+
+use std::fmt::Write;
+
+use super::{Report, Summary, TargetReport, PERCENTILES};
+use crate::config::LoadModel;
+use crate::env::Machine;
+
+/// Bars of the response time histogram.
+const HISTOGRAM_BARS: usize = 11;
+/// Width of the longest bar.
+const BAR_WIDTH: f64 = 40.0;
+
+/// Renders the whole text report.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    if !r.warnings.is_empty() {
+        out.push_str("!!! WARNING: the figures below are not comparable as they stand !!!\n");
+        for w in &r.warnings {
+            let _ = writeln!(out, "!!! {w}");
+        }
+        out.push('\n');
+    }
+    if r.interrupted {
+        out.push_str("(interrupted: figures cover the run until Ctrl-C)\n\n");
+    }
+    disclosure(&mut out, r);
+    if r.targets.len() == 1 {
+        single(&mut out, &r.targets[0], r);
+    } else {
+        compare(&mut out, r);
+    }
+    out
+}
+
+fn disclosure(out: &mut String, r: &Report) {
+    let p = &r.plan;
+    out.push_str("Disclosure:\n");
+    let _ = writeln!(out, "  Tool:         {}", r.tool);
+    for c in &r.command_lines {
+        let _ = writeln!(out, "  Command:      {c}");
+    }
+    for t in &r.targets {
+        let addrs: Vec<String> = t
+            .addresses
+            .iter()
+            .map(|a| {
+                let place = match (a.loopback, a.same_machine) {
+                    (true, _) => "loopback, same machine",
+                    (false, true) => "same machine",
+                    (false, false) => "remote",
+                };
+                format!("{} ({place})", a.addr)
+            })
+            .collect();
+        let _ = writeln!(out, "  Target:       {} -> {}", t.url, addrs.join(", "));
+        let s = &t.summary;
+        if s.negotiated.is_empty() {
+            let _ = writeln!(out, "    TLS:        no handshake completed");
+        }
+        for n in &s.negotiated {
+            let share = 100.0 * n.count as f64 / s.handshakes.max(1) as f64;
+            let g = &n.negotiated;
+            let _ = writeln!(
+                out,
+                "    TLS:        {} {} group {} key {} ALPN {} ({share:.1}% of {} handshakes)",
+                g.version, g.cipher, g.group, g.server_key, g.alpn, s.handshakes
+            );
+        }
+        let _ = writeln!(
+            out,
+            "    Handshakes: {} on {} connections, {} resumed ({:.1}%), {:.0} bytes received per handshake",
+            s.handshakes,
+            s.connections,
+            s.resumed,
+            100.0 * s.resumed_fraction,
+            s.handshake_bytes_mean
+        );
+    }
+    let load = match p.load {
+        LoadModel::Closed => "closed loop".to_string(),
+        LoadModel::Open { rate } => {
+            format!("open loop at {rate:.0} req/s (latency from intended send time)")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  Plan:         {:?}, keepalive {}, resumption asked: {}, {:?}, {} connections x {} streams, {load}, {} ({} round(s))",
+        p.connection_plan,
+        if p.keepalive { "on" } else { "off" },
+        p.resumption_asked,
+        p.http,
+        p.connections,
+        p.streams_per_connection,
+        p.stop,
+        p.rounds
+    );
+    let _ = writeln!(out, "  TLS offer:    {}; {}", p.tls_offer, p.verification);
+    for m in &r.machines {
+        machine(out, m);
+    }
+    out.push('\n');
+}
+
+fn machine(out: &mut String, m: &Machine) {
+    let load = |l: &Option<[f64; 3]>| match l {
+        Some([a, b, c]) => format!("{a:.2} {b:.2} {c:.2}"),
+        None => "unknown".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  Machine:      {} ({}), {} cores used of {}; crypto: {} (AES-GCM {})",
+        m.cpu_model,
+        m.hostname,
+        m.cores_used,
+        m.cores_available,
+        if m.cpu_features.is_empty() {
+            "none".to_string()
+        } else {
+            m.cpu_features.join(" ")
+        },
+        if m.aes_gcm_accelerated {
+            "in hardware"
+        } else {
+            "in software"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  Load average: {} before, {} after",
+        load(&m.load_before),
+        load(&m.load_after)
+    );
+    let _ = writeln!(out, "  Firewall:     {}", m.firewall);
+}
+
+fn secs(ms: f64) -> String {
+    format!("{:.4} secs", ms / 1000.0)
+}
+
+fn single(out: &mut String, t: &TargetReport, r: &Report) {
+    let s = &t.summary;
+    out.push_str("Summary:\n");
+    let _ = writeln!(out, "  Total:\t{:.4} secs", s.elapsed_s);
+    let _ = writeln!(out, "  Slowest:\t{}", secs(s.max_ms));
+    let _ = writeln!(out, "  Fastest:\t{}", secs(s.min_ms));
+    let _ = writeln!(out, "  Average:\t{}", secs(s.mean_ms));
+    let _ = writeln!(out, "  Requests/sec:\t{:.4}", s.rps);
+    if let LoadModel::Open { rate } = r.plan.load {
+        let _ = writeln!(out, "  Rate asked:\t{rate:.1}/s, achieved {:.1}/s", s.rps);
+    }
+    let _ = writeln!(out, "  Total data:\t{} bytes", s.body_bytes);
+    let _ = writeln!(
+        out,
+        "  Size/request:\t{} bytes",
+        s.body_bytes.checked_div(s.completed).unwrap_or(0)
+    );
+    out.push('\n');
+    histogram(out, t);
+    out.push_str("Latency distribution:\n");
+    for p in PERCENTILES {
+        let _ = writeln!(out, "  {p}% in {}", secs(s.percentile(p)));
+    }
+    out.push('\n');
+    phases(out, s);
+    status_and_errors(out, t);
+}
+
+fn histogram(out: &mut String, t: &TargetReport) {
+    let h = &t.stats.total;
+    if h.is_empty() {
+        return;
+    }
+    out.push_str("Response time histogram:\n");
+    let (lo, hi) = (h.min() as f64, h.max() as f64);
+    let step = ((hi - lo) / (HISTOGRAM_BARS - 1) as f64).max(1.0);
+    let mut counts = [0u64; HISTOGRAM_BARS];
+    for v in h.iter_recorded() {
+        let i =
+            (((v.value_iterated_to() as f64 - lo) / step).round() as usize).min(HISTOGRAM_BARS - 1);
+        counts[i] += v.count_since_last_iteration();
+    }
+    let max = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    for (i, c) in counts.iter().enumerate() {
+        let mark = lo + step * i as f64;
+        let bar = "■".repeat((*c as f64 / max * BAR_WIDTH).round() as usize);
+        let _ = writeln!(out, "  {:.3} [{c}]\t|{bar}", mark / 1_000_000.0);
+    }
+    out.push('\n');
+}
+
+fn phases(out: &mut String, s: &Summary) {
+    out.push_str("Details (count, mean, p50, p99, max):\n");
+    for (name, label) in [
+        ("dns", "DNS lookup"),
+        ("connect", "TCP connect"),
+        ("tls", "TLS handshake"),
+        ("ttfb", "First byte"),
+        ("body", "Body read"),
+    ] {
+        if let Some(p) = s.phases.get(name) {
+            let _ = writeln!(
+                out,
+                "  {label:<14}\t{}\t{:.4} {:.4} {:.4} {:.4} secs",
+                p.count,
+                p.mean_ms / 1000.0,
+                p.p50_ms / 1000.0,
+                p.p99_ms / 1000.0,
+                p.max_ms / 1000.0
+            );
+        }
+    }
+    out.push('\n');
+}
+
+fn status_and_errors(out: &mut String, t: &TargetReport) {
+    out.push_str("Status code distribution:\n");
+    for (code, n) in &t.stats.status {
+        let _ = writeln!(out, "  [{code}]\t{n} responses");
+    }
+    out.push('\n');
+    if !t.stats.errors.is_empty() {
+        out.push_str("Error distribution:\n");
+        for (kind, n) in &t.stats.errors {
+            let _ = writeln!(out, "  [{n}]\t{kind}");
+        }
+        out.push('\n');
+    }
+}
+
+/// Mean and relative spread (max-min over mean) of per-round values.
+fn spread(values: impl Iterator<Item = f64>) -> String {
+    let v: Vec<f64> = values.collect();
+    if v.len() < 2 {
+        return String::new();
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+    if mean > 0.0 {
+        format!(" ±{:.0}%", 50.0 * (hi - lo) / mean)
+    } else {
+        String::new()
+    }
+}
+
+/// A comparison row: label, overall figure, per-round figure (NaN: none).
+type Row = (
+    &'static str,
+    fn(&Summary) -> f64,
+    fn(&super::RoundFigures) -> f64,
+);
+
+fn compare(out: &mut String, r: &Report) {
+    let base = &r.targets[0].summary;
+    let ratio = |v: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}x", v / b)
+        } else {
+            "-".to_string()
+        }
+    };
+    out.push_str("Comparison (value, ratio to the first target, spread across rounds):\n");
+    for (i, t) in r.targets.iter().enumerate() {
+        let _ = writeln!(out, "  [{}] {}", i + 1, t.url);
+    }
+    let rows: [Row; 8] = [
+        ("Requests/sec", |s| s.rps, |f| f.rps),
+        ("Average ms", |s| s.mean_ms, |_| f64::NAN),
+        ("p50 ms", |s| s.percentile(50.0), |f| f.p50_ms),
+        ("p90 ms", |s| s.percentile(90.0), |_| f64::NAN),
+        ("p99 ms", |s| s.percentile(99.0), |f| f.p99_ms),
+        ("Slowest ms", |s| s.max_ms, |_| f64::NAN),
+        (
+            "TLS handshake p50 ms",
+            |s| s.phases.get("tls").map_or(0.0, |p| p.p50_ms),
+            |_| f64::NAN,
+        ),
+        ("Errors", |s| s.failed as f64, |f| f.errors as f64),
+    ];
+    for (label, get, round) in rows {
+        let _ = write!(out, "  {label:<22}");
+        for t in &r.targets {
+            let v = get(&t.summary);
+            let sp = spread(t.rounds.iter().map(round).filter(|x| !x.is_nan()));
+            let _ = write!(out, "  {v:>10.3} ({}){sp:<6}", ratio(v, get(base)));
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "  {:<22}", "Resumed");
+    for t in &r.targets {
+        let _ = write!(
+            out,
+            "  {:>9.1}%{:<14}",
+            100.0 * t.summary.resumed_fraction,
+            ""
+        );
+    }
+    out.push_str("\n\n");
+    for t in &r.targets {
+        let _ = writeln!(out, "{}:", t.url);
+        status_and_errors(out, t);
+    }
+}

@@ -1,0 +1,350 @@
+//! Client TLS: builds the rustls configuration from [`TlsOptions`] and
+//! describes what a handshake really negotiated.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, Tls12Resumption};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+
+use crate::config::{ConnectionPlan, HttpVersion, ResumptionMode, TlsOptions, TlsVersion};
+use crate::error::BenchError;
+
+/// Sessions kept for resumption per worker. Each worker talks to one target
+/// at a time, so a handful is plenty.
+const SESSION_CACHE_SIZE: usize = 64;
+
+/// Builds the client configuration for one worker. Each worker gets its own
+/// so the session cache is never shared across threads (no lock contention,
+/// and "resumed" means resumed by this worker's earlier connection).
+pub fn client_config(
+    opts: &TlsOptions,
+    plan: ConnectionPlan,
+    http: HttpVersion,
+) -> Result<ClientConfig, BenchError> {
+    let base = rustls::crypto::aws_lc_rs::default_provider();
+    let mut provider = base.clone();
+    if !opts.ciphers.is_empty() {
+        provider.cipher_suites = opts
+            .ciphers
+            .iter()
+            .map(|name| {
+                base.cipher_suites
+                    .iter()
+                    .find(|s| suite_matches(s.suite().as_str(), name))
+                    .copied()
+                    .ok_or_else(|| {
+                        BenchError::TlsConfig(format!(
+                            "unknown cipher suite {name:?}; known: {}",
+                            base.cipher_suites
+                                .iter()
+                                .filter_map(|s| s.suite().as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    if !opts.groups.is_empty() {
+        provider.kx_groups = opts
+            .groups
+            .iter()
+            .map(|name| {
+                base.kx_groups
+                    .iter()
+                    .find(|g| group_matches(g.name().as_str(), name))
+                    .copied()
+                    .ok_or_else(|| {
+                        BenchError::TlsConfig(format!(
+                            "unknown group {name:?}; known: {}",
+                            base.kx_groups
+                                .iter()
+                                .filter_map(|g| g.name().as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    let min = opts.min_version.unwrap_or(TlsVersion::Tls12);
+    let max = opts.max_version.unwrap_or(TlsVersion::Tls13);
+    if min > max {
+        return Err(BenchError::TlsConfig(
+            "minimum TLS version above maximum".into(),
+        ));
+    }
+    let mut versions = Vec::new();
+    if min <= TlsVersion::Tls13 && max >= TlsVersion::Tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if min <= TlsVersion::Tls12 && max >= TlsVersion::Tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let provider = Arc::new(provider);
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| BenchError::TlsConfig(format!("suites and versions do not fit: {e}")))?;
+
+    let mut config = match (&opts.ca_file, opts.insecure) {
+        (Some(path), false) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| BenchError::TlsConfig(format!("{}: {e}", path.display())))?;
+            for cert in certs {
+                let cert =
+                    cert.map_err(|e| BenchError::TlsConfig(format!("{}: {e}", path.display())))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| BenchError::TlsConfig(format!("{}: {e}", path.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(BenchError::TlsConfig(format!(
+                    "{}: no certificates",
+                    path.display()
+                )));
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        _ => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(SignatureOnlyVerifier {
+                algorithms: provider.signature_verification_algorithms,
+            }))
+            .with_no_client_auth(),
+    };
+    config.alpn_protocols = match &opts.alpn {
+        Some(list) => list.iter().map(|p| p.as_bytes().to_vec()).collect(),
+        None => match http {
+            HttpVersion::Http1 => vec![b"http/1.1".to_vec()],
+            HttpVersion::Http2 => vec![b"h2".to_vec()],
+        },
+    };
+    config.resumption = match plan {
+        ConnectionPlan::NewConnection => Resumption::disabled(),
+        ConnectionPlan::KeepAlive => Resumption::in_memory_sessions(SESSION_CACHE_SIZE),
+        ConnectionPlan::Resumed(ResumptionMode::Tickets) => {
+            Resumption::in_memory_sessions(SESSION_CACHE_SIZE)
+                .tls12_resumption(Tls12Resumption::SessionIdOrTickets)
+        }
+        ConnectionPlan::Resumed(ResumptionMode::SessionIds) => {
+            Resumption::in_memory_sessions(SESSION_CACHE_SIZE)
+                .tls12_resumption(Tls12Resumption::SessionIdOnly)
+        }
+    };
+    Ok(config)
+}
+
+/// A one-line summary of what the configuration offers, for TLS errors.
+pub fn describe_offer(config: &ClientConfig) -> String {
+    let provider = config.crypto_provider();
+    let suites: Vec<&str> = provider
+        .cipher_suites
+        .iter()
+        .filter_map(|s| s.suite().as_str())
+        .collect();
+    let groups: Vec<&str> = provider
+        .kx_groups
+        .iter()
+        .filter_map(|g| g.name().as_str())
+        .collect();
+    let alpn: Vec<String> = config
+        .alpn_protocols
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    format!(
+        "suites [{}], groups [{}], ALPN [{}]",
+        suites.join(" "),
+        groups.join(" "),
+        alpn.join(" ")
+    )
+}
+
+fn suite_matches(known: Option<&str>, wanted: &str) -> bool {
+    let Some(known) = known else { return false };
+    let norm = |s: &str| s.to_ascii_uppercase().replace("TLS13_", "TLS_");
+    norm(known) == norm(wanted)
+}
+
+fn group_matches(known: Option<&str>, wanted: &str) -> bool {
+    let Some(known) = known else { return false };
+    let alias = match wanted.to_ascii_lowercase().as_str() {
+        "p-256" | "p256" | "prime256v1" => "secp256r1".to_string(),
+        "p-384" | "p384" => "secp384r1".to_string(),
+        "p-521" | "p521" => "secp521r1".to_string(),
+        other => other.to_string(),
+    };
+    known.eq_ignore_ascii_case(&alias)
+}
+
+/// What one handshake negotiated. Equal values are counted together.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Negotiated {
+    /// `TLSv1.3`, `TLSv1.2`, or `none` for plain HTTP.
+    pub version: String,
+    /// IANA cipher suite name.
+    pub cipher: String,
+    /// Key-exchange group (`X25519`, `secp256r1`, ...); on a TLS 1.3
+    /// resumption without (EC)DHE, `none`.
+    pub group: String,
+    /// Server key as `ECDSA P-256` or `RSA 2048`.
+    pub server_key: String,
+    /// ALPN protocol or `none`.
+    pub alpn: String,
+}
+
+impl Negotiated {
+    /// The values for a plain `http://` connection.
+    pub fn plain() -> Negotiated {
+        let none = || "none".to_string();
+        Negotiated {
+            version: none(),
+            cipher: none(),
+            group: none(),
+            server_key: none(),
+            alpn: none(),
+        }
+    }
+}
+
+/// Reads the negotiated parameters from a finished handshake. `key_cache`
+/// remembers the last leaf certificate so its key is parsed only when it
+/// changes.
+pub fn negotiated(conn: &ClientConnection, key_cache: &mut KeyCache) -> Negotiated {
+    let version = match conn.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3".to_string(),
+        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2".to_string(),
+        Some(v) => format!("{v:?}"),
+        None => "none".to_string(),
+    };
+    let cipher = conn
+        .negotiated_cipher_suite()
+        .map(|s| {
+            s.suite()
+                .as_str()
+                .map_or_else(|| format!("{:?}", s.suite()), str::to_string)
+        })
+        .unwrap_or_else(|| "none".into());
+    let group = conn
+        .negotiated_key_exchange_group()
+        .map(|g| {
+            g.name()
+                .as_str()
+                .map_or_else(|| format!("{:?}", g.name()), str::to_string)
+        })
+        .unwrap_or_else(|| "none".into());
+    let alpn = conn
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_else(|| "none".into());
+    let server_key = match conn.peer_certificates().and_then(|c| c.first()) {
+        Some(leaf) => key_cache.describe(leaf.as_ref()),
+        None => "unknown".to_string(),
+    };
+    Negotiated {
+        version,
+        cipher,
+        group,
+        server_key,
+        alpn,
+    }
+}
+
+/// Remembers the key description of the last leaf certificate seen.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    der: Vec<u8>,
+    description: String,
+}
+
+impl KeyCache {
+    fn describe(&mut self, der: &[u8]) -> String {
+        if self.der != der {
+            self.der = der.to_vec();
+            self.description = describe_key(der);
+        }
+        self.description.clone()
+    }
+}
+
+/// `ECDSA P-256`, `RSA 2048`, `Ed25519`, or `unknown`.
+pub fn describe_key(der: &[u8]) -> String {
+    use x509_parser::public_key::PublicKey;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return "unknown".into();
+    };
+    let spki = cert.public_key();
+    match spki.parsed() {
+        Ok(PublicKey::RSA(rsa)) => format!("RSA {}", rsa.key_size()),
+        Ok(PublicKey::EC(ec)) => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|oid| match oid.to_id_string().as_str() {
+                    "1.2.840.10045.3.1.7" => "P-256".to_string(),
+                    "1.3.132.0.34" => "P-384".to_string(),
+                    "1.3.132.0.35" => "P-521".to_string(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| format!("{} bits", ec.key_size()));
+            format!("ECDSA {curve}")
+        }
+        Ok(PublicKey::Unknown(_)) if spki.algorithm.algorithm.to_id_string() == "1.3.101.112" => {
+            "Ed25519".into()
+        }
+        _ => format!("unknown ({})", spki.algorithm.algorithm.to_id_string()),
+    }
+}
+
+/// Verifies handshake signatures but not the certificate chain: hey's
+/// default (`InsecureSkipVerify`), used when no CA file is given. The
+/// signature check stays so the client does the same crypto work as a
+/// verifying client, minus path building.
+#[derive(Debug)]
+struct SignatureOnlyVerifier {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for SignatureOnlyVerifier {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,521 @@
+//! Worker threads: each runs its share of the connections on its own
+//! single-threaded tokio runtime, records into its own [`Stats`], and the
+//! results are merged when all have finished.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::config::{BenchConfig, ConnectionPlan, HttpVersion, LoadModel, StopCondition};
+use crate::conn::{Connector, Established};
+use crate::error::{BenchError, RequestError};
+use crate::http1::{request_headers, Exchange, H1Conn, RequestBytes};
+use crate::http2::{self, H2Request};
+use crate::stats::{record, RequestRecord, Stats};
+use crate::target::{Scheme, Target};
+use crate::tls::{self, KeyCache};
+
+/// Run-wide controls shared by all threads: Ctrl-C and progress.
+#[derive(Debug)]
+pub struct Control {
+    /// Set on Ctrl-C: no new requests start.
+    pub stop: AtomicBool,
+    /// Finished requests (completed or failed), for the progress bar.
+    pub done: AtomicU64,
+    /// Flips to true on Ctrl-C so workers drop requests in flight.
+    pub stopped: watch::Sender<bool>,
+}
+
+impl Control {
+    /// A control in the running state.
+    pub fn new() -> Arc<Control> {
+        Arc::new(Control {
+            stop: AtomicBool::new(false),
+            done: AtomicU64::new(0),
+            stopped: watch::Sender::new(false),
+        })
+    }
+
+    /// Stops the run: no new requests, requests in flight abandoned.
+    pub fn interrupt(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.stopped.send_replace(true);
+    }
+}
+
+/// Tickets for requests: a count, a deadline, or both, and Ctrl-C.
+struct Budget {
+    limit: Option<u64>,
+    taken: AtomicU64,
+    deadline: Option<Instant>,
+    control: Arc<Control>,
+}
+
+impl Budget {
+    fn take(&self) -> bool {
+        if self.control.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        match self.limit {
+            Some(limit) => self.taken.fetch_add(1, Ordering::Relaxed) < limit,
+            None => true,
+        }
+    }
+
+    fn exhausted(&self) -> bool {
+        self.control.stop.load(Ordering::Relaxed)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self
+                .limit
+                .is_some_and(|l| self.taken.load(Ordering::Relaxed) >= l)
+    }
+}
+
+/// One target run by all workers under one stop condition.
+struct Job {
+    config: Arc<BenchConfig>,
+    request: RequestBytes,
+    h2_request: H2Request,
+    budget: Budget,
+    start: Instant,
+    /// Open loop: time between two sends of one slot (connection or stream).
+    slot_interval: Option<Duration>,
+    slots_total: usize,
+}
+
+/// Runs `target` under `stop` with all workers; returns the merged stats.
+pub fn run_target(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stop: StopCondition,
+    control: &Arc<Control>,
+) -> Result<Stats, BenchError> {
+    let workers = config.workers.clamp(1, config.connections.max(1));
+    let streams = match (config.http, config.plan) {
+        (HttpVersion::Http2, ConnectionPlan::KeepAlive) => config.streams_per_connection.max(1),
+        _ => 1,
+    };
+    let slots_total = config.connections.max(1) * streams;
+    let slot_interval = match config.load {
+        LoadModel::Closed => None,
+        LoadModel::Open { rate } => Some(Duration::from_secs_f64(slots_total as f64 / rate)),
+    };
+    let start = Instant::now();
+    let (limit, deadline) = match stop {
+        StopCondition::Requests(n) => (Some(n), None),
+        StopCondition::Duration(d) => (None, Some(start + d)),
+    };
+    let tls_configs = (0..workers)
+        .map(|_| match target.scheme {
+            Scheme::Https => {
+                tls::client_config(&config.tls, config.plan, config.http).map(|c| Some(Arc::new(c)))
+            }
+            Scheme::Http => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let job = Arc::new(Job {
+        config: config.clone(),
+        request: RequestBytes::new(config, target),
+        h2_request: H2Request::new(config, target, &request_headers(config, target))?,
+        budget: Budget {
+            limit,
+            taken: AtomicU64::new(0),
+            deadline,
+            control: control.clone(),
+        },
+        start,
+        slot_interval,
+        slots_total,
+    });
+    let mut merged = Stats::default();
+    let results: Vec<Result<Stats, BenchError>> = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let mut first_conn = 0;
+        for (w, tls_config) in tls_configs.into_iter().enumerate() {
+            // Spread connections as evenly as possible over workers.
+            let conns =
+                config.connections / workers + usize::from(w < config.connections % workers);
+            let connector = Connector::new(
+                target,
+                tls_config,
+                config.tls.sni.as_deref(),
+                config.proxy.as_deref(),
+            );
+            let job = job.clone();
+            let control = control.clone();
+            let first = first_conn;
+            first_conn += conns;
+            handles.push(
+                scope.spawn(move || run_worker(job, connector?, first, conns, streams, control)),
+            );
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(Stats::default())))
+            .collect()
+    });
+    for r in results {
+        merged.merge(&r?);
+    }
+    merged.elapsed = start.elapsed();
+    Ok(merged)
+}
+
+fn run_worker(
+    job: Arc<Job>,
+    connector: Connector,
+    first_conn: usize,
+    conns: usize,
+    streams: usize,
+    control: Arc<Control>,
+) -> Result<Stats, BenchError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(BenchError::Runtime)?;
+    let local = tokio::task::LocalSet::new();
+    let stats = Rc::new(RefCell::new(Stats::default()));
+    let ctx = Rc::new(SlotCtx {
+        job: job.clone(),
+        connector,
+        stats: stats.clone(),
+        control: control.clone(),
+    });
+    let mut stopped = control.stopped.subscribe();
+    local.block_on(&rt, async move {
+        let mut handles = Vec::with_capacity(conns);
+        for c in first_conn..first_conn + conns {
+            let ctx = ctx.clone();
+            let pacers: Vec<Option<Pacer>> = (0..streams)
+                .map(|s| Pacer::new(&job, c * streams + s))
+                .collect();
+            handles.push(tokio::task::spawn_local(async move {
+                match (ctx.job.config.http, ctx.job.config.plan) {
+                    (HttpVersion::Http2, ConnectionPlan::KeepAlive) => {
+                        h2_keepalive_slot(ctx, pacers).await
+                    }
+                    (HttpVersion::Http2, _) => h2_oneshot_slot(ctx, pacers).await,
+                    (HttpVersion::Http1, _) => h1_slot(ctx, pacers).await,
+                }
+            }));
+        }
+        let all = async {
+            for h in handles {
+                let _ = h.await;
+            }
+        };
+        tokio::select! {
+            _ = all => {}
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+    });
+    drop(local);
+    let stats = stats.borrow().clone();
+    Ok(stats)
+}
+
+/// Open-loop schedule of one slot: send times at a fixed interval,
+/// staggered across slots so the load is smooth.
+struct Pacer {
+    next: Instant,
+    interval: Duration,
+}
+
+impl Pacer {
+    fn new(job: &Job, slot: usize) -> Option<Pacer> {
+        let interval = job.slot_interval?;
+        let offset = interval.mul_f64(slot as f64 / job.slots_total as f64);
+        Some(Pacer {
+            next: job.start + offset,
+            interval,
+        })
+    }
+}
+
+/// Waits for the next send time; returns the time latency counts from: the
+/// scheduled time in open loop (even when we are late: that lateness is
+/// the queueing the server caused), now in closed loop.
+async fn pace(pacer: &mut Option<Pacer>) -> Instant {
+    match pacer {
+        None => Instant::now(),
+        Some(p) => {
+            let intended = p.next;
+            p.next += p.interval;
+            if intended > Instant::now() {
+                tokio::time::sleep_until(intended.into()).await;
+            }
+            intended
+        }
+    }
+}
+
+/// Connection set-up phases, for per-request records.
+#[derive(Debug, Clone, Copy, Default)]
+struct Setup {
+    dns: Duration,
+    connect: Duration,
+    tls: Duration,
+    resumed: bool,
+}
+
+struct SlotCtx {
+    job: Arc<Job>,
+    connector: Connector,
+    stats: Rc<RefCell<Stats>>,
+    control: Arc<Control>,
+}
+
+impl SlotCtx {
+    fn record_setup(&self, est: &Established) -> Setup {
+        let mut s = self.stats.borrow_mut();
+        s.connections += 1;
+        record(&mut s.dns, est.dns);
+        record(&mut s.connect, est.connect);
+        if let Some(neg) = &est.negotiated {
+            record(&mut s.tls, est.tls);
+            s.handshakes += 1;
+            s.resumed += u64::from(est.resumed);
+            s.handshake_bytes += est.handshake_bytes;
+            *s.negotiated.entry(neg.clone()).or_insert(0) += 1;
+        }
+        Setup {
+            dns: est.dns,
+            connect: est.connect,
+            tls: est.tls,
+            resumed: est.resumed,
+        }
+    }
+
+    fn record_ok(&self, intended: Instant, ex: &Exchange, setup: Option<Setup>) {
+        let now = Instant::now();
+        let total = now.saturating_duration_since(intended);
+        let mut s = self.stats.borrow_mut();
+        record(&mut s.total, total);
+        record(&mut s.ttfb, ex.ttfb);
+        record(&mut s.body, ex.body);
+        *s.status.entry(ex.status).or_insert(0) += 1;
+        s.body_bytes += ex.body_bytes;
+        s.bump_series(now.saturating_duration_since(self.job.start), false);
+        if self.job.config.record_requests {
+            let setup = setup.unwrap_or_default();
+            s.records.push(RequestRecord {
+                offset: intended.saturating_duration_since(self.job.start),
+                total,
+                dns: setup.dns,
+                connect: setup.connect,
+                tls: setup.tls,
+                ttfb: ex.ttfb,
+                body: ex.body,
+                status: ex.status,
+                resumed: setup.resumed,
+            });
+        }
+        drop(s);
+        self.control.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_error(&self, intended: Instant, err: &RequestError) {
+        let now = Instant::now();
+        let mut s = self.stats.borrow_mut();
+        s.count_error(
+            err.to_string(),
+            now.saturating_duration_since(self.job.start),
+        );
+        if self.job.config.record_requests {
+            s.records.push(RequestRecord {
+                offset: intended.saturating_duration_since(self.job.start),
+                total: now.saturating_duration_since(intended),
+                dns: Duration::ZERO,
+                connect: Duration::ZERO,
+                tls: Duration::ZERO,
+                ttfb: Duration::ZERO,
+                body: Duration::ZERO,
+                status: 0,
+                resumed: false,
+            });
+        }
+        drop(s);
+        self.control.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// HTTP/1.1: one connection, one request at a time, reconnecting when the
+/// plan or the server says so.
+async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
+    let mut pacer = pacers.pop().flatten();
+    let mut conn: Option<H1Conn> = None;
+    let mut key_cache = KeyCache::default();
+    let per_request = ctx.job.config.plan.connection_per_request();
+    loop {
+        let intended = pace(&mut pacer).await;
+        if !ctx.job.budget.take() {
+            break;
+        }
+        let res = tokio::time::timeout(
+            ctx.job.config.timeout,
+            h1_once(&ctx, &mut conn, &mut key_cache),
+        )
+        .await
+        .unwrap_or(Err((RequestError::Timeout, None)));
+        match res {
+            Ok((ex, setup)) => {
+                if !ex.reusable || per_request {
+                    conn = None;
+                }
+                ctx.record_ok(intended, &ex, setup);
+            }
+            Err((err, _)) => {
+                conn = None;
+                ctx.record_error(intended, &err);
+            }
+        }
+    }
+}
+
+type Outcome = Result<(Exchange, Option<Setup>), (RequestError, Option<Setup>)>;
+
+async fn h1_once(ctx: &SlotCtx, conn: &mut Option<H1Conn>, key_cache: &mut KeyCache) -> Outcome {
+    let mut setup = None;
+    let c = match conn.take() {
+        Some(c) => conn.insert(c),
+        None => {
+            let est = ctx
+                .connector
+                .connect(key_cache)
+                .await
+                .map_err(|e| (e, None))?;
+            setup = Some(ctx.record_setup(&est));
+            conn.insert(H1Conn::new(est.stream))
+        }
+    };
+    match c.exchange(&ctx.job.request).await {
+        Ok(ex) => Ok((ex, setup)),
+        Err(e) => Err((e, setup)),
+    }
+}
+
+/// HTTP/2 with keepalive: one connection, `-m` concurrent streams, each a
+/// closed (or paced) loop; reconnects when the connection dies.
+async fn h2_keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
+    let mut key_cache = KeyCache::default();
+    while !ctx.job.budget.exhausted() {
+        let attempt = Instant::now();
+        let connected =
+            tokio::time::timeout(ctx.job.config.timeout, h2_connect(&ctx, &mut key_cache))
+                .await
+                .unwrap_or(Err(RequestError::Timeout));
+        let send = match connected {
+            Ok(send) => send,
+            Err(e) => {
+                if !ctx.job.budget.take() {
+                    break;
+                }
+                ctx.record_error(attempt, &e);
+                continue;
+            }
+        };
+        let mut handles = Vec::with_capacity(pacers.len());
+        for mut pacer in pacers.drain(..) {
+            let ctx = ctx.clone();
+            let send = send.clone();
+            handles.push(tokio::task::spawn_local(async move {
+                h2_stream_loop(&ctx, send, &mut pacer).await;
+                pacer
+            }));
+        }
+        drop(send);
+        for h in handles {
+            if let Ok(p) = h.await {
+                pacers.push(p);
+            }
+        }
+    }
+}
+
+async fn h2_stream_loop(
+    ctx: &SlotCtx,
+    send: h2::client::SendRequest<Bytes>,
+    pacer: &mut Option<Pacer>,
+) {
+    loop {
+        let intended = pace(pacer).await;
+        if !ctx.job.budget.take() {
+            return;
+        }
+        let res = tokio::time::timeout(
+            ctx.job.config.timeout,
+            http2::exchange(send.clone(), &ctx.job.h2_request),
+        )
+        .await
+        .unwrap_or(Err((RequestError::Timeout, false)));
+        match res {
+            Ok(ex) => ctx.record_ok(intended, &ex, None),
+            Err((err, connection_dead)) => {
+                ctx.record_error(intended, &err);
+                if connection_dead {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// HTTP/2 with a new connection per request: connect, one stream, close.
+async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
+    let mut pacer = pacers.pop().flatten();
+    let mut key_cache = KeyCache::default();
+    loop {
+        let intended = pace(&mut pacer).await;
+        if !ctx.job.budget.take() {
+            break;
+        }
+        let res = tokio::time::timeout(ctx.job.config.timeout, async {
+            let mut setup = None;
+            let send = h2_connect_with(&ctx, &mut key_cache, &mut setup).await?;
+            http2::exchange(send, &ctx.job.h2_request)
+                .await
+                .map(|ex| (ex, setup))
+                .map_err(|(e, _)| e)
+        })
+        .await
+        .unwrap_or(Err(RequestError::Timeout));
+        match res {
+            Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
+            Err(err) => ctx.record_error(intended, &err),
+        }
+    }
+}
+
+async fn h2_connect(
+    ctx: &SlotCtx,
+    key_cache: &mut KeyCache,
+) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
+    let mut setup = None;
+    h2_connect_with(ctx, key_cache, &mut setup).await
+}
+
+async fn h2_connect_with(
+    ctx: &SlotCtx,
+    key_cache: &mut KeyCache,
+    setup: &mut Option<Setup>,
+) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
+    let est = ctx.connector.connect(key_cache).await?;
+    *setup = Some(ctx.record_setup(&est));
+    if let Some(neg) = &est.negotiated {
+        if neg.alpn != "h2" {
+            return Err(RequestError::Http(format!(
+                "server did not negotiate h2 (ALPN {})",
+                neg.alpn
+            )));
+        }
+    }
+    http2::handshake(est.stream).await
+}
