@@ -406,7 +406,9 @@ mod tests {
         let bytes = decode_key_line(&line).unwrap();
         let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
         assert_eq!(decode_key_line(&b64).unwrap(), bytes);
-        assert!(decode_key_line("not a key!").unwrap_err().contains("not 96 hex"));
+        assert!(decode_key_line("not a key!")
+            .unwrap_err()
+            .contains("not 96 hex"));
         let short = base64::engine::general_purpose::STANDARD.encode([0u8; 40]);
         assert!(decode_key_line(&short)
             .unwrap_err()
