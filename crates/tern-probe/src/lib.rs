@@ -1,1 +1,59 @@
-//! tern-probe (placeholder)
+//! Diagnosis for tern: `tern probe` looks at a TLS endpoint for the
+//! performance traps that cost real teams days (a server that picks
+//! finite-field DHE, an extra handshake round trip, a first flight larger
+//! than the initial congestion window, the split-write penalty of Nagle plus
+//! delayed ACKs, no resumption, no HTTP/2) and explains each with its fix;
+//! `tern speed` measures what this machine's TLS crypto can do, with and
+//! without the CPU features the provider uses.
+//!
+//! ```text
+//!  probe(opts) ─┬─ handshake   rustls, browser-like offer, timed reads/writes
+//!               ├─ negotiate   hand-built hellos (wire): versions, DHE, CBC, groups
+//!               ├─ certinfo    chain order, expiry, key, OCSP staple
+//!               ├─ http        keepalive, split-write penalty
+//!               └─ findings ──> Report (text or JSON), exit code 0/1
+//! ```
+//!
+//! Not for: judging trust or security posture (certificates are recorded, not
+//! validated against roots), load generation (`tern-bench`), or any address
+//! the user did not name. No command-line parsing lives here.
+
+#![forbid(unsafe_code)]
+
+pub mod certinfo;
+pub mod findings;
+pub mod handshake;
+pub mod http;
+pub mod negotiate;
+pub mod probe;
+pub mod report;
+pub mod speed;
+pub mod wire;
+
+pub use probe::{probe, ProbeOptions};
+pub use report::{Finding, Report, Severity};
+pub use speed::{SpeedError, SpeedFigures, SpeedReport};
+
+/// Why a probe could not run at all (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// HOST:PORT did not resolve.
+    #[error("cannot resolve {0}: {1}")]
+    Resolve(String, String),
+    /// The `--sni` value is not a valid DNS name.
+    #[error("not a valid server name: {0}")]
+    BadServerName(String),
+    /// TCP connect failed or timed out.
+    #[error("TCP connect failed: {0}")]
+    Connect(std::io::Error),
+    /// rustls refused our own configuration.
+    #[error("TLS configuration: {0}")]
+    Tls(rustls::Error),
+    /// The TLS handshake (or I/O right after it) failed.
+    #[error("TLS handshake failed: {0}")]
+    Handshake(std::io::Error),
+    /// The server answered an HTTP request with something that is not HTTP/1.1.
+    #[error("no HTTP/1.1 response")]
+    NoHttpResponse,
+}

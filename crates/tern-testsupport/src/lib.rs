@@ -16,6 +16,7 @@
 //! - [`tools`]: `openssl s_client` and `curl` runners
 
 pub mod backend;
+pub mod bench_target;
 pub mod certs;
 pub mod client;
 pub mod tempdir;
@@ -23,6 +24,7 @@ pub mod tern;
 pub mod tools;
 
 pub mod netlink_delay;
+pub mod trap_servers;
 
 pub use rustls;
 pub use serde_json;

@@ -1,0 +1,286 @@
+//! The rules that turn measurements into findings, each with the fix.
+
+use crate::report::{Finding, Report, Severity};
+use crate::wire::KeyExchange;
+
+/// Split-write penalties above this are flagged: the delayed-ACK timer is
+/// 40 ms on Linux and 200 ms elsewhere, so a real penalty is far above it,
+/// while noise on a quiet path is far below.
+pub const SPLIT_WRITE_THRESHOLD_MS: f64 = 10.0;
+
+/// Certificates closer than this to expiry are flagged.
+pub const EXPIRY_WARNING_DAYS: i64 = 14;
+
+/// All findings for a report, in rule order (the caller sorts by severity).
+pub fn evaluate(r: &Report) -> Vec<Finding> {
+    let mut f = Vec::new();
+    negotiation(r, &mut f);
+    round_trips(r, &mut f);
+    resumption(r, &mut f);
+    http(r, &mut f);
+    certificate(r, &mut f);
+    f
+}
+
+fn push(
+    f: &mut Vec<Finding>,
+    severity: Severity,
+    id: &'static str,
+    title: String,
+    detail: String,
+    fix: &str,
+) {
+    f.push(Finding {
+        severity,
+        id,
+        title,
+        detail,
+        fix: fix.to_string(),
+    });
+}
+
+fn negotiation(r: &Report, f: &mut Vec<Finding>) {
+    let n = &r.negotiation;
+    if let Some(legacy) = &n.legacy {
+        match legacy.key_exchange {
+            Some(KeyExchange::Dhe) => push(
+                f,
+                Severity::High,
+                "dhe_selected",
+                format!(
+                    "Server picks finite-field DHE ({}) although the client offered ECDHE first",
+                    legacy.suite
+                ),
+                "Every TLS 1.2 client that still offers DHE gets a key exchange costing several \
+                 times the CPU of ECDHE on both sides, typically from a copied cipher string."
+                    .into(),
+                "Remove DHE suites from the server's cipher list (keep ECDHE with AES-GCM or \
+                 ChaCha20-Poly1305), or at least order ECDHE first with server preference on.",
+            ),
+            Some(KeyExchange::Rsa) => push(
+                f,
+                Severity::Medium,
+                "rsa_key_exchange",
+                format!("Server picks RSA key exchange ({})", legacy.suite),
+                "RSA key transport has no forward secrecy and costs an RSA private-key \
+                 decryption per handshake."
+                    .into(),
+                "Offer ECDHE suites and prefer them.",
+            ),
+            _ => {}
+        }
+        if legacy.suite.contains("_CBC_") {
+            push(
+                f,
+                Severity::Low,
+                "cbc_selected",
+                format!(
+                    "Server picks a CBC suite ({}) over the AEAD suites offered",
+                    legacy.suite
+                ),
+                "CBC with HMAC is slower than AES-GCM or ChaCha20-Poly1305 and rules out HTTP/2."
+                    .into(),
+                "Prefer AEAD suites (AES-GCM, ChaCha20-Poly1305).",
+            );
+        }
+    }
+    let legacy_dhe = n.legacy.as_ref().and_then(|l| l.key_exchange) == Some(KeyExchange::Dhe);
+    if !legacy_dhe {
+        if let Some(d) = &n.legacy_dhe_first {
+            if d.key_exchange == Some(KeyExchange::Dhe) {
+                push(
+                    f,
+                    Severity::Low,
+                    "dhe_enabled",
+                    format!(
+                        "Server accepts DHE ({}) when a client lists it first",
+                        d.suite
+                    ),
+                    "The server follows the client's suite order and has DHE enabled; clients \
+                     that prefer DHE pay several times the handshake CPU."
+                        .into(),
+                    "Remove DHE suites, or turn on server preference with ECDHE first.",
+                );
+            }
+        }
+    }
+    for (version, accepted) in &n.versions {
+        if (version == "TLSv1.0" || version == "TLSv1.1") && *accepted == Some(true) {
+            push(
+                f,
+                Severity::Low,
+                "old_tls_version",
+                format!("Server accepts {version}"),
+                "Versions below TLS 1.2 offer only CBC and legacy hashes, and no HTTP/2.".into(),
+                "Accept TLS 1.2 and 1.3 only.",
+            );
+        }
+        if version == "TLSv1.3" && *accepted == Some(false) {
+            push(
+                f,
+                Severity::Medium,
+                "no_tls13",
+                "Server does not accept TLS 1.3".into(),
+                "A full TLS 1.2 handshake takes two round trips; TLS 1.3 takes one.".into(),
+                "Enable TLS 1.3.",
+            );
+        }
+    }
+}
+
+fn round_trips(r: &Report, f: &mut Vec<Finding>) {
+    let Some(rt) = &r.round_trips else { return };
+    if rt.extra_round_trips > 0 {
+        let cause = if rt.flight_bytes > rt.initial_window_bytes {
+            "the flight is larger than the initial congestion window"
+        } else {
+            "the server wrote its flight in pieces without TCP_NODELAY, so Nagle held the rest back until our ACK"
+        };
+        push(
+            f,
+            Severity::High,
+            "extra_round_trip",
+            format!(
+                "The server's first handshake flight took {} extra round trip(s) ({:.1} ms at {:.1} ms RTT)",
+                rt.extra_round_trips, rt.flight_spread_ms, rt.rtt_ms
+            ),
+            format!(
+                "{} bytes arrived over {:.1} ms instead of at once: {cause}.",
+                rt.flight_bytes, rt.flight_spread_ms
+            ),
+            "Set TCP_NODELAY before the handshake and write the whole flight in one write \
+             (a TLS write buffer of at least 16 KiB); keep chain + OCSP staple under ~14 KB.",
+        );
+    }
+    if rt.flight_bytes > rt.initial_window_bytes {
+        push(
+            f,
+            Severity::Medium,
+            "flight_exceeds_initial_window",
+            format!(
+                "First flight is {} bytes, above the initial congestion window ({} bytes)",
+                rt.flight_bytes, rt.initial_window_bytes
+            ),
+            format!(
+                "Certificate chain {} bytes, OCSP staple {} bytes, the rest {} bytes; a new \
+                 connection needs an extra round trip to receive it.",
+                rt.chain_bytes, rt.ocsp_bytes, rt.other_bytes
+            ),
+            "Send a shorter chain (no root, fewer intermediates), use an ECDSA certificate, or \
+             drop a stale OCSP staple.",
+        );
+    }
+}
+
+fn resumption(r: &Report, f: &mut Vec<Finding>) {
+    let s = &r.resumption;
+    if s.tls13_psk == Some(false) && s.tls12 != Some(true) {
+        push(
+            f,
+            Severity::Medium,
+            "no_resumption",
+            "Server does not resume TLS sessions".into(),
+            "Every reconnecting client pays a full handshake: a signature and a key agreement \
+             on the server."
+                .into(),
+            "Enable session tickets (with rotated keys) or a session cache.",
+        );
+    }
+}
+
+fn http(r: &Report, f: &mut Vec<Finding>) {
+    let h = &r.http;
+    if h.alpn.is_none() || (h.alpn.is_some() && !h.h2) {
+        push(
+            f,
+            Severity::Low,
+            "no_h2",
+            "HTTP/2 is not negotiated over ALPN".into(),
+            format!(
+                "A browser-like offer of h2 and http/1.1 got {}; browsers open up to six \
+                 connections (six handshakes) per origin instead of one.",
+                h.alpn.as_deref().unwrap_or("no ALPN")
+            ),
+            "Offer h2 in ALPN (it needs TLS 1.2+ with an AEAD suite).",
+        );
+    }
+    if h.keepalive == Some(false) {
+        push(
+            f,
+            Severity::Medium,
+            "no_keepalive",
+            "Server closes the connection after each HTTP/1.1 request".into(),
+            "Every request pays a TCP and TLS handshake.".into(),
+            "Enable HTTP keepalive.",
+        );
+    }
+    if let Some(sw) = &h.split_write {
+        if sw.penalty_ms > SPLIT_WRITE_THRESHOLD_MS {
+            push(
+                f,
+                Severity::High,
+                "split_write_penalty",
+                format!(
+                    "A POST written in two pieces takes {:.1} ms longer",
+                    sw.penalty_ms
+                ),
+                format!(
+                    "One write: {:.1} ms; head then body in two writes with Nagle on: {:.1} ms. \
+                     Nagle holds the body until the head is acknowledged, and the server delays \
+                     that ACK while it waits for the body.",
+                    sw.one_write_ms, sw.split_write_ms
+                ),
+                "Clients: write head and body in one write, or set TCP_NODELAY. Servers: set \
+                 TCP_QUICKACK on the connection (or respond / acknowledge before the body).",
+            );
+        }
+    }
+}
+
+fn certificate(r: &Report, f: &mut Vec<Finding>) {
+    let Some(c) = &r.certificate else { return };
+    if c.days_left < 0 {
+        push(
+            f,
+            Severity::High,
+            "cert_expired",
+            format!("Certificate expired on {}", c.not_after),
+            "Clients refuse the handshake.".into(),
+            "Renew the certificate.",
+        );
+    } else if c.days_left < EXPIRY_WARNING_DAYS {
+        push(
+            f,
+            Severity::Medium,
+            "cert_expires_soon",
+            format!(
+                "Certificate expires in {} days ({})",
+                c.days_left, c.not_after
+            ),
+            "Renewal automation may have failed.".into(),
+            "Renew the certificate.",
+        );
+    }
+    if !c.chain_in_order {
+        push(
+            f,
+            Severity::Low,
+            "chain_out_of_order",
+            "Certificate chain is not in issuing order".into(),
+            "Strict clients fail, lenient ones spend time rebuilding the path.".into(),
+            "Serve the leaf first, then each issuer in turn.",
+        );
+    }
+    if c.key.starts_with("RSA") && c.key_bits > 2048 {
+        push(
+            f,
+            Severity::Low,
+            "large_rsa_key",
+            format!("{} certificate key", c.key),
+            "An RSA-3072/4096 signature costs 3-7x an RSA-2048 one and ~20x an ECDSA P-256 one \
+             on every full handshake."
+                .into(),
+            "Use an ECDSA P-256 certificate (alongside RSA-2048 for old clients if needed).",
+        );
+    }
+}

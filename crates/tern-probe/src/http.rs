@@ -1,0 +1,164 @@
+//! HTTP/1.1 over an established probe connection: keepalive and the
+//! split-write penalty.
+
+use std::time::{Duration, Instant};
+
+use crate::handshake::Established;
+
+/// Body size of the probe's POST: small, as in the API calls that paid the
+/// penalty in practice.
+pub const POST_BODY_LEN: usize = 64;
+
+/// A parsed response head and where the message ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Total message length (head + body) when the framing says so.
+    pub message_len: Option<usize>,
+    /// The server asked to close the connection after this response.
+    pub close: bool,
+    /// `Keep-Alive: timeout=N` when the server announces one.
+    pub keepalive_timeout: Option<u64>,
+}
+
+/// Parses a response head from the start of `buf`; `None` until complete.
+pub fn parse_head(buf: &[u8]) -> Option<ResponseHead> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head_len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return None,
+    };
+    let status = resp.code?;
+    let mut content_length = None;
+    let mut chunked = false;
+    let mut close = resp.version == Some(0);
+    let mut keepalive_timeout = None;
+    for h in resp.headers.iter() {
+        let value = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            content_length = value.trim().parse::<usize>().ok();
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.contains("chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            close = value.contains("close");
+        } else if h.name.eq_ignore_ascii_case("keep-alive") {
+            keepalive_timeout = value
+                .split(',')
+                .filter_map(|p| p.trim().strip_prefix("timeout="))
+                .find_map(|v| v.trim().parse().ok());
+        }
+    }
+    let no_body = status == 204 || status == 304 || (100..200).contains(&status);
+    let message_len = if no_body {
+        Some(head_len)
+    } else if chunked {
+        find(&buf[head_len..], b"0\r\n\r\n").map(|end| head_len + end + 5)
+    } else {
+        content_length.map(|n| head_len + n)
+    };
+    if chunked && message_len.is_none() {
+        return None;
+    }
+    Some(ResponseHead {
+        status,
+        message_len,
+        close,
+        keepalive_timeout,
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// True once `buf` holds a whole response (or a head without framing, which
+/// ends at close).
+fn response_complete(buf: &[u8]) -> bool {
+    match parse_head(buf) {
+        Some(h) => h.message_len.is_some_and(|n| buf.len() >= n),
+        None => false,
+    }
+}
+
+/// Sends one request (in one or two writes) and waits for the response.
+/// Returns the latency from the first write to the complete response.
+pub fn request(
+    conn: &mut Established,
+    head: &[u8],
+    body: &[u8],
+    split: bool,
+) -> std::io::Result<(Duration, Option<ResponseHead>)> {
+    let start = Instant::now();
+    if split {
+        conn.send(head)?;
+        conn.send(body)?;
+    } else {
+        let mut one = Vec::with_capacity(head.len() + body.len());
+        one.extend_from_slice(head);
+        one.extend_from_slice(body);
+        conn.send(&one)?;
+    }
+    let resp = conn.receive_until(response_complete)?;
+    Ok((start.elapsed(), parse_head(&resp)))
+}
+
+/// The request head of the probe's GET.
+pub fn get_head(host: &str, close: bool) -> Vec<u8> {
+    let conn = if close { "close" } else { "keep-alive" };
+    format!(
+        "GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tern-probe\r\nConnection: {conn}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// The request head of the probe's POST, for a body of [`POST_BODY_LEN`].
+pub fn post_head(host: &str) -> Vec<u8> {
+    format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tern-probe\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {POST_BODY_LEN}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Median of a non-empty set of durations.
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_length_response_ends_after_its_body() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nKeep-Alive: timeout=5, max=100\r\n\r\nab";
+        let h = parse_head(r).unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(h.message_len, Some(r.len() + 1));
+        assert_eq!(h.keepalive_timeout, Some(5));
+        assert!(!response_complete(r));
+        assert!(response_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
+        ));
+    }
+
+    #[test]
+    fn chunked_response_ends_at_last_chunk_and_close_is_seen() {
+        let r = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nab\r\n0\r\n\r\n";
+        let h = parse_head(r).unwrap();
+        assert_eq!(h.message_len, Some(r.len()));
+        assert!(h.close);
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn median_picks_the_middle() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(vec![ms(9), ms(1), ms(5)]), ms(5));
+    }
+}

@@ -1,0 +1,248 @@
+//! Each finding of `tern probe`, proven against a real server set up to
+//! show it: `openssl s_server` on loopback, and the project's trap servers
+//! behind a 25 ms-each-way delay link between two network namespaces.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tern_probe::{probe, ProbeOptions, Report};
+use tern_testsupport::certs::{KeyKind, TestCa};
+use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
+use tern_testsupport::trap_servers::{FlightOptions, FlightServer};
+
+const ONE_WAY: Duration = Duration::from_millis(25);
+const RTT_MS: f64 = 50.0;
+
+fn ids(r: &Report) -> Vec<&'static str> {
+    r.findings.iter().map(|f| f.id).collect()
+}
+
+fn options(target: String) -> ProbeOptions {
+    let mut o = ProbeOptions::new(target);
+    o.sni = Some("probe.test".into());
+    o.timeout = Duration::from_secs(3);
+    o.samples = 3;
+    o
+}
+
+/// Names that make a leaf certificate about `bytes` long.
+fn padded_names(bytes: usize) -> Vec<String> {
+    let mut names = vec!["probe.test".to_string()];
+    names.extend((0..bytes / 40).map(|i| format!("padding-name-{i:05}.probe.test")));
+    names
+}
+
+/// A trap server in the server namespace of a fresh delay link, and the
+/// link (drop order: server first, then the link).
+fn behind_delay_link(
+    cert_bytes: usize,
+    opts: FlightOptions,
+) -> Option<(FlightServer, DelayLink, TestCa)> {
+    if let Some(why) = DelayLink::unavailable() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let mut ca = TestCa::new();
+    let names = padded_names(cert_bytes);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cert = ca.leaf(&names, KeyKind::EcdsaP256);
+    let link = DelayLink::new(ONE_WAY).expect("delay link");
+    let listener = link
+        .spawn_in_server(|| TcpListener::bind((SERVER_ADDR, 8443)))
+        .join()
+        .expect("join")
+        .expect("enter namespace")
+        .expect("bind in namespace");
+    let server = FlightServer::start(listener, &cert, opts);
+    Some((server, link, ca))
+}
+
+fn probe_in_client(link: &DelayLink, addr: SocketAddr) -> Report {
+    link.in_client(move || probe(&options(addr.to_string())))
+        .expect("enter namespace")
+        .expect("probe")
+}
+
+#[test]
+fn split_flight_larger_than_initial_window_costs_extra_round_trip() {
+    let opts = FlightOptions {
+        chunk: Some(1024),
+        nodelay: false,
+    };
+    let Some((server, link, _ca)) = behind_delay_link(20_000, opts) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let rt = report.round_trips.as_ref().expect("round trips measured");
+    assert!(
+        rt.rtt_ms > RTT_MS * 0.9 && rt.rtt_ms < RTT_MS * 2.0,
+        "rtt {}",
+        rt.rtt_ms
+    );
+    assert!(
+        rt.flight_bytes > rt.initial_window_bytes,
+        "flight {} bytes",
+        rt.flight_bytes
+    );
+    assert!(rt.chain_bytes > 14_000, "chain {} bytes", rt.chain_bytes);
+    assert!(rt.extra_round_trips >= 1, "{}", report.to_text());
+    assert!(
+        ids(&report).contains(&"extra_round_trip"),
+        "{}",
+        report.to_text()
+    );
+    assert!(ids(&report).contains(&"flight_exceeds_initial_window"));
+}
+
+#[test]
+fn small_flight_in_pieces_without_nodelay_waits_for_an_ack() {
+    let opts = FlightOptions {
+        chunk: Some(512),
+        nodelay: false,
+    };
+    let Some((server, link, _ca)) = behind_delay_link(5_000, opts) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let rt = report.round_trips.as_ref().expect("round trips measured");
+    assert!(
+        rt.flight_bytes < rt.initial_window_bytes,
+        "flight {} bytes",
+        rt.flight_bytes
+    );
+    assert!(rt.extra_round_trips >= 1, "{}", report.to_text());
+    let f = report
+        .findings
+        .iter()
+        .find(|f| f.id == "extra_round_trip")
+        .expect("finding");
+    assert!(f.detail.contains("TCP_NODELAY"), "{}", f.detail);
+}
+
+#[test]
+fn flight_in_one_write_with_nodelay_takes_one_round_trip() {
+    let opts = FlightOptions {
+        chunk: None,
+        nodelay: true,
+    };
+    let Some((server, link, _ca)) = behind_delay_link(5_000, opts) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let rt = report.round_trips.as_ref().expect("round trips measured");
+    assert_eq!(rt.extra_round_trips, 0, "{}", report.to_text());
+    assert!(
+        rt.handshake_rtts > 0.8 && rt.handshake_rtts < 1.6,
+        "{}",
+        report.to_text()
+    );
+    assert!(!ids(&report).contains(&"extra_round_trip"));
+    assert!(!ids(&report).contains(&"flight_exceeds_initial_window"));
+}
+
+#[test]
+fn split_write_penalty_is_measured_and_flagged() {
+    let opts = FlightOptions {
+        chunk: None,
+        nodelay: true,
+    };
+    let Some((server, link, _ca)) = behind_delay_link(1_000, opts) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let sw = report
+        .http
+        .split_write
+        .as_ref()
+        .expect("split write measured");
+    assert!(
+        sw.one_write_ms > RTT_MS * 0.9 && sw.one_write_ms < RTT_MS * 1.8,
+        "{sw:?}"
+    );
+    assert!(sw.penalty_ms > 10.0, "{sw:?}");
+    assert!(
+        ids(&report).contains(&"split_write_penalty"),
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(report.http.keepalive, Some(true));
+    assert_eq!(report.exit_code(), 1);
+}
+
+struct OpenSsl(Child);
+
+impl Drop for OpenSsl {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn wait_listening(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "openssl s_server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn openssl_server_preferring_dhe_is_flagged() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-serverpref", "-accept"])
+        .arg(addr.to_string())
+        .arg("-cert")
+        .arg(&cert.chain)
+        .arg("-key")
+        .arg(&cert.key)
+        .args([
+            "-cipher",
+            "DHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_server (package openssl)");
+    let _server = OpenSsl(child);
+    wait_listening(addr);
+    let mut opts = options(addr.to_string());
+    opts.timeout = Duration::from_secs(1);
+    let report = probe(&opts).expect("probe");
+    let legacy = report
+        .negotiation
+        .legacy
+        .as_ref()
+        .expect("legacy offer accepted");
+    assert_eq!(legacy.suite, "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384");
+    assert_eq!(report.negotiation.preference, "server");
+    assert_eq!(
+        report.findings[0].id,
+        "dhe_selected",
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(report.exit_code(), 1);
+    let cert = report.certificate.as_ref().expect("certificate");
+    assert_eq!(cert.key, "RSA-2048");
+    assert!(cert.chain_in_order);
+    assert!(report.to_json().contains("\"dhe_selected\""));
+}
+
+#[test]
+fn closed_port_cannot_be_probed() {
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let err = probe(&options(addr.to_string())).expect_err("nothing listens");
+    assert!(matches!(err, tern_probe::ProbeError::Connect(_)), "{err}");
+}
