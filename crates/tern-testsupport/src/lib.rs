@@ -16,7 +16,6 @@
 //! - [`tools`]: `openssl s_client` and `curl` runners
 
 pub mod backend;
-pub mod bench_target;
 pub mod certs;
 pub mod client;
 pub mod tempdir;
