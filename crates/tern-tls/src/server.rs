@@ -161,6 +161,10 @@ pub struct Negotiated {
     pub sni: Option<String>,
     /// True when the session was resumed (ticket or session ID).
     pub resumed: bool,
+    /// True when the server had to ask for another key share (TLS 1.3
+    /// HelloRetryRequest): the client guessed a group we do not offer, and
+    /// the handshake took an extra round trip.
+    pub hello_retry_request: bool,
 }
 
 /// Reads what `conn` negotiated. Call after the handshake completed.
@@ -184,6 +188,8 @@ pub fn negotiated(conn: &ServerConnection) -> Negotiated {
             .map(|p| String::from_utf8_lossy(p).into_owned()),
         sni: conn.server_name().map(str::to_string),
         resumed: conn.handshake_kind() == Some(HandshakeKind::Resumed),
+        hello_retry_request: conn.handshake_kind()
+            == Some(HandshakeKind::FullWithHelloRetryRequest),
     }
 }
 
