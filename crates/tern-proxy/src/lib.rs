@@ -1,1 +1,34 @@
-//! tern-proxy (placeholder)
+//! `tern serve`: a TLS terminator for HTTP.
+//!
+//! ```text
+//!  accept (per-worker SO_REUSEPORT socket, TCP_NODELAY)
+//!    └▶ TLS handshake under a deadline (SNI → certificate, ALPN)
+//!         ├▶ http: read head (bounded) → strict checks (400/431) → rewrite
+//!         │        forwarding fields → backend (pooled) in one write →
+//!         │        stream bodies both ways → keep the client alive
+//!         └▶ tcp:  optional PROXY header → bytes both ways
+//! ```
+//!
+//! This crate owns configuration (typed, validated once), listeners and
+//! workers, the connection lifecycle, backends, access logs and shutdown.
+//! It parses no command line: the `tern` binary maps flags onto
+//! [`config::ListenerOptions`] and calls [`run`]. TLS details live in
+//! `tern-tls`, HTTP/1.1 syntax in `tern-http`.
+
+#![forbid(unsafe_code)]
+
+pub mod access_log;
+mod backend;
+pub mod config;
+mod conn;
+mod demo;
+mod error;
+mod http1;
+mod iobuf;
+mod proxy_header;
+mod server;
+mod tcp;
+mod worker;
+
+pub use error::ServeError;
+pub use server::run;

@@ -1,0 +1,198 @@
+//! The options of `tern serve`, defined once for both the command line and
+//! the TOML file: clap reads the doc comments for `--help`, serde reads the
+//! same fields from `tern.toml`. Values stay strings here; `config::resolve`
+//! turns them into typed settings in one place.
+
+use serde::Deserialize;
+
+/// Process-wide options (top level of the TOML file).
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalOptions {
+    /// Worker threads, each with its own listener socket (SO_REUSEPORT) and
+    /// event loop. [default: number of CPU cores]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+
+    /// How workers accept: "reuseport" (one listening socket per worker, the
+    /// kernel spreads connections) or "shared" (one socket polled by all).
+    /// [default: reuseport]
+    #[arg(long, value_name = "MODE", hide = true)]
+    pub accept: Option<String>,
+
+    /// Log format for diagnostics and the access log: "text" or "json". [default: text]
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
+    /// Where access-log lines go: a file path, "-" for standard output, or
+    /// "off". [default: -]
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<String>,
+
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before tern exits anyway. [default: 30s]
+    #[arg(long, value_name = "DURATION")]
+    pub shutdown_timeout: Option<String>,
+
+    /// Listeners (TOML `[[listener]]` tables; the command line describes one).
+    #[arg(skip)]
+    #[serde(default)]
+    pub listener: Vec<ListenerOptions>,
+}
+
+/// One listener: where it accepts, how it speaks TLS, where it forwards.
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerOptions {
+    /// Address to accept TLS connections on. [default: 127.0.0.1:8443]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+
+    /// "http" (terminate TLS, proxy HTTP) or "tcp" (terminate TLS, pass bytes). [default: http]
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+
+    /// Backend to forward to, HOST:PORT; repeat for several (round robin).
+    /// Without any, tern answers from a built-in demo origin.
+    #[arg(long = "backend", value_name = "HOST:PORT")]
+    #[serde(default)]
+    pub backends: Vec<String>,
+
+    /// Certificate chain (PEM, leaf first); repeat together with --key for
+    /// several certificates chosen by SNI. The first is the default.
+    /// Without any, tern makes a self-signed certificate for localhost.
+    #[arg(long = "cert", value_name = "FILE")]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub cert: Vec<String>,
+
+    /// Private key (PEM: PKCS#8, SEC1 or PKCS#1) for the --cert at the same position.
+    #[arg(long = "key", value_name = "FILE")]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub key: Vec<String>,
+
+    /// DER OCSP response stapled to the --cert at the same position.
+    #[arg(long = "ocsp", value_name = "FILE")]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub ocsp: Vec<String>,
+
+    /// More certificates (TOML `[[listener.certificate]]` tables).
+    #[arg(skip)]
+    #[serde(default)]
+    pub certificate: Vec<CertificateOptions>,
+
+    /// TLS versions, narrowing the default "TLSv1.3,TLSv1.2". Older ones are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub tls_versions: Vec<String>,
+
+    /// Cipher suites by IANA name, in preference order, narrowing the
+    /// default AEAD-only list. DHE, RSA key exchange, CBC and RC4 are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub ciphers: Vec<String>,
+
+    /// Key-exchange groups in preference order, narrowing the default
+    /// "X25519MLKEM768,X25519,secp256r1,secp384r1". Finite-field groups are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub groups: Vec<String>,
+
+    /// ALPN protocols offered, in preference order. [default: http/1.1]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub alpn: Vec<String>,
+
+    /// Entries in the TLS session cache (TLS 1.2 session IDs, and TLS 1.3
+    /// when tickets are off); 0 turns it off. [default: 20480]
+    #[arg(long, value_name = "N")]
+    pub session_cache: Option<usize>,
+
+    /// Turn session tickets off (TOML: `tickets = false`).
+    #[arg(long = "no-tickets")]
+    #[serde(skip)]
+    pub no_tickets: bool,
+
+    /// Session tickets on or off. [default: true]
+    #[arg(skip)]
+    pub tickets: Option<bool>,
+
+    /// How often in-process ticket keys rotate; a ticket is accepted for
+    /// at most twice this. [default: 12h]
+    #[arg(long, value_name = "DURATION")]
+    pub ticket_rotation: Option<String>,
+
+    /// File of ticket keys shared by several tern instances, so a client
+    /// resumes on any of them (see docs/config.md for the format).
+    #[arg(long, value_name = "FILE")]
+    pub ticket_keys_file: Option<String>,
+
+    /// Forwarding fields tern adds: any of x-forwarded-for,
+    /// x-forwarded-proto, forwarded, or "none". Client-sent ones are always
+    /// removed. [default: all three]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub forwarded: Vec<String>,
+
+    /// tcp mode: send a PROXY protocol header ("v1" or "v2") to the backend.
+    #[arg(long, value_name = "VERSION")]
+    pub proxy_protocol: Option<String>,
+
+    /// Deadline for the TLS handshake. [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub handshake_timeout: Option<String>,
+
+    /// Deadline for a whole request head once its first byte arrived. [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub header_timeout: Option<String>,
+
+    /// How long an idle keepalive connection (or a stalled body) is kept. [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+
+    /// Deadline for connecting to a backend. [default: 5s]
+    #[arg(long, value_name = "DURATION")]
+    pub backend_connect_timeout: Option<String>,
+
+    /// Deadline for a backend's response head, and for each later read. [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub backend_response_timeout: Option<String>,
+
+    /// Most client connections open at once (all workers); more are closed
+    /// at accept. [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Largest request head (request line and fields); more gets 431. [default: 65536]
+    #[arg(long, value_name = "BYTES")]
+    pub max_head_bytes: Option<usize>,
+
+    /// Idle backend connections kept per backend and worker. [default: 64]
+    #[arg(long, value_name = "N")]
+    pub backend_pool_size: Option<usize>,
+}
+
+/// One certificate of a listener (TOML `[[listener.certificate]]`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertificateOptions {
+    /// Certificate chain (PEM, leaf first).
+    pub cert: String,
+    /// Private key (PEM).
+    pub key: String,
+    /// DER OCSP response to staple.
+    pub ocsp: Option<String>,
+}
+
+/// Accepts `key = "x"` as well as `key = ["x", "y"]`.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
+}

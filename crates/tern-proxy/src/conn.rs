@@ -1,0 +1,106 @@
+//! One client connection: TLS handshake under a deadline, then the mode's
+//! protocol (HTTP/1.1 proxying or a TCP tunnel).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tern_tls::Negotiated;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use crate::access_log::{Record, WorkerLog};
+use crate::backend::Backends;
+use crate::config::{ListenerConfig, Mode};
+
+/// A listener as one worker sees it.
+pub(crate) struct ListenerCtx {
+    /// Validated settings.
+    pub config: Arc<ListenerConfig>,
+    /// TLS acceptor (shared ServerConfig: session cache and ticket keys are
+    /// common to all workers, so resumption works whichever worker accepts).
+    pub acceptor: TlsAcceptor,
+    /// This worker's backends and idle pool.
+    pub backends: Backends,
+}
+
+impl std::fmt::Debug for ListenerCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerCtx")
+            .field("listen", &self.config.listen)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Per-worker state shared by its connections.
+#[derive(Debug)]
+pub(crate) struct WorkerCtx {
+    /// Access log buffer.
+    pub log: WorkerLog,
+    /// Becomes true when tern is shutting down.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What a connection's handlers need to know.
+#[derive(Debug)]
+pub(crate) struct ConnCtx<'a> {
+    /// Client address.
+    pub peer: SocketAddr,
+    /// What the handshake negotiated.
+    pub tls: Negotiated,
+    /// Handshake duration, µs.
+    pub handshake_us: u64,
+    /// The listener.
+    pub listener: &'a ListenerCtx,
+    /// The worker.
+    pub worker: &'a WorkerCtx,
+}
+
+impl ConnCtx<'_> {
+    /// Writes an access-log record.
+    pub fn log(&self, r: &Record<'_>) {
+        self.worker.log.log(r);
+    }
+}
+
+/// Handles one accepted connection to the end.
+pub(crate) async fn handle(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    listener: Rc<ListenerCtx>,
+    worker: Rc<WorkerCtx>,
+) {
+    // Before the handshake: the server flight must not wait on Nagle.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
+    }
+    let limits = &listener.config.limits;
+    let start = Instant::now();
+    let mut tls =
+        match tokio::time::timeout(limits.handshake_timeout, listener.acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                // rustls has already sent the alert that says why.
+                tracing::debug!(client = %peer, "TLS handshake failed: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(client = %peer, "TLS handshake timed out");
+                return;
+            }
+        };
+    let handshake_us = start.elapsed().as_micros() as u64;
+    let negotiated = tern_tls::negotiated(tls.get_ref().1);
+    let ctx = ConnCtx {
+        peer,
+        tls: negotiated,
+        handshake_us,
+        listener: &listener,
+        worker: &worker,
+    };
+    match listener.config.mode {
+        Mode::Http => crate::http1::serve(&mut tls, &ctx).await,
+        Mode::Tcp { proxy_protocol } => crate::tcp::serve(&mut tls, &ctx, proxy_protocol).await,
+    }
+}

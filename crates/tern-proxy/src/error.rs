@@ -1,0 +1,36 @@
+//! Errors that stop `tern serve` from starting or running.
+
+use std::net::SocketAddr;
+
+/// Why `tern serve` could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The TLS configuration could not be built.
+    #[error("listener {listen}: {source}")]
+    Tls {
+        /// The listener.
+        listen: SocketAddr,
+        /// What failed.
+        source: tern_tls::TlsError,
+    },
+    /// A listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// Any other I/O failure (threads, runtime, access log).
+    #[error("{context}: {source}")]
+    Io {
+        /// What tern was doing.
+        context: &'static str,
+        /// What failed.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,467 @@
+//! One request/response exchange between a client and a backend.
+//!
+//! Latency rule: the request head and the first part of its body go to the
+//! backend in one write, and the response head with the first part of its
+//! body goes to the client in one write (one TLS record when it fits). A
+//! message split over two writes can stall on Nagle + delayed ACK.
+
+use std::time::Instant;
+
+use tern_http::framing::response_framing;
+use tern_http::head::{find_head_end, parse_response, ResponseHead};
+use tern_http::rewrite::{
+    wants_close, wants_upgrade, write_request_head, write_response_head, write_simple_response,
+    BackendConnection, ClientFacts,
+};
+use tern_http::{BodyFraming, HttpError, RequestHead};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::body::{pump, tunnel, Pending, PumpError};
+use super::Next;
+use crate::access_log::Record;
+use crate::backend::{BackendConn, ConnectError};
+use crate::conn::ConnCtx;
+use crate::iobuf::IoBuf;
+
+/// Body bytes sent in the same write as a head (request or response).
+/// Larger bodies follow in further writes of up to a buffer each.
+const INLINE_BODY: usize = 16 * 1024;
+
+/// Largest response head accepted from a backend.
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// Which side of the proxy failed, deciding the status and the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The client went away, stalled or sent something invalid.
+    Client,
+    /// The client sent a body that breaks its framing: 400 if nothing was sent yet.
+    BadRequest,
+    /// The backend failed; the client gets this status if nothing was sent yet.
+    Backend(u16),
+}
+
+/// What we know about a request while it is being handled.
+struct Progress {
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+    backend: Option<std::net::SocketAddr>,
+    backend_us: u64,
+}
+
+/// Runs one exchange for `head` (already consumed from `cbuf`).
+pub(super) async fn run<C>(
+    client: &mut C,
+    cbuf: &mut IoBuf,
+    ctx: &ConnCtx<'_>,
+    head: &RequestHead,
+    framing: BodyFraming,
+    head_len: u64,
+    started: Instant,
+) -> Next
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut p = Progress {
+        status: 0,
+        bytes_in: head_len,
+        bytes_out: 0,
+        backend: None,
+        backend_us: 0,
+    };
+    let next = match forward(client, cbuf, ctx, head, framing, &mut p).await {
+        Ok(next) => next,
+        Err(Side::Client) => {
+            if p.status == 0 {
+                // Nothing was answered: 499 in the log, as nginx does, says
+                // the client left before it got a response.
+                p.status = 499;
+            }
+            Next::Close
+        }
+        Err(failure @ (Side::Backend(_) | Side::BadRequest)) => {
+            if p.status == 0 {
+                let (status, reason) = match failure {
+                    Side::Backend(504) => (504, "Gateway Timeout"),
+                    Side::Backend(_) => (502, "Bad Gateway"),
+                    _ => (400, "Bad Request"),
+                };
+                p.status = status;
+                let mut out = Vec::with_capacity(160);
+                write_simple_response(
+                    status,
+                    reason,
+                    &format!("{}\n", reason.to_ascii_lowercase()),
+                    true,
+                    &mut out,
+                );
+                let limits = &ctx.listener.config.limits;
+                let _ = tokio::time::timeout(limits.idle_timeout, async {
+                    client.write_all(&out).await?;
+                    client.flush().await
+                })
+                .await;
+                p.bytes_out += out.len() as u64;
+            }
+            // The request body may be half read: the connection cannot be
+            // trusted to be at a request boundary.
+            Next::Close
+        }
+    };
+    ctx.log(&Record {
+        client: ctx.peer,
+        tls: &ctx.tls,
+        handshake_us: ctx.handshake_us,
+        method: head.method(),
+        path: head.target(),
+        status: p.status,
+        bytes_in: p.bytes_in,
+        bytes_out: p.bytes_out,
+        backend: p.backend,
+        backend_us: p.backend_us,
+        total_us: started.elapsed().as_micros() as u64,
+    });
+    next
+}
+
+async fn forward<C>(
+    client: &mut C,
+    cbuf: &mut IoBuf,
+    ctx: &ConnCtx<'_>,
+    head: &RequestHead,
+    framing: BodyFraming,
+    p: &mut Progress,
+) -> Result<Next, Side>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let limits = &ctx.listener.config.limits;
+    let upgrade = wants_upgrade(head);
+    let http10 = head.minor_version == 0;
+    let client_close = http10 || wants_close(&head.fields);
+    let conn_mode = if upgrade {
+        BackendConnection::Upgrade
+    } else if http10 {
+        BackendConnection::Close
+    } else {
+        BackendConnection::KeepAlive
+    };
+
+    // Head plus whatever of the body is already here, for one write.
+    let mut out = Vec::with_capacity(cbuf.len().min(INLINE_BODY) + 1024);
+    let facts = ClientFacts {
+        ip: ctx.peer.ip(),
+        proto: "https",
+    };
+    write_request_head(
+        head,
+        &facts,
+        ctx.listener.config.forwarded,
+        conn_mode,
+        &mut out,
+    );
+    let mut pending = Pending::new(framing);
+    let inline = pending
+        .take(cbuf.filled(), INLINE_BODY)
+        .map_err(|e| client_error(ctx, &e))?;
+    out.extend_from_slice(&cbuf.filled()[..inline]);
+    cbuf.consume(inline);
+    p.bytes_in += inline as u64;
+    let whole_request_in_out = pending.is_done();
+
+    let expects_continue = !whole_request_in_out
+        && head
+            .fields
+            .get("expect")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+
+    let mut backend = connect(ctx).await?;
+    p.backend = Some(backend.addr);
+    if expects_continue {
+        // The backend is reachable: let the client send its body.
+        write_client(client, b"HTTP/1.1 100 Continue\r\n\r\n", ctx).await?;
+    }
+
+    let mut bbuf = IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD);
+    let mut retried = false;
+    let sent_at;
+    let resp = loop {
+        let sent = Instant::now();
+        let wrote = tokio::time::timeout(
+            limits.backend_response_timeout,
+            backend.stream.write_all(&out),
+        )
+        .await;
+        let wrote_ok = matches!(wrote, Ok(Ok(())));
+        if wrote_ok && !pending.is_done() {
+            let moved = pump(
+                client,
+                cbuf,
+                &mut backend.stream,
+                &mut pending,
+                limits.idle_timeout,
+                limits.backend_response_timeout,
+            )
+            .await;
+            match moved {
+                Ok(n) => p.bytes_in += n,
+                Err(PumpError::Read(_)) => return Err(Side::Client),
+                Err(PumpError::Framing(e)) => return Err(client_error(ctx, &e)),
+                Err(PumpError::Write(e)) => {
+                    tracing::warn!(backend = %backend.addr, "backend failed during request body: {e}");
+                    return Err(Side::Backend(502));
+                }
+            }
+        }
+        let result = if wrote_ok {
+            read_response_head(
+                &mut backend.stream,
+                &mut bbuf,
+                ctx,
+                expects_continue,
+                client,
+                p,
+            )
+            .await
+        } else {
+            Err(ResponseError::Closed { any_bytes: false })
+        };
+        match result {
+            Ok(resp) => {
+                sent_at = sent;
+                break resp;
+            }
+            // A pooled connection the backend had closed: the request never
+            // reached it, so one fresh attempt is safe when the whole
+            // request is still in hand.
+            Err(ResponseError::Closed { any_bytes: false })
+                if backend.reused && whole_request_in_out && !retried =>
+            {
+                retried = true;
+                backend = fresh_connection(ctx, backend.addr).await?;
+                bbuf.consume(bbuf.len());
+            }
+            Err(e) => return Err(backend_failure(ctx, backend.addr, e)),
+        }
+    };
+    p.backend_us = sent_at.elapsed().as_micros() as u64;
+    p.status = resp.status;
+
+    if resp.status == 101 && upgrade {
+        return upgrade_tunnel(client, cbuf, backend.stream, &mut bbuf, &resp, ctx, p).await;
+    }
+    let is_connect = head.method() == "CONNECT";
+    let rframing = response_framing(head.is_head(), is_connect, &resp)
+        .map_err(|e| backend_failure(ctx, backend.addr, ResponseError::Invalid(e)))?;
+    let shutting_down = *ctx.worker.shutdown.borrow();
+    let close = client_close || rframing.is_until_close() || shutting_down || resp.status == 101;
+    let backend_reusable = !rframing.is_until_close()
+        && !wants_close(&resp.fields)
+        && resp.minor_version >= 1
+        && !http10
+        && pending.is_done()
+        && resp.status != 101;
+
+    out.clear();
+    write_response_head(&resp, close, &mut out);
+    let mut rpending = Pending::new(rframing);
+    let inline = rpending
+        .take(bbuf.filled(), INLINE_BODY)
+        .map_err(|e| backend_failure(ctx, backend.addr, ResponseError::Invalid(e)))?;
+    out.extend_from_slice(&bbuf.filled()[..inline]);
+    bbuf.consume(inline);
+    write_client(client, &out, ctx).await?;
+    p.bytes_out += out.len() as u64;
+    if !rpending.is_done() {
+        let moved = pump(
+            &mut backend.stream,
+            &mut bbuf,
+            client,
+            &mut rpending,
+            limits.backend_response_timeout,
+            limits.idle_timeout,
+        )
+        .await;
+        match moved {
+            Ok(n) => p.bytes_out += n,
+            Err(PumpError::Write(_)) => return Err(Side::Client),
+            Err(PumpError::Read(e)) => {
+                // Headers are out; all we can do is cut the response short
+                // so the client sees it incomplete.
+                tracing::warn!(backend = %backend.addr, "backend failed during response body: {e}");
+                return Err(Side::Client);
+            }
+            Err(PumpError::Framing(e)) => {
+                tracing::warn!(backend = %backend.addr, "backend sent a bad response body: {e}");
+                return Err(Side::Client);
+            }
+        }
+        let _ = tokio::time::timeout(limits.idle_timeout, client.flush()).await;
+    }
+    // Stray bytes after the response mean the backend and tern disagree on
+    // framing: never reuse such a connection.
+    if backend_reusable && bbuf.is_empty() {
+        ctx.listener.backends.put(backend);
+    }
+    Ok(if close { Next::Close } else { Next::KeepAlive })
+}
+
+/// Relays a 101 response and then bytes both ways until one side closes.
+async fn upgrade_tunnel<C>(
+    client: &mut C,
+    cbuf: &mut IoBuf,
+    mut backend: TcpStream,
+    bbuf: &mut IoBuf,
+    resp: &ResponseHead,
+    ctx: &ConnCtx<'_>,
+    p: &mut Progress,
+) -> Result<Next, Side>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let limits = &ctx.listener.config.limits;
+    let mut out = Vec::with_capacity(512 + bbuf.len());
+    write_response_head(resp, false, &mut out);
+    out.extend_from_slice(bbuf.filled());
+    bbuf.consume(bbuf.len());
+    write_client(client, &out, ctx).await?;
+    p.bytes_out += out.len() as u64;
+    if !cbuf.is_empty() {
+        let early = cbuf.filled().to_vec();
+        cbuf.consume(early.len());
+        if tokio::time::timeout(limits.idle_timeout, backend.write_all(&early))
+            .await
+            .is_err()
+        {
+            return Ok(Next::Close);
+        }
+        p.bytes_in += early.len() as u64;
+    }
+    let (up, down) = tunnel(client, &mut backend, limits.idle_timeout).await;
+    p.bytes_in += up;
+    p.bytes_out += down;
+    Ok(Next::Close)
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ResponseError {
+    /// The backend closed (or reset) before a complete head.
+    #[error("closed before a complete response head")]
+    Closed { any_bytes: bool },
+    /// No head within the response timeout.
+    #[error("no response head within the backend response timeout")]
+    Timeout,
+    /// The head was malformed or too large.
+    #[error("invalid response: {0}")]
+    Invalid(HttpError),
+}
+
+/// Reads the final response head, relaying interim (1xx) responses to the
+/// client. A backend's own `100 Continue` is dropped when tern already sent one.
+async fn read_response_head<C>(
+    backend: &mut TcpStream,
+    bbuf: &mut IoBuf,
+    ctx: &ConnCtx<'_>,
+    sent_continue: bool,
+    client: &mut C,
+    p: &mut Progress,
+) -> Result<ResponseHead, ResponseError>
+where
+    C: AsyncWrite + Unpin,
+{
+    let timeout = ctx.listener.config.limits.backend_response_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let mut scanned = 0;
+        let len = loop {
+            match find_head_end(bbuf.filled(), &mut scanned, MAX_RESPONSE_HEAD) {
+                Ok(Some(n)) => break n,
+                Ok(None) => {}
+                Err(e) => return Err(ResponseError::Invalid(e)),
+            }
+            if bbuf.is_full() {
+                return Err(ResponseError::Invalid(HttpError::HeadTooLarge));
+            }
+            let any_bytes = !bbuf.is_empty();
+            match tokio::time::timeout_at(deadline, bbuf.fill_from(backend)).await {
+                Err(_) => return Err(ResponseError::Timeout),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(ResponseError::Closed { any_bytes }),
+                Ok(Ok(_)) => {}
+            }
+        };
+        let head = parse_response(&bbuf.filled()[..len]).map_err(ResponseError::Invalid)?;
+        if !head.is_interim() {
+            bbuf.consume(len);
+            return Ok(head);
+        }
+        if !(head.status == 100 && sent_continue) {
+            let mut out = Vec::with_capacity(len);
+            write_response_head(&head, false, &mut out);
+            if write_client(client, &out, ctx).await.is_err() {
+                return Err(ResponseError::Closed { any_bytes: true });
+            }
+            p.bytes_out += out.len() as u64;
+        }
+        bbuf.consume(len);
+    }
+}
+
+async fn connect(ctx: &ConnCtx<'_>) -> Result<BackendConn, Side> {
+    let backends = &ctx.listener.backends;
+    let addr = backends.pick();
+    backends
+        .get(addr, ctx.listener.config.limits.backend_connect_timeout)
+        .await
+        .map_err(|e| connect_failure(ctx, e))
+}
+
+async fn fresh_connection(
+    ctx: &ConnCtx<'_>,
+    addr: std::net::SocketAddr,
+) -> Result<BackendConn, Side> {
+    ctx.listener
+        .backends
+        .connect(addr, ctx.listener.config.limits.backend_connect_timeout)
+        .await
+        .map_err(|e| connect_failure(ctx, e))
+}
+
+fn connect_failure(ctx: &ConnCtx<'_>, e: ConnectError) -> Side {
+    tracing::warn!(client = %ctx.peer, "backend unavailable: {e}");
+    match e {
+        ConnectError::Timeout(_) => Side::Backend(504),
+        ConnectError::Io(..) => Side::Backend(502),
+    }
+}
+
+fn backend_failure(ctx: &ConnCtx<'_>, addr: std::net::SocketAddr, e: ResponseError) -> Side {
+    tracing::warn!(client = %ctx.peer, backend = %addr, "backend failed: {e}");
+    match e {
+        ResponseError::Timeout => Side::Backend(504),
+        _ => Side::Backend(502),
+    }
+}
+
+fn client_error(ctx: &ConnCtx<'_>, e: &HttpError) -> Side {
+    tracing::debug!(client = %ctx.peer, "bad request body: {e}");
+    Side::BadRequest
+}
+
+async fn write_client<C: AsyncWrite + Unpin>(
+    client: &mut C,
+    bytes: &[u8],
+    ctx: &ConnCtx<'_>,
+) -> Result<(), Side> {
+    let t = ctx.listener.config.limits.idle_timeout;
+    match tokio::time::timeout(t, async {
+        client.write_all(bytes).await?;
+        client.flush().await
+    })
+    .await
+    {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Side::Client),
+    }
+}

@@ -1,0 +1,203 @@
+//! HTTP/1.1 over a terminated TLS connection: read a request head, check
+//! it, forward it to a backend, relay the response, repeat.
+//!
+//! Requests on one connection are handled strictly in order, so pipelined
+//! requests are answered in order: bytes of the next request simply wait in
+//! the client buffer. Bodies stream through bounded buffers in both
+//! directions; nothing buffers a whole body.
+
+mod body;
+mod exchange;
+
+use std::time::Instant;
+
+use tern_http::head::{find_head_end, parse_request};
+use tern_http::rewrite::write_simple_response;
+use tern_http::{framing, HttpError};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::conn::ConnCtx;
+use crate::iobuf::IoBuf;
+
+/// Initial size of a connection's client read buffer.
+const CLIENT_BUF_INITIAL: usize = 8 * 1024;
+
+/// What to do with the client connection after an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Read the next request.
+    KeepAlive,
+    /// Close (after close_notify).
+    Close,
+}
+
+/// Serves requests on `client` until it closes, errs, idles out or tern
+/// shuts down.
+pub(crate) async fn serve<S>(client: &mut S, ctx: &ConnCtx<'_>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let limits = &ctx.listener.config.limits;
+    // The buffer holds a whole head at most (plus what was pipelined behind
+    // it); bodies pass through it in pieces.
+    let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
+    let mut shutdown = ctx.worker.shutdown.clone();
+    let mut first = true;
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        // Wait for the first byte of the next request: the idle timeout
+        // (or, for the first request, the header timeout) applies, and a
+        // shutdown closes an idle connection at once.
+        if buf.is_empty() {
+            let wait = if first {
+                limits.header_timeout
+            } else {
+                limits.idle_timeout
+            };
+            let read = tokio::select! {
+                r = tokio::time::timeout(wait, buf.fill_from(client)) => r,
+                _ = shutdown.changed() => break,
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => break, // closed, error or idle
+            }
+        }
+        first = false;
+        let started = Instant::now();
+        let head_len = match read_head(client, &mut buf, ctx).await {
+            Ok(n) => n,
+            Err(HeadReadError::Closed) => break,
+            Err(HeadReadError::Invalid(e)) => {
+                reject(client, ctx, &e, buf.len() as u64, started).await;
+                break;
+            }
+        };
+        let head = match parse_request(&buf.filled()[..head_len]) {
+            Ok(h) => h,
+            Err(e) => {
+                reject(client, ctx, &e, head_len as u64, started).await;
+                break;
+            }
+        };
+        let framing =
+            match tern_http::check_host(&head).and_then(|()| framing::request_framing(&head)) {
+                Ok(f) => f,
+                Err(e) => {
+                    reject(client, ctx, &e, head_len as u64, started).await;
+                    break;
+                }
+            };
+        buf.consume(head_len);
+        let next = exchange::run(
+            client,
+            &mut buf,
+            ctx,
+            &head,
+            framing,
+            head_len as u64,
+            started,
+        )
+        .await;
+        if next == Next::Close {
+            break;
+        }
+    }
+    // Tell the client we are done (close_notify); errors here change nothing.
+    let _ = tokio::time::timeout(limits.idle_timeout, client.shutdown()).await;
+}
+
+enum HeadReadError {
+    Closed,
+    Invalid(HttpError),
+}
+
+/// Reads until `buf` starts with a complete head; returns its length.
+async fn read_head<S>(
+    client: &mut S,
+    buf: &mut IoBuf,
+    ctx: &ConnCtx<'_>,
+) -> Result<usize, HeadReadError>
+where
+    S: AsyncRead + Unpin,
+{
+    let limits = &ctx.listener.config.limits;
+    let deadline = tokio::time::Instant::now() + limits.header_timeout;
+    let mut scanned = 0;
+    loop {
+        match find_head_end(buf.filled(), &mut scanned, limits.max_head_bytes) {
+            Ok(Some(n)) => return Ok(n),
+            Ok(None) => {}
+            Err(e) => return Err(HeadReadError::Invalid(e)),
+        }
+        if buf.is_full() {
+            return Err(HeadReadError::Invalid(HttpError::HeadTooLarge));
+        }
+        match tokio::time::timeout_at(deadline, buf.fill_from(client)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            // Closed mid-head, read error, or too slow (slowloris): there is
+            // no one to answer, or no reason to wait.
+            _ => return Err(HeadReadError::Closed),
+        }
+    }
+}
+
+/// Answers a request tern refuses (400 or 431) and logs it.
+async fn reject<S>(
+    client: &mut S,
+    ctx: &ConnCtx<'_>,
+    e: &HttpError,
+    bytes_in: u64,
+    started: Instant,
+) where
+    S: AsyncWrite + Unpin,
+{
+    let status = e.status();
+    let reason = if status == 431 {
+        "Request Header Fields Too Large"
+    } else {
+        "Bad Request"
+    };
+    let mut out = Vec::with_capacity(256);
+    write_simple_response(
+        status,
+        reason,
+        &format!("{}: {e}\n", reason.to_ascii_lowercase()),
+        true,
+        &mut out,
+    );
+    let _ = tokio::time::timeout(ctx.listener.config.limits.idle_timeout, async {
+        client.write_all(&out).await?;
+        client.flush().await
+    })
+    .await;
+    tracing::debug!(client = %ctx.peer, status, "refused request: {e}");
+    ctx.log(&crate::access_log::Record {
+        client: ctx.peer,
+        tls: &ctx.tls,
+        handshake_us: ctx.handshake_us,
+        method: "-",
+        path: "-",
+        status,
+        bytes_in,
+        bytes_out: out.len() as u64,
+        backend: None,
+        backend_us: 0,
+        total_us: started.elapsed().as_micros() as u64,
+    });
+}
+
+/// Relays bytes both ways until a side closes or nothing moves for `idle`.
+pub(crate) async fn tunnel_bytes<C, B>(
+    client: &mut C,
+    backend: &mut B,
+    idle: std::time::Duration,
+) -> (u64, u64)
+where
+    C: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    body::tunnel(client, backend, idle).await
+}

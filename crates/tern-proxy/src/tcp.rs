@@ -1,0 +1,49 @@
+//! TCP mode (stud/hitch style): after the handshake, bytes flow both ways
+//! between the client and a backend, optionally after a PROXY protocol
+//! header that tells the backend who the client is.
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::config::ProxyProtocol;
+use crate::conn::ConnCtx;
+
+/// Relays a terminated TLS connection to a backend.
+pub(crate) async fn serve<S>(client: &mut S, ctx: &ConnCtx<'_>, proxy: Option<ProxyProtocol>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let limits = &ctx.listener.config.limits;
+    let addr = ctx.listener.backends.pick();
+    let mut backend = match ctx
+        .listener
+        .backends
+        .connect(addr, limits.backend_connect_timeout)
+        .await
+    {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(client = %ctx.peer, "backend unavailable: {e}");
+            return;
+        }
+    };
+    if let Some(version) = proxy {
+        let local = backend.stream.local_addr().ok();
+        let header = crate::proxy_header::encode(
+            version,
+            ctx.peer,
+            ctx.listener.config.listen,
+            &ctx.tls,
+            local,
+        );
+        if tokio::time::timeout(
+            limits.backend_connect_timeout,
+            backend.stream.write_all(&header),
+        )
+        .await
+        .is_err()
+        {
+            return;
+        }
+    }
+    crate::http1::tunnel_bytes(client, &mut backend.stream, limits.idle_timeout).await;
+}
