@@ -16,6 +16,7 @@
 //! - [`tools`]: `openssl s_client` and `curl` runners
 
 pub mod backend;
+pub mod bench_target;
 pub mod certs;
 pub mod client;
 pub mod tempdir;

@@ -178,6 +178,18 @@ pub fn line_chart(
             escape(s.color),
             pts.join(" ")
         );
+        // Markers keep short series (a one-second run) visible.
+        if s.points.len() <= 60 {
+            for (x, y) in &s.points {
+                let _ = write!(
+                    out,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"/>"#,
+                    f.tx(*x),
+                    f.ty(*y),
+                    escape(s.color)
+                );
+            }
+        }
     }
     legend(&mut out, series);
     out.push_str("</svg>");

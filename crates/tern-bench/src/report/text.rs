@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::{Report, Summary, TargetReport, PERCENTILES};
-use crate::config::LoadModel;
+use crate::config::{ConnectionPlan, HttpVersion, LoadModel};
 use crate::env::Machine;
 
 /// Bars of the response time histogram.
@@ -85,13 +85,20 @@ fn disclosure(out: &mut String, r: &Report) {
             format!("open loop at {rate:.0} req/s (latency from intended send time)")
         }
     };
+    let plan = match p.connection_plan {
+        ConnectionPlan::KeepAlive => "keepalive".to_string(),
+        ConnectionPlan::NewConnection => "new connection per request".to_string(),
+        ConnectionPlan::Resumed(_) => "new connection per request, resuming".to_string(),
+    };
+    let http = match p.http {
+        HttpVersion::Http1 => "HTTP/1.1",
+        HttpVersion::Http2 => "HTTP/2",
+    };
     let _ = writeln!(
         out,
-        "  Plan:         {:?}, keepalive {}, resumption asked: {}, {:?}, {} connections x {} streams, {load}, {} ({} round(s))",
-        p.connection_plan,
+        "  Plan:         {plan}; keepalive {}; resumption asked: {}; {http}; {} connections x {} streams; {load}; {} ({} round(s))",
         if p.keepalive { "on" } else { "off" },
         p.resumption_asked,
-        p.http,
         p.connections,
         p.streams_per_connection,
         p.stop,

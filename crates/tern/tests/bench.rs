@@ -1,0 +1,19 @@
+//! `tern bench` end to end: the real binary against real TLS servers on
+//! loopback (tern-testsupport's `bench_target`, which counts connections and
+//! resumed handshakes on the server side), checking that every disclosed
+//! value is true.
+
+#[path = "bench/support.rs"]
+mod support;
+
+#[path = "bench/disclosure.rs"]
+mod disclosure;
+
+#[path = "bench/plans.rs"]
+mod plans;
+
+#[path = "bench/reports.rs"]
+mod reports;
+
+#[path = "bench/errors.rs"]
+mod errors;

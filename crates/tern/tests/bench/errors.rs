@@ -1,0 +1,53 @@
+//! Failures are counted and explained, never a panic.
+
+use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
+
+use crate::support::{bench, bench_json, num, summary};
+
+#[test]
+fn refused_connections_are_counted() {
+    let addr = tern_testsupport::tern::free_addr();
+    let report = bench_json(&["-n", "20", "-c", "2", &format!("https://{addr}/")]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "failed"), 20.0);
+    assert_eq!(
+        report["targets"][0]["stats"]["errors"]["connect: connection refused"],
+        20
+    );
+}
+
+#[test]
+fn tls_failure_says_what_was_offered() {
+    let server = BenchTarget::start(BenchTargetOptions {
+        versions: vec![&tern_testsupport::rustls::version::TLS13],
+        ..BenchTargetOptions::default()
+    });
+    let out = bench(&["-n", "4", "-c", "1", "--tls-max", "1.2", &server.url("/")]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("tls handshake"))
+        .unwrap_or_else(|| panic!("no TLS error in\n{text}"));
+    assert!(
+        line.contains("[4]") && line.contains("alert") && line.contains("offered suites"),
+        "{line}"
+    );
+}
+
+#[test]
+fn timeouts_are_counted() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let report = bench_json(&["-n", "2", "-c", "2", "-t", "1", &server.url("/slow/3000")]);
+    assert_eq!(
+        report["targets"][0]["stats"]["errors"]["timeout: no complete response in time"],
+        2
+    );
+}
+
+#[test]
+fn bad_url_is_a_clear_error() {
+    let out = bench(&["-n", "1", "-c", "1", "ftp://127.0.0.1/"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad URL"));
+}

@@ -1,0 +1,218 @@
+//! Compare mode, CSV, JSON merge and the HTML page.
+
+use std::process::Command;
+
+use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
+
+use crate::support::{artifact, bench, num, summary, tern};
+
+#[test]
+fn compare_warns_when_targets_negotiate_different_ciphers() {
+    let aes = BenchTarget::start(BenchTargetOptions {
+        ciphers: vec!["TLS13_AES_128_GCM_SHA256"],
+        ..BenchTargetOptions::default()
+    });
+    let chacha = BenchTarget::start(BenchTargetOptions {
+        ciphers: vec!["TLS13_CHACHA20_POLY1305_SHA256"],
+        ..BenchTargetOptions::default()
+    });
+    let out = bench(&[
+        "--compare",
+        "--rounds",
+        "2",
+        "-n",
+        "40",
+        "-c",
+        "2",
+        &aes.url("/"),
+        &chacha.url("/"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("!!! WARNING"), "{text}");
+    assert!(text.contains("different cipher"), "{text}");
+    assert!(text.contains("Comparison"), "{text}");
+    // Both ran, interleaved, 20 requests per round each.
+    assert_eq!(aes.requests(), 40);
+    assert_eq!(chacha.requests(), 40);
+
+    let same = BenchTarget::start(BenchTargetOptions::default());
+    let out = bench(&[
+        "--compare",
+        "--rounds",
+        "2",
+        "-n",
+        "20",
+        "-c",
+        "2",
+        &aes.url("/"),
+        &same.url("/"),
+        "--ciphers",
+        "TLS_AES_128_GCM_SHA256",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("WARNING"), "{text}");
+}
+
+#[test]
+fn csv_has_one_line_per_request() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let out = bench(&["-n", "25", "-c", "5", "-o", "csv", &server.url("/")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("response-time,DNS+dialup,DNS"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 25);
+    assert!(rows.iter().all(|r| r.split(',').nth(6) == Some("200")));
+}
+
+#[test]
+fn json_round_trips_through_report_merge() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let a = artifact("merge", "a.json");
+    let b = artifact("merge", "b.json");
+    for (file, n) in [(&a, "30"), (&b, "50")] {
+        let out = bench(&[
+            "-n",
+            n,
+            "-c",
+            "2",
+            "--json",
+            file.to_str().unwrap(),
+            &server.url("/"),
+        ]);
+        assert!(out.status.success());
+    }
+    let out = tern()
+        .args([
+            "report",
+            "merge",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = summary(&merged, 0);
+    assert_eq!(num(s, "completed"), 80.0);
+    assert_eq!(merged["machines"].as_array().unwrap().len(), 2);
+    assert_eq!(merged["command_lines"].as_array().unwrap().len(), 2);
+    // The percentiles come from the merged histograms, not from averages:
+    // the merged median lies within the two runs' medians.
+    let med = |v: &serde_json::Value| v["percentiles_ms"]["50"].as_f64().unwrap();
+    let ra: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    let rb: serde_json::Value = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();
+    let (ma, mb) = (med(summary(&ra, 0)), med(summary(&rb, 0)));
+    let m = med(s);
+    assert!(
+        m >= ma.min(mb) * 0.99 && m <= ma.max(mb) * 1.01,
+        "{m} not within {ma}..{mb}"
+    );
+    // And the merged report renders.
+    let html = artifact("merge", "merged.html");
+    let out = tern()
+        .args([
+            "report",
+            "html",
+            a.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        eprintln!("SKIPPED html_report_renders_in_headless_chromium: no chromium (apt-get install -y chromium)");
+        return;
+    };
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let html = artifact("html", "report.html");
+    let out = bench(&[
+        "-n",
+        "200",
+        "-c",
+        "4",
+        "--html",
+        html.to_str().unwrap(),
+        &server.url("/"),
+    ]);
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        !page.contains("http://") || !page.contains("src=\"http"),
+        "no network resources"
+    );
+    assert!(!page.contains("<script"), "no scripts");
+    let png = artifact("html", "report.png");
+    let profile = artifact("html", "chromium-profile");
+    let _ = std::fs::remove_file(&png);
+    let url = format!("file://{}", html.display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ];
+    let run = |extra: &[String]| {
+        Command::new(chromium)
+            .args(common)
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("run chromium")
+    };
+    let shot = run(&[
+        format!("--screenshot={}", png.display()),
+        "--window-size=1200,2400".into(),
+    ]);
+    assert!(
+        shot.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 10_000,
+        "screenshot {} is {size} bytes",
+        png.display()
+    );
+    // The DOM chromium built holds the charts and the disclosure.
+    let dom = run(&["--dump-dom".to_string()]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.matches("<svg").count() >= 3,
+        "charts missing from the rendered DOM"
+    );
+    assert!(dom.contains("Disclosure:") && dom.contains("TLSv1.3"));
+}

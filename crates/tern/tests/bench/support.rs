@@ -1,0 +1,69 @@
+//! Running `tern bench` / `tern report` and reading their output.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The tern binary under test.
+pub fn tern() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
+    cmd.env_remove("RUST_LOG");
+    cmd
+}
+
+/// Runs `tern bench <args>` and returns its output; panics if it cannot run.
+pub fn bench(args: &[&str]) -> Output {
+    tern()
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run tern bench")
+}
+
+/// Runs `tern bench <args> -o json`, asserts success and parses the report.
+pub fn bench_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = bench(&all);
+    assert!(
+        out.status.success(),
+        "tern bench {all:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The summary of target `i`.
+pub fn summary(report: &Value, i: usize) -> &Value {
+    &report["targets"][i]["summary"]
+}
+
+/// The most frequent negotiated parameter set of target 0.
+pub fn negotiated(report: &Value) -> &Value {
+    &summary(report, 0)["negotiated"][0]
+}
+
+/// A file name in a fresh per-test directory under cargo's tmp dir; the
+/// directory is kept as a test artifact.
+pub fn artifact(test: &str, name: &str) -> PathBuf {
+    let dir = std::env::var_os("TERN_TEST_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-artifacts"))
+        .join(test);
+    std::fs::create_dir_all(&dir).expect("artifact dir");
+    dir.join(name)
+}
+
+/// `u64` field of a JSON value, with a readable panic.
+pub fn num(v: &Value, field: &str) -> f64 {
+    v[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number {field} in {v}"))
+}
