@@ -53,6 +53,9 @@ pub enum ProbeError {
     /// The TLS handshake (or I/O right after it) failed.
     #[error("TLS handshake failed: {0}")]
     Handshake(std::io::Error),
+    /// An HTTP/1.1 exchange after the handshake failed or timed out.
+    #[error("HTTP request failed: {0}")]
+    Http(std::io::Error),
     /// The server answered an HTTP request with something that is not HTTP/1.1.
     #[error("no HTTP/1.1 response")]
     NoHttpResponse,

@@ -220,7 +220,7 @@ fn resumed_pair(
     let full_time = full.timing.handshake;
     // Tickets come right after the handshake; the response proves we read them.
     full.send(&http::get_head(host, true))
-        .map_err(ProbeError::Handshake)?;
+        .map_err(ProbeError::Http)?;
     let _ = full.receive_until(|b| http::parse_head(b).is_some());
     full.conn.send_close_notify();
     let _ = full.conn.write_tls(&mut full.sock);
@@ -344,7 +344,7 @@ fn split_write_penalty(
         };
         let is_split = i >= WARM_UP && i % 2 == 1;
         let (took, resp) =
-            http::request(&mut c, &head, &body, is_split).map_err(ProbeError::Handshake)?;
+            http::request(&mut c, &head, &body, is_split).map_err(ProbeError::Http)?;
         let resp = resp.ok_or(ProbeError::NoHttpResponse)?;
         if i >= WARM_UP {
             if is_split {

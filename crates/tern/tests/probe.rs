@@ -1,0 +1,209 @@
+//! `tern probe` and `tern speed` as a user runs them: the real binary, its
+//! exit status, its text and JSON output, against real servers on loopback.
+//! The findings themselves are proven one by one in
+//! `crates/tern-probe/tests/traps.rs`, behind a delay link.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tern_testsupport::backend::Backend;
+use tern_testsupport::certs::{KeyKind, TestCa};
+use tern_testsupport::tern::{free_addr, run_to_exit, Finished, TernProcess};
+
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn tern_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tern"))
+}
+
+fn tern(args: &[&str]) -> Finished {
+    run_to_exit(tern_bin(), args, RUN_LIMIT)
+}
+
+fn code(f: &Finished) -> Option<i32> {
+    f.status.and_then(|s| s.code())
+}
+
+fn json(f: &Finished) -> Value {
+    serde_json::from_str(&f.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", f.stdout, f.stderr))
+}
+
+fn finding_ids(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .expect("findings array")
+        .iter()
+        .map(|f| f["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_listening(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "server on {addr} did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn probe_of_closed_port_exits_2() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let out = tern(&["probe", &format!("127.0.0.1:{port}")]);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("could not probe"), "{}", out.stderr);
+}
+
+#[test]
+fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
+    let addr = free_addr();
+    let server = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-serverpref", "-accept"])
+        .arg(addr.to_string())
+        .arg("-cert")
+        .arg(&cert.chain)
+        .arg("-key")
+        .arg(&cert.key)
+        .args([
+            "-cipher",
+            "DHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_server (package openssl)");
+    let _server = Killed(server);
+    wait_listening(addr);
+    let target = addr.to_string();
+    let out = tern(&[
+        "probe",
+        &target,
+        "--sni",
+        "probe.test",
+        "--json",
+        "--timeout",
+        "1",
+        "--samples",
+        "2",
+    ]);
+    assert_eq!(code(&out), Some(1), "{}\n{}", out.stdout, out.stderr);
+    let report = json(&out);
+    assert_eq!(finding_ids(&report)[0], "dhe_selected");
+    assert_eq!(
+        report["negotiation"]["legacy"]["suite"],
+        "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256"
+    );
+    assert_eq!(report["negotiation"]["legacy"]["key_exchange"], "dhe");
+    assert_eq!(report["certificate"]["key"], "RSA-2048");
+
+    let text = tern(&["probe", &target, "--sni", "probe.test", "--timeout", "1"]);
+    assert_eq!(code(&text), Some(1));
+    assert!(
+        text.stdout.contains("[HIGH] Server picks finite-field DHE"),
+        "{}",
+        text.stdout
+    );
+}
+
+fn start_tern_serve() -> (TestCa, Backend, TernProcess, SocketAddr) {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
+    let backend = Backend::start();
+    let addr = free_addr();
+    let args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        addr.to_string(),
+        "--backend".into(),
+        backend.addr().to_string(),
+        "--cert".into(),
+        cert.chain.display().to_string(),
+        "--key".into(),
+        cert.key.display().to_string(),
+    ];
+    let served = TernProcess::start(tern_bin(), addr, args);
+    (ca, backend, served, addr)
+}
+
+/// tern serve's defaults pass every negotiation, round-trip, resumption and
+/// certificate check. (HTTP/2 and the split-write penalty are held to the
+/// stricter test below.)
+#[test]
+fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
+    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let out = tern(&[
+        "probe",
+        &addr.to_string(),
+        "--sni",
+        "localhost",
+        "--json",
+        "--samples",
+        "3",
+    ]);
+    assert_ne!(code(&out), Some(2), "{}", out.stderr);
+    let report = json(&out);
+    let unexpected: Vec<String> = finding_ids(&report)
+        .into_iter()
+        .filter(|id| id != "no_h2" && id != "split_write_penalty")
+        .collect();
+    assert!(unexpected.is_empty(), "{}", out.stdout);
+    assert_eq!(report["negotiation"]["browser"]["version"], "TLSv1.3");
+    assert_eq!(report["resumption"]["tls13_psk"], true);
+    assert_eq!(report["http"]["keepalive"], true);
+}
+
+/// The acceptance test: tern serve with defaults → exit 0, no
+/// finding. Needs h2 over ALPN and no split-write penalty (TCP_QUICKACK, or
+/// an ACK before waiting for the body) in `tern serve`.
+#[test]
+#[ignore = "tern serve does not negotiate h2 yet and shows a ~40 ms split-write penalty"]
+fn probe_of_tern_serve_with_defaults_exits_0() {
+    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let out = tern(&["probe", &addr.to_string(), "--sni", "localhost"]);
+    assert_eq!(code(&out), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("No performance traps found"));
+}
+
+#[test]
+fn speed_json_reports_every_figure_with_and_without_cpu_features() {
+    let out = tern(&["speed", "--json", "--seconds", "0.05"]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let report = json(&out);
+    let with = &report["with_features"];
+    for (key, n) in [
+        ("bulk_mb_per_s", 3),
+        ("signatures_per_s", 3),
+        ("key_agreements_per_s", 2),
+        ("handshake_ceilings", 3),
+    ] {
+        assert_eq!(with[key].as_array().map(Vec::len), Some(n), "{key}");
+    }
+    let aes = with["bulk_mb_per_s"][0]["per_second"]
+        .as_f64()
+        .expect("rate");
+    assert!(aes > 0.0);
+    if cfg!(target_arch = "x86_64") {
+        assert!(report["without_features"].is_object(), "{}", out.stdout);
+        let features = tern_tls::cpu::CpuFeatures::detect();
+        if features.aes_gcm_accelerated() {
+            assert_eq!(report["mask_took_effect"], true, "{}", out.stdout);
+        }
+    }
+}
