@@ -17,3 +17,6 @@ mod reports;
 
 #[path = "bench/errors.rs"]
 mod errors;
+
+#[path = "bench/hey.rs"]
+mod hey;

@@ -1,0 +1,204 @@
+//! Bodies and message framing through tern: large and chunked bodies both
+//! ways, keepalive, pipelining, 100-continue, bodiless responses, upgrades,
+//! and small responses sent in one TLS record.
+
+use std::time::Duration;
+
+use tern_testsupport::backend::{pattern, sha256_hex};
+use tern_testsupport::client::{self, count_response_records};
+use tern_testsupport::rustls;
+
+use crate::Served;
+
+#[test]
+fn download_of_1_mib_is_intact() {
+    let served = Served::start(&[]);
+    let response = served.get("/bytes/1048576");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-length"), Some("1048576"));
+    assert!(response.body == pattern(1 << 20), "1 MiB body corrupted");
+}
+
+#[test]
+fn chunked_download_is_intact() {
+    let served = Served::start(&[]);
+    let response = served.get("/chunked/300000");
+    assert_eq!(response.status, 200);
+    assert!(response.body == pattern(300_000), "chunked body corrupted");
+}
+
+#[test]
+fn chunked_upload_of_300_kb_is_intact() {
+    let served = Served::start(&[]);
+    let body = pattern(300_000);
+    let mut conn = served.connect();
+    conn.send(b"POST /sha HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .expect("send head");
+    for chunk in body.chunks(7_001) {
+        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+        framed.extend_from_slice(chunk);
+        framed.extend_from_slice(b"\r\n");
+        conn.send(&framed).expect("send chunk");
+    }
+    conn.send(b"0\r\n\r\n").expect("send last chunk");
+    let response = conn.read_response(false).expect("response");
+    assert_eq!(response.status, 200, "{}", response.text());
+    let json = response.json();
+    assert_eq!(json["len"], 300_000);
+    assert_eq!(json["sha256"], sha256_hex(&body));
+}
+
+#[test]
+fn content_length_upload_of_1_mib_is_intact() {
+    let served = Served::start(&[]);
+    let body = pattern(1 << 20);
+    let mut conn = served.connect();
+    let mut request = format!(
+        "POST /sha HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    conn.send(&request).expect("send");
+    let response = conn.read_response(false).expect("response");
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["sha256"], sha256_hex(&body));
+}
+
+#[test]
+fn keepalive_connection_serves_many_requests() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    for i in 0..20 {
+        let response = conn
+            .get("localhost", &format!("/bytes/{}", 100 + i))
+            .unwrap_or_else(|e| panic!("request {i} on a kept-alive connection: {e}"));
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body, pattern(100 + i));
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    conn.send(
+        b"GET /echo?n=1 HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /slow/200 HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /bytes/7 HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /echo?n=4 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .expect("send pipeline");
+    let first = conn.read_response(false).expect("response 1");
+    assert_eq!(first.json()["path"], "/echo?n=1");
+    let second = conn.read_response(false).expect("response 2");
+    assert_eq!(second.text(), "slow 200\n");
+    let third = conn.read_response(false).expect("response 3");
+    assert_eq!(third.body, pattern(7));
+    let fourth = conn.read_response(false).expect("response 4");
+    assert_eq!(fourth.json()["path"], "/echo?n=4");
+}
+
+#[test]
+fn expect_100_continue_gets_interim_response_before_body() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    conn.send(
+        b"POST /sha HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .expect("send head");
+    conn.set_read_timeout(Duration::from_secs(3))
+        .expect("timeout");
+    let interim = conn
+        .read_response(false)
+        .expect("no 100 Continue within 3 s of a head with Expect: 100-continue");
+    assert_eq!(interim.status, 100);
+    conn.send(b"0123456789").expect("send body");
+    let response = conn.read_response(false).expect("final response");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["len"], 10);
+}
+
+#[test]
+fn head_response_has_no_body_and_connection_stays_usable() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    conn.send(b"HEAD /bytes/100 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send HEAD");
+    let head = conn.read_response(true).expect("HEAD response");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("100"));
+    // Had tern sent a body after the HEAD response, this would parse garbage.
+    let next = conn
+        .get("localhost", "/echo?after=head")
+        .expect("next response");
+    assert_eq!(next.json()["path"], "/echo?after=head");
+}
+
+#[test]
+fn status_204_and_304_have_no_body() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    for code in [204, 304] {
+        let response = conn
+            .get("localhost", &format!("/status/{code}"))
+            .expect("bodiless response");
+        assert_eq!(response.status, code);
+        assert!(
+            response.header("transfer-encoding").is_none(),
+            "{code} must not be chunked"
+        );
+        let next = conn
+            .get("localhost", &format!("/echo?after={code}"))
+            .expect("next response");
+        assert_eq!(next.json()["path"], format!("/echo?after={code}"));
+    }
+}
+
+#[test]
+fn upgrade_tunnel_carries_bytes_both_ways() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    conn.send(
+        b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    )
+    .expect("send upgrade");
+    let response = conn.read_response(false).expect("101 response");
+    assert_eq!(response.status, 101);
+    assert!(response
+        .header("upgrade")
+        .is_some_and(|u| u.eq_ignore_ascii_case("websocket")));
+    for message in [&b"hello tunnel"[..], &pattern(20_000)[..]] {
+        conn.send(message).expect("send through tunnel");
+        let echoed = conn.read_at_least(message.len()).expect("read from tunnel");
+        assert_eq!(echoed, message, "tunnel did not echo the bytes");
+    }
+}
+
+fn assert_one_record(served: &Served, config: std::sync::Arc<rustls::ClientConfig>) {
+    let count = count_response_records(
+        served.addr,
+        "localhost",
+        config,
+        b"GET /bytes/100 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .expect("response");
+    assert!(count.plaintext.ends_with(&pattern(100)), "wrong body");
+    assert_eq!(
+        count.data_records, 1,
+        "a 100-byte response came in {} TLS records",
+        count.data_records
+    );
+}
+
+#[test]
+fn small_response_arrives_in_one_tls_record() {
+    let served = Served::start(&["--no-tickets"]);
+    assert_one_record(&served, served.client.clone());
+    let tls12 = client::client_config_with(
+        served.ca.ca_pem(),
+        &[&rustls::version::TLS12],
+        &[b"http/1.1"],
+    );
+    assert_one_record(&served, tls12);
+}

@@ -1,0 +1,113 @@
+//! Forwarded headers: the client's claims are removed, tern's truth is added.
+
+use tern_testsupport::backend::Backend;
+use tern_testsupport::certs::{KeyKind, TestCa};
+use tern_testsupport::client::{self, HttpConn};
+use tern_testsupport::tern::{free_addr_v6, TernProcess};
+
+use crate::{cert_args, echoed_header, serve_args, tern_bin, Served};
+
+const FORGED: &str = "GET /echo HTTP/1.1\r\n\
+Host: localhost\r\n\
+X-Forwarded-For: 6.6.6.6\r\n\
+X-Forwarded-Proto: http\r\n\
+X-Forwarded-Host: evil.example\r\n\
+X-Forwarded-Port: 1\r\n\
+X-Real-IP: 6.6.6.6\r\n\
+Forwarded: for=6.6.6.6;proto=http;host=evil.example\r\n\
+x-forwarded-for: 7.7.7.7\r\n\
+\r\n";
+
+fn forged_echo(served: &Served) -> serde_json::Value {
+    let (response, _conn) = served.raw(FORGED.as_bytes());
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
+
+#[test]
+fn forged_x_forwarded_for_is_replaced() {
+    let served = Served::start(&[]);
+    let echo = forged_echo(&served);
+    assert_eq!(
+        echoed_header(&echo, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{echo}"
+    );
+}
+
+#[test]
+fn forged_x_forwarded_proto_is_replaced_with_https() {
+    let served = Served::start(&[]);
+    let echo = forged_echo(&served);
+    assert_eq!(
+        echoed_header(&echo, "x-forwarded-proto"),
+        ["https"],
+        "{echo}"
+    );
+}
+
+#[test]
+fn forged_forwarded_is_replaced() {
+    let served = Served::start(&[]);
+    let echo = forged_echo(&served);
+    assert_eq!(
+        echoed_header(&echo, "forwarded"),
+        ["for=127.0.0.1;proto=https;host=localhost"],
+        "{echo}"
+    );
+}
+
+#[test]
+fn forged_host_port_and_real_ip_headers_are_removed() {
+    let served = Served::start(&[]);
+    let echo = forged_echo(&served);
+    for name in ["x-forwarded-host", "x-forwarded-port", "x-real-ip"] {
+        assert!(
+            echoed_header(&echo, name).is_empty(),
+            "{name} reached the backend: {echo}"
+        );
+    }
+    // The Host header itself is the client's to choose and must pass through.
+    assert_eq!(echoed_header(&echo, "host"), ["localhost"], "{echo}");
+}
+
+#[test]
+fn forwarded_flag_limits_added_headers_but_still_strips_forged_ones() {
+    let served = Served::start(&["--forwarded", "x-forwarded-for"]);
+    let echo = forged_echo(&served);
+    assert_eq!(
+        echoed_header(&echo, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{echo}"
+    );
+    assert!(
+        echoed_header(&echo, "x-forwarded-proto").is_empty(),
+        "{echo}"
+    );
+    assert!(echoed_header(&echo, "forwarded").is_empty(), "{echo}");
+}
+
+#[test]
+fn forwarded_quotes_and_brackets_ipv6_client() {
+    let Some(addr) = free_addr_v6() else {
+        eprintln!("skipped: no IPv6 loopback on this machine");
+        return;
+    };
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost", "::1"], KeyKind::EcdsaP256);
+    let backend = Backend::start();
+    let backend_addr = backend.addr().to_string();
+    let mut args = serve_args(addr, &[backend_addr.as_str()]);
+    args.extend(cert_args(&cert));
+    let tern = TernProcess::start(tern_bin(), addr, args);
+    let mut conn = HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
+        .unwrap_or_else(|e| panic!("connect over ::1: {e}\n{}", tern.stderr_text()));
+    let response = conn.get("localhost", "/echo").expect("response over ::1");
+    let echo = response.json();
+    assert_eq!(echoed_header(&echo, "x-forwarded-for"), ["::1"], "{echo}");
+    assert_eq!(
+        echoed_header(&echo, "forwarded"),
+        ["for=\"[::1]\";proto=https;host=localhost"],
+        "{echo}"
+    );
+}

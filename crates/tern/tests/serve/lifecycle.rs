@@ -1,0 +1,237 @@
+//! Connection and process lifecycle: graceful shutdown, connection limits,
+//! timeouts, and isolation of misbehaving clients.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tern_testsupport::client::HttpConn;
+use tern_testsupport::tern::TernProcess;
+use tern_testsupport::tools::curl;
+
+use crate::{tern_bin, Served};
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_finishes_in_flight_request_and_exits_0() {
+    let mut served = Served::start(&["--shutdown-timeout", "10s"]);
+    let mut conn = served.connect();
+    let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1000"));
+    wait_for(
+        "the request to reach the backend",
+        Duration::from_secs(5),
+        || served.backend.requests() >= 1,
+    );
+    served.tern.terminate();
+    std::thread::sleep(Duration::from_millis(200));
+
+    // While draining, tern accepts no new work.
+    let late = HttpConn::connect(served.addr, "localhost", served.client.clone())
+        .and_then(|mut c| c.get("localhost", "/echo"));
+    assert!(
+        late.is_err(),
+        "a request after SIGTERM was served: {late:?}"
+    );
+
+    let response = in_flight
+        .join()
+        .expect("client thread")
+        .expect("the in-flight request was lost on SIGTERM");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.text(), "slow 1000\n");
+    let status = served.tern.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}\n{}",
+        served.tern.stderr_text()
+    );
+}
+
+#[test]
+fn sigint_on_idle_server_exits_0_promptly() {
+    let mut served = Served::start(&[]);
+    assert_eq!(served.get("/status/200").status, 200);
+    served.tern.interrupt();
+    let status = served.tern.wait_exit(Duration::from_secs(5));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}"
+    );
+}
+
+#[test]
+fn max_connections_reached_gives_503() {
+    let served = Served::start(&["--max-connections", "2"]);
+    let mut first = served.connect();
+    let mut second = served.connect();
+    assert_eq!(
+        first.get("localhost", "/status/200").expect("first").status,
+        200
+    );
+    assert_eq!(
+        second
+            .get("localhost", "/status/200")
+            .expect("second")
+            .status,
+        200
+    );
+
+    let refused = HttpConn::connect(served.addr, "localhost", served.client.clone())
+        .and_then(|mut third| third.get("localhost", "/status/200"));
+    match refused {
+        Ok(response) => assert_eq!(response.status, 503, "{}", response.text()),
+        Err(e) => panic!("expected a 503 over the limit, the connection failed: {e}"),
+    }
+
+    drop(first);
+    let mut recovered = None;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(response) = served.connect().get("localhost", "/status/200") {
+            if response.status == 200 {
+                recovered = Some(response);
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(recovered.is_some(), "a freed slot was never reused");
+}
+
+#[test]
+fn silent_connection_is_closed_after_handshake_timeout() {
+    let served = Served::start(&["--handshake-timeout", "1s"]);
+    let mut tcp = TcpStream::connect(served.addr).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    let closed = matches!(std::io::Read::read(&mut tcp, &mut buf), Ok(0) | Err(_));
+    let waited = started.elapsed();
+    assert!(closed, "tern sent bytes to a silent client");
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(4),
+        "closed after {waited:?}, handshake timeout is 1 s"
+    );
+}
+
+#[test]
+fn incomplete_head_is_dropped_after_header_timeout() {
+    let served = Served::start(&["--header-timeout", "1s"]);
+    let mut conn = served.connect();
+    conn.send(b"GET /echo HTTP/1.1\r\nHost: loc")
+        .expect("send part of a head");
+    let started = Instant::now();
+    assert!(
+        conn.closed_within(Duration::from_secs(5)),
+        "slow head kept open"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert_eq!(served.backend.requests(), 0);
+}
+
+#[test]
+fn idle_keepalive_connection_is_closed_after_idle_timeout() {
+    let served = Served::start(&["--idle-timeout", "1s"]);
+    let mut conn = served.connect();
+    assert_eq!(
+        conn.get("localhost", "/status/200").expect("first").status,
+        200
+    );
+    let started = Instant::now();
+    assert!(
+        conn.closed_within(Duration::from_secs(5)),
+        "idle connection kept open"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(800));
+}
+
+#[test]
+fn garbage_client_does_not_disturb_others() {
+    let served = Arc::new(Served::start(&[]));
+    let started = Instant::now();
+    let garbage = {
+        let addr = served.addr;
+        std::thread::spawn(move || {
+            for i in 0..30u8 {
+                if let Ok(mut tcp) = TcpStream::connect(addr) {
+                    let noise: Vec<u8> =
+                        (0..2000).map(|j| (j as u8).wrapping_mul(31) ^ i).collect();
+                    let _ = tcp.write_all(&noise);
+                }
+            }
+        })
+    };
+    let bad_http = {
+        let served = served.clone();
+        std::thread::spawn(move || {
+            for _ in 0..10 {
+                if let Ok(mut conn) =
+                    HttpConn::connect(served.addr, "localhost", served.client.clone())
+                {
+                    let _ = conn.send(b"\x16\x03\x01 not http at all\r\n\r\n");
+                    let _ = conn.read_to_close();
+                }
+            }
+        })
+    };
+    let clients: Vec<_> = (0..12)
+        .map(|c| {
+            let served = served.clone();
+            std::thread::spawn(move || {
+                let mut conn = HttpConn::connect(served.addr, "localhost", served.client.clone())
+                    .map_err(|e| format!("client {c}: connect: {e}"))?;
+                for r in 0..20 {
+                    let response = conn
+                        .get("localhost", &format!("/bytes/{}", 500 + c))
+                        .map_err(|e| format!("client {c} request {r}: {e}"))?;
+                    if response.status != 200 || response.body.len() != 500 + c {
+                        return Err(format!("client {c} request {r}: {}", response.status));
+                    }
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    let _ = garbage.join();
+    let _ = bad_http.join();
+    for client in clients {
+        client
+            .join()
+            .expect("client thread")
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(served.backend.requests(), 12 * 20);
+}
+
+#[test]
+fn no_arguments_serves_demo_origin_on_8443() {
+    // The default address is fixed; skip rather than fight over it.
+    if TcpListener::bind("127.0.0.1:8443").is_err() {
+        eprintln!("skipped: 127.0.0.1:8443 is busy");
+        return;
+    }
+    let addr = "127.0.0.1:8443".parse().expect("literal address");
+    let _tern = TernProcess::start(tern_bin(), addr, ["serve"]);
+    let out = curl(&[
+        "-sS",
+        "-k",
+        "--resolve",
+        "localhost:8443:127.0.0.1",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "https://localhost:8443/",
+    ]);
+    assert_eq!(out.stdout, "200", "{}", out.all());
+}

@@ -1,0 +1,192 @@
+//! The access log: one line per request with the documented keys, as text
+//! (key=value) or JSON, on stdout or in a file.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use tern_testsupport::tempdir::TempDir;
+
+use crate::{Served, LOG_WAIT};
+
+/// The keys of a text access-log line, in the documented order.
+const KEYS: [&str; 16] = [
+    "client",
+    "sni",
+    "tls",
+    "cipher",
+    "group",
+    "alpn",
+    "resumed",
+    "handshake_us",
+    "method",
+    "path",
+    "status",
+    "bytes_in",
+    "bytes_out",
+    "backend",
+    "backend_us",
+    "total_us",
+];
+
+const NUMERIC: [&str; 6] = [
+    "handshake_us",
+    "status",
+    "bytes_in",
+    "bytes_out",
+    "backend_us",
+    "total_us",
+];
+
+fn parse_text_line(line: &str) -> Vec<(String, String)> {
+    line.split_whitespace()
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn text_access_log_line_has_documented_keys_in_order() {
+    let served = Served::start(&[]);
+    assert_eq!(served.get("/bytes/100").status, 200);
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/bytes/100", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    assert_eq!(lines.len(), 1, "one request, one line: {lines:?}");
+    let pairs = parse_text_line(&lines[0]);
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, KEYS, "line: {}", lines[0]);
+    let fields: HashMap<_, _> = pairs.into_iter().collect();
+    assert!(fields["client"].starts_with("127.0.0.1:"), "{}", lines[0]);
+    assert_eq!(fields["sni"], "localhost");
+    assert!(
+        ["TLSv1.3", "TLSv1.2"].contains(&fields["tls"].as_str()),
+        "{}",
+        lines[0]
+    );
+    assert!(fields["cipher"].starts_with("TLS_"), "{}", lines[0]);
+    assert!(
+        !fields["group"].is_empty() && fields["group"] != "-",
+        "{}",
+        lines[0]
+    );
+    assert_eq!(fields["alpn"], "http/1.1");
+    assert_eq!(fields["resumed"], "no");
+    assert_eq!(fields["method"], "GET");
+    assert_eq!(fields["status"], "200");
+    assert_eq!(fields["backend"], served.backend.addr().to_string());
+    for key in NUMERIC {
+        assert!(
+            fields[key].parse::<u64>().is_ok(),
+            "{key} is not a number: {}",
+            lines[0]
+        );
+    }
+    let bytes_out: u64 = fields["bytes_out"].parse().unwrap_or(0);
+    assert!(
+        bytes_out >= 100,
+        "bytes_out={bytes_out} for a 100-byte body"
+    );
+}
+
+#[test]
+fn json_access_log_line_has_documented_keys_and_types() {
+    let served = Served::start(&["--log-format", "json"]);
+    assert_eq!(served.get("/bytes/100").status, 200);
+    let lines = served
+        .tern
+        .wait_stdout_lines("/bytes/100", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    let entry: serde_json::Value = serde_json::from_str(&lines[0])
+        .unwrap_or_else(|e| panic!("not one JSON object per line ({e}): {}", lines[0]));
+    for key in KEYS {
+        assert!(entry.get(key).is_some(), "missing {key}: {entry}");
+    }
+    assert_eq!(entry["resumed"], serde_json::Value::Bool(false), "{entry}");
+    for key in NUMERIC {
+        assert!(entry[key].is_u64(), "{key} is not a number: {entry}");
+    }
+    assert_eq!(entry["status"], 200);
+    assert_eq!(entry["path"], "/bytes/100");
+}
+
+#[test]
+fn every_request_on_a_keepalive_connection_gets_a_line() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    for _ in 0..3 {
+        assert_eq!(
+            conn.get("localhost", "/echo?keepalive")
+                .expect("get")
+                .status,
+            200
+        );
+    }
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/echo?keepalive", 3, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("missing lines; stdout:\n{stdout}"));
+    assert_eq!(lines.len(), 3);
+}
+
+#[test]
+fn access_log_file_receives_lines() {
+    let dir = TempDir::new("accesslog");
+    let path = dir.path().join("access.log");
+    let path_text = path.display().to_string();
+    let served = Served::start(&["--access-log", path_text.as_str()]);
+    assert_eq!(served.get("/bytes/100").status, 200);
+    let deadline = Instant::now() + LOG_WAIT;
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.contains("path=/bytes/100") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line in {path_text}: {text:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !served.tern.stdout_text().contains("path=/bytes/100"),
+        "the line also went to stdout"
+    );
+}
+
+#[test]
+fn access_log_off_writes_nothing() {
+    let served = Served::start(&["--access-log", "off"]);
+    assert_eq!(served.get("/bytes/100").status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !served.tern.stdout_text().contains("/bytes/100"),
+        "{}",
+        served.tern.stdout_text()
+    );
+}
+
+#[test]
+fn resumed_handshake_is_logged_as_resumed() {
+    use tern_testsupport::client::HttpConn;
+    let served = Served::start(&[]);
+    // One client config keeps rustls' session cache, so the second connection resumes.
+    let mut first =
+        HttpConn::connect(served.addr, "localhost", served.client.clone()).expect("first");
+    assert_eq!(
+        first.get("localhost", "/echo?first").expect("get").status,
+        200
+    );
+    drop(first);
+    let mut second =
+        HttpConn::connect(served.addr, "localhost", served.client.clone()).expect("second");
+    assert_eq!(
+        second.get("localhost", "/echo?second").expect("get").status,
+        200
+    );
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/echo?second", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no line; stdout:\n{stdout}"));
+    assert!(lines[0].contains("resumed=yes"), "{}", lines[0]);
+}
