@@ -128,14 +128,21 @@ enum Framing {
 }
 
 impl H1Conn {
-    /// Wraps an established stream.
-    pub fn new(stream: Stream) -> H1Conn {
+    /// Wraps an established stream, reusing `buffer` from an earlier
+    /// connection when given (a connection per request would otherwise
+    /// allocate and zero 64 KiB per request).
+    pub fn new(stream: Stream, buffer: Option<Box<[u8]>>) -> H1Conn {
         H1Conn {
             stream,
-            buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
+            buf: buffer.unwrap_or_else(|| vec![0u8; READ_BUFFER].into_boxed_slice()),
             start: 0,
             end: 0,
         }
+    }
+
+    /// Gives the read buffer back for the next connection.
+    pub fn into_buffer(self) -> Box<[u8]> {
+        self.buf
     }
 
     /// Sends the request in one write and reads the whole response.

@@ -352,6 +352,7 @@ impl SlotCtx {
 async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
     let mut pacer = pacers.pop().flatten();
     let mut conn: Option<H1Conn> = None;
+    let mut spare: Option<Box<[u8]>> = None;
     let mut key_cache = KeyCache::default();
     let per_request = ctx.job.config.plan.connection_per_request();
     loop {
@@ -361,28 +362,34 @@ async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
         }
         let res = tokio::time::timeout(
             ctx.job.config.timeout,
-            h1_once(&ctx, &mut conn, &mut key_cache),
+            h1_once(&ctx, &mut conn, &mut spare, &mut key_cache),
         )
         .await
         .unwrap_or(Err((RequestError::Timeout, None)));
-        match res {
+        let keep = match res {
             Ok((ex, setup)) => {
-                if !ex.reusable || per_request {
-                    conn = None;
-                }
                 ctx.record_ok(intended, &ex, setup);
+                ex.reusable && !per_request
             }
             Err((err, _)) => {
-                conn = None;
                 ctx.record_error(intended, &err);
+                false
             }
+        };
+        if !keep {
+            spare = conn.take().map(H1Conn::into_buffer).or(spare);
         }
     }
 }
 
 type Outcome = Result<(Exchange, Option<Setup>), (RequestError, Option<Setup>)>;
 
-async fn h1_once(ctx: &SlotCtx, conn: &mut Option<H1Conn>, key_cache: &mut KeyCache) -> Outcome {
+async fn h1_once(
+    ctx: &SlotCtx,
+    conn: &mut Option<H1Conn>,
+    spare: &mut Option<Box<[u8]>>,
+    key_cache: &mut KeyCache,
+) -> Outcome {
     let mut setup = None;
     let c = match conn.take() {
         Some(c) => conn.insert(c),
@@ -393,7 +400,7 @@ async fn h1_once(ctx: &SlotCtx, conn: &mut Option<H1Conn>, key_cache: &mut KeyCa
                 .await
                 .map_err(|e| (e, None))?;
             setup = Some(ctx.record_setup(&est));
-            conn.insert(H1Conn::new(est.stream))
+            conn.insert(H1Conn::new(est.stream, spare.take()))
         }
     };
     match c.exchange(&ctx.job.request).await {
