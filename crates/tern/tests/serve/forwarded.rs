@@ -46,13 +46,42 @@ fn forged_x_forwarded_proto_is_replaced_with_https() {
     );
 }
 
+/// The `name=value` pairs of one Forwarded element, with quoted-string values
+/// unquoted (RFC 7239: `host=localhost` and `host="localhost"` are the same).
+fn forwarded_pairs(element: &str) -> Vec<(String, String)> {
+    element
+        .split(';')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| {
+            let value = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(value);
+            (name.to_ascii_lowercase(), value.to_string())
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
 #[test]
 fn forged_forwarded_is_replaced() {
     let served = Served::start(&[]);
     let echo = forged_echo(&served);
+    let forwarded = echoed_header(&echo, "forwarded");
+    assert_eq!(forwarded.len(), 1, "{echo}");
     assert_eq!(
-        echoed_header(&echo, "forwarded"),
-        ["for=127.0.0.1;proto=https;host=localhost"],
+        forwarded_pairs(&forwarded[0]),
+        pairs(&[
+            ("for", "127.0.0.1"),
+            ("proto", "https"),
+            ("host", "localhost")
+        ]),
         "{echo}"
     );
 }
@@ -105,9 +134,13 @@ fn forwarded_quotes_and_brackets_ipv6_client() {
     let response = conn.get("localhost", "/echo").expect("response over ::1");
     let echo = response.json();
     assert_eq!(echoed_header(&echo, "x-forwarded-for"), ["::1"], "{echo}");
+    let forwarded = echoed_header(&echo, "forwarded");
+    assert_eq!(forwarded.len(), 1, "{echo}");
+    // RFC 7239 section 6: an IPv6 node is bracketed, and must be quoted.
+    assert!(forwarded[0].starts_with("for=\"[::1]\";"), "{echo}");
     assert_eq!(
-        echoed_header(&echo, "forwarded"),
-        ["for=\"[::1]\";proto=https;host=localhost"],
+        forwarded_pairs(&forwarded[0]),
+        pairs(&[("for", "[::1]"), ("proto", "https"), ("host", "localhost")]),
         "{echo}"
     );
 }
