@@ -8,6 +8,9 @@ use crate::wire::KeyExchange;
 /// while noise on a quiet path is far below.
 pub const SPLIT_WRITE_THRESHOLD_MS: f64 = 10.0;
 
+/// Idle keepalive timeouts below this many seconds are flagged.
+pub const SHORT_IDLE_TIMEOUT_S: f64 = 2.0;
+
 /// Certificates closer than this to expiry are flagged.
 pub const EXPIRY_WARNING_DAYS: i64 = 14;
 
@@ -174,7 +177,8 @@ fn round_trips(r: &Report, f: &mut Vec<Finding>) {
 
 fn resumption(r: &Report, f: &mut Vec<Finding>) {
     let s = &r.resumption;
-    if s.tls13_psk == Some(false) && s.tls12 != Some(true) {
+    let tried = [s.tls13_psk, s.tls12_session_id, s.tls12_ticket_or_id];
+    if tried.iter().any(Option::is_some) && !tried.contains(&Some(true)) {
         push(
             f,
             Severity::Medium,
@@ -213,6 +217,20 @@ fn http(r: &Report, f: &mut Vec<Finding>) {
             "Every request pays a TCP and TLS handshake.".into(),
             "Enable HTTP keepalive.",
         );
+    }
+    if let Some(t) = h.idle.as_ref().and_then(|i| i.closed_after_s) {
+        if t < SHORT_IDLE_TIMEOUT_S {
+            push(
+                f,
+                Severity::Low,
+                "short_idle_timeout",
+                format!("Server closes idle keepalive connections after {t:.1} s"),
+                "Clients that pause between requests (browsers, API clients with think time) \
+                 reconnect and pay a new handshake."
+                    .into(),
+                "Keep idle connections open for tens of seconds (nginx's default is 75 s).",
+            );
+        }
     }
     if let Some(sw) = &h.split_write {
         if sw.penalty_ms > SPLIT_WRITE_THRESHOLD_MS {

@@ -1,9 +1,20 @@
 //! HTTP/1.1 over an established probe connection: keepalive and the
 //! split-write penalty.
 
+use std::io;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::handshake::Established;
+use crate::probe::{ms, Target};
+use crate::report::{Http, IdleTimeout, Negotiated, SplitWrite};
+use crate::ProbeError;
+
+/// Requests sent before the split-write samples. Linux acknowledges the first
+/// segments of a connection at once (quick-ack mode), which would hide the
+/// delayed ACK that the penalty comes from.
+const SPLIT_WRITE_WARM_UP: usize = 4;
 
 /// Body size of the probe's POST: small, as in the API calls that paid the
 /// penalty in practice.
@@ -125,6 +136,134 @@ pub fn post_head(host: &str) -> Vec<u8> {
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// ALPN from the browser-like offer, keepalive and the split-write penalty.
+pub(crate) fn measure(target: &Target, browser: &Negotiated, notes: &mut Vec<String>) -> Http {
+    let mut h = Http {
+        alpn: browser.alpn.clone(),
+        h2: browser.alpn.as_deref() == Some("h2"),
+        ..Http::default()
+    };
+    let config = match target.config(rustls::ALL_VERSIONS, &[b"http/1.1"], false) {
+        Ok(c) => c,
+        Err(e) => {
+            notes.push(format!("HTTP checks: {e}"));
+            return h;
+        }
+    };
+    // Keepalive: two GETs on one connection.
+    match target.connect(config.clone(), true) {
+        Ok(mut conn) => match request(&mut conn, &get_head(&target.host, false), &[], false) {
+            Ok((_, Some(head))) if !head.close => {
+                h.keepalive_timeout_s = head.keepalive_timeout;
+                let second = request(&mut conn, &get_head(&target.host, false), &[], false);
+                h.keepalive = Some(matches!(second, Ok((_, Some(_)))));
+            }
+            Ok((_, Some(_))) => h.keepalive = Some(false),
+            Ok((_, None)) => notes.push("HTTP: no HTTP/1.1 response to GET /".into()),
+            Err(e) => notes.push(format!("HTTP: {e}")),
+        },
+        Err(e) => notes.push(format!("HTTP: {e}")),
+    }
+    match split_write_penalty(target, config) {
+        Ok(sw) => h.split_write = Some(sw),
+        Err(e) => notes.push(format!("split-write penalty: {e}")),
+    }
+    h
+}
+
+/// POSTs with Nagle on (as old HTTP clients did), head and body in one
+/// write and in two, interleaved on one keepalive connection when the server
+/// keeps it open; medians of `target.samples` each.
+fn split_write_penalty(
+    target: &Target,
+    config: Arc<rustls::ClientConfig>,
+) -> Result<SplitWrite, ProbeError> {
+    let head = post_head(&target.host);
+    let body = vec![b'x'; POST_BODY_LEN];
+    let mut one = Vec::new();
+    let mut split = Vec::new();
+    let mut conn: Option<Established> = None;
+    for i in 0..(SPLIT_WRITE_WARM_UP + 2 * target.samples) {
+        let mut c = match conn.take() {
+            Some(c) => c,
+            None => target.connect(config.clone(), false)?,
+        };
+        let is_split = i >= SPLIT_WRITE_WARM_UP && i % 2 == 1;
+        let (took, resp) = request(&mut c, &head, &body, is_split).map_err(ProbeError::Http)?;
+        let resp = resp.ok_or(ProbeError::NoHttpResponse)?;
+        if i >= SPLIT_WRITE_WARM_UP {
+            if is_split {
+                split.push(took)
+            } else {
+                one.push(took)
+            }
+        }
+        if !resp.close {
+            conn = Some(c);
+        }
+    }
+    let one_write_ms = ms(median(one));
+    let split_write_ms = ms(median(split));
+    Ok(SplitWrite {
+        one_write_ms,
+        split_write_ms,
+        penalty_ms: split_write_ms - one_write_ms,
+        samples: target.samples,
+    })
+}
+
+/// Opens a keepalive connection, makes one request and watches, on its own
+/// thread, for up to `wait` until the server closes it. The thread inherits
+/// the caller's network namespace, like every socket of the probe.
+pub(crate) fn watch_idle(
+    target: &Target,
+    wait: Duration,
+) -> JoinHandle<Result<IdleTimeout, ProbeError>> {
+    let target = target.clone();
+    thread::spawn(move || {
+        let config = target.config(rustls::ALL_VERSIONS, &[b"http/1.1"], false)?;
+        let mut conn = target.connect(config, true)?;
+        let (_, head) = request(&mut conn, &get_head(&target.host, false), &[], false)
+            .map_err(ProbeError::Http)?;
+        if head.ok_or(ProbeError::NoHttpResponse)?.close {
+            return Err(ProbeError::Http(io::Error::other(
+                "the server does not keep connections alive",
+            )));
+        }
+        let idle_since = Instant::now();
+        let deadline = idle_since + wait;
+        let mut buf = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(IdleTimeout {
+                    watched_s: wait.as_secs_f64(),
+                    closed_after_s: None,
+                });
+            }
+            conn.sock
+                .inner
+                .set_read_timeout(Some(left))
+                .map_err(ProbeError::Http)?;
+            match io::Read::read(&mut conn.sock.inner, &mut buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                // EOF, a reset, or a close_notify/alert record: all mean the
+                // server is closing the idle connection.
+                _ => {
+                    return Ok(IdleTimeout {
+                        watched_s: wait.as_secs_f64(),
+                        closed_after_s: Some(idle_since.elapsed().as_secs_f64()),
+                    })
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod http;
 pub mod negotiate;
 pub mod probe;
 pub mod report;
+mod resumption;
 pub mod speed;
 pub mod wire;
 

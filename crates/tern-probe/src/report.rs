@@ -98,8 +98,11 @@ pub struct RoundTrips {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Resumption {
     pub tls13_psk: Option<bool>,
-    /// TLS 1.2 session IDs or tickets.
-    pub tls12: Option<bool>,
+    /// TLS 1.2 resumption by session ID alone (no ticket offered).
+    pub tls12_session_id: Option<bool>,
+    /// TLS 1.2 resumption when both tickets and session IDs are offered
+    /// (a yes here with a no for session IDs means tickets).
+    pub tls12_ticket_or_id: Option<bool>,
     pub full_handshake_ms: Option<f64>,
     pub resumed_handshake_ms: Option<f64>,
 }
@@ -120,8 +123,20 @@ pub struct Http {
     pub alpn: Option<String>,
     pub h2: bool,
     pub keepalive: Option<bool>,
+    /// `Keep-Alive: timeout=N` as announced by the server.
     pub keepalive_timeout_s: Option<u64>,
+    /// The idle timeout as observed on an idle keepalive connection.
+    pub idle: Option<IdleTimeout>,
     pub split_write: Option<SplitWrite>,
+}
+
+/// What happened to a keepalive connection left idle.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleTimeout {
+    /// How long the probe watched.
+    pub watched_s: f64,
+    /// When the server closed it; `None` when it was still open at the end.
+    pub closed_after_s: Option<f64>,
 }
 
 /// Everything `probe` learned about one endpoint.
@@ -242,9 +257,10 @@ impl Report {
         let _ = writeln!(o, "\nResumption");
         let _ = writeln!(
             o,
-            "  TLS 1.3 PSK {}, TLS 1.2 {}",
+            "  TLS 1.3 PSK {}, TLS 1.2 session ID {}, TLS 1.2 ticket or ID {}",
             yes_no(s.tls13_psk),
-            yes_no(s.tls12)
+            yes_no(s.tls12_session_id),
+            yes_no(s.tls12_ticket_or_id)
         );
         if let (Some(f), Some(r)) = (s.full_handshake_ms, s.resumed_handshake_ms) {
             let _ = writeln!(o, "  full handshake {f:.2} ms, resumed {r:.2} ms");
@@ -261,6 +277,19 @@ impl Report {
                 .map(|t| format!(", idle timeout {t} s"))
                 .unwrap_or_default()
         );
+        if let Some(idle) = &h.idle {
+            let _ = match idle.closed_after_s {
+                Some(t) => writeln!(
+                    o,
+                    "  idle keepalive connection closed by the server after {t:.1} s"
+                ),
+                None => writeln!(
+                    o,
+                    "  idle keepalive connection still open after {:.1} s",
+                    idle.watched_s
+                ),
+            };
+        }
         if let Some(sw) = &h.split_write {
             let _ = writeln!(
                 o,

@@ -262,6 +262,13 @@ pub fn run(budget: Duration, child_args: Option<&[OsString]>) -> Result<SpeedRep
                 .into(),
         );
     }
+    if cfg!(debug_assertions) {
+        notes.push(
+            "this is a debug build: the provider's C code is compiled without optimisation, \
+             so figures on paths without assembly are far too low; measure with a release build"
+                .into(),
+        );
+    }
     if !features.aes_gcm_accelerated() {
         notes
             .push("this CPU has no AES-GCM acceleration: expect AES-GCM far below ChaCha20".into());

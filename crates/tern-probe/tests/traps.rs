@@ -23,6 +23,7 @@ fn options(target: String) -> ProbeOptions {
     o.sni = Some("probe.test".into());
     o.timeout = Duration::from_secs(3);
     o.samples = 3;
+    o.idle_wait = Duration::ZERO;
     o
 }
 
@@ -66,10 +67,7 @@ fn probe_in_client(link: &DelayLink, addr: SocketAddr) -> Report {
 
 #[test]
 fn split_flight_larger_than_initial_window_costs_extra_round_trip() {
-    let opts = FlightOptions {
-        chunk: Some(1024),
-        nodelay: false,
-    };
+    let opts = FlightOptions::in_pieces(1024);
     let Some((server, link, _ca)) = behind_delay_link(20_000, opts) else {
         return;
     };
@@ -97,10 +95,7 @@ fn split_flight_larger_than_initial_window_costs_extra_round_trip() {
 
 #[test]
 fn small_flight_in_pieces_without_nodelay_waits_for_an_ack() {
-    let opts = FlightOptions {
-        chunk: Some(512),
-        nodelay: false,
-    };
+    let opts = FlightOptions::in_pieces(512);
     let Some((server, link, _ca)) = behind_delay_link(5_000, opts) else {
         return;
     };
@@ -122,10 +117,7 @@ fn small_flight_in_pieces_without_nodelay_waits_for_an_ack() {
 
 #[test]
 fn flight_in_one_write_with_nodelay_takes_one_round_trip() {
-    let opts = FlightOptions {
-        chunk: None,
-        nodelay: true,
-    };
+    let opts = FlightOptions::one_write();
     let Some((server, link, _ca)) = behind_delay_link(5_000, opts) else {
         return;
     };
@@ -143,10 +135,7 @@ fn flight_in_one_write_with_nodelay_takes_one_round_trip() {
 
 #[test]
 fn split_write_penalty_is_measured_and_flagged() {
-    let opts = FlightOptions {
-        chunk: None,
-        nodelay: true,
-    };
+    let opts = FlightOptions::one_write();
     let Some((server, link, _ca)) = behind_delay_link(1_000, opts) else {
         return;
     };
@@ -245,4 +234,31 @@ fn closed_port_cannot_be_probed() {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let err = probe(&options(addr.to_string())).expect_err("nothing listens");
     assert!(matches!(err, tern_probe::ProbeError::Connect(_)), "{err}");
+}
+
+#[test]
+fn short_idle_timeout_is_observed_and_flagged() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["probe.test"], KeyKind::EcdsaP256);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let opts = FlightOptions {
+        idle_timeout: Duration::from_millis(700),
+        ..FlightOptions::one_write()
+    };
+    let server = FlightServer::start(listener, &cert, opts);
+    let mut o = options(server.addr().to_string());
+    o.idle_wait = Duration::from_secs(3);
+    let report = probe(&o).expect("probe");
+    let idle = report.http.idle.as_ref().expect("idle watched");
+    let closed = idle
+        .closed_after_s
+        .expect("server closed the idle connection");
+    assert!((0.6..1.5).contains(&closed), "closed after {closed} s");
+    assert!(
+        ids(&report).contains(&"short_idle_timeout"),
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(report.resumption.tls13_psk, Some(true));
+    assert!(!ids(&report).contains(&"no_resumption"));
 }

@@ -28,6 +28,28 @@ pub struct FlightOptions {
     pub chunk: Option<usize>,
     /// Set TCP_NODELAY on accepted sockets.
     pub nodelay: bool,
+    /// Close a connection that has been idle (no request) this long.
+    pub idle_timeout: Duration,
+}
+
+impl FlightOptions {
+    /// A well-behaved server: one write, TCP_NODELAY, 10 s idle timeout.
+    pub fn one_write() -> Self {
+        FlightOptions {
+            chunk: None,
+            nodelay: true,
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A flight in `chunk`-byte writes with Nagle on, 10 s idle timeout.
+    pub fn in_pieces(chunk: usize) -> Self {
+        FlightOptions {
+            chunk: Some(chunk),
+            nodelay: false,
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// A running trap server; stops accepting on drop.
@@ -106,7 +128,7 @@ fn serve_connection(
 ) -> io::Result<()> {
     sock.set_nonblocking(false)?;
     sock.set_nodelay(opts.nodelay)?;
-    sock.set_read_timeout(Some(Duration::from_secs(10)))?;
+    sock.set_read_timeout(Some(opts.idle_timeout))?;
     let mut conn = ServerConnection::new(config).map_err(io::Error::other)?;
     while conn.is_handshaking() {
         if conn.wants_write() {

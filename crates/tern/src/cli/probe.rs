@@ -26,6 +26,11 @@ pub struct ProbeArgs {
     /// reported); 1 to 20.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=20))]
     pub samples: u16,
+    /// Seconds to watch an idle keepalive connection for the server's idle
+    /// timeout (0 skips it); the probe lasts at least this long unless the
+    /// server closes sooner.
+    #[arg(long, default_value_t = 5.0)]
+    pub idle_wait: f64,
 }
 
 /// Arguments of `tern speed`.
@@ -56,6 +61,15 @@ pub fn run(args: ProbeArgs) -> ExitCode {
     opts.sni = args.sni;
     opts.timeout = timeout;
     opts.samples = usize::from(args.samples);
+    opts.idle_wait = if args.idle_wait == 0.0 {
+        Duration::ZERO
+    } else {
+        let Some(wait) = seconds(args.idle_wait) else {
+            eprintln!("tern probe: --idle-wait must be 0 or a positive number of seconds");
+            return ExitCode::from(EXIT_CANNOT_PROBE);
+        };
+        wait
+    };
     match tern_probe::probe(&opts) {
         Ok(report) => {
             if args.json {
