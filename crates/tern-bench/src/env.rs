@@ -27,6 +27,10 @@ pub struct Machine {
     pub load_after: Option<[f64; 3]>,
     /// Firewall rules present, or `unknown`.
     pub firewall: String,
+    /// CPU time (user + system) tern bench itself used during the run,
+    /// seconds, at /proc's 10 ms resolution; `None` when unreadable.
+    #[serde(default)]
+    pub client_cpu_s: Option<f64>,
 }
 
 impl Machine {
@@ -45,8 +49,22 @@ impl Machine {
             load_before: load_average(),
             load_after: None,
             firewall: firewall_rules(),
+            client_cpu_s: None,
         }
     }
+}
+
+/// User + system CPU seconds of this process so far, from /proc/self/stat
+/// (fields 14 and 15, in USER_HZ ticks, which Linux fixes at 100 per second
+/// for /proc whatever the kernel's HZ).
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may contain spaces; fields are counted after ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 /// The three load averages from /proc/loadavg.
@@ -139,6 +157,18 @@ mod tests {
     fn counts_nft_rules_not_declarations() {
         let ruleset = "table inet filter {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp dport 22 accept\n\t\tct state established accept\n\t}\n}\n";
         assert_eq!(count_nft_rules(ruleset), 2);
+    }
+
+    #[test]
+    fn process_cpu_time_is_readable_and_grows() {
+        let before = process_cpu_seconds().unwrap();
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(100) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        assert!(x != 1);
+        assert!(process_cpu_seconds().unwrap() >= before + 0.05);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::config::{BenchConfig, ConnectionPlan, ResumptionMode, StopCondition};
 use crate::conn::resolve_all;
-use crate::env::{load_average, Address, Machine};
+use crate::env::{load_average, process_cpu_seconds, Address, Machine};
 use crate::error::BenchError;
 use crate::progress::Progress;
 use crate::report::{negotiation_warnings, PlanInfo, Report, RoundFigures, TargetReport, FORMAT};
@@ -28,6 +28,7 @@ pub fn run(config: BenchConfig) -> Result<Report, BenchError> {
 pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Report, BenchError> {
     validate(&config)?;
     let mut machine = Machine::detect(config.workers.clamp(1, config.connections.max(1)));
+    let cpu_before = process_cpu_seconds();
     let addresses = config
         .targets
         .iter()
@@ -67,6 +68,9 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
     }
     progress.finish();
     machine.load_after = load_average();
+    machine.client_cpu_s = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let targets: Vec<TargetReport> = config
         .targets
         .iter()

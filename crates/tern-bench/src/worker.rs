@@ -159,7 +159,13 @@ pub fn run_target(
         }
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Ok(Stats::default())))
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::Runtime(std::io::Error::other(
+                        "a worker thread panicked",
+                    )))
+                })
+            })
             .collect()
     });
     for r in results {

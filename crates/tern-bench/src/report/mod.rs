@@ -279,9 +279,9 @@ impl TargetReport {
 
 impl Report {
     /// Serializes to pretty JSON.
-    pub fn to_json(&self) -> String {
-        // Serializing plain data with string keys cannot fail.
-        serde_json::to_string_pretty(self).unwrap_or_default()
+    pub fn to_json(&self) -> Result<String, BenchError> {
+        serde_json::to_string_pretty(self)
+            .map_err(|e| BenchError::Config(format!("JSON report: {e}")))
     }
 
     /// Parses a JSON report; `path` is for the error message.

@@ -105,8 +105,20 @@ fn disclosure(out: &mut String, r: &Report) {
         p.rounds
     );
     let _ = writeln!(out, "  TLS offer:    {}; {}", p.tls_offer, p.verification);
+    let requests: u64 = r
+        .targets
+        .iter()
+        .map(|t| t.summary.completed + t.summary.failed)
+        .sum();
     for m in &r.machines {
         machine(out, m);
+        if let Some(cpu) = m.client_cpu_s {
+            let _ = writeln!(
+                out,
+                "  Client CPU:   {cpu:.2} s ({:.1} µs per request)",
+                cpu * 1e6 / requests.max(1) as f64
+            );
+        }
     }
     out.push('\n');
 }

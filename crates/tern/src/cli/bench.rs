@@ -238,14 +238,21 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let json = match report.to_json() {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("tern bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let stdout = match args.output.as_deref() {
-        Some("json") => report.to_json(),
+        Some("json") => json.clone(),
         Some("csv") => csv::render(&report.targets[0].stats),
         _ => text::render(&report),
     };
     let mut failed = write_out(None, &stdout).is_err();
     if let Some(path) = &args.json {
-        failed |= write_out(Some(path), &report.to_json()).is_err();
+        failed |= write_out(Some(path), &json).is_err();
     }
     if let Some(path) = &args.html {
         failed |= write_out(Some(path), &html::render(&report)).is_err();
@@ -275,20 +282,21 @@ pub fn run_report(args: ReportArgs) -> ExitCode {
             .map(|f| Report::read(&f.to_string_lossy()))
             .collect::<Result<Vec<_>, _>>()
             .and_then(Report::merge)
-            .map(|merged| {
+            .and_then(|merged| {
+                let json_text = merged.to_json()?;
                 let shown = if output == "json" {
-                    merged.to_json()
+                    json_text.clone()
                 } else {
                     text::render(&merged)
                 };
                 let mut ok = write_out(None, &shown).is_ok();
                 if let Some(p) = json {
-                    ok &= write_out(Some(&p), &merged.to_json()).is_ok();
+                    ok &= write_out(Some(&p), &json_text).is_ok();
                 }
                 if let Some(p) = html_path {
                     ok &= write_out(Some(&p), &html::render(&merged)).is_ok();
                 }
-                ok
+                Ok(ok)
             }),
         ReportAction::Html { file, out } => Report::read(&file.to_string_lossy()).map(|r| {
             let out = out.unwrap_or_else(|| file.with_extension("html"));
