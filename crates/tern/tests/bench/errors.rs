@@ -51,3 +51,55 @@ fn bad_url_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad URL"));
 }
+
+#[test]
+fn sni_and_ca_file_verify_the_server_name() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let ca = server.ca_file();
+    let ca = ca.to_str().unwrap();
+    let ok = bench_json(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--cacert",
+        ca,
+        "--sni",
+        "localhost",
+        &server.url("/"),
+    ]);
+    assert_eq!(num(summary(&ok, 0), "completed"), 2.0);
+    let bad = bench_json(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--cacert",
+        ca,
+        "--sni",
+        "wrong.test",
+        &server.url("/"),
+    ]);
+    let errors = &bad["targets"][0]["stats"]["errors"];
+    let key = errors
+        .as_object()
+        .unwrap()
+        .keys()
+        .find(|k| k.starts_with("tls handshake"))
+        .unwrap_or_else(|| panic!("no TLS error: {errors}"));
+    assert!(key.contains("not valid for name"), "{key}");
+    // -k skips the chain check, as hey always does.
+    let insecure = bench_json(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--cacert",
+        ca,
+        "-k",
+        "--sni",
+        "wrong.test",
+        &server.url("/"),
+    ]);
+    assert_eq!(num(summary(&insecure, 0), "completed"), 2.0);
+}

@@ -216,3 +216,29 @@ fn html_report_renders_in_headless_chromium() {
     );
     assert!(dom.contains("Disclosure:") && dom.contains("TLSv1.3"));
 }
+
+#[test]
+fn progress_bar_only_on_a_terminal() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let piped = bench(&["-n", "400", "-c", "2", &server.url("/slow/5")]);
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("requests,"));
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED terminal half: no script(1) (apt-get install -y bsdutils)");
+        return;
+    }
+    // script(1) gives tern a pseudo-terminal; the bar goes to it.
+    let line = format!(
+        "{} bench -n 400 -c 2 {} > /dev/null",
+        env!("CARGO_BIN_EXE_tern"),
+        server.url("/slow/5")
+    );
+    let tty = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&tty.stdout);
+    assert!(
+        seen.contains("requests,") && seen.contains('%'),
+        "no progress bar in {seen:?}"
+    );
+}
