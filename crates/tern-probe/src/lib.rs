@@ -29,6 +29,7 @@ pub mod probe;
 pub mod report;
 mod resumption;
 pub mod speed;
+pub mod suites;
 pub mod wire;
 
 pub use probe::{probe, ProbeOptions};

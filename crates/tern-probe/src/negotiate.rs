@@ -58,8 +58,8 @@ pub fn run(
         n.versions
             .push((wire::version_name(version).to_string(), accepted));
     }
-    // TLS 1.3 with a key share for X25519 or, failing that, an empty share
-    // list through which the server can ask for any group it likes.
+    // TLS 1.3 with no key share: an accepting server answers with a
+    // HelloRetryRequest naming the group it wants, so we need no real keys.
     let mut tls13 = ClientHelloSpec::tls13_group(wire::X25519, sni.clone());
     tls13.groups = vec![
         wire::X25519,

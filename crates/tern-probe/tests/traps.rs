@@ -184,28 +184,36 @@ fn wait_listening(addr: SocketAddr) {
     }
 }
 
-#[test]
-fn openssl_server_preferring_dhe_is_flagged() {
+/// `openssl s_server -www` with an RSA-2048 certificate for probe.test and
+/// `extra` flags, on a free loopback port.
+fn openssl_server(extra: &[&str]) -> (OpenSsl, SocketAddr, TestCa) {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let child = Command::new("openssl")
-        .args(["s_server", "-quiet", "-www", "-serverpref", "-accept"])
+        .args(["s_server", "-quiet", "-www", "-accept"])
         .arg(addr.to_string())
         .arg("-cert")
         .arg(&cert.chain)
         .arg("-key")
         .arg(&cert.key)
-        .args([
-            "-cipher",
-            "DHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256",
-        ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("openssl s_server (package openssl)");
-    let _server = OpenSsl(child);
+    let server = OpenSsl(child);
     wait_listening(addr);
+    (server, addr, ca)
+}
+
+#[test]
+fn openssl_server_preferring_dhe_is_flagged() {
+    let (_server, addr, _ca) = openssl_server(&[
+        "-serverpref",
+        "-cipher",
+        "DHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256",
+    ]);
     let mut opts = options(addr.to_string());
     opts.timeout = Duration::from_secs(1);
     let report = probe(&opts).expect("probe");
@@ -261,4 +269,36 @@ fn short_idle_timeout_is_observed_and_flagged() {
     );
     assert_eq!(report.resumption.tls13_psk, Some(true));
     assert!(!ids(&report).contains(&"no_resumption"));
+}
+
+#[test]
+fn openssl_server_with_rsa_key_exchange_cbc_and_tls10_is_flagged() {
+    let (_server, addr, _ca) = openssl_server(&[
+        "-serverpref",
+        "-cipher",
+        "AES128-SHA:@SECLEVEL=0",
+        "-min_protocol",
+        "TLSv1",
+    ]);
+    let mut opts = options(addr.to_string());
+    opts.timeout = Duration::from_secs(1);
+    let report = probe(&opts).expect("probe");
+    let found = ids(&report);
+    for id in ["rsa_key_exchange", "cbc_selected", "old_tls_version"] {
+        assert!(found.contains(&id), "{id} missing:\n{}", report.to_text());
+    }
+    assert!(!found.contains(&"dhe_selected"));
+    let legacy = report
+        .negotiation
+        .legacy
+        .as_ref()
+        .expect("legacy offer accepted");
+    assert_eq!(legacy.suite, "TLS_RSA_WITH_AES_128_CBC_SHA");
+    let accepted: Vec<_> = report
+        .negotiation
+        .versions
+        .iter()
+        .filter(|(_, a)| *a == Some(true))
+        .collect();
+    assert_eq!(accepted.len(), 4, "{:?}", report.negotiation.versions);
 }
