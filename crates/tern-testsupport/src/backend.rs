@@ -12,6 +12,7 @@
 //! | `GET /slow/MS` | waits MS milliseconds, then `slow MS\n` |
 //! | `GET /status/CODE` | status CODE, body `status CODE\n` (empty for 1xx/204/304) |
 //! | `GET /upgrade` | 101 Switching Protocols, then echoes every byte back |
+//! | `GET /drop` | no response: the connection is closed |
 //!
 //! Any other path gets 404.
 
@@ -180,10 +181,24 @@ fn status_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Respo
     response
 }
 
+/// Why the backend dropped a connection on purpose (`GET /drop`).
+#[derive(Debug)]
+struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dropped on request")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
 async fn handle(
     req: Request<Incoming>,
     addr: SocketAddr,
-) -> Result<Response<ResponseBody>, hyper::Error> {
+) -> Result<Response<ResponseBody>, HandlerError> {
     let path = req.uri().path().to_string();
     let mut segments = path.trim_start_matches('/').splitn(2, '/');
     let first = segments.next().unwrap_or("");
@@ -213,6 +228,8 @@ async fn handle(
             Err(_) => status_response(StatusCode::BAD_REQUEST, "bad status code\n"),
         },
         ("upgrade", _) => upgrade(req),
+        // An error from the service makes hyper close the connection unanswered.
+        ("drop", _) => return Err(Box::new(Dropped)),
         _ => status_response(StatusCode::NOT_FOUND, "not found\n"),
     };
     Ok(response)

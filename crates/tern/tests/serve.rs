@@ -28,12 +28,16 @@ mod config;
 mod forwarded;
 #[path = "serve/framing.rs"]
 mod framing;
+#[path = "serve/headers.rs"]
+mod headers;
 #[path = "serve/interop.rs"]
 mod interop;
 #[path = "serve/lifecycle.rs"]
 mod lifecycle;
 #[path = "serve/logs.rs"]
 mod logs;
+#[path = "serve/policy.rs"]
+mod policy;
 
 /// The binary under test, built by cargo for this test target.
 pub fn tern_bin() -> &'static Path {

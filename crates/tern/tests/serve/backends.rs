@@ -96,3 +96,11 @@ fn backend_connections_are_reused_across_client_connections() {
         served.backend.connections()
     );
 }
+
+#[test]
+fn backend_closing_without_response_gives_502() {
+    let served = Served::start(&[]);
+    let response = served.get("/drop");
+    assert_eq!(response.status, 502, "{}", response.text());
+    assert_eq!(served.get("/status/200").status, 200);
+}

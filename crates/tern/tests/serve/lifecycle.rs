@@ -95,7 +95,9 @@ fn max_connections_reached_gives_503() {
     let mut recovered = None;
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        if let Ok(response) = served.connect().get("localhost", "/status/200") {
+        let attempt = HttpConn::connect(served.addr, "localhost", served.client.clone())
+            .and_then(|mut conn| conn.get("localhost", "/status/200"));
+        if let Ok(response) = attempt {
             if response.status == 200 {
                 recovered = Some(response);
                 break;
@@ -234,4 +236,29 @@ fn no_arguments_serves_demo_origin_on_8443() {
         "https://localhost:8443/",
     ]);
     assert_eq!(out.stdout, "200", "{}", out.all());
+}
+
+#[test]
+fn shutdown_timeout_bounds_a_slow_drain() {
+    let mut served = Served::start(&["--shutdown-timeout", "1s"]);
+    let mut conn = served.connect();
+    let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/8000"));
+    wait_for(
+        "the request to reach the backend",
+        Duration::from_secs(5),
+        || served.backend.requests() >= 1,
+    );
+    let started = Instant::now();
+    served.tern.terminate();
+    let status = served.tern.wait_exit(Duration::from_secs(6));
+    assert!(
+        status.is_some(),
+        "tern still running 6 s after SIGTERM with a 1 s shutdown timeout"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    let _ = in_flight.join();
 }
