@@ -13,6 +13,7 @@
 //! | `GET /status/CODE` | status CODE, body `status CODE\n` (empty for 1xx/204/304) |
 //! | `GET /upgrade` | 101 Switching Protocols, then echoes every byte back |
 //! | `GET /drop` | no response: the connection is closed |
+//! | `GET /close` | `closing\n` with `Connection: close`, then the connection is closed |
 //!
 //! Any other path gets 404.
 
@@ -228,6 +229,13 @@ async fn handle(
             Err(_) => status_response(StatusCode::BAD_REQUEST, "bad status code\n"),
         },
         ("upgrade", _) => upgrade(req),
+        ("close", _) => {
+            let mut response = Response::new(full("closing\n"));
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
         // An error from the service makes hyper close the connection unanswered.
         ("drop", _) => return Err(Box::new(Dropped)),
         _ => status_response(StatusCode::NOT_FOUND, "not found\n"),

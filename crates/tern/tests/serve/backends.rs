@@ -52,8 +52,7 @@ fn backend_within_response_timeout_is_served() {
     assert_eq!(served.get("/slow/300").text(), "slow 300\n");
 }
 
-#[test]
-fn requests_are_spread_round_robin_over_backends() {
+fn round_robin_answers(workers: &str, requests: usize) -> (Vec<String>, Backend, Backend) {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let first = Backend::start();
@@ -67,20 +66,38 @@ fn requests_are_spread_round_robin_over_backends() {
         ],
     );
     args.extend(cert_args(&cert));
+    args.extend(["--workers".into(), workers.to_string()]);
     let _tern = TernProcess::start(tern_bin(), addr, args);
     let config = client::client_config(ca.ca_pem());
-    let mut answered_by = Vec::new();
-    for _ in 0..6 {
-        let response = client::get(addr, "localhost", config.clone(), "/echo").expect("response");
-        answered_by.push(
+    let answered_by = (0..requests)
+        .map(|_| {
+            let response =
+                client::get(addr, "localhost", config.clone(), "/echo").expect("response");
             response.json()["backend"]
                 .as_str()
                 .unwrap_or("")
-                .to_string(),
-        );
-    }
+                .to_string()
+        })
+        .collect();
+    (answered_by, first, second)
+}
+
+#[test]
+fn one_worker_alternates_round_robin_over_backends() {
+    let (answered_by, first, second) = round_robin_answers("1", 6);
     assert_eq!(first.requests(), 3, "answered by {answered_by:?}");
     assert_eq!(second.requests(), 3, "answered by {answered_by:?}");
+    for pair in answered_by.windows(2) {
+        assert_ne!(pair[0], pair[1], "not alternating: {answered_by:?}");
+    }
+}
+
+#[test]
+fn several_workers_use_every_backend() {
+    // Round robin may be kept per worker; every backend still gets work.
+    let (answered_by, first, second) = round_robin_answers("2", 8);
+    assert!(first.requests() >= 2, "answered by {answered_by:?}");
+    assert!(second.requests() >= 2, "answered by {answered_by:?}");
 }
 
 /// Not in the written contract, but in DESIGN.md ("a pooled backend connection").
@@ -103,4 +120,54 @@ fn backend_closing_without_response_gives_502() {
     let response = served.get("/drop");
     assert_eq!(response.status, 502, "{}", response.text());
     assert_eq!(served.get("/status/200").status, 200);
+}
+
+#[test]
+fn backend_connection_close_is_honoured_and_client_stays_connected() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    let response = conn.get("localhost", "/close").expect("response");
+    assert_eq!(response.text(), "closing\n");
+    // The client's connection is tern's, not the backend's: it stays usable.
+    for i in 0..3 {
+        let next = conn
+            .get("localhost", &format!("/echo?after-close={i}"))
+            .expect("request after the backend closed its connection");
+        assert_eq!(next.status, 200, "{}", next.text());
+    }
+    assert!(
+        served.backend.connections() >= 2,
+        "tern reused a closed backend connection"
+    );
+}
+
+#[test]
+fn stale_pooled_backend_connection_is_not_used() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+    let backend = Backend::start();
+    let backend_addr = backend.addr();
+    let addr = free_addr();
+    let mut args = serve_args(addr, &[backend_addr.to_string().as_str()]);
+    args.extend(cert_args(&cert));
+    let tern = TernProcess::start(tern_bin(), addr, args);
+    let config = client::client_config(ca.ca_pem());
+    let response = client::get(addr, "localhost", config.clone(), "/echo").expect("first");
+    assert_eq!(response.status, 200);
+
+    // The backend restarts: every connection tern pooled is now closed.
+    drop(backend);
+    let backend = Backend::start_on(backend_addr);
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..3 {
+        let response = client::get(addr, "localhost", config.clone(), "/echo")
+            .unwrap_or_else(|e| panic!("request {i}: {e}\n{}", tern.stderr_text()));
+        assert_eq!(
+            response.status,
+            200,
+            "request {i} after a backend restart: {}",
+            response.text()
+        );
+    }
+    assert!(backend.requests() >= 3);
 }

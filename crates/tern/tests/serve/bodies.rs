@@ -202,3 +202,71 @@ fn small_response_arrives_in_one_tls_record() {
     );
     assert_one_record(&served, tls12);
 }
+
+#[test]
+fn fifty_pipelined_requests_in_one_write_are_answered_in_order() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    let pipeline: String = (0..50)
+        .map(|i| format!("GET /echo?n={i} HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+        .collect();
+    conn.send(pipeline.as_bytes()).expect("send pipeline");
+    for i in 0..50 {
+        let response = conn
+            .read_response(false)
+            .unwrap_or_else(|e| panic!("response {i}: {e}"));
+        assert_eq!(response.json()["path"], format!("/echo?n={i}"));
+    }
+}
+
+#[test]
+fn head_of_chunked_resource_has_no_body() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    conn.send(b"HEAD /chunked/1000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send HEAD");
+    let head = conn.read_response(true).expect("HEAD response");
+    assert_eq!(head.status, 200);
+    let next = conn
+        .get("localhost", "/echo?after=head")
+        .expect("next response");
+    assert_eq!(next.json()["path"], "/echo?after=head");
+}
+
+#[test]
+fn http10_request_is_answered_and_closed() {
+    let served = Served::start(&[]);
+    let (response, mut conn) = served.raw(b"GET /bytes/10 HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.body, pattern(10));
+    assert!(
+        conn.closed_within(Duration::from_secs(3)),
+        "HTTP/1.0 without keep-alive must be closed after the response"
+    );
+}
+
+#[test]
+fn client_offering_h2_gets_http11_by_default() {
+    let served = Served::start(&[]);
+    let config = client::client_config_with(
+        served.ca.ca_pem(),
+        &[&rustls::version::TLS13],
+        &[b"h2", b"http/1.1"],
+    );
+    let mut conn = tern_testsupport::client::HttpConn::connect(served.addr, "localhost", config)
+        .expect("connect");
+    assert_eq!(conn.tls().alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(
+        conn.get("localhost", "/status/200").expect("get").status,
+        200
+    );
+}
+
+#[test]
+fn post_with_empty_body_is_forwarded() {
+    let served = Served::start(&[]);
+    let (response, _conn) =
+        served.raw(b"POST /sha HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["len"], 0);
+}
