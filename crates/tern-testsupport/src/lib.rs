@@ -11,6 +11,7 @@
 //! One module per concern:
 //! - [`certs`]: a test CA and leaf certificates (ECDSA P-256, RSA-2048, expired) as PEM files
 //! - [`backend`]: an HTTP/1.1 origin that reports what it received
+//! - [`raw_backend`]: a scripted origin for malformed or unusual responses
 //! - [`tern`]: spawning the tern binary, readiness, captured output, signals
 //! - [`client`]: a raw TLS HTTP/1.1 client and a TLS record counter
 //! - [`tools`]: `openssl s_client` and `curl` runners
@@ -19,6 +20,7 @@ pub mod backend;
 pub mod bench_target;
 pub mod certs;
 pub mod client;
+pub mod raw_backend;
 pub mod tempdir;
 pub mod tern;
 pub mod tools;

@@ -38,6 +38,8 @@ mod lifecycle;
 mod logs;
 #[path = "serve/policy.rs"]
 mod policy;
+#[path = "serve/responses.rs"]
+mod responses;
 
 /// The binary under test, built by cargo for this test target.
 pub fn tern_bin() -> &'static Path {
