@@ -104,3 +104,43 @@ pub(crate) async fn handle(
         Mode::Tcp { proxy_protocol } => crate::tcp::serve(&mut tls, &ctx, proxy_protocol).await,
     }
 }
+
+/// How long an over-the-limit connection gets to finish its handshake and
+/// send a request head before it is closed.
+const OVERLOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answers a connection over the connection limit with 503 and closes it.
+/// The request head is read first, so the close does not reset the
+/// connection under the client's unread response.
+pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener: Rc<ListenerCtx>) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tcp.set_nodelay(true);
+    let _ = tokio::time::timeout(OVERLOAD_DEADLINE, async {
+        let mut tls = listener.acceptor.accept(tcp).await.ok()?;
+        if listener.config.mode == Mode::Http {
+            let mut buf = crate::iobuf::IoBuf::new(4096, 16 * 1024);
+            let mut scanned = 0;
+            loop {
+                match tern_http::head::find_head_end(buf.filled(), &mut scanned, 16 * 1024) {
+                    Ok(None) if !buf.is_full() => {}
+                    _ => break,
+                }
+                if buf.fill_from(&mut tls).await.ok()? == 0 {
+                    break;
+                }
+            }
+            let mut out = Vec::with_capacity(160);
+            tern_http::rewrite::write_simple_response(
+                503,
+                "Service Unavailable",
+                "service unavailable: connection limit reached\n",
+                true,
+                &mut out,
+            );
+            tls.write_all(&out).await.ok()?;
+        }
+        tls.shutdown().await.ok()
+    })
+    .await;
+    tracing::debug!(client = %peer, "connection limit reached; answered 503");
+}

@@ -15,7 +15,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::access_log::{Sink, WorkerLog, FLUSH_INTERVAL};
 use crate::backend::Backends;
 use crate::config::ListenerConfig;
-use crate::conn::{handle, ListenerCtx, WorkerCtx};
+use crate::conn::{handle, refuse_overloaded, ListenerCtx, WorkerCtx};
 
 /// What a worker is given when it starts.
 pub(crate) struct WorkerSpec {
@@ -112,6 +112,7 @@ async fn accept_loop(
 ) {
     let mut shutdown = worker.shutdown.clone();
     let max = listener.config.limits.max_connections;
+    let overflow = Rc::new(Cell::new(0usize));
     loop {
         let accepted = tokio::select! {
             r = socket.accept() => r,
@@ -129,8 +130,20 @@ async fn accept_loop(
         };
         if open.fetch_add(1, Ordering::AcqRel) >= max {
             open.fetch_sub(1, Ordering::AcqRel);
-            tracing::debug!(client = %peer, max, "connection limit reached; closing");
-            drop(tcp);
+            // Over the limit: a few get a proper 503 so clients and load
+            // balancers see why; past that budget they are closed at once,
+            // so an overload cannot buy itself unbounded handshakes.
+            if overflow.get() < overflow_budget(max) {
+                overflow.set(overflow.get() + 1);
+                let (listener, overflow) = (listener.clone(), overflow.clone());
+                tokio::task::spawn_local(async move {
+                    refuse_overloaded(tcp, peer, listener).await;
+                    overflow.set(overflow.get() - 1);
+                });
+            } else {
+                tracing::debug!(client = %peer, max, "connection limit reached; closing");
+                drop(tcp);
+            }
             continue;
         }
         let guard = ConnGuard {
@@ -144,6 +157,11 @@ async fn accept_loop(
             handle(tcp, peer, listener, worker).await;
         });
     }
+}
+
+/// Connections over the limit that a worker answers with 503 at once.
+fn overflow_budget(max: usize) -> usize {
+    (max / 10).clamp(4, 256)
 }
 
 /// Counts a connection while it lives (also if its task is dropped).
