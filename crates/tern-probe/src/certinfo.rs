@@ -25,6 +25,10 @@ pub struct CertReport {
     pub chain_in_order: bool,
     /// Bytes of the stapled OCSP response (0 when none was stapled).
     pub ocsp_bytes: usize,
+    /// What the staple says, when one was stapled and could be read.
+    pub ocsp: Option<crate::ocsp::StapleInfo>,
+    /// The staple's validity window contains the probe's clock.
+    pub ocsp_fresh: Option<bool>,
     /// Trust in a root is not checked: probe diagnoses performance, and
     /// internal CAs are common where it is used.
     pub trust_checked: bool,
@@ -44,6 +48,9 @@ pub fn inspect(chain: &[Vec<u8>], ocsp: &[u8], tls13: bool, now_unix: i64) -> Op
             .windows(2)
             .all(|w| w[0].issuer().as_raw() == w[1].subject().as_raw());
     let per_entry = if tls13 { 5 } else { 3 };
+    let staple = (!ocsp.is_empty())
+        .then(|| crate::ocsp::parse(ocsp))
+        .flatten();
     Some(CertReport {
         subject: leaf.subject().to_string(),
         key,
@@ -54,6 +61,8 @@ pub fn inspect(chain: &[Vec<u8>], ocsp: &[u8], tls13: bool, now_unix: i64) -> Op
         chain_bytes: chain.iter().map(|c| c.len() + per_entry).sum(),
         chain_in_order,
         ocsp_bytes: ocsp.len(),
+        ocsp: staple.clone(),
+        ocsp_fresh: staple.map(|st| st.fresh_at(now_unix)),
         trust_checked: false,
     })
 }

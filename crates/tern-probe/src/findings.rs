@@ -279,6 +279,38 @@ fn certificate(r: &Report, f: &mut Vec<Finding>) {
             "Renew the certificate.",
         );
     }
+    match (&c.ocsp, c.ocsp_fresh) {
+        (Some(st), _) if st.status == "revoked" => push(
+            f,
+            Severity::High,
+            "ocsp_revoked",
+            "The stapled OCSP response says the certificate is revoked".into(),
+            "Clients that check the staple refuse the handshake.".into(),
+            "Replace the certificate.",
+        ),
+        (Some(_), Some(false)) => push(
+            f,
+            Severity::Medium,
+            "ocsp_stale",
+            "The stapled OCSP response is outside its validity window".into(),
+            "Clients ignore a stale staple; some then query the CA's responder themselves, \
+             a DNS lookup and a connection on the critical path (must-staple certificates fail)."
+                .into(),
+            "Refresh the staple well before nextUpdate (or stop stapling).",
+        ),
+        (None, _) if c.ocsp_bytes > 0 => push(
+            f,
+            Severity::Low,
+            "ocsp_unreadable",
+            "The stapled OCSP response could not be parsed".into(),
+            format!(
+                "{} bytes were stapled; clients will ignore them.",
+                c.ocsp_bytes
+            ),
+            "Staple the DER OCSPResponse exactly as the responder returned it.",
+        ),
+        _ => {}
+    }
     if !c.chain_in_order {
         push(
             f,

@@ -25,6 +25,7 @@ pub mod findings;
 pub mod handshake;
 pub mod http;
 pub mod negotiate;
+pub mod ocsp;
 pub mod probe;
 pub mod report;
 mod resumption;

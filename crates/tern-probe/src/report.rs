@@ -315,10 +315,15 @@ impl Report {
                 } else {
                     "OUT OF ORDER"
                 },
-                if c.ocsp_bytes > 0 {
-                    format!("{} bytes", c.ocsp_bytes)
-                } else {
-                    "none".into()
+                match (&c.ocsp, c.ocsp_fresh) {
+                    (Some(st), Some(fresh)) => format!(
+                        "{} bytes, {}, {}",
+                        c.ocsp_bytes,
+                        st.status,
+                        if fresh { "fresh" } else { "STALE" }
+                    ),
+                    _ if c.ocsp_bytes > 0 => format!("{} bytes, unreadable", c.ocsp_bytes),
+                    _ => "none".into(),
                 }
             );
         }

@@ -3,12 +3,14 @@
 //! behind a 25 ms-each-way delay link between two network namespaces.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tern_probe::{probe, ProbeOptions, Report};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
+use tern_testsupport::tempdir::TempDir;
 use tern_testsupport::trap_servers::{FlightOptions, FlightServer};
 
 const ONE_WAY: Duration = Duration::from_millis(25);
@@ -301,4 +303,158 @@ fn openssl_server_with_rsa_key_exchange_cbc_and_tls10_is_flagged() {
         .filter(|(_, a)| *a == Some(true))
         .collect();
     assert_eq!(accepted.len(), 4, "{:?}", report.negotiation.versions);
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn stapled_ocsp_response_is_read_and_judged_fresh() {
+    // A CA whose key we hold, a leaf with a known serial, and a real OCSP
+    // response from `openssl ocsp` saying "good" for a day.
+    let tmp = TempDir::new("probe-ocsp");
+    let dir = tmp.path();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "30",
+                "-subj",
+                "/CN=ocsp-test-ca",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=keyCertSign,cRLSign,digitalSignature",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "leaf.key",
+                "-out",
+                "leaf.csr",
+                "-subj",
+                "/CN=probe.test",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:probe.test\n").expect("ext");
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "4660",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "30",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    std::fs::write(
+        dir.join("index.txt"),
+        "V\t351231235959Z\t\t1234\tunknown\t/CN=probe.test\n",
+    )
+    .expect("index");
+    openssl(
+        dir,
+        &[
+            "ocsp",
+            "-index",
+            "index.txt",
+            "-rsigner",
+            "ca.pem",
+            "-rkey",
+            "ca.key",
+            "-CA",
+            "ca.pem",
+            "-issuer",
+            "ca.pem",
+            "-cert",
+            "leaf.pem",
+            "-respout",
+            "resp.der",
+            "-ndays",
+            "1",
+        ],
+    );
+    let staple_len = std::fs::metadata(dir.join("resp.der"))
+        .expect("resp.der")
+        .len() as usize;
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new("openssl")
+        .current_dir(dir)
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(addr.to_string())
+        .args([
+            "-cert",
+            "leaf.pem",
+            "-key",
+            "leaf.key",
+            "-status_file",
+            "resp.der",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_server");
+    let _server = OpenSsl(child);
+    wait_listening(addr);
+    let mut opts = options(addr.to_string());
+    opts.timeout = Duration::from_secs(1);
+    let report = probe(&opts).expect("probe");
+    let cert = report.certificate.as_ref().expect("certificate");
+    assert_eq!(cert.ocsp_bytes, staple_len);
+    let staple = cert.ocsp.as_ref().expect("staple parsed");
+    assert_eq!(staple.status, "good");
+    assert_eq!(cert.ocsp_fresh, Some(true));
+    let rt = report.round_trips.as_ref().expect("round trips");
+    assert_eq!(rt.ocsp_bytes, staple_len);
+    assert!(rt.flight_bytes > rt.chain_bytes + staple_len, "{rt:?}");
+    assert!(
+        !ids(&report).iter().any(|id| id.starts_with("ocsp")),
+        "{}",
+        report.to_text()
+    );
 }
