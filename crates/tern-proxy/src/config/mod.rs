@@ -8,6 +8,7 @@
 
 mod file;
 mod options;
+mod reference;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 pub use file::load_file;
 pub use options::{CertificateOptions, GlobalOptions, ListenerOptions};
+pub use reference::reference_markdown;
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::{CertFiles, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy};
 

@@ -23,6 +23,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub check: bool,
 
+    /// Print the configuration reference (markdown) and exit.
+    #[arg(long, hide = true)]
+    pub config_reference: bool,
+
     #[command(flatten)]
     pub global: GlobalOptions,
 
@@ -32,6 +36,10 @@ pub struct ServeArgs {
 
 /// Runs `tern serve`.
 pub fn run(args: ServeArgs) -> ExitCode {
+    if args.config_reference {
+        print!("{}", config::reference_markdown());
+        return ExitCode::SUCCESS;
+    }
     let config = match load(&args) {
         Ok(c) => c,
         Err(e) => {
