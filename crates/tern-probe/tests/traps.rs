@@ -62,9 +62,13 @@ fn behind_delay_link(
 }
 
 fn probe_in_client(link: &DelayLink, addr: SocketAddr) -> Report {
-    link.in_client(move || probe(&options(addr.to_string())))
+    let report = link
+        .in_client(move || probe(&options(addr.to_string())))
         .expect("enter namespace")
-        .expect("probe")
+        .expect("probe");
+    // Shown with --nocapture: the numbers behind each assertion.
+    eprintln!("{}", report.to_text());
+    report
 }
 
 #[test]
@@ -456,5 +460,28 @@ fn stapled_ocsp_response_is_read_and_judged_fresh() {
         !ids(&report).iter().any(|id| id.starts_with("ocsp")),
         "{}",
         report.to_text()
+    );
+}
+
+/// The congestion window alone: even one write with TCP_NODELAY cannot put
+/// more than ~10 segments on a fresh connection.
+#[test]
+fn flight_above_initial_window_costs_a_round_trip_even_in_one_write() {
+    let Some((server, link, _ca)) = behind_delay_link(20_000, FlightOptions::one_write()) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let rt = report.round_trips.as_ref().expect("round trips measured");
+    assert!(rt.flight_bytes > rt.initial_window_bytes);
+    assert!(rt.extra_round_trips >= 1, "{}", report.to_text());
+    let f = report
+        .findings
+        .iter()
+        .find(|f| f.id == "extra_round_trip")
+        .expect("finding");
+    assert!(
+        f.detail.contains("initial congestion window"),
+        "{}",
+        f.detail
     );
 }
