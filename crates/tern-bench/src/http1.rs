@@ -111,6 +111,8 @@ pub struct Exchange {
     pub body: Duration,
     /// The connection can carry another request.
     pub reusable: bool,
+    /// When the response was complete.
+    pub done: Instant,
 }
 
 /// An HTTP/1.1 connection with its read buffer.
@@ -183,6 +185,7 @@ impl H1Conn {
             ttfb: first_byte - written,
             body: done - first_byte,
             reusable,
+            done,
         })
     }
 

@@ -104,10 +104,14 @@ pub async fn handshake(stream: Stream) -> Result<h2::client::SendRequest<Bytes>,
 /// Sends one request on a new stream and reads the whole response. On
 /// error, the flag says whether the connection is dead.
 pub async fn exchange(
-    send: h2::client::SendRequest<Bytes>,
+    send: &mut h2::client::SendRequest<Bytes>,
     req: &H2Request,
 ) -> Result<Exchange, (RequestError, bool)> {
-    let mut send = send.ready().await.map_err(|e| h2_error(&e))?;
+    // Polled in place: cloning the handle per request would take the
+    // connection's lock twice more.
+    std::future::poll_fn(|cx| send.poll_ready(cx))
+        .await
+        .map_err(|e| h2_error(&e))?;
     let start = Instant::now();
     let (response, mut body_tx) = send
         .send_request(req.build(), req.body.is_empty())
@@ -127,12 +131,14 @@ pub async fn exchange(
         bytes += chunk.len() as u64;
         let _ = body.flow_control().release_capacity(chunk.len());
     }
+    let done = Instant::now();
     Ok(Exchange {
         status,
         body_bytes: bytes,
         ttfb: first - start,
-        body: first.elapsed(),
+        body: done - first,
         reusable: true,
+        done,
     })
 }
 

@@ -301,7 +301,7 @@ impl SlotCtx {
     }
 
     fn record_ok(&self, intended: Instant, ex: &Exchange, setup: Option<Setup>) {
-        let now = Instant::now();
+        let now = ex.done;
         let total = now.saturating_duration_since(intended);
         let mut s = self.stats.borrow_mut();
         record(&mut s.total, total);
@@ -455,7 +455,7 @@ async fn h2_keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
 
 async fn h2_stream_loop(
     ctx: &SlotCtx,
-    send: h2::client::SendRequest<Bytes>,
+    mut send: h2::client::SendRequest<Bytes>,
     pacer: &mut Option<Pacer>,
 ) {
     loop {
@@ -465,7 +465,7 @@ async fn h2_stream_loop(
         }
         let res = tokio::time::timeout(
             ctx.job.config.timeout,
-            http2::exchange(send.clone(), &ctx.job.h2_request),
+            http2::exchange(&mut send, &ctx.job.h2_request),
         )
         .await
         .unwrap_or(Err((RequestError::Timeout, false)));
@@ -492,8 +492,8 @@ async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
         }
         let res = tokio::time::timeout(ctx.job.config.timeout, async {
             let mut setup = None;
-            let send = h2_connect_with(&ctx, &mut key_cache, &mut setup).await?;
-            http2::exchange(send, &ctx.job.h2_request)
+            let mut send = h2_connect_with(&ctx, &mut key_cache, &mut setup).await?;
+            http2::exchange(&mut send, &ctx.job.h2_request)
                 .await
                 .map(|ex| (ex, setup))
                 .map_err(|(e, _)| e)
