@@ -44,6 +44,18 @@ fn push(
 
 fn negotiation(r: &Report, f: &mut Vec<Finding>) {
     let n = &r.negotiation;
+    if n.browser.is_none() {
+        push(
+            f,
+            Severity::High,
+            "modern_offer_refused",
+            "A browser-like offer (TLS 1.3/1.2, ECDHE, AEAD suites) was refused".into(),
+            "Current browsers and HTTP clients cannot connect; only legacy offers work (see \
+             the negotiation details)."
+                .into(),
+            "Enable TLS 1.2+ with ECDHE and AES-GCM or ChaCha20-Poly1305 suites.",
+        );
+    }
     if let Some(legacy) = &n.legacy {
         match legacy.key_exchange {
             Some(KeyExchange::Dhe) => push(
@@ -194,7 +206,7 @@ fn resumption(r: &Report, f: &mut Vec<Finding>) {
 
 fn http(r: &Report, f: &mut Vec<Finding>) {
     let h = &r.http;
-    if h.alpn.is_none() || (h.alpn.is_some() && !h.h2) {
+    if r.negotiation.browser.is_some() && !h.h2 {
         push(
             f,
             Severity::Low,

@@ -56,6 +56,10 @@ pub enum ProbeError {
     /// The TLS handshake (or I/O right after it) failed.
     #[error("TLS handshake failed: {0}")]
     Handshake(std::io::Error),
+    /// Neither the browser-like offer nor any hand-built offer got a
+    /// ServerHello: this is not a TLS server we can talk to.
+    #[error("no TLS handshake succeeded (no offer was accepted)")]
+    NoHandshake,
     /// An HTTP/1.1 exchange after the handshake failed or timed out.
     #[error("HTTP request failed: {0}")]
     Http(std::io::Error),

@@ -120,27 +120,53 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
     };
     let mut notes = Vec::new();
 
-    // The browser-like offer first: if this fails, nothing else will work.
+    // The browser-like offer first. If it fails at TCP level nothing else
+    // can work; if only the TLS handshake fails (a server with nothing but
+    // DHE or CBC suites, say), the hand-built offers still tell why.
     let browser_cfg = target.config(rustls::ALL_VERSIONS, &[b"h2", b"http/1.1"], false)?;
-    let first = target.connect(browser_cfg.clone(), true)?;
+    let first = match target.connect(browser_cfg.clone(), true) {
+        Ok(first) => Some(first),
+        Err(e @ ProbeError::Connect(_)) => return Err(e),
+        Err(e) => {
+            notes.push(format!(
+                "browser-like offer: {e}; only the hand-built offers ran"
+            ));
+            None
+        }
+    };
     let presented = target.verifier.presented();
-    let browser = describe(&first);
-    let tls13 = first.timing.version == Some(rustls::ProtocolVersion::TLSv1_3);
+    let browser = first.as_ref().map(describe);
+    let tls13 = first
+        .as_ref()
+        .is_some_and(|f| f.timing.version == Some(rustls::ProtocolVersion::TLSv1_3));
+    let failure = first.is_none().then_some(ProbeError::NoHandshake);
+    // Close it now: some servers (openssl s_server) serve one connection at
+    // a time.
     drop(first);
 
-    let idle_watch = (!opts.idle_wait.is_zero()).then(|| http::watch_idle(&target, opts.idle_wait));
+    let idle_watch = (browser.is_some() && !opts.idle_wait.is_zero())
+        .then(|| http::watch_idle(&target, opts.idle_wait));
 
     let mut negotiation = negotiate::run(addr, sni.as_deref(), opts.timeout, &mut notes);
-    negotiation.browser = Some(browser.clone());
+    negotiation.browser = browser.clone();
+    let any_accepted = negotiation.versions.iter().any(|(_, a)| *a == Some(true));
+    if let (Some(err), false) = (failure, any_accepted) {
+        return Err(err);
+    }
 
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let certificate = certinfo::inspect(&presented.chain, &presented.ocsp, tls13, now);
 
-    let round_trips = measure_round_trips(&target, browser_cfg, &certificate, &mut notes);
-    let resumption = resumption::measure(&target, &mut notes);
-    let mut http = http::measure(&target, &browser, &mut notes);
+    let (round_trips, resumption, mut http) = match &browser {
+        Some(browser) => (
+            measure_round_trips(&target, browser_cfg, &certificate, &mut notes),
+            resumption::measure(&target, &mut notes),
+            http::measure(&target, browser, &mut notes),
+        ),
+        None => Default::default(),
+    };
     if let Some(watch) = idle_watch {
         match watch.join() {
             Ok(Ok(idle)) => http.idle = Some(idle),

@@ -485,3 +485,28 @@ fn flight_above_initial_window_costs_a_round_trip_even_in_one_write() {
         f.detail
     );
 }
+
+/// rustls cannot talk to a DHE-only server; the hand-built offers still
+/// find out why, and the probe reports instead of giving up.
+#[test]
+fn dhe_only_server_is_diagnosed_although_modern_offer_fails() {
+    let (_server, addr, _ca) =
+        openssl_server(&["-no_tls1_3", "-cipher", "DHE-RSA-AES128-GCM-SHA256"]);
+    let mut opts = options(addr.to_string());
+    opts.timeout = Duration::from_secs(1);
+    let report = probe(&opts).expect("probe still reports");
+    let found = ids(&report);
+    // Both HIGH; that modern clients cannot connect at all comes first.
+    assert_eq!(
+        found[..2],
+        ["modern_offer_refused", "dhe_selected"],
+        "{}",
+        report.to_text()
+    );
+    assert!(found.contains(&"no_tls13"));
+    assert!(report.negotiation.browser.is_none());
+    assert!(report
+        .notes
+        .iter()
+        .any(|n| n.contains("browser-like offer")));
+}
