@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
+use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
 use tern_testsupport::tern::{free_addr, run_to_exit, Finished, TernProcess};
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -179,6 +180,80 @@ fn probe_of_tern_serve_with_defaults_exits_0() {
     let out = tern(&["probe", &addr.to_string(), "--sni", "localhost"]);
     assert_eq!(code(&out), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("No performance traps found"));
+}
+
+/// tern serve behind a 25 ms-each-way link: a full TLS 1.3 handshake takes
+/// one round trip, the first flight comes at once, and nothing but the known
+/// gaps (h2, split-write penalty) is found.
+#[test]
+fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
+    if let Some(why) = DelayLink::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let link = DelayLink::new(Duration::from_millis(25)).expect("delay link");
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+    // The backend listens on 127.0.0.1 inside the server namespace.
+    let backend = link
+        .spawn_in_server(Backend::start)
+        .join()
+        .expect("join")
+        .expect("enter namespace");
+    let listen = SocketAddr::from((SERVER_ADDR, 8443));
+    let mut args: Vec<String> = ["netns", "exec", link.server_ns()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(tern_bin().display().to_string());
+    for a in [
+        "serve",
+        "--listen",
+        &listen.to_string(),
+        "--backend",
+        &backend.addr().to_string(),
+        "--cert",
+        &cert.chain.display().to_string(),
+        "--key",
+        &cert.key.display().to_string(),
+    ] {
+        args.push(a.to_string());
+    }
+    // `ip netns exec` execs tern in place, so the handle is tern itself.
+    let served = TernProcess::spawn(Path::new("ip"), args);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !served
+        .stderr_text()
+        .contains(&format!("listening on {listen}"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "tern did not start: {}",
+            served.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", link.client_ns()])
+        .arg(tern_bin())
+        .args(["probe", &listen.to_string(), "--sni", "localhost", "--json"])
+        .args(["--samples", "3", "--idle-wait", "0"])
+        .output()
+        .expect("run tern probe in the client namespace");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!("{stdout}");
+    let rt = &report["round_trips"];
+    assert_eq!(rt["rtt_large_enough"], true);
+    assert_eq!(rt["extra_round_trips"], 0, "{rt}");
+    let rtts = rt["handshake_rtts"].as_f64().expect("handshake_rtts");
+    assert!((0.8..1.6).contains(&rtts), "{rt}");
+    let unexpected: Vec<String> = finding_ids(&report)
+        .into_iter()
+        .filter(|id| id != "no_h2" && id != "split_write_penalty")
+        .collect();
+    assert!(unexpected.is_empty(), "{stdout}");
 }
 
 #[test]
