@@ -34,25 +34,25 @@ const CONTEXT_0: u8 = 0xa0;
 /// Parses a DER `OCSPResponse`.
 pub fn parse(der: &[u8]) -> Option<StapleInfo> {
     let (tag, resp, _) = tlv(der)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     let (tag, status, rest) = tlv(resp)?;
-    expect(tag, ENUMERATED)?;
+    require(tag, ENUMERATED)?;
     if status != [0] {
         return None; // not "successful": no response bytes
     }
     let (tag, bytes, _) = tlv(rest)?;
-    expect(tag, CONTEXT_0)?;
+    require(tag, CONTEXT_0)?;
     let (tag, bytes, _) = tlv(bytes)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     let (_oid_tag, _oid, rest) = tlv(bytes)?;
     let (tag, basic, _) = tlv(rest)?;
-    expect(tag, OCTET_STRING)?;
+    require(tag, OCTET_STRING)?;
 
     // BasicOCSPResponse ::= SEQUENCE { tbsResponseData, ... }
     let (tag, basic, _) = tlv(basic)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     let (tag, mut tbs, _) = tlv(basic)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     // ResponseData ::= SEQUENCE { version [0] OPTIONAL, responderID,
     //                             producedAt, responses, ... }
     let (tag, _, after) = tlv(tbs)?;
@@ -64,13 +64,13 @@ pub fn parse(der: &[u8]) -> Option<StapleInfo> {
         tbs = after; // that was responderID
     }
     let (tag, _, after) = tlv(tbs)?;
-    expect(tag, GENERALIZED_TIME)?; // producedAt
+    require(tag, GENERALIZED_TIME)?; // producedAt
     let (tag, responses, _) = tlv(after)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     // SingleResponse ::= SEQUENCE { certID, certStatus, thisUpdate,
     //                               nextUpdate [0] EXPLICIT OPTIONAL, ... }
     let (tag, single, _) = tlv(responses)?;
-    expect(tag, SEQUENCE)?;
+    require(tag, SEQUENCE)?;
     let (_, _, rest) = tlv(single)?; // certID
     let (status_tag, _, rest) = tlv(rest)?;
     let status = match status_tag & 0x1f {
@@ -79,11 +79,11 @@ pub fn parse(der: &[u8]) -> Option<StapleInfo> {
         _ => "unknown",
     };
     let (tag, this_update, rest) = tlv(rest)?;
-    expect(tag, GENERALIZED_TIME)?;
+    require(tag, GENERALIZED_TIME)?;
     let next_update = match tlv(rest) {
         Some((CONTEXT_0, inner, _)) => {
             let (tag, t, _) = tlv(inner)?;
-            expect(tag, GENERALIZED_TIME)?;
+            require(tag, GENERALIZED_TIME)?;
             Some(generalized_time(t)?)
         }
         _ => None,
@@ -95,7 +95,7 @@ pub fn parse(der: &[u8]) -> Option<StapleInfo> {
     })
 }
 
-fn expect(tag: u8, want: u8) -> Option<()> {
+fn require(tag: u8, want: u8) -> Option<()> {
     (tag == want).then_some(())
 }
 
