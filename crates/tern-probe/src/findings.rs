@@ -167,6 +167,18 @@ fn round_trips(r: &Report, f: &mut Vec<Finding>) {
              (a TLS write buffer of at least 16 KiB); keep chain + OCSP staple under ~14 KB.",
         );
     }
+    if rt.hello_retry {
+        push(
+            f,
+            Severity::Medium,
+            "hello_retry_request",
+            "The server asks browser-like clients for another key share".into(),
+            "It answered a ClientHello with X25519 (and X25519MLKEM768) key shares with a \
+             HelloRetryRequest: every full handshake takes an extra round trip."
+                .into(),
+            "Prefer X25519 (and X25519MLKEM768) on the server, or at least accept them.",
+        );
+    }
     if rt.flight_bytes > rt.initial_window_bytes {
         push(
             f,

@@ -239,6 +239,9 @@ fn measure_round_trips(
     let handshake = samples.iter().map(|t| t.handshake).min()?;
     let spread = samples.iter().map(|t| t.flight_spread).min()?;
     let flight_bytes = samples.iter().map(|t| t.flight_bytes).max()?;
+    let hello_retry = samples
+        .iter()
+        .any(|t| t.kind == Some(rustls::HandshakeKind::FullWithHelloRetryRequest));
     let rtt_large_enough = rtt >= MIN_COUNTABLE_RTT;
     let extra_round_trips = if rtt_large_enough {
         (spread.as_secs_f64() / rtt.as_secs_f64()).round() as u32
@@ -253,6 +256,7 @@ fn measure_round_trips(
         handshake_rtts: handshake.as_secs_f64() / rtt.as_secs_f64().max(1e-6),
         flight_spread_ms: ms(spread),
         extra_round_trips,
+        hello_retry,
         flight_bytes,
         chain_bytes,
         ocsp_bytes,

@@ -83,6 +83,9 @@ pub struct RoundTrips {
     pub flight_spread_ms: f64,
     /// Round trips lost inside the first flight (0 when it came at once).
     pub extra_round_trips: u32,
+    /// The server answered the browser-like offer with a HelloRetryRequest
+    /// (it wanted a key share for another group): one more round trip.
+    pub hello_retry: bool,
     pub flight_bytes: usize,
     pub chain_bytes: usize,
     pub ocsp_bytes: usize,
@@ -235,6 +238,12 @@ impl Report {
                 "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms = {:.1} RTT",
                 r.rtt_ms, r.handshake_ms, r.handshake_rtts
             );
+            if r.hello_retry {
+                let _ = writeln!(
+                    o,
+                    "  the server asked for another key share (HelloRetryRequest)"
+                );
+            }
             let _ = writeln!(
                 o,
                 "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \

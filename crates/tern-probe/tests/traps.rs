@@ -510,3 +510,22 @@ fn dhe_only_server_is_diagnosed_although_modern_offer_fails() {
         .iter()
         .any(|n| n.contains("browser-like offer")));
 }
+
+#[test]
+fn server_wanting_another_key_share_is_flagged() {
+    let (_server, addr, _ca) = openssl_server(&["-groups", "P-256"]);
+    let mut opts = options(addr.to_string());
+    opts.timeout = Duration::from_secs(1);
+    let report = probe(&opts).expect("probe");
+    let rt = report.round_trips.as_ref().expect("round trips");
+    assert!(rt.hello_retry, "{}", report.to_text());
+    assert!(ids(&report).contains(&"hello_retry_request"));
+    let groups: Vec<_> = report
+        .negotiation
+        .groups
+        .iter()
+        .filter(|(_, accepted)| *accepted == Some(true))
+        .map(|(g, _)| g.as_str())
+        .collect();
+    assert_eq!(groups, ["secp256r1"]);
+}
