@@ -31,6 +31,8 @@ HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
 BACKEND_PORT="${BACKEND_PORT:-18080}"
 TERN_PORT="${TERN_PORT:-18443}"
 NGINX_PORT="${NGINX_PORT:-18444}"
+# TLS 1.3 suite pinned on both servers so OpenSSL clients (wrk) and Go (hey) negotiate the same.
+TERN_CIPHERS="TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
 SERVER_CPU=0
 LOAD_CPU=1
 
@@ -111,6 +113,8 @@ http {
         ssl_certificate_key $work/key.pem;
         ssl_protocols TLSv1.3 TLSv1.2;
         ssl_ecdh_curve X25519:prime256v1;
+        # One TLS 1.3 suite, the one Go and rustls pick by default, on both servers.
+        ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
         ssl_session_cache shared:SSL:10m;
         location / {
             proxy_pass http://backend;
@@ -132,7 +136,7 @@ start_tern() {
     [[ -x "$TERN" ]] || { echo "tern: $TERN not built (cargo build --release -p tern); skipped" >&2; return 1; }
     taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$TERN_PORT" \
         --backend "127.0.0.1:$BACKEND_PORT" --cert "$work/cert.pem" --key "$work/key.pem" \
-        --workers 1 --access-log off 2> "$work/tern.stderr" &
+        --workers 1 --access-log off --ciphers "$TERN_CIPHERS" 2> "$work/tern.stderr" &
     pids+=($!)
     server_pid[tern]=$!
     wait_port "$TERN_PORT" || { cat "$work/tern.stderr" >&2; return 1; }
@@ -165,11 +169,12 @@ for run in $(seq 1 "$RUNS"); do
         pid="${server_pid[$server]}"
 
         before="$(cpu_ticks "$pid")"
+        # -host: hey otherwise sends SNI "127.0.0.1:PORT", which rustls refuses as illegal.
         out="$(taskset -c "$LOAD_CPU" "$HEY" -z "${DURATION}s" -c "$CONNS" -disable-keepalive \
-            "https://127.0.0.1:$port/")"
+            -host localhost "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
         requests="$(printf '%s\n' "$out" | awk '/\[200\]/ {print $2}')"
-        errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {s+=$1} END {print s+0}')"
+        errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}')"
         rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')"
         record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors"
 
@@ -203,12 +208,12 @@ done
     echo "- kernel: $(uname -r); load average before the runs: $load_before"
     echo "- $(nginx -v 2>&1); $(openssl version); wrk $(wrk --version 2>&1 | awk 'NR==1 {print $2}'); hey (GODEBUG=tlsmlkem=0)"
     if [[ " ${active[*]} " == *" tern "* ]]; then
-        echo "- tern: $("$TERN" --version 2>/dev/null || echo '?') at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+        echo "- tern: $("$TERN" --version 2>/dev/null || echo '?'), binary $TERN built $(date -u -r "$TERN" +%FT%TZ), tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
     fi
     echo "- runs: $RUNS interleaved, ${DURATION}s each, $CONNS connections; certificate ECDSA P-256 (self-signed)"
-    echo "- handshake: taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive https://127.0.0.1:PORT/"
+    echo "- handshake: GODEBUG=tlsmlkem=0 taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive -host localhost https://127.0.0.1:PORT/"
     echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c$CONNS -d${DURATION}s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/"
-    [[ " ${active[*]} " != *" tern "* ]] || echo "- tern: taskset -c $SERVER_CPU tern serve --listen 127.0.0.1:$TERN_PORT --backend 127.0.0.1:$BACKEND_PORT --cert cert.pem --key key.pem --workers 1 --access-log off"
-    echo "- nginx: taskset -c $SERVER_CPU nginx (worker_processes 1, ssl_protocols TLSv1.3 TLSv1.2, upstream keepalive 256, access_log off)"
+    [[ " ${active[*]} " != *" tern "* ]] || echo "- tern: taskset -c $SERVER_CPU tern serve --listen 127.0.0.1:$TERN_PORT --backend 127.0.0.1:$BACKEND_PORT --cert cert.pem --key key.pem --workers 1 --access-log off --ciphers $TERN_CIPHERS"
+    echo "- nginx: taskset -c $SERVER_CPU nginx (worker_processes 1, ssl_protocols TLSv1.3 TLSv1.2, ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256, upstream keepalive 256, access_log off)"
     echo "- backend: nginx serving a 100-byte file on 127.0.0.1:$BACKEND_PORT, pinned to CPU $LOAD_CPU"
 }
