@@ -94,12 +94,8 @@ impl Target {
 /// Probes the endpoint. Errors only when not even one TLS handshake worked;
 /// checks that fail individually are listed in [`Report::notes`].
 pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
-    let addr = resolve(&opts.target)?;
-    let host = opts
-        .target
-        .rsplit_once(':')
-        .map_or(opts.target.as_str(), |(h, _)| h);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let (host, port) = split_host_port(&opts.target);
+    let addr = resolve(host, port)?;
     let sni = opts.sni.clone().or_else(|| {
         host.parse::<std::net::IpAddr>()
             .is_err()
@@ -192,12 +188,37 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
     Ok(report)
 }
 
-fn resolve(target: &str) -> Result<SocketAddr, ProbeError> {
-    target
+/// Port used when the target names none.
+pub const DEFAULT_PORT: u16 = 443;
+
+/// `host:port`, `[v6]:port`, `host`, `v6` or `[v6]` → host (no brackets)
+/// and port (443 when absent or unparsable, which resolution then reports).
+fn split_host_port(target: &str) -> (&str, u16) {
+    if let Some(rest) = target.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((host, tail)) => (
+                host,
+                tail.strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(DEFAULT_PORT),
+            ),
+            None => (rest, DEFAULT_PORT),
+        };
+    }
+    match target.rsplit_once(':') {
+        // More than one colon and no brackets: a bare IPv6 address.
+        Some((host, _)) if host.contains(':') => (target, DEFAULT_PORT),
+        Some((host, port)) => (host, port.parse().unwrap_or(DEFAULT_PORT)),
+        None => (target, DEFAULT_PORT),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, ProbeError> {
+    (host, port)
         .to_socket_addrs()
-        .map_err(|e| ProbeError::Resolve(target.to_string(), e.to_string()))?
+        .map_err(|e| ProbeError::Resolve(format!("{host}:{port}"), e.to_string()))?
         .next()
-        .ok_or_else(|| ProbeError::Resolve(target.to_string(), "no address".into()))
+        .ok_or_else(|| ProbeError::Resolve(format!("{host}:{port}"), "no address".into()))
 }
 
 fn describe(e: &Established) -> Negotiated {
@@ -264,4 +285,19 @@ fn measure_round_trips(
         initial_window_bytes: INITIAL_WINDOW_BYTES,
         rtt_large_enough,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_host_and_port() {
+        assert_eq!(split_host_port("example.test:8443"), ("example.test", 8443));
+        assert_eq!(split_host_port("example.test"), ("example.test", 443));
+        assert_eq!(split_host_port("127.0.0.1:1"), ("127.0.0.1", 1));
+        assert_eq!(split_host_port("[::1]:8443"), ("::1", 8443));
+        assert_eq!(split_host_port("[::1]"), ("::1", 443));
+        assert_eq!(split_host_port("::1"), ("::1", 443));
+    }
 }
