@@ -529,3 +529,24 @@ fn server_wanting_another_key_share_is_flagged() {
         .collect();
     assert_eq!(groups, ["secp256r1"]);
 }
+
+#[test]
+fn ipv6_loopback_target_is_probed_without_sni() {
+    let Ok(listener) = TcpListener::bind("[::1]:0") else {
+        eprintln!("skipped: no IPv6 loopback");
+        return;
+    };
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["::1"], KeyKind::EcdsaP256);
+    let server = FlightServer::start(listener, &cert, FlightOptions::one_write());
+    let mut opts = options(format!("[::1]:{}", server.addr().port()));
+    opts.sni = None;
+    let report = probe(&opts).expect("probe over IPv6");
+    assert_eq!(report.address, server.addr().to_string());
+    assert!(
+        report.server_name.contains("none"),
+        "{}",
+        report.server_name
+    );
+    assert_eq!(report.http.keepalive, Some(true));
+}
