@@ -152,7 +152,10 @@ async fn serve(
                 stats.requests.fetch_add(1, Ordering::SeqCst);
                 handle(req, addr)
             });
+            // Far above tern's own limits, so tern's limits are what tests see.
             let _ = hyper::server::conn::http1::Builder::new()
+                .max_headers(1000)
+                .max_buf_size(1 << 20)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades()
                 .await;

@@ -36,6 +36,8 @@ mod interop;
 mod lifecycle;
 #[path = "serve/logs.rs"]
 mod logs;
+#[path = "serve/passthrough.rs"]
+mod passthrough;
 #[path = "serve/policy.rs"]
 mod policy;
 #[path = "serve/responses.rs"]
