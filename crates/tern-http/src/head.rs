@@ -105,7 +105,8 @@ pub fn check_head_syntax(head: &[u8]) -> Result<(), HttpError> {
     Ok(())
 }
 
-/// A header field as byte ranges into the head it was parsed from.
+/// A header field as byte ranges: the name into [`Fields::names`], the
+/// value into [`Fields::raw`].
 #[derive(Debug, Clone)]
 struct Field {
     name: Range<usize>,
@@ -117,17 +118,19 @@ struct Field {
 #[derive(Debug, Clone)]
 pub struct Fields {
     raw: Vec<u8>,
+    /// All field names, concatenated. httparse checked they are tokens
+    /// (ASCII), so keeping them as one `String` lets `iter` hand out `&str`
+    /// without validating UTF-8 again on every lookup.
+    names: String,
     fields: Vec<Field>,
 }
 
 impl Fields {
     /// Iterates `(name, value)` pairs in the order received (names as sent).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.fields.iter().map(move |f| {
-            // Names were validated as tokens by httparse, so they are ASCII.
-            let name = std::str::from_utf8(&self.raw[f.name.clone()]).unwrap_or("");
-            (name, &self.raw[f.value.clone()])
-        })
+        self.fields
+            .iter()
+            .map(move |f| (&self.names[f.name.clone()], &self.raw[f.value.clone()]))
     }
 
     /// The value of the first field named `name` (case-insensitive).
@@ -165,19 +168,22 @@ impl Fields {
 
     fn from_parsed(raw: &[u8], headers: &[httparse::Header<'_>]) -> Self {
         let base = raw.as_ptr() as usize;
-        let range_of = |s: &[u8]| {
-            let start = s.as_ptr() as usize - base;
-            start..start + s.len()
-        };
+        let mut names = String::with_capacity(headers.iter().map(|h| h.name.len()).sum());
         let fields = headers
             .iter()
-            .map(|h| Field {
-                name: range_of(h.name.as_bytes()),
-                value: range_of(h.value),
+            .map(|h| {
+                let start = names.len();
+                names.push_str(h.name);
+                let vstart = h.value.as_ptr() as usize - base;
+                Field {
+                    name: start..names.len(),
+                    value: vstart..vstart + h.value.len(),
+                }
             })
             .collect();
         Fields {
             raw: raw.to_vec(),
+            names,
             fields,
         }
     }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 
-use crate::head::{trim_ows, Fields, RequestHead, ResponseHead};
+use crate::head::{Fields, RequestHead, ResponseHead};
 
 /// Forwarding fields a client may not set; always removed from requests.
 pub const CLIENT_FORWARDING_FIELDS: [&str; 6] = [
@@ -103,8 +103,11 @@ pub fn write_request_head(
     out.extend_from_slice(version.as_bytes());
     out.extend_from_slice(b"\r\n");
     let upgrade = conn == BackendConnection::Upgrade;
+    let has_connection = head.fields.get("connection").is_some();
     for (name, value) in head.fields.iter() {
-        if is_hop_by_hop(name, &head.fields) && !(upgrade && name.eq_ignore_ascii_case("upgrade")) {
+        if is_hop_by_hop(name, &head.fields, has_connection)
+            && !(upgrade && name.eq_ignore_ascii_case("upgrade"))
+        {
             continue;
         }
         if CLIENT_FORWARDING_FIELDS
@@ -149,8 +152,11 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
     out.extend_from_slice(head.reason());
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
+    let has_connection = head.fields.get("connection").is_some();
     for (name, value) in head.fields.iter() {
-        if is_hop_by_hop(name, &head.fields) && !(upgrade && name.eq_ignore_ascii_case("upgrade")) {
+        if is_hop_by_hop(name, &head.fields, has_connection)
+            && !(upgrade && name.eq_ignore_ascii_case("upgrade"))
+        {
             continue;
         }
         put_field(out, name.as_bytes(), value);
@@ -179,23 +185,22 @@ pub fn write_simple_response(
     );
 }
 
-fn is_hop_by_hop(name: &str, fields: &Fields) -> bool {
+/// `named_by_connection` is false when the head has no Connection field,
+/// which spares the per-field token search in the common case.
+fn is_hop_by_hop(name: &str, fields: &Fields, named_by_connection: bool) -> bool {
     if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
         return true;
     }
     // Fields named by Connection are hop-by-hop too, except the ones that
     // frame the message or route it: dropping those would change what the
     // next hop reads.
-    if matches!(
-        name.to_ascii_lowercase().as_str(),
-        "content-length" | "transfer-encoding" | "host"
-    ) {
+    if ["content-length", "transfer-encoding", "host"]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+    {
         return false;
     }
-    fields.get_all("connection").any(|v| {
-        v.split(|&b| b == b',')
-            .any(|t| trim_ows(t).eq_ignore_ascii_case(name.as_bytes()))
-    })
+    named_by_connection && fields.has_token("connection", name)
 }
 
 fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -10,7 +10,11 @@ use super::{GlobalOptions, ListenerOptions};
 pub fn reference_markdown() -> String {
     let mut out = String::new();
     out.push_str("### Top level\n\n");
-    table(&mut out, GlobalOptions::augment_args(Command::new("tern")), &[]);
+    table(
+        &mut out,
+        GlobalOptions::augment_args(Command::new("tern")),
+        &[],
+    );
     out.push_str("\n### `[[listener]]`\n\n");
     table(
         &mut out,
@@ -56,8 +60,9 @@ fn table(out: &mut String, cmd: Command, extra: &[(&str, &str, &str)]) {
 mod tests {
     #[test]
     fn docs_config_md_carries_the_generated_reference() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md"))
-            .expect("docs/config.md");
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md"))
+                .expect("docs/config.md");
         let generated = super::reference_markdown();
         assert!(
             doc.contains(&generated),

@@ -51,10 +51,30 @@ struct Progress {
     backend_us: u64,
 }
 
+/// Buffers an exchange uses, kept for the life of the client connection so
+/// a keepalive request allocates (and zeroes) nothing new.
+pub(super) struct ExchangeBufs {
+    /// Backend read buffer (response heads and bodies).
+    pub bbuf: IoBuf,
+    /// Outgoing head plus inline body, for the one-write rule.
+    pub out: Vec<u8>,
+}
+
+impl ExchangeBufs {
+    pub(super) fn new() -> Self {
+        ExchangeBufs {
+            bbuf: IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD),
+            out: Vec::with_capacity(INLINE_BODY + 1024),
+        }
+    }
+}
+
 /// Runs one exchange for `head` (already consumed from `cbuf`).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run<C>(
     client: &mut C,
     cbuf: &mut IoBuf,
+    bufs: &mut ExchangeBufs,
     ctx: &ConnCtx<'_>,
     head: &RequestHead,
     framing: BodyFraming,
@@ -71,7 +91,7 @@ where
         backend: None,
         backend_us: 0,
     };
-    let next = match forward(client, cbuf, ctx, head, framing, &mut p).await {
+    let next = match forward(client, cbuf, bufs, ctx, head, framing, &mut p).await {
         Ok(next) => next,
         Err(Side::Client) => {
             if p.status == 0 {
@@ -129,6 +149,7 @@ where
 async fn forward<C>(
     client: &mut C,
     cbuf: &mut IoBuf,
+    bufs: &mut ExchangeBufs,
     ctx: &ConnCtx<'_>,
     head: &RequestHead,
     framing: BodyFraming,
@@ -150,18 +171,14 @@ where
     };
 
     // Head plus whatever of the body is already here, for one write.
-    let mut out = Vec::with_capacity(cbuf.len().min(INLINE_BODY) + 1024);
+    let ExchangeBufs { bbuf, out } = bufs;
+    out.clear();
+    bbuf.consume(bbuf.len());
     let facts = ClientFacts {
         ip: ctx.peer.ip(),
         proto: "https",
     };
-    write_request_head(
-        head,
-        &facts,
-        ctx.listener.config.forwarded,
-        conn_mode,
-        &mut out,
-    );
+    write_request_head(head, &facts, ctx.listener.config.forwarded, conn_mode, out);
     let mut pending = Pending::new(framing);
     let inline = pending
         .take(cbuf.filled(), INLINE_BODY)
@@ -184,14 +201,13 @@ where
         write_client(client, b"HTTP/1.1 100 Continue\r\n\r\n", ctx).await?;
     }
 
-    let mut bbuf = IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD);
     let mut retried = false;
     let sent_at;
     let resp = loop {
         let sent = Instant::now();
         let wrote = tokio::time::timeout(
             limits.backend_response_timeout,
-            backend.stream.write_all(&out),
+            backend.stream.write_all(out),
         )
         .await;
         let wrote_ok = matches!(wrote, Ok(Ok(())));
@@ -216,15 +232,7 @@ where
             }
         }
         let result = if wrote_ok {
-            read_response_head(
-                &mut backend.stream,
-                &mut bbuf,
-                ctx,
-                expects_continue,
-                client,
-                p,
-            )
-            .await
+            read_response_head(&mut backend.stream, bbuf, ctx, expects_continue, client, p).await
         } else {
             Err(ResponseError::Closed { any_bytes: false })
         };
@@ -247,10 +255,10 @@ where
         }
     };
     p.backend_us = sent_at.elapsed().as_micros() as u64;
-    p.status = resp.status;
 
     if resp.status == 101 && upgrade {
-        return upgrade_tunnel(client, cbuf, backend.stream, &mut bbuf, &resp, ctx, p).await;
+        p.status = 101;
+        return upgrade_tunnel(client, cbuf, backend.stream, bbuf, &resp, ctx, p).await;
     }
     let is_connect = head.method() == "CONNECT";
     let rframing = response_framing(head.is_head(), is_connect, &resp)
@@ -265,19 +273,22 @@ where
         && resp.status != 101;
 
     out.clear();
-    write_response_head(&resp, close, &mut out);
+    write_response_head(&resp, close, out);
     let mut rpending = Pending::new(rframing);
     let inline = rpending
         .take(bbuf.filled(), INLINE_BODY)
         .map_err(|e| backend_failure(ctx, backend.addr, ResponseError::Invalid(e)))?;
     out.extend_from_slice(&bbuf.filled()[..inline]);
     bbuf.consume(inline);
-    write_client(client, &out, ctx).await?;
+    // From here on the client has a status line: failures can only cut the
+    // response short, not replace it.
+    p.status = resp.status;
+    write_client(client, out, ctx).await?;
     p.bytes_out += out.len() as u64;
     if !rpending.is_done() {
         let moved = pump(
             &mut backend.stream,
-            &mut bbuf,
+            bbuf,
             client,
             &mut rpending,
             limits.backend_response_timeout,

@@ -41,6 +41,7 @@ where
     // The buffer holds a whole head at most (plus what was pipelined behind
     // it); bodies pass through it in pieces.
     let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
+    let mut bufs = exchange::ExchangeBufs::new();
     let mut shutdown = ctx.worker.shutdown.clone();
     let mut first = true;
     loop {
@@ -94,6 +95,7 @@ where
         let next = exchange::run(
             client,
             &mut buf,
+            &mut bufs,
             ctx,
             &head,
             framing,
