@@ -12,7 +12,7 @@
 # median of RUNS interleaved runs (tern, nginx, tern, nginx, ...).
 #
 # Usage: bench/terminators.sh            (env: DURATION=10 RUNS=3 CONNS=50
-#                                          TERN=target/release/tern SERVERS="tern nginx")
+#                                          TERN=target/release/tern SERVERS="tern nginx" KEY=ecdsa|rsa)
 # Needs: nginx (nginx-light), wrk, hey (go install github.com/rakyll/hey@latest),
 #        openssl, python3, taskset. Only 127.0.0.1 is ever a target.
 set -euo pipefail
@@ -27,12 +27,13 @@ RUNS="${RUNS:-3}"
 CONNS="${CONNS:-50}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx}"
+KEY="${KEY:-ecdsa}"
 HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
 BACKEND_PORT="${BACKEND_PORT:-18080}"
 TERN_PORT="${TERN_PORT:-18443}"
 NGINX_PORT="${NGINX_PORT:-18444}"
 # TLS 1.3 suite pinned on both servers so OpenSSL clients (wrk) and Go (hey) negotiate the same.
-TERN_CIPHERS="TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+TERN_CIPHERS="TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
 SERVER_CPU=0
 LOAD_CPU=1
 
@@ -52,8 +53,13 @@ for tool in nginx wrk openssl python3 taskset; do
 done
 [[ -x "$HEY" ]] || die "hey not found (go install github.com/rakyll/hey@latest)"
 
-# --- certificate: ECDSA P-256, self-signed for localhost ---------------------
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+# --- certificate: ECDSA P-256 (KEY=ecdsa) or RSA-2048 (KEY=rsa), self-signed --
+case "$KEY" in
+    ecdsa) key_args=(-newkey ec -pkeyopt ec_paramgen_curve:P-256); key_name="ECDSA P-256" ;;
+    rsa) key_args=(-newkey rsa:2048); key_name="RSA-2048" ;;
+    *) die "KEY must be ecdsa or rsa" ;;
+esac
+openssl req -x509 "${key_args[@]}" -nodes -days 30 \
     -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
     -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 
@@ -210,7 +216,7 @@ done
     if [[ " ${active[*]} " == *" tern "* ]]; then
         echo "- tern: $("$TERN" --version 2>/dev/null || echo '?'), binary $TERN built $(date -u -r "$TERN" +%FT%TZ), tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
     fi
-    echo "- runs: $RUNS interleaved, ${DURATION}s each, $CONNS connections; certificate ECDSA P-256 (self-signed)"
+    echo "- runs: $RUNS interleaved, ${DURATION}s each, $CONNS connections; certificate $key_name (self-signed)"
     echo "- handshake: GODEBUG=tlsmlkem=0 taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive -host localhost https://127.0.0.1:PORT/"
     echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c$CONNS -d${DURATION}s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/"
     [[ " ${active[*]} " != *" tern "* ]] || echo "- tern: taskset -c $SERVER_CPU tern serve --listen 127.0.0.1:$TERN_PORT --backend 127.0.0.1:$BACKEND_PORT --cert cert.pem --key key.pem --workers 1 --access-log off --ciphers $TERN_CIPHERS"
