@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for bench scripts (sourced, not run).
 
 die() {
