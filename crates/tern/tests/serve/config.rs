@@ -322,3 +322,59 @@ fn dhe_cipher_flag_is_refused_with_one_line() {
         "{line}"
     );
 }
+
+#[test]
+fn config_certificate_tables_are_chosen_by_sni() {
+    let mut dir = ConfigDir::new();
+    let other = dir.ca.leaf(&["other.test"], KeyKind::EcdsaP256);
+    let backend = Backend::start();
+    let addr = free_addr();
+    let text = format!(
+        "[[listener]]\nlisten = \"{addr}\"\nbackends = [\"{}\"]\n\n\
+         [[listener.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+         [[listener.certificate]]\ncert = \"{}\"\nkey = \"{}\"\n",
+        backend.addr(),
+        dir.chain(),
+        dir.key(),
+        ConfigDir::file_name(&other.chain),
+        ConfigDir::file_name(&other.key),
+    );
+    let path = dir.write("sni.toml", &text);
+    let path_text = path.display().to_string();
+    let tern = TernProcess::start(tern_bin(), addr, ["serve", "--config", path_text.as_str()]);
+    let config = client::client_config(dir.ca.ca_pem());
+    let conn = client::HttpConn::connect(addr, "other.test", config.clone())
+        .unwrap_or_else(|e| panic!("SNI other.test: {e}\n{}", tern.stderr_text()));
+    let presented = conn.tls().peer_certificates().expect("certificates");
+    assert_eq!(presented[0].as_ref(), other.leaf_der.as_slice());
+    let conn = client::HttpConn::connect(addr, "localhost", config).expect("SNI localhost");
+    let presented = conn.tls().peer_certificates().expect("certificates");
+    assert_eq!(presented[0].as_ref(), dir.cert.leaf_der.as_slice());
+}
+
+#[test]
+fn config_with_two_listeners_serves_both() {
+    let dir = ConfigDir::new();
+    let first_backend = Backend::start();
+    let second_backend = Backend::start();
+    let first = free_addr();
+    let second = free_addr();
+    let text = format!(
+        "{}\n{}",
+        dir.text(first, first_backend.addr(), ""),
+        dir.text(second, second_backend.addr(), "").replace(
+            "workers = 1\nlog_format = \"text\"\nshutdown_timeout = \"5s\"\n",
+            ""
+        )
+    );
+    let path = dir.write("two.toml", &text);
+    let path_text = path.display().to_string();
+    let mut tern = TernProcess::start(tern_bin(), first, ["serve", "--config", path_text.as_str()]);
+    tern.wait_ready(second, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("second listener: {e}\n{}", tern.stderr_text()));
+    let config = client::client_config(dir.ca.ca_pem());
+    for (addr, backend) in [(first, &first_backend), (second, &second_backend)] {
+        let response = client::get(addr, "localhost", config.clone(), "/echo").expect("response");
+        assert_eq!(response.json()["backend"], backend.addr().to_string());
+    }
+}
