@@ -262,3 +262,62 @@ fn shutdown_timeout_bounds_a_slow_drain() {
     );
     let _ = in_flight.join();
 }
+
+#[test]
+fn silent_and_stalled_clients_do_not_block_new_ones() {
+    let served = Served::start(&["--workers", "1"]);
+    // Connections that never speak, or stop in the middle of a ClientHello.
+    let mut idle = Vec::new();
+    for i in 0..20 {
+        let mut tcp = TcpStream::connect(served.addr).expect("connect");
+        if i % 2 == 0 {
+            let _ = tcp.write_all(&[0x16, 0x03, 0x01, 0x02]);
+        }
+        idle.push(tcp);
+    }
+    // A client that asks for a large body and never reads it.
+    let mut hog = served.connect();
+    hog.send(b"GET /bytes/8388608 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(300));
+
+    let started = Instant::now();
+    let response = served.get("/bytes/100");
+    assert_eq!(response.status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a new client waited {:?} behind stalled ones",
+        started.elapsed()
+    );
+    drop(idle);
+}
+
+/// Resident memory of a process in KiB, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn client_not_reading_is_backpressured_not_buffered() {
+    let served = Served::start(&[]);
+    assert_eq!(served.get("/bytes/100").status, 200);
+    let before = rss_kib(served.tern.pid());
+    let mut hog = served.connect();
+    // 64 MiB, streamed lazily by the backend; the client never reads it.
+    hog.send(b"GET /chunked/67108864 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = rss_kib(served.tern.pid());
+    eprintln!("tern RSS {before} KiB -> {after} KiB");
+    assert!(before > 0, "cannot read tern's RSS");
+    assert!(
+        after < before + 24 * 1024,
+        "tern grew from {before} KiB to {after} KiB buffering for a client that does not read"
+    );
+}
