@@ -79,3 +79,61 @@ fn backend_answering_garbage_gives_502() {
     let (first, _) = through_tern(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
     assert_eq!(first.status, 502, "{}", first.text());
 }
+
+#[test]
+fn informational_103_does_not_break_the_final_response() {
+    let (first, second) = through_tern(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+          HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    );
+    // tern may forward the 103 or drop it; what follows must be the 200.
+    let final_response = if first.status == 103 {
+        second.expect("final response after a forwarded 103")
+    } else {
+        first
+    };
+    assert_eq!(final_response.status, 200);
+    assert_eq!(final_response.text(), "ok");
+}
+
+#[test]
+fn bytes_after_a_backend_response_are_not_a_second_response() {
+    // A backend that sends more than its Content-Length must not be able to
+    // answer the client's next request with the extra bytes.
+    let (first, second) = through_tern(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\
+          HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil",
+    );
+    assert_eq!(first.text(), "ok");
+    if let Some(second) = second {
+        assert_ne!(
+            second.text(),
+            "evil",
+            "extra backend bytes became a response"
+        );
+    }
+}
+
+#[test]
+fn truncated_backend_response_is_not_completed() {
+    let backend = RawBackend::start(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+    let addr = free_addr();
+    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
+    args.extend(cert_args(&cert));
+    let _tern = TernProcess::start(tern_bin(), addr, args);
+    let mut conn = client::HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
+        .expect("connect");
+    conn.set_read_timeout(std::time::Duration::from_secs(5))
+        .expect("timeout");
+    let result = conn.get("localhost", "/x");
+    match result {
+        // A 502 before any byte was sent would be fine too.
+        Ok(response) => assert_eq!(response.status, 502, "a truncated body was completed"),
+        Err(e) => assert!(
+            e.kind() != std::io::ErrorKind::WouldBlock && e.kind() != std::io::ErrorKind::TimedOut,
+            "tern left the client hanging on a truncated body: {e}"
+        ),
+    }
+}
