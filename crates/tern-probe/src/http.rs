@@ -173,37 +173,40 @@ pub(crate) fn measure(target: &Target, browser: &Negotiated, notes: &mut Vec<Str
     h
 }
 
-/// POSTs with Nagle on (as old HTTP clients did), head and body in one
-/// write and in two, interleaved on one keepalive connection when the server
-/// keeps it open; medians of `target.samples` each.
+/// POSTs with Nagle on (as old HTTP clients did): head and body in one
+/// write on one keepalive connection, in two writes on another, taking turns;
+/// medians of `target.samples` each after warm-up requests.
+///
+/// Each variant keeps its own connection because the penalty does not always
+/// land on the request that caused it: a server that answers after the head
+/// alone leaves our body unacknowledged, and Nagle then holds the *next*
+/// request until the server's delayed ACK. Separate connections charge that
+/// wait to the split-write connection, where it belongs.
 fn split_write_penalty(
     target: &Target,
     config: Arc<rustls::ClientConfig>,
 ) -> Result<SplitWrite, ProbeError> {
     let head = post_head(&target.host);
     let body = vec![b'x'; POST_BODY_LEN];
-    let mut one = Vec::new();
-    let mut split = Vec::new();
-    let mut conn: Option<Established> = None;
-    for i in 0..(SPLIT_WRITE_WARM_UP + 2 * target.samples) {
-        let mut c = match conn.take() {
-            Some(c) => c,
-            None => target.connect(config.clone(), false)?,
-        };
-        let is_split = i >= SPLIT_WRITE_WARM_UP && i % 2 == 1;
-        let (took, resp) = request(&mut c, &head, &body, is_split).map_err(ProbeError::Http)?;
-        let resp = resp.ok_or(ProbeError::NoHttpResponse)?;
-        if i >= SPLIT_WRITE_WARM_UP {
-            if is_split {
-                split.push(took)
-            } else {
-                one.push(took)
+    let mut timings: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut conns: [Option<Established>; 2] = [None, None];
+    for i in 0..(SPLIT_WRITE_WARM_UP + target.samples) {
+        for (variant, is_split) in [(0, false), (1, true)] {
+            let mut c = match conns[variant].take() {
+                Some(c) => c,
+                None => target.connect(config.clone(), false)?,
+            };
+            let (took, resp) = request(&mut c, &head, &body, is_split).map_err(ProbeError::Http)?;
+            let resp = resp.ok_or(ProbeError::NoHttpResponse)?;
+            if i >= SPLIT_WRITE_WARM_UP {
+                timings[variant].push(took);
+            }
+            if !resp.close {
+                conns[variant] = Some(c);
             }
         }
-        if !resp.close {
-            conn = Some(c);
-        }
     }
+    let [one, split] = timings;
     let one_write_ms = ms(median(one));
     let split_write_ms = ms(median(split));
     Ok(SplitWrite {
