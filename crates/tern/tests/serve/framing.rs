@@ -162,3 +162,49 @@ fn head_under_max_head_bytes_is_served() {
     let (response, _conn) = served.raw(request.as_bytes());
     assert_eq!(response.status, 200, "{}", response.text());
 }
+
+#[test]
+fn second_transfer_encoding_field_not_ending_in_chunked_is_400() {
+    expect_head_rejected(
+        "POST /sha HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
+         Transfer-Encoding: identity\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    );
+}
+
+#[test]
+fn transfer_encoding_in_http10_request_is_400() {
+    // RFC 9112 section 6.1: faulty framing, since a 1.0 peer cannot mean chunked.
+    expect_head_rejected(
+        "POST /sha HTTP/1.0\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+         5\r\nhello\r\n0\r\n\r\n",
+    );
+}
+
+#[test]
+fn invalid_character_in_field_name_is_400() {
+    expect_head_rejected("GET /echo HTTP/1.1\r\nHost: localhost\r\nX@Bad: 1\r\n\r\n");
+}
+
+#[test]
+fn malformed_request_line_is_400() {
+    expect_head_rejected("GET  /echo  HTTP/1.1\r\nHost: localhost\r\n\r\n");
+}
+
+#[test]
+fn chunk_data_not_followed_by_crlf_is_400() {
+    let served = Served::start(&[]);
+    expect_rejected(
+        &served,
+        b"POST /sha HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhelloXX0\r\n\r\n",
+        400,
+    );
+}
+
+#[test]
+fn request_line_over_max_head_bytes_is_431() {
+    let served = Served::start(&["--max-head-bytes", "4096"]);
+    let long = "a".repeat(6000);
+    let request = format!("GET /echo?{long} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    expect_rejected(&served, request.as_bytes(), 431);
+}
