@@ -116,6 +116,11 @@ impl HttpConn {
         &self.tls.conn
     }
 
+    /// This client's address, as tern should log it.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tls.sock.local_addr()
+    }
+
     /// Changes how long reads wait.
     pub fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
         self.tls.sock.set_read_timeout(Some(timeout))

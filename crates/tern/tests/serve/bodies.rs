@@ -270,3 +270,18 @@ fn post_with_empty_body_is_forwarded() {
     assert_eq!(response.status, 200);
     assert_eq!(response.json()["len"], 0);
 }
+
+#[test]
+fn request_split_into_one_byte_tls_records_is_served() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    let request = b"POST /sha HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello";
+    // Each send is flushed on its own, so each byte travels in its own record.
+    for byte in request {
+        conn.send(std::slice::from_ref(byte))
+            .expect("send one byte");
+    }
+    let response = conn.read_response(false).expect("response");
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["sha256"], sha256_hex(b"hello"));
+}
