@@ -30,8 +30,8 @@ pub use certs::{CertFiles, KeyKind, LoadedCert};
 pub use error::TlsError;
 pub use policy::TlsPolicy;
 pub use server::{
-    build_server_config, build_server_config_reusing, initcwnd_warning, negotiated,
-    provider_summary, Negotiated, ServerTlsSettings, TicketSource,
+    build_server_config, build_server_config_reusing, expiry_warning, initcwnd_warning, negotiated,
+    policy_warning, provider_summary, Negotiated, ServerTlsSettings, TicketSource,
 };
 pub use sni::SniResolver;
 pub use tickets::TicketKeys;

@@ -251,6 +251,29 @@ impl TlsPolicy {
         self.groups.iter().map(|g| group_name(g.name())).collect()
     }
 
+    /// True when at least one enabled suite can be used with `cert`'s key
+    /// (TLS 1.3 suites work with any key; TLS 1.2 suites name ECDSA or RSA).
+    pub fn can_serve(&self, cert: &crate::LoadedCert) -> bool {
+        let algorithm = cert.certified.key.algorithm();
+        self.suites
+            .iter()
+            .any(|s| s.usable_for_signature_algorithm(algorithm))
+    }
+
+    /// Names of the enabled versions that have no suite for `cert`'s key.
+    pub fn versions_unable_to_serve(&self, cert: &crate::LoadedCert) -> Vec<&'static str> {
+        let algorithm = cert.certified.key.algorithm();
+        self.versions
+            .iter()
+            .filter(|v| {
+                !self.suites.iter().any(|s| {
+                    s.version() == v.rustls() && s.usable_for_signature_algorithm(algorithm)
+                })
+            })
+            .map(|v| v.name())
+            .collect()
+    }
+
     /// Human summary for the start-up log, e.g.
     /// "TLSv1.3,TLSv1.2 groups=X25519MLKEM768,X25519,... suites=...".
     pub fn describe(&self) -> String {

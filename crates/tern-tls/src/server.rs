@@ -104,6 +104,16 @@ fn build(
     ticketer: Arc<dyn ProducesTickets>,
     storage: Arc<dyn StoresServerSessions>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    for cert in &settings.certs {
+        if !settings.policy.can_serve(cert) {
+            return Err(TlsError::PolicyConflict(format!(
+                "cert {}: no enabled cipher suite can use its {} key ({})",
+                cert.source,
+                cert.key_kind,
+                settings.policy.describe()
+            )));
+        }
+    }
     let resolver = SniResolver::new(settings.certs.clone())?;
     let provider = Arc::new(settings.policy.crypto_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
@@ -202,6 +212,40 @@ pub fn initcwnd_warning(cert: &LoadedCert) -> Option<String> {
             "cert {}: chain {} B + OCSP {} B exceeds the initial congestion window (~{} B); \
              full handshakes will take an extra round trip. Use an ECDSA certificate or a shorter chain.",
             cert.source, cert.chain_der_len, cert.ocsp_len, INITCWND_BYTES
+        )
+    })
+}
+
+/// Warning text when a certificate expires within `within` (e.g. 14 days),
+/// so the start-up and reload logs say so while there is time to act.
+pub fn expiry_warning(cert: &LoadedCert, within: Duration) -> Option<String> {
+    let left = cert
+        .not_after
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or(Duration::ZERO);
+    (left < within).then(|| {
+        format!(
+            "cert {}: expires on {} (in {} h); renew it",
+            cert.source,
+            crate::certs::format_utc(cert.not_after),
+            left.as_secs() / 3600
+        )
+    })
+}
+
+/// Warning text when some enabled protocol version cannot use this
+/// certificate (a TLS 1.2 client would fail the handshake), e.g. an RSA
+/// certificate with only ECDHE_ECDSA suites for TLS 1.2. None when every
+/// enabled version can serve it. A certificate no version can serve is an
+/// error in [`build_server_config`] instead.
+pub fn policy_warning(policy: &TlsPolicy, cert: &LoadedCert) -> Option<String> {
+    let unusable = policy.versions_unable_to_serve(cert);
+    (!unusable.is_empty()).then(|| {
+        format!(
+            "cert {}: {} clients cannot use its {} key: no matching cipher suite is enabled",
+            cert.source,
+            unusable.join(","),
+            cert.key_kind
         )
     })
 }
