@@ -137,3 +137,32 @@ fn truncated_backend_response_is_not_completed() {
         ),
     }
 }
+
+/// DESIGN.md: the head and a small body go to the backend in one write.
+#[test]
+fn small_request_reaches_backend_in_one_write() {
+    let backend = RawBackend::start(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+    let addr = free_addr();
+    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
+    args.extend(cert_args(&cert));
+    let _tern = TernProcess::start(tern_bin(), addr, args);
+    let mut conn = client::HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
+        .expect("connect");
+    let body = "b".repeat(100);
+    conn.send(
+        format!("POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{body}")
+            .as_bytes(),
+    )
+    .expect("send");
+    assert_eq!(conn.read_response(false).expect("response").text(), "ok");
+    let first = backend.first_reads();
+    assert_eq!(first.len(), 1);
+    let text = String::from_utf8_lossy(&first[0]);
+    assert!(
+        text.contains("\r\n\r\n") && text.ends_with(&body),
+        "the backend's first read held only {} bytes: {text:?}",
+        first[0].len()
+    );
+}
