@@ -6,11 +6,16 @@
 //! an old how-to (finite-field DHE, CBC, RSA key exchange) is exactly how a
 //! fleet ends up several times slower or attackable without anyone noticing.
 
-use rustls::crypto::aws_lc_rs::{cipher_suite as cs, default_provider, kx_group};
+use rustls::crypto::aws_lc_rs::default_provider;
 use rustls::crypto::{CryptoProvider, SupportedKxGroup};
 use rustls::{NamedGroup, SupportedCipherSuite};
 
 use crate::TlsError;
+
+mod names;
+
+pub use names::{group_name, suite_name};
+use names::{parse_group, parse_suite, parse_version, GROUPS, SUITES};
 
 /// A protocol version tern can speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,107 +43,12 @@ impl TlsVersion {
     }
 }
 
-/// A suite the policy can enable: its IANA name, OpenSSL name and rustls value.
-struct SuiteEntry {
-    iana: &'static str,
-    openssl: &'static str,
-    suite: SupportedCipherSuite,
-}
-
-/// All suites tern knows, in default server preference order: TLS 1.3 first,
-/// then TLS 1.2 ECDSA before RSA; AES-128-GCM before AES-256-GCM (same
-/// security margin against practical attacks, less CPU), ChaCha20 last
-/// (chosen only by clients that lack AES, since the server order wins).
-const SUITES: &[SuiteEntry] = &[
-    SuiteEntry {
-        iana: "TLS_AES_128_GCM_SHA256",
-        openssl: "TLS_AES_128_GCM_SHA256",
-        suite: cs::TLS13_AES_128_GCM_SHA256,
-    },
-    SuiteEntry {
-        iana: "TLS_AES_256_GCM_SHA384",
-        openssl: "TLS_AES_256_GCM_SHA384",
-        suite: cs::TLS13_AES_256_GCM_SHA384,
-    },
-    SuiteEntry {
-        iana: "TLS_CHACHA20_POLY1305_SHA256",
-        openssl: "TLS_CHACHA20_POLY1305_SHA256",
-        suite: cs::TLS13_CHACHA20_POLY1305_SHA256,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        openssl: "ECDHE-ECDSA-AES128-GCM-SHA256",
-        suite: cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        openssl: "ECDHE-ECDSA-AES256-GCM-SHA384",
-        suite: cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-        openssl: "ECDHE-ECDSA-CHACHA20-POLY1305",
-        suite: cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-        openssl: "ECDHE-RSA-AES128-GCM-SHA256",
-        suite: cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-        openssl: "ECDHE-RSA-AES256-GCM-SHA384",
-        suite: cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-    },
-    SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        openssl: "ECDHE-RSA-CHACHA20-POLY1305",
-        suite: cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-    },
-];
-
-/// A group the policy can enable: its canonical name, aliases and rustls value.
-struct GroupEntry {
-    name: &'static str,
-    aliases: &'static [&'static str],
-    group: &'static dyn SupportedKxGroup,
-}
-
-/// All groups tern knows, in default server preference order. The hybrid
-/// post-quantum group goes first because clients that offer it want it; its
-/// cost over X25519 is mostly bytes (about 1.1 KB each way), not CPU.
-const GROUPS: &[GroupEntry] = &[
-    GroupEntry {
-        name: "X25519MLKEM768",
-        aliases: &[],
-        group: kx_group::X25519MLKEM768,
-    },
-    GroupEntry {
-        name: "X25519",
-        aliases: &[],
-        group: kx_group::X25519,
-    },
-    GroupEntry {
-        name: "secp256r1",
-        aliases: &["P-256", "prime256v1"],
-        group: kx_group::SECP256R1,
-    },
-    GroupEntry {
-        name: "secp384r1",
-        aliases: &["P-384"],
-        group: kx_group::SECP384R1,
-    },
-];
-
-const REASON_DHE: &str = "finite-field DHE is several times slower than ECDHE";
-const REASON_RSA_KX: &str = "RSA key exchange has no forward secrecy";
-const REASON_STATIC_KX: &str = "static (EC)DH or PSK-only key exchange has no forward secrecy";
-const REASON_CBC: &str =
-    "CBC suites are open to padding-oracle attacks (Lucky13, POODLE); use an AEAD suite";
-const REASON_BROKEN: &str = "RC4, 3DES, NULL, EXPORT and MD5 suites are broken";
-const REASON_OLD_VERSION: &str = "TLS versions below 1.2 are unsafe (RFC 8996)";
-
-/// The versions, suites and groups tern offers, each in server preference order.
+/// The versions, suites and groups tern offers.
+///
+/// Suites are in server preference order, and the server's order wins. The
+/// group list is a set as far as rustls is concerned: it takes the first
+/// group in the *client's* list that is enabled here (which avoids a
+/// HelloRetryRequest round trip), so narrowing the set is how to pin a group.
 #[derive(Clone, Debug)]
 pub struct TlsPolicy {
     versions: Vec<TlsVersion>,
@@ -246,7 +156,7 @@ impl TlsPolicy {
         self.suites.iter().map(|s| suite_name(s.suite())).collect()
     }
 
-    /// Names of the enabled groups, in preference order.
+    /// Names of the enabled groups, in configured order.
     pub fn group_names(&self) -> Vec<&'static str> {
         self.groups.iter().map(|g| group_name(g.name())).collect()
     }
@@ -293,22 +203,6 @@ impl Default for TlsPolicy {
     }
 }
 
-/// The IANA name of a cipher suite ("TLS_AES_128_GCM_SHA256"), or "unknown".
-pub fn suite_name(suite: rustls::CipherSuite) -> &'static str {
-    SUITES
-        .iter()
-        .find(|s| s.suite.suite() == suite)
-        .map_or("unknown", |s| s.iana)
-}
-
-/// The canonical name of a group ("X25519", "secp256r1", ...), or "unknown".
-pub fn group_name(group: NamedGroup) -> &'static str {
-    GROUPS
-        .iter()
-        .find(|g| g.group.name() == group)
-        .map_or("unknown", |g| g.name)
-}
-
 fn is_tls13_only(group: NamedGroup) -> bool {
     group == NamedGroup::X25519MLKEM768
 }
@@ -332,132 +226,6 @@ fn pick<T, K: PartialEq>(
         }
     }
     Ok(out)
-}
-
-fn parse_version(name: &str) -> Result<TlsVersion, TlsError> {
-    let upper = name.to_ascii_uppercase();
-    match upper.as_str() {
-        "TLSV1.3" | "1.3" | "TLS1.3" | "TLS13" => Ok(TlsVersion::Tls13),
-        "TLSV1.2" | "1.2" | "TLS1.2" | "TLS12" => Ok(TlsVersion::Tls12),
-        "TLSV1.1" | "1.1" | "TLS1.1" | "TLSV1" | "TLSV1.0" | "1.0" | "TLS1.0" | "SSLV3"
-        | "SSLV2" | "3.0" => Err(TlsError::Refused {
-            what: "version",
-            name: name.to_string(),
-            reason: REASON_OLD_VERSION,
-        }),
-        _ => Err(TlsError::UnknownName {
-            what: "version",
-            name: name.to_string(),
-            accepted: "TLSv1.3, TLSv1.2".into(),
-        }),
-    }
-}
-
-fn parse_suite(name: &str) -> Result<SupportedCipherSuite, TlsError> {
-    let upper = name.to_ascii_uppercase();
-    let known = SUITES.iter().find(|s| {
-        s.iana == upper
-            || s.openssl == upper
-            // rustls spells TLS 1.3 suites "TLS13_..."
-            || upper.strip_prefix("TLS13_") == s.iana.strip_prefix("TLS_")
-    });
-    if let Some(entry) = known {
-        return Ok(entry.suite);
-    }
-    let refused = |reason| TlsError::Refused {
-        what: "cipher",
-        name: name.to_string(),
-        reason,
-    };
-    if let Some(reason) = suite_refusal(&upper) {
-        return Err(refused(reason));
-    }
-    Err(TlsError::UnknownName {
-        what: "cipher",
-        name: name.to_string(),
-        accepted: SUITES.iter().map(|s| s.iana).collect::<Vec<_>>().join(", "),
-    })
-}
-
-/// Why a suite name outside the accepted set is unsafe or slow, when it is
-/// recognisably one of the known bad classes.
-fn suite_refusal(upper: &str) -> Option<&'static str> {
-    let tokens: Vec<&str> = upper.split(['_', '-']).filter(|t| !t.is_empty()).collect();
-    let has = |t: &str| tokens.contains(&t);
-    let broken = [
-        "RC4", "3DES", "DES", "DES40", "NULL", "EXPORT", "EXPORT40", "EXP", "MD5", "ANON", "ADH",
-        "AECDH",
-    ];
-    if broken.iter().any(|b| has(b)) || upper.contains("DES_EDE") {
-        return Some(REASON_BROKEN);
-    }
-    if has("DHE") || has("EDH") || has("FFDHE") || has("DH") {
-        return Some(REASON_DHE);
-    }
-    let aead = has("GCM") || has("CHACHA20") || has("POLY1305") || has("CCM") || has("CCM8");
-    let iana = tokens.first() == Some(&"TLS");
-    if iana {
-        match tokens.get(1) {
-            Some(&"RSA") => return Some(REASON_RSA_KX),
-            Some(&"ECDH") | Some(&"PSK") | Some(&"SRP") => return Some(REASON_STATIC_KX),
-            _ => {}
-        }
-        if has("CBC") {
-            return Some(REASON_CBC);
-        }
-        return None;
-    }
-    // OpenSSL names: no key-exchange token means RSA key exchange
-    // ("AES128-GCM-SHA256"), and a MAC suffix without an AEAD means CBC
-    // ("ECDHE-RSA-AES128-SHA256").
-    let cipher_first = tokens.first().is_some_and(|t| {
-        t.starts_with("AES")
-            || t.starts_with("CAMELLIA")
-            || t.starts_with("ARIA")
-            || *t == "SEED"
-            || *t == "IDEA"
-    });
-    if cipher_first || tokens.first() == Some(&"RSA") {
-        return Some(REASON_RSA_KX);
-    }
-    if matches!(tokens.first(), Some(&"ECDH") | Some(&"PSK") | Some(&"SRP")) {
-        return Some(REASON_STATIC_KX);
-    }
-    let mac_suffix = tokens.last().is_some_and(|t| t.starts_with("SHA"));
-    if has("CBC") || (has("ECDHE") && mac_suffix && !aead) {
-        return Some(REASON_CBC);
-    }
-    None
-}
-
-fn parse_group(name: &str) -> Result<&'static dyn SupportedKxGroup, TlsError> {
-    let known = GROUPS.iter().find(|g| {
-        g.name.eq_ignore_ascii_case(name) || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
-    });
-    if let Some(entry) = known {
-        return Ok(entry.group);
-    }
-    let lower = name.to_ascii_lowercase();
-    if lower.starts_with("ffdhe") || lower == "dh" || lower == "dhe" || lower.starts_with("modp") {
-        return Err(TlsError::Refused {
-            what: "group",
-            name: name.to_string(),
-            reason: REASON_DHE,
-        });
-    }
-    let accepted: Vec<String> = GROUPS
-        .iter()
-        .map(|g| {
-            let mut all = vec![g.name];
-            all.extend_from_slice(g.aliases);
-            all.join("/")
-        })
-        .collect();
-    Err(TlsError::UnknownName {
-        what: "group",
-        name: name.to_string(),
-        accepted: accepted.join(", "),
-    })
 }
 
 #[cfg(test)]
