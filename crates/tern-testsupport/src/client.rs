@@ -365,6 +365,54 @@ pub fn count_response_records(
     })
 }
 
+/// What the first read after sending a ClientHello brought.
+#[derive(Debug)]
+pub struct FirstFlight {
+    /// Bytes in that first read.
+    pub bytes: usize,
+    /// Whether those bytes alone completed the server's handshake flight
+    /// (the client could answer without reading again).
+    pub complete: bool,
+}
+
+/// Sends a ClientHello and reads once, as soon as anything arrives. A server
+/// that writes its whole flight at once (DESIGN.md) completes it in that read;
+/// one that writes it in pieces with TCP_NODELAY usually does not.
+pub fn first_flight(
+    addr: SocketAddr,
+    server_name: &str,
+    config: Arc<ClientConfig>,
+) -> io::Result<FirstFlight> {
+    let mut tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    tcp.set_nodelay(true)?;
+    tcp.set_read_timeout(Some(IO_TIMEOUT))?;
+    let name = ServerName::try_from(server_name.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
+    while conn.wants_write() {
+        conn.write_tls(&mut tcp)?;
+    }
+    let mut chunk = vec![0u8; 64 * 1024];
+    let n = tcp.read(&mut chunk)?;
+    let mut slice = &chunk[..n];
+    while !slice.is_empty() {
+        conn.read_tls(&mut slice)?;
+        conn.process_new_packets().map_err(io::Error::other)?;
+    }
+    Ok(FirstFlight {
+        bytes: n,
+        complete: match conn.protocol_version() {
+            // The server's Finished ends its flight; the client is done too.
+            Some(rustls::ProtocolVersion::TLSv1_3) => !conn.is_handshaking(),
+            // After ServerHelloDone the client has its ClientKeyExchange ready.
+            // (Not a TLS 1.3 test: there the middlebox-compatibility CCS makes
+            // the client want to write right after ServerHello.)
+            Some(_) => conn.wants_write(),
+            None => false,
+        },
+    })
+}
+
 fn drain_plaintext(conn: &mut ClientConnection, out: &mut Vec<u8>) -> io::Result<()> {
     let mut chunk = [0u8; 16 * 1024];
     loop {

@@ -10,7 +10,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tern_testsupport::backend::{pattern, sha256_hex, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
-use tern_testsupport::client::{client_config, count_response_records, HttpConn};
+use tern_testsupport::client::{
+    client_config, client_config_with, count_response_records, first_flight, HttpConn,
+};
 
 fn plain_request(backend: &Backend, request: &[u8]) -> String {
     let mut tcp = TcpStream::connect(backend.addr()).expect("connect backend");
@@ -62,7 +64,7 @@ fn backend_chunked_and_sha_endpoints_work() {
     assert!(response.contains(&sha256_hex(&body)), "{response}");
 }
 
-fn tls_server(ca: &mut TestCa) -> std::net::SocketAddr {
+fn server_config(ca: &mut TestCa) -> Arc<rustls::ServerConfig> {
     let files = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.chain)
         .expect("chain")
@@ -77,7 +79,11 @@ fn tls_server(ca: &mut TestCa) -> std::net::SocketAddr {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .expect("server config");
-    let config = Arc::new(config);
+    Arc::new(config)
+}
+
+fn tls_server(ca: &mut TestCa) -> std::net::SocketAddr {
+    let config = server_config(ca);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     std::thread::spawn(move || {
@@ -118,4 +124,46 @@ fn expired_leaf_chain_holds_leaf_and_ca() {
     let files = ca.expired_leaf(&["localhost"], KeyKind::Rsa2048);
     let text = std::fs::read_to_string(&files.chain).expect("chain");
     assert_eq!(text.matches("BEGIN CERTIFICATE").count(), 2);
+}
+
+/// A server that writes its handshake flight in 200-byte pieces.
+fn split_flight_server(ca: &mut TestCa) -> std::net::SocketAddr {
+    let config = server_config(ca);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.set_nodelay(true);
+            let mut conn = rustls::ServerConnection::new(config.clone()).expect("conn");
+            while !conn.wants_write() {
+                if conn.read_tls(&mut stream).unwrap_or(0) == 0 {
+                    break;
+                }
+                let _ = conn.process_new_packets();
+            }
+            let mut flight = Vec::new();
+            while conn.wants_write() {
+                let _ = conn.write_tls(&mut flight);
+            }
+            for piece in flight.chunks(200) {
+                let _ = stream.write_all(piece);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn first_flight_tells_one_write_from_many() {
+    let mut ca = TestCa::new();
+    let whole = tls_server(&mut ca);
+    let split = split_flight_server(&mut ca);
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let config = client_config_with(ca.ca_pem(), &[version], &[b"http/1.1"]);
+        let one = first_flight(whole, "localhost", config.clone()).expect("whole");
+        assert!(one.complete, "{version:?}: {one:?}");
+        let many = first_flight(split, "localhost", config).expect("split");
+        assert!(!many.complete, "{version:?}: {many:?}");
+    }
 }

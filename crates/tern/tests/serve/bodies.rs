@@ -285,3 +285,34 @@ fn request_split_into_one_byte_tls_records_is_served() {
     assert_eq!(response.status, 200, "{}", response.text());
     assert_eq!(response.json()["sha256"], sha256_hex(b"hello"));
 }
+
+/// DESIGN.md: the whole server handshake flight goes out in one write.
+#[test]
+fn server_handshake_flight_arrives_in_one_read() {
+    let served = Served::start(&[]);
+    for (label, config) in [
+        (
+            "TLS 1.3",
+            client::client_config_with(
+                served.ca.ca_pem(),
+                &[&rustls::version::TLS13],
+                &[b"http/1.1"],
+            ),
+        ),
+        (
+            "TLS 1.2",
+            client::client_config_with(
+                served.ca.ca_pem(),
+                &[&rustls::version::TLS12],
+                &[b"http/1.1"],
+            ),
+        ),
+    ] {
+        let flight = client::first_flight(served.addr, "localhost", config).expect("handshake");
+        assert!(
+            flight.complete,
+            "{label}: the first read held {} bytes, not the whole server flight",
+            flight.bytes
+        );
+    }
+}
