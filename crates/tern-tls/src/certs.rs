@@ -104,6 +104,12 @@ pub fn load(files: &CertFiles, provider: &CryptoProvider) -> Result<LoadedCert, 
     let mut loaded = build(&cert_pem, &key_pem, &cert_label, &key_label, provider)?;
     if let Some(ocsp_path) = &files.ocsp {
         let ocsp = read("ocsp", ocsp_path)?;
+        if ocsp.is_empty() {
+            // An empty staple would be sent as-is and fail must-staple clients.
+            return Err(TlsError::EmptyOcsp {
+                path: ocsp_path.clone(),
+            });
+        }
         loaded.ocsp_len = ocsp.len();
         let mut certified = (*loaded.certified).clone();
         certified.ocsp = Some(ocsp);

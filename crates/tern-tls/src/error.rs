@@ -117,6 +117,13 @@ pub enum TlsError {
     #[error("tls policy: {0}")]
     PolicyConflict(String),
 
+    /// The OCSP staple file is empty.
+    #[error("ocsp {}: file is empty (expected a DER OCSP response)", path.display())]
+    EmptyOcsp {
+        /// The staple file.
+        path: PathBuf,
+    },
+
     /// The SNI resolver was given no certificate.
     #[error("no certificate configured: at least one certificate is needed")]
     NoCertificates,

@@ -175,6 +175,15 @@ fn ocsp_staple_is_attached_and_served() {
     };
     let loaded = certs::load(&f, &provider()).unwrap();
     assert_eq!(loaded.ocsp_len, staple.len());
+    let empty = CertFiles {
+        ocsp: Some(dir.write("empty.der", b"")),
+        ..f.clone()
+    };
+    let err = certs::load(&empty, &provider()).unwrap_err().to_string();
+    assert!(
+        err.ends_with("empty.der: file is empty (expected a DER OCSP response)"),
+        "{err}"
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
