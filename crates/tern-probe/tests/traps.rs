@@ -550,3 +550,33 @@ fn ipv6_loopback_target_is_probed_without_sni() {
     );
     assert_eq!(report.http.keepalive, Some(true));
 }
+
+/// The server-side fix the finding recommends, proven: the same server
+/// re-arming TCP_QUICKACK after each read loses the delayed-ACK part of the
+/// penalty; one round trip (the client's Nagle wait) remains, and is not
+/// flagged against the server.
+#[test]
+fn quickack_server_keeps_only_the_clients_round_trip() {
+    let opts = FlightOptions {
+        quickack: true,
+        ..FlightOptions::one_write()
+    };
+    let Some((server, link, _ca)) = behind_delay_link(1_000, opts) else {
+        return;
+    };
+    let report = probe_in_client(&link, server.addr());
+    let sw = report
+        .http
+        .split_write
+        .as_ref()
+        .expect("split write measured");
+    assert!(
+        sw.penalty_ms > RTT_MS * 0.8 && sw.penalty_ms < RTT_MS * 1.4,
+        "{sw:?}"
+    );
+    assert!(
+        !ids(&report).contains(&"split_write_penalty"),
+        "{}",
+        report.to_text()
+    );
+}

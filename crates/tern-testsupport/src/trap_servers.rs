@@ -30,6 +30,10 @@ pub struct FlightOptions {
     pub nodelay: bool,
     /// Close a connection that has been idle (no request) this long.
     pub idle_timeout: Duration,
+    /// Re-arm TCP_QUICKACK after every read, so the kernel acknowledges at
+    /// once instead of delaying the ACK (the server-side fix for the
+    /// split-write penalty).
+    pub quickack: bool,
 }
 
 impl FlightOptions {
@@ -39,6 +43,7 @@ impl FlightOptions {
             chunk: None,
             nodelay: true,
             idle_timeout: Duration::from_secs(10),
+            quickack: false,
         }
     }
 
@@ -48,6 +53,7 @@ impl FlightOptions {
             chunk: Some(chunk),
             nodelay: false,
             idle_timeout: Duration::from_secs(10),
+            quickack: false,
         }
     }
 }
@@ -147,12 +153,12 @@ fn serve_connection(
             if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                 break (end + 4, content_length(&pending[..end]));
             }
-            if !read_plain(&mut conn, &mut sock, &mut pending)? {
+            if !read_plain(&mut conn, &mut sock, &mut pending, opts.quickack)? {
                 return Ok(());
             }
         };
         while pending.len() < head_end + body_len {
-            if !read_plain(&mut conn, &mut sock, &mut pending)? {
+            if !read_plain(&mut conn, &mut sock, &mut pending, opts.quickack)? {
                 return Ok(());
             }
         }
@@ -189,6 +195,7 @@ fn read_plain(
     conn: &mut ServerConnection,
     sock: &mut TcpStream,
     buf: &mut Vec<u8>,
+    quickack: bool,
 ) -> io::Result<bool> {
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -204,6 +211,9 @@ fn read_plain(
         if conn.read_tls(sock)? == 0 {
             return Ok(false);
         }
+        if quickack {
+            set_quickack(sock)?;
+        }
         conn.process_new_packets().map_err(io::Error::other)?;
         if conn.wants_write() {
             flush(conn, sock, None)?;
@@ -218,4 +228,27 @@ fn content_length(head: &[u8]) -> usize {
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Linux clears TCP_QUICKACK again on its own, so servers re-arm it after
+/// each read.
+fn set_quickack(sock: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: the fd is a valid TCP socket owned by `sock` for the whole call,
+    // and we pass a pointer to a live c_int together with its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
