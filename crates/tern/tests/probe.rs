@@ -171,8 +171,10 @@ fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
 }
 
 /// The acceptance test: tern serve with defaults → exit 0, no
-/// finding. Needs h2 over ALPN and no split-write penalty (TCP_QUICKACK, or
-/// an ACK before waiting for the body) in `tern serve`.
+/// finding. Needs h2 over ALPN, and no delayed ACK of a request head while
+/// tern waits for the body: set TCP_QUICKACK on the client socket once a
+/// head is read and a body is still expected (setting it sends the pending
+/// ACK at once; Linux clears it again by itself).
 #[test]
 #[ignore = "tern serve does not negotiate h2 yet and shows a ~40 ms split-write penalty"]
 fn probe_of_tern_serve_with_defaults_exits_0() {
