@@ -113,6 +113,8 @@ fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
     );
     assert_eq!(report["negotiation"]["legacy"]["key_exchange"], "dhe");
     assert_eq!(report["certificate"]["key"], "RSA-2048");
+    assert_eq!(report["negotiation"]["versions"]["TLSv1.2"], true);
+    assert_eq!(report["negotiation"]["preference"], "server");
 
     let text = tern(&["probe", &target, "--sni", "probe.test", "--timeout", "1"]);
     assert_eq!(code(&text), Some(1));
