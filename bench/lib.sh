@@ -58,3 +58,20 @@ record() {
     printf 'run %s %-9s %-6s requests=%s rate=%s cpu_ticks=%s errors=%s\n' \
         "$3" "$1" "$2" "$4" "$5" "$(($7 - $6))" "$8" >&2
 }
+
+# crypto_floor_us CPU KEY: µs of one signature (KEY=ecdsa: P-256, rsa: RSA-2048)
+# plus one X25519 on CPU, from `openssl speed`: the least CPU a full handshake
+# can cost a server.
+crypto_floor_us() {
+    local cpu="$1" key="$2" sign_alg out
+    case "$key" in
+        rsa) sign_alg=rsa2048 ;;
+        *) sign_alg=ecdsap256 ;;
+    esac
+    out="$(taskset -c "$cpu" openssl speed -seconds 2 "$sign_alg" ecdhx25519 2>/dev/null)"
+    printf '%s\n' "$out" | awk '
+        /^rsa 2048 bits/ { sign = 1e6 / $6 }
+        /ecdsa \(nistp256\)/ { sign = 1e6 / $(NF - 1) }
+        /ecdh \(X25519\)/ { kx = 1e6 / $NF }
+        END { printf "%.0f\n", sign + kx }'
+}

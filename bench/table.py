@@ -5,6 +5,8 @@ import sys
 from collections import defaultdict
 
 path, ticks_per_second = sys.argv[1], int(sys.argv[2])
+# µs of one signature + one key agreement on the server CPU (0 = unknown).
+floor_us = float(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else 0.0
 rates = defaultdict(list)
 cpu = defaultdict(list)
 servers, workloads = [], []
@@ -35,6 +37,13 @@ for workload in workloads:
         cells.append(f"{statistics.median(r):.0f}" if r else "—")
         cells.append(f"{statistics.median(c):.1f}" if c else "—")
     print(f"| {labels.get(workload, workload)} | " + " | ".join(cells) + " |")
+if floor_us > 0 and "handshake" in workloads:
+    print()
+    for server in servers:
+        c = cpu.get(("handshake", server))
+        if c:
+            print(f"- handshake: {server} = {statistics.median(c) / floor_us:.1f} x the crypto "
+                  f"floor ({floor_us:.0f} µs: one signature + one X25519)")
 if len(servers) >= 2:
     base = servers[0]
     print()

@@ -164,6 +164,9 @@ for server in "${active[@]}"; do
 done
 
 # --- interleaved runs ----------------------------------------------------------
+# --- crypto floor of a full handshake on the server CPU: one signature + one X25519
+floor_us="$(crypto_floor_us "$SERVER_CPU" "$KEY")"
+
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 results="$work/results.tsv"
 : > "$results"
@@ -205,12 +208,13 @@ done
         echo "- $server: ${negotiated[$server]}"
     done
     echo
-    python3 "$here/table.py" "$results" "$(getconf CLK_TCK)"
+    python3 "$here/table.py" "$results" "$(getconf CLK_TCK)" "$floor_us"
     echo
     echo "Conditions:"
     echo
     echo "- CPU: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores;" \
         "flags: $(grep -o -w -E 'aes|vaes|avx2|avx512f|sha_ni|pclmulqdq' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    echo "- crypto floor of a handshake on CPU $SERVER_CPU: ${floor_us} µs ($key_name sign + X25519, \`openssl speed\`)"
     echo "- kernel: $(uname -r); load average before the runs: $load_before"
     echo "- $(nginx -v 2>&1); $(openssl version); wrk $(wrk --version 2>&1 | awk 'NR==1 {print $2}'); hey (GODEBUG=tlsmlkem=0)"
     if [[ " ${active[*]} " == *" tern "* ]]; then
