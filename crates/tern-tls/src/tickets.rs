@@ -84,7 +84,7 @@ impl TicketKeys {
     /// Tickets are accepted for no longer than twice `period`.
     pub fn rotating(period: Duration) -> Result<Arc<Self>, TlsError> {
         if period.is_zero() {
-            return Err(TlsError::Crypto(
+            return Err(TlsError::PolicyConflict(
                 "ticket key rotation period must be above zero".into(),
             ));
         }
@@ -141,7 +141,7 @@ impl TicketKeys {
     /// for in-process keys: keys from a file rotate by editing the file.
     pub fn rotate_now(&self) -> Result<(), TlsError> {
         let Some(period) = self.rotation else {
-            return Err(TlsError::Crypto(
+            return Err(TlsError::PolicyConflict(
                 "ticket keys from a file rotate by editing the file and reloading".into(),
             ));
         };
