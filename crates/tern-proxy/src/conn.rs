@@ -21,8 +21,59 @@ pub(crate) struct ListenerCtx {
     /// TLS acceptor (shared ServerConfig: session cache and ticket keys are
     /// common to all workers, so resumption works whichever worker accepts).
     pub acceptor: TlsAcceptor,
-    /// This worker's backends and idle pool.
-    pub backends: Backends,
+    /// This worker's views of the generation's upstream groups.
+    pub upstreams: Rc<Vec<Backends>>,
+    /// Index of the default group in `upstreams`.
+    pub default_upstream: usize,
+}
+
+impl ListenerCtx {
+    /// The upstream group for a request: the first route whose host matches
+    /// the request's Host (port removed) or, failing that, the SNI; else the
+    /// listener's default group.
+    pub fn route(&self, sni: Option<&str>, host: Option<&[u8]>) -> &Backends {
+        let routes = &self.config.routes;
+        if !routes.is_empty() {
+            let host = host.map(strip_port);
+            for r in routes {
+                let hit = |name: &[u8]| host_matches(&r.host, name);
+                if host.is_some_and(hit)
+                    || (host.is_none() && sni.is_some_and(|s| hit(s.as_bytes())))
+                {
+                    if let Some(b) = self.upstreams.get(r.upstream) {
+                        return b;
+                    }
+                }
+            }
+        }
+        &self.upstreams[self.default_upstream]
+    }
+}
+
+/// `host:port` or `[v6]:port` without the port.
+fn strip_port(host: &[u8]) -> &[u8] {
+    if host.starts_with(b"[") {
+        return match host.iter().position(|&b| b == b']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(colon) => &host[..colon],
+        None => host,
+    }
+}
+
+/// Exact (case-insensitive) or one-label wildcard match.
+fn host_matches(pattern: &str, name: &[u8]) -> bool {
+    let name = name.strip_suffix(b".").unwrap_or(name);
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => match name.iter().position(|&b| b == b'.') {
+            Some(dot) => dot > 0 && name[dot + 1..].eq_ignore_ascii_case(suffix.as_bytes()),
+            None => false,
+        },
+        None => name.eq_ignore_ascii_case(pattern.as_bytes()),
+    }
 }
 
 impl std::fmt::Debug for ListenerCtx {
@@ -36,6 +87,8 @@ impl std::fmt::Debug for ListenerCtx {
 /// Per-worker state shared by its connections.
 #[derive(Debug)]
 pub(crate) struct WorkerCtx {
+    /// Process-wide metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Access log buffer.
     pub log: WorkerLog,
     /// Becomes true when tern is shutting down.
@@ -58,8 +111,11 @@ pub(crate) struct ConnCtx<'a> {
 }
 
 impl ConnCtx<'_> {
-    /// Writes an access-log record.
+    /// Writes an access-log record and counts the request.
     pub fn log(&self, r: &Record<'_>) {
+        self.worker
+            .metrics
+            .request(r.status, r.bytes_in, r.bytes_out, "http/1.1");
         self.worker.log.log(r);
     }
 }
@@ -143,4 +199,21 @@ pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener
     })
     .await;
     tracing::debug!(client = %peer, "connection limit reached; answered 503");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_match_exactly_or_by_one_label_wildcard() {
+        assert!(host_matches("api.example.com", b"API.example.com"));
+        assert!(host_matches("api.example.com", b"api.example.com."));
+        assert!(host_matches("*.example.com", b"a.example.com"));
+        assert!(!host_matches("*.example.com", b"example.com"));
+        assert!(!host_matches("*.example.com", b"a.b.example.com"));
+        assert_eq!(strip_port(b"example.com:8443"), b"example.com");
+        assert_eq!(strip_port(b"[::1]:8443"), b"[::1]");
+        assert_eq!(strip_port(b"example.com"), b"example.com");
+    }
 }

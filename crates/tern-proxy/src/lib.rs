@@ -18,17 +18,20 @@
 #![forbid(unsafe_code)]
 
 pub mod access_log;
+mod admin;
 mod backend;
 pub mod config;
 mod conn;
 mod demo;
 mod error;
+mod generation;
 mod http1;
 mod iobuf;
+pub mod metrics;
 mod proxy_header;
 mod server;
 mod tcp;
 mod worker;
 
 pub use error::ServeError;
-pub use server::run;
+pub use server::{run, Reloader};

@@ -1,113 +1,122 @@
-//! Starting and stopping `tern serve`: TLS configs, sockets, workers,
-//! signals.
+//! Starting, reloading and stopping `tern serve`.
+//!
+//! Workers run the data plane. The main thread runs the control plane on a
+//! small runtime of its own: signals, reloads, health checks, the admin
+//! listener.
 //!
 //! | signal          | effect                                                        |
 //! |-----------------|---------------------------------------------------------------|
+//! | SIGHUP          | reload: re-read the configuration and every file it names;    |
+//! |                 | a bad one is refused and the running one keeps serving        |
 //! | SIGTERM, SIGINT | stop accepting; finish in-flight requests (up to the shutdown |
 //! |                 | timeout); close idle connections; exit 0                      |
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::access_log::Sink;
-use crate::config::{AcceptMode, Config, ListenerConfig, Mode, Upstream};
+use crate::config::{AcceptMode, Config, ConfigError, ListenerConfig, Mode};
 use crate::error::ServeError;
-use crate::worker::{self, WorkerListener, WorkerSpec};
+use crate::generation::Generation;
+use crate::metrics::Metrics;
+use crate::worker::{self, WorkerSpec, WorkerUpdate};
 
 /// Pending connections the kernel queues per listening socket.
 const LISTEN_BACKLOG: i32 = 4096;
 
+/// Re-reads the configuration on SIGHUP (the file, or the command line's
+/// certificate files).
+pub type Reloader = Box<dyn Fn() -> Result<Config, ConfigError> + Send>;
+
+/// The generation workers currently start connections with, for the admin
+/// listener (health) and the next reload.
+pub(crate) type Current = Arc<Mutex<Arc<Generation>>>;
+
 /// Runs `tern serve` until SIGTERM or SIGINT, then drains and returns.
-pub fn run(config: Config) -> Result<(), ServeError> {
+pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
     tracing::info!("{}", tern_tls::provider_summary());
+    let io = |context| move |source| ServeError::Io { context, source };
     let sink =
-        Sink::open(&config.access_log, config.log_format).map_err(|source| ServeError::Io {
-            context: "opening the access log",
-            source,
-        })?;
+        Sink::open(&config.access_log, config.log_format).map_err(io("opening the access log"))?;
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the control loop"))?;
 
-    let mut demo_addr = None;
-    let mut prepared = Vec::new();
+    let mut demo = None;
+    let generation = Arc::new(Generation::build(&config, None, &mut demo)?);
+    let mut sockets = HashMap::new();
     for l in &config.listeners {
-        let tls = tern_tls::build_server_config(&l.tls).map_err(|source| ServeError::Tls {
-            listen: l.listen,
-            source,
-        })?;
-        for cert in &l.tls.certs {
-            if let Some(warning) = tern_tls::initcwnd_warning(cert) {
-                tracing::warn!("{warning}");
-            }
-        }
-        let backends = match &l.upstream {
-            Upstream::Backends(addrs) => addrs.clone(),
-            Upstream::Demo => {
-                let addr = match demo_addr {
-                    Some(a) => a,
-                    None => {
-                        let a = crate::demo::start().map_err(|source| ServeError::Io {
-                            context: "starting the demo origin",
-                            source,
-                        })?;
-                        demo_addr = Some(a);
-                        a
-                    }
-                };
-                vec![addr]
-            }
-        };
-        let sockets = bind(l.listen, config.accept, config.workers)?;
-        prepared.push((Arc::new(l.clone()), tls, backends, sockets));
+        sockets.insert(l.listen, bind(l.listen, config.accept, config.workers)?);
     }
-
+    let metrics = Arc::new(Metrics::default());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::with_capacity(config.workers);
-    let mut per_worker: Vec<Vec<WorkerListener>> =
-        (0..config.workers).map(|_| Vec::new()).collect();
-    for (cfg, tls, backends, sockets) in prepared {
-        for (w, socket) in sockets.into_iter().enumerate() {
-            per_worker[w].push(WorkerListener {
-                socket,
-                config: cfg.clone(),
-                tls: tls.clone(),
-                backends: backends.clone(),
-            });
-        }
-    }
-    for (id, listeners) in per_worker.into_iter().enumerate() {
+    let mut senders = Vec::with_capacity(config.workers);
+    for id in 0..config.workers {
+        let (tx, rx) = mpsc::unbounded_channel();
+        senders.push(tx);
         let spec = WorkerSpec {
             id,
-            listeners,
+            first: WorkerUpdate {
+                generation: generation.clone(),
+                new_sockets: take_worker_sockets(&mut sockets, id),
+            },
+            updates: rx,
             sink: sink.clone(),
             shutdown: shutdown_rx.clone(),
             open_connections: open.clone(),
+            metrics: metrics.clone(),
             grace: config.shutdown_timeout,
         };
         let handle = std::thread::Builder::new()
             .name(format!("tern-worker-{id}"))
             .spawn(move || worker::run(spec))
-            .map_err(|source| ServeError::Io {
-                context: "starting a worker thread",
-                source,
-            })?;
+            .map_err(io("starting a worker thread"))?;
         threads.push(handle);
     }
     for l in &config.listeners {
-        announce(l, &config, demo_addr);
+        announce(l, &config, &generation);
     }
+    let current: Current = Arc::new(Mutex::new(generation.clone()));
+    drop(generation);
 
-    wait_for_signal()?;
-    tracing::info!(
-        "shutting down: finishing in-flight requests (up to {:?})",
-        config.shutdown_timeout
-    );
+    let grace = control.block_on(async {
+        if let Ok(g) = current.lock() {
+            g.start_health_checks();
+        }
+        if let Some(addr) = config.admin {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind { addr, source })?;
+            tracing::info!("admin listener on http://{addr}/metrics and /health");
+            tokio::spawn(crate::admin::serve(
+                listener,
+                metrics.clone(),
+                current.clone(),
+            ));
+        }
+        let mut state = ControlState {
+            config,
+            senders,
+            current: current.clone(),
+            demo,
+        };
+        control_loop(&mut state, reload).await?;
+        Ok::<_, ServeError>(state.config.shutdown_timeout)
+    })?;
+
     let _ = shutdown_tx.send(true);
-    let deadline = std::time::Instant::now() + config.shutdown_timeout + Duration::from_secs(1);
+    // Workers enforce the shutdown timeout themselves; this only bounds how
+    // long the main thread waits for them beyond it.
+    let deadline = std::time::Instant::now() + grace + Duration::from_secs(1);
     for t in threads {
         // Workers drain within the shutdown timeout; a thread that does not
         // return by then is left behind when the process exits.
@@ -126,7 +135,124 @@ pub fn run(config: Config) -> Result<(), ServeError> {
     Ok(())
 }
 
-fn announce(l: &ListenerConfig, config: &Config, demo: Option<SocketAddr>) {
+struct ControlState {
+    config: Config,
+    senders: Vec<mpsc::UnboundedSender<WorkerUpdate>>,
+    current: Current,
+    demo: Option<SocketAddr>,
+}
+
+/// Waits for signals: reloads on SIGHUP, returns on SIGTERM/SIGINT.
+async fn control_loop(
+    state: &mut ControlState,
+    reload: Option<Reloader>,
+) -> Result<(), ServeError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let io = |source| ServeError::Io {
+        context: "installing signal handlers",
+        source,
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(io)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(io)?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                tracing::info!("SIGTERM received: shutting down, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
+                return Ok(());
+            }
+            _ = int.recv() => {
+                tracing::info!("SIGINT received: shutting down, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
+                return Ok(());
+            }
+            _ = hup.recv() => match &reload {
+                Some(load) => match load() {
+                    Ok(new) => match apply_reload(state, new) {
+                        Ok(id) => tracing::info!(generation = id, "reloaded"),
+                        Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
+                    },
+                    Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
+                },
+                None => tracing::warn!("SIGHUP ignored: nothing to reload"),
+            },
+        }
+    }
+}
+
+/// Builds the new generation, opens sockets for new addresses and hands
+/// both to the workers. Nothing changes unless all of it succeeds.
+fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError> {
+    if new.workers != state.config.workers
+        || new.accept != state.config.accept
+        || new.shutdown_timeout != state.config.shutdown_timeout
+        || new.admin != state.config.admin
+    {
+        tracing::warn!("workers, accept, shutdown_timeout and admin change only on restart");
+    }
+    let previous = state
+        .current
+        .lock()
+        .map(|g| g.clone())
+        .map_err(|_| ServeError::Io {
+            context: "reloading",
+            source: std::io::Error::other("generation lock poisoned"),
+        })?;
+    let generation = Arc::new(Generation::build(&new, Some(&previous), &mut state.demo)?);
+    let old_addrs: HashSet<SocketAddr> =
+        previous.listeners.iter().map(|l| l.config.listen).collect();
+    let mut sockets = HashMap::new();
+    for l in &new.listeners {
+        if !old_addrs.contains(&l.listen) {
+            sockets.insert(
+                l.listen,
+                bind(l.listen, state.config.accept, state.config.workers)?,
+            );
+        }
+    }
+    generation.start_health_checks();
+    for (id, tx) in state.senders.iter().enumerate() {
+        let _ = tx.send(WorkerUpdate {
+            generation: generation.clone(),
+            new_sockets: take_worker_sockets(&mut sockets, id),
+        });
+    }
+    let _ = previous.retired.send(true);
+    for l in &new.listeners {
+        if !old_addrs.contains(&l.listen) {
+            announce(l, &new, &generation);
+        }
+    }
+    if let Ok(mut g) = state.current.lock() {
+        *g = generation.clone();
+    }
+    let (workers, accept, grace, admin) = (
+        state.config.workers,
+        state.config.accept,
+        state.config.shutdown_timeout,
+        state.config.admin,
+    );
+    state.config = Config {
+        workers,
+        accept,
+        shutdown_timeout: grace,
+        admin,
+        ..new
+    };
+    Ok(generation.id)
+}
+
+/// Worker `id`'s socket for each address in `sockets`.
+fn take_worker_sockets(
+    sockets: &mut HashMap<SocketAddr, Vec<Option<std::net::TcpListener>>>,
+    id: usize,
+) -> HashMap<SocketAddr, std::net::TcpListener> {
+    sockets
+        .iter_mut()
+        .filter_map(|(addr, list)| list.get_mut(id).and_then(Option::take).map(|s| (*addr, s)))
+        .collect()
+}
+
+fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
     let mode = match l.mode {
         Mode::Http => "http",
         Mode::Tcp { .. } => "tcp",
@@ -141,19 +267,31 @@ fn announce(l: &ListenerConfig, config: &Config, demo: Option<SocketAddr>) {
         config.workers,
         l.tls.policy.describe()
     );
-    match (&l.upstream, demo) {
-        (Upstream::Demo, Some(addr)) => {
+    let shared = generation
+        .listeners
+        .iter()
+        .find(|s| s.config.listen == l.listen);
+    if let Some(upstream) = shared.and_then(|s| generation.upstreams.get(s.default_upstream)) {
+        let servers: Vec<String> = upstream
+            .config
+            .servers
+            .iter()
+            .map(|s| s.addr.to_string())
+            .collect();
+        if upstream.config.name == "demo" {
             let url = format!("https://{}/", l.listen).replace("127.0.0.1", "localhost");
             tracing::info!(
-                "no --backend given: answering from the built-in demo origin ({addr}). Try: curl -k {url}   \
-                 Point tern at a real service with --backend HOST:PORT (and --cert/--key for your own certificate)."
+                "no --backend given: answering from the built-in demo origin ({}). Try: curl -k {url}   \
+                 Point tern at a real service with --backend HOST:PORT (and --cert/--key for your own certificate).",
+                servers.join(", ")
+            );
+        } else {
+            tracing::info!(
+                "forwarding to {} (upstream {:?})",
+                servers.join(", "),
+                upstream.config.name
             );
         }
-        (Upstream::Backends(b), _) => {
-            let list: Vec<String> = b.iter().map(ToString::to_string).collect();
-            tracing::info!("forwarding to {}", list.join(", "));
-        }
-        _ => {}
     }
     for c in &l.tls.certs {
         if c.source == "built-in self-signed" {
@@ -168,7 +306,7 @@ fn bind(
     addr: SocketAddr,
     mode: AcceptMode,
     workers: usize,
-) -> Result<Vec<std::net::TcpListener>, ServeError> {
+) -> Result<Vec<Option<std::net::TcpListener>>, ServeError> {
     let make = |reuse_port: bool| -> std::io::Result<std::net::TcpListener> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
@@ -188,39 +326,17 @@ fn bind(
     };
     let bind_err = |source| ServeError::Bind { addr, source };
     match mode {
-        AcceptMode::ReusePort => (0..workers).map(|_| make(true).map_err(bind_err)).collect(),
+        AcceptMode::ReusePort => (0..workers)
+            .map(|_| make(true).map(Some).map_err(bind_err))
+            .collect(),
         AcceptMode::Shared => {
             let first = make(false).map_err(bind_err)?;
             let mut all = Vec::with_capacity(workers);
             for _ in 1..workers {
-                all.push(first.try_clone().map_err(bind_err)?);
+                all.push(Some(first.try_clone().map_err(bind_err)?));
             }
-            all.push(first);
+            all.push(Some(first));
             Ok(all)
         }
     }
-}
-
-fn wait_for_signal() -> Result<(), ServeError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| ServeError::Io {
-            context: "starting the signal loop",
-            source,
-        })?;
-    rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let io = |source| ServeError::Io {
-            context: "installing signal handlers",
-            source,
-        };
-        let mut term = signal(SignalKind::terminate()).map_err(io)?;
-        let mut int = signal(SignalKind::interrupt()).map_err(io)?;
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-            _ = int.recv() => tracing::info!("SIGINT received"),
-        }
-        Ok(())
-    })
 }

@@ -13,13 +13,8 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let limits = &ctx.listener.config.limits;
-    let addr = ctx.listener.backends.pick();
-    let mut backend = match ctx
-        .listener
-        .backends
-        .connect(addr, limits.backend_connect_timeout)
-        .await
-    {
+    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), None);
+    let mut backend = match backends.get(limits.backend_connect_timeout).await {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(client = %ctx.peer, "backend unavailable: {e}");

@@ -40,7 +40,10 @@ fn examples_tern_toml_is_valid_with_its_certificates_in_place() {
     assert_eq!(config.listeners.len(), 2);
     let web = &config.listeners[0];
     assert_eq!(web.tls.certs.len(), 3);
-    assert!(matches!(&web.upstream, Upstream::Backends(b) if b.len() == 2));
+    let Upstream::Group(i) = web.upstream else {
+        panic!("expected a backend group, got {:?}", web.upstream);
+    };
+    assert_eq!(config.upstreams[i].servers.len(), 2);
     assert_eq!(
         config.listeners[1].mode,
         Mode::Tcp {

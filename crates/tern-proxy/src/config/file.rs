@@ -1,8 +1,12 @@
 //! Reading `tern.toml`, with errors that point at a line.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use super::{resolve_global, resolve_listener, Config, ConfigError, GlobalOptions, KeyError};
+use super::upstream::resolve_upstream;
+use super::{
+    resolve_global, resolve_listener, Config, ConfigError, GlobalOptions, KeyError, UpstreamConfig,
+};
 
 /// Reads and validates a TOML configuration file. Relative paths inside it
 /// (certificates, keys) are taken from the file's directory.
@@ -12,37 +16,11 @@ use super::{resolve_global, resolve_listener, Config, ConfigError, GlobalOptions
 pub fn load_file(path: &Path, overrides: &GlobalOptions) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(format!("{}: cannot read: {e}", path.display())))?;
-    let mut config = parse(path, &text)?;
-    let merged = GlobalOptions {
-        listener: Vec::new(),
-        ..overrides.clone()
-    };
-    if merged.workers.is_some()
-        || merged.log_format.is_some()
-        || merged.access_log.is_some()
-        || merged.shutdown_timeout.is_some()
-        || merged.accept.is_some()
-    {
-        let base = toml::from_str::<GlobalOptions>(&text)
-            .map_err(|e| ConfigError::new(e.message().to_string()))?;
-        let combined = GlobalOptions {
-            workers: merged.workers.or(base.workers),
-            accept: merged.accept.or(base.accept),
-            log_format: merged.log_format.or(base.log_format),
-            access_log: merged.access_log.or(base.access_log),
-            shutdown_timeout: merged.shutdown_timeout.or(base.shutdown_timeout),
-            listener: Vec::new(),
-        };
-        let listeners = std::mem::take(&mut config.listeners);
-        config = resolve_global(&combined, listeners).map_err(|e| {
-            ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message))
-        })?;
-    }
-    Ok(config)
+    parse(path, &text, overrides)
 }
 
-fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-    let global: GlobalOptions = toml::from_str(text).map_err(|e| {
+fn parse(path: &Path, text: &str, overrides: &GlobalOptions) -> Result<Config, ConfigError> {
+    let mut global: GlobalOptions = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of_offset(text, s.start)).unwrap_or(1);
         // toml's message may span lines; keep the first, which says what.
         let message = e
@@ -60,19 +38,54 @@ fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             "no [[listener]] table: nothing to serve",
         ));
     }
+    // Command-line values replace the file's; an error in one of them is
+    // reported against the flag, not a line of the file.
+    let from_flags = |key: &str| match key {
+        "workers" => overrides.workers.is_some(),
+        "accept" => overrides.accept.is_some(),
+        "log_format" => overrides.log_format.is_some(),
+        "access_log" => overrides.access_log.is_some(),
+        "shutdown_timeout" => overrides.shutdown_timeout.is_some(),
+        "admin" => overrides.admin.is_some(),
+        _ => false,
+    };
+    global.workers = overrides.workers.or(global.workers);
+    global.accept = overrides.accept.clone().or(global.accept);
+    global.log_format = overrides.log_format.clone().or(global.log_format);
+    global.access_log = overrides.access_log.clone().or(global.access_log);
+    global.shutdown_timeout = overrides
+        .shutdown_timeout
+        .clone()
+        .or(global.shutdown_timeout);
+    global.admin = overrides.admin.clone().or(global.admin);
+
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let mut upstreams: Vec<UpstreamConfig> = Vec::with_capacity(global.upstream.len());
+    for (index, options) in global.upstream.iter().enumerate() {
+        let group = resolve_upstream(options)
+            .map_err(|e| located(path, text, Some(("upstream", index)), e))?;
+        if upstreams.iter().any(|u| u.name == group.name) {
+            let line = line_of_key(text, Some(("upstream", index)), "name");
+            return Err(ConfigError::at(
+                path,
+                line,
+                format!("upstream name {:?} is used twice", group.name),
+            ));
+        }
+        upstreams.push(group);
+    }
     let mut listeners = Vec::with_capacity(global.listener.len());
     for (index, options) in global.listener.iter().enumerate() {
-        let listener =
-            resolve_listener(options, base).map_err(|e| located(path, text, Some(index), e))?;
+        let listener = resolve_listener(options, base, &mut upstreams)
+            .map_err(|e| located(path, text, Some(("listener", index)), e))?;
         listeners.push(listener);
     }
     for (i, a) in listeners.iter().enumerate() {
         if listeners[..i].iter().any(|b| b.listen == a.listen) {
-            let line = line_of_key(text, Some(i), "listen");
+            let line = line_of_key(text, Some(("listener", i)), "listen");
             return Err(ConfigError::at(
                 path,
                 line,
@@ -80,11 +93,17 @@ fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             ));
         }
     }
-    resolve_global(&global, listeners).map_err(|e| located(path, text, None, e))
+    resolve_global(&global, listeners, upstreams).map_err(|e| {
+        if from_flags(e.key) {
+            ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message))
+        } else {
+            located(path, text, None, e)
+        }
+    })
 }
 
-fn located(path: &Path, text: &str, listener: Option<usize>, e: KeyError) -> ConfigError {
-    ConfigError::at(path, line_of_key(text, listener, e.key), e.message)
+fn located(path: &Path, text: &str, table: Option<(&str, usize)>, e: KeyError) -> ConfigError {
+    ConfigError::at(path, line_of_key(text, table, e.key), e.message)
 }
 
 fn line_of_offset(text: &str, offset: usize) -> usize {
@@ -95,36 +114,42 @@ fn line_of_offset(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// The line where `key` is set: at top level (`listener == None`) or within
-/// the n-th `[[listener]]` table (its `[[listener.certificate]]` sub-tables
-/// included). Falls back to the table's header line, then line 1.
-fn line_of_key(text: &str, listener: Option<usize>, key: &str) -> usize {
-    let mut current: Option<usize> = None; // index of the listener we are in
-    let mut seen = 0usize;
-    let mut in_other_table = false;
+/// The line where `key` is set: at top level (`table == None`) or within
+/// the n-th `[[name]]` table (its `[[name.sub]]` sub-tables included).
+/// Falls back to the table's header line, then line 1.
+fn line_of_key(text: &str, table: Option<(&str, usize)>, key: &str) -> usize {
+    // The section we are in: (array-table name, index), or a plain table.
+    let mut current: Option<(String, usize)> = None;
+    let mut counts: HashMap<String, usize> = HashMap::new();
     let mut header_line = 1;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.starts_with('[') {
-            let header = line.trim_start_matches('[').trim_end_matches(']').trim();
-            if line.starts_with("[[") && header == "listener" {
-                current = Some(seen);
-                seen += 1;
-                in_other_table = false;
-                if current == listener {
+            let name = line
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .to_string();
+            let top = name.split('.').next().unwrap_or("").to_string();
+            if line.starts_with("[[") && !name.contains('.') {
+                let count = counts.entry(name.clone()).or_insert(0);
+                let index = *count;
+                *count += 1;
+                if table == Some((name.as_str(), index)) {
                     header_line = n + 1;
                 }
-            } else if header.starts_with("listener.") {
-                in_other_table = false;
+                current = Some((name, index));
+            } else if current.as_ref().is_some_and(|(c, _)| *c == top) {
+                // A sub-table of the current array element: same scope.
             } else {
-                in_other_table = true;
-                current = None;
+                current = Some((name, usize::MAX));
             }
             continue;
         }
-        let in_scope = match listener {
-            None => current.is_none() && !in_other_table && seen == 0,
-            Some(_) => current == listener && !in_other_table,
+        let in_scope = match (table, &current) {
+            (None, None) => true,
+            (Some((t, i)), Some((c, ci))) => t == c && i == *ci,
+            _ => false,
         };
         if in_scope {
             if let Some(rest) = line.strip_prefix(key) {
@@ -142,7 +167,9 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        parse(Path::new("t.toml"), text).unwrap_err().to_string()
+        parse(Path::new("t.toml"), text, &GlobalOptions::default())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]

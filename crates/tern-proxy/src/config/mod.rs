@@ -9,16 +9,26 @@
 mod file;
 mod options;
 mod reference;
+mod resolve;
+mod upstream;
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use file::load_file;
-pub use options::{CertificateOptions, GlobalOptions, ListenerOptions};
+pub use options::{
+    CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions, ServerOptions,
+    UpstreamOptions,
+};
 pub use reference::reference_markdown;
+pub use resolve::from_options;
+pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
-use tern_tls::{CertFiles, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy};
+use tern_tls::ServerTlsSettings;
+pub use upstream::{
+    BackendProtocol, Balance, HealthCheck, PassiveEjection, ServerConfig, UpstreamConfig,
+};
 
 /// Listen address when none is given.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8443";
@@ -36,6 +46,10 @@ pub struct Config {
     pub access_log: AccessLogTarget,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_timeout: Duration,
+    /// Admin listener for /metrics and /health (loopback only), if on.
+    pub admin: Option<SocketAddr>,
+    /// Backend groups, referred to by index from listeners and routes.
+    pub upstreams: Vec<UpstreamConfig>,
     /// The listeners.
     pub listeners: Vec<ListenerConfig>,
 }
@@ -91,14 +105,60 @@ pub enum ProxyProtocol {
     V2,
 }
 
-/// Where a listener forwards: configured backends, or the built-in demo origin.
+/// Where a listener forwards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Upstream {
-    /// Real backends, round robin.
-    Backends(Vec<SocketAddr>),
+    /// A backend group: an index into [`Config::upstreams`].
+    Group(usize),
     /// tern's built-in demo origin (when no backend is configured).
     Demo,
 }
+
+/// A routing rule: requests for `host` go to another upstream group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Lowercase host name, exact (`api.example.com`) or wildcard
+    /// (`*.example.com`, one label). Matched against the SNI and, for
+    /// HTTP, the Host of each request (without port).
+    pub host: String,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+}
+
+/// HTTP/2 limits per client connection. Each answers a known attack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2Limits {
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// Default 128.
+    pub max_concurrent_streams: u32,
+    /// Largest decoded header list (SETTINGS_MAX_HEADER_LIST_SIZE); bounds
+    /// HPACK bombs and CONTINUATION floods (RUSTSEC-2024-0332). Default 64 KiB.
+    pub max_header_list_size: u32,
+    /// HPACK dynamic table size tern keeps for the client's headers
+    /// (SETTINGS_HEADER_TABLE_SIZE). Default 4096.
+    pub header_table_size: u32,
+    /// Stream resets a client may cause per second before it gets GOAWAY
+    /// (rapid reset, CVE-2023-44487). Default 200.
+    pub max_resets_per_second: u32,
+    /// Response bytes buffered per stream beyond the client's flow-control
+    /// window; a slow reader cannot make tern hold more. Default 64 KiB.
+    pub max_send_buffer: u32,
+}
+
+impl Default for H2Limits {
+    fn default() -> Self {
+        H2Limits {
+            max_concurrent_streams: 128,
+            max_header_list_size: 64 * 1024,
+            header_table_size: 4096,
+            max_resets_per_second: 200,
+            max_send_buffer: 64 * 1024,
+        }
+    }
+}
+
+/// A network in CIDR form, for trusted PROXY-protocol sources.
+pub type TrustedNet = ipnet::IpNet;
 
 /// Bounds on time and memory. Each answers an attack or a failure that
 /// would otherwise pin resources.
@@ -144,8 +204,15 @@ pub struct ListenerConfig {
     pub listen: SocketAddr,
     /// HTTP or TCP.
     pub mode: Mode,
-    /// Where requests go.
+    /// Where requests go by default.
     pub upstream: Upstream,
+    /// Host-based routes to other upstream groups, checked in order.
+    pub routes: Vec<Route>,
+    /// Accept a PROXY protocol (v1 or v2) header first, from these source
+    /// networks only; `None` when off. Its address becomes the client's.
+    pub accept_proxy: Option<Vec<TrustedNet>>,
+    /// HTTP/2 limits (when h2 is offered by ALPN).
+    pub h2: H2Limits,
     /// TLS settings with certificates loaded and checked.
     pub tls: ServerTlsSettings,
     /// Forwarding fields tern adds.
@@ -187,395 +254,4 @@ pub(crate) struct KeyError {
     pub key: &'static str,
     /// One-line reason.
     pub message: String,
-}
-
-fn key_err(key: &'static str, message: impl Into<String>) -> KeyError {
-    KeyError {
-        key,
-        message: message.into(),
-    }
-}
-
-/// Resolves command-line options (no file) into a configuration.
-pub fn from_options(
-    global: &GlobalOptions,
-    listener: &ListenerOptions,
-) -> Result<Config, ConfigError> {
-    let base = Path::new(".");
-    let resolved = resolve_listener(listener, base)
-        .map_err(|e| ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message)))?;
-    resolve_global(global, vec![resolved])
-        .map_err(|e| ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message)))
-}
-
-pub(crate) fn resolve_global(
-    g: &GlobalOptions,
-    listeners: Vec<ListenerConfig>,
-) -> Result<Config, KeyError> {
-    let workers = match g.workers {
-        Some(0) => return Err(key_err("workers", "must be at least 1")),
-        Some(n) => n,
-        None => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    };
-    let accept = match g.accept.as_deref() {
-        None | Some("reuseport") => AcceptMode::ReusePort,
-        Some("shared") => AcceptMode::Shared,
-        Some(other) => {
-            return Err(key_err(
-                "accept",
-                format!("unknown accept mode {other:?} (reuseport, shared)"),
-            ))
-        }
-    };
-    let log_format = match g.log_format.as_deref() {
-        None | Some("text") => LogFormat::Text,
-        Some("json") => LogFormat::Json,
-        Some(other) => {
-            return Err(key_err(
-                "log_format",
-                format!("unknown log format {other:?} (text, json)"),
-            ))
-        }
-    };
-    let access_log = match g.access_log.as_deref() {
-        None | Some("-") => AccessLogTarget::Stdout,
-        Some("off") => AccessLogTarget::Off,
-        Some(path) => AccessLogTarget::File(PathBuf::from(path)),
-    };
-    let shutdown_timeout = duration(
-        g.shutdown_timeout.as_deref(),
-        "shutdown_timeout",
-        Duration::from_secs(30),
-    )?;
-    Ok(Config {
-        workers,
-        accept,
-        log_format,
-        access_log,
-        shutdown_timeout,
-        listeners,
-    })
-}
-
-/// Resolves one listener; relative paths are taken from `base` (the
-/// config file's directory).
-pub(crate) fn resolve_listener(
-    o: &ListenerOptions,
-    base: &Path,
-) -> Result<ListenerConfig, KeyError> {
-    let listen_text = o.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-    let listen: SocketAddr = listen_text.parse().map_err(|_| {
-        key_err(
-            "listen",
-            format!("{listen_text:?} is not an ADDR:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)"),
-        )
-    })?;
-    let mode = match o.mode.as_deref() {
-        None | Some("http") => {
-            if o.proxy_protocol.is_some() {
-                return Err(key_err("proxy_protocol", "only applies to mode = \"tcp\""));
-            }
-            Mode::Http
-        }
-        Some("tcp") => Mode::Tcp {
-            proxy_protocol: match o.proxy_protocol.as_deref() {
-                None | Some("off") => None,
-                Some("v1") => Some(ProxyProtocol::V1),
-                Some("v2") => Some(ProxyProtocol::V2),
-                Some(other) => {
-                    return Err(key_err(
-                        "proxy_protocol",
-                        format!("unknown PROXY protocol version {other:?} (v1, v2)"),
-                    ))
-                }
-            },
-        },
-        Some(other) => {
-            return Err(key_err(
-                "mode",
-                format!("unknown mode {other:?} (http, tcp)"),
-            ))
-        }
-    };
-    let mut backends = Vec::with_capacity(o.backends.len());
-    for b in &o.backends {
-        let addr = b
-            .to_socket_addrs()
-            .map_err(|e| key_err("backends", format!("backend {b:?}: {e}")))?
-            .next()
-            .ok_or_else(|| key_err("backends", format!("backend {b:?} resolves to no address")))?;
-        backends.push(addr);
-    }
-    let upstream = if backends.is_empty() {
-        if matches!(mode, Mode::Tcp { .. }) {
-            return Err(key_err("backends", "tcp mode needs at least one backend"));
-        }
-        Upstream::Demo
-    } else {
-        Upstream::Backends(backends)
-    };
-
-    let policy = TlsPolicy::from_names(&o.tls_versions, &o.ciphers, &o.groups).map_err(|e| {
-        let key = if !o.ciphers.is_empty() && e.to_string().contains("cipher") {
-            "ciphers"
-        } else if !o.groups.is_empty() && e.to_string().contains("group") {
-            "groups"
-        } else {
-            "tls_versions"
-        };
-        key_err(key, e.to_string())
-    })?;
-    let certs = load_certs(o, base, &policy)?;
-    let alpn = if o.alpn.is_empty() {
-        vec![b"http/1.1".to_vec()]
-    } else {
-        let mut out = Vec::new();
-        for p in &o.alpn {
-            match p.as_str() {
-                "http/1.1" => out.push(p.as_bytes().to_vec()),
-                "h2" => {
-                    return Err(key_err(
-                        "alpn",
-                        "h2 is not supported by this version of tern (use http/1.1)",
-                    ))
-                }
-                other => {
-                    return Err(key_err(
-                        "alpn",
-                        format!("unknown ALPN protocol {other:?} (http/1.1)"),
-                    ))
-                }
-            }
-        }
-        out
-    };
-    let tickets_on = o.tickets.unwrap_or(true) && !o.no_tickets;
-    let rotation = duration(
-        o.ticket_rotation.as_deref(),
-        "ticket_rotation",
-        Duration::from_secs(12 * 3600),
-    )?;
-    let tickets = match (&o.ticket_keys_file, tickets_on) {
-        (_, false) => TicketSource::Disabled,
-        (Some(path), true) => {
-            let path = base.join(path);
-            // Read now so a bad keys file fails --check and start-up.
-            tern_tls::TicketKeys::from_file(&path, rotation)
-                .map_err(|e| key_err("ticket_keys_file", e.to_string()))?;
-            TicketSource::File(path)
-        }
-        (None, true) => TicketSource::Rotating(rotation),
-    };
-    let tls = ServerTlsSettings {
-        certs,
-        policy,
-        alpn,
-        session_cache_entries: o.session_cache.unwrap_or(20_480),
-        tickets,
-        tls13_tickets: 2,
-    };
-
-    let forwarded = forwarded_fields(&o.forwarded)?;
-    let d = Limits::default();
-    let limits = Limits {
-        handshake_timeout: duration(
-            o.handshake_timeout.as_deref(),
-            "handshake_timeout",
-            d.handshake_timeout,
-        )?,
-        header_timeout: duration(
-            o.header_timeout.as_deref(),
-            "header_timeout",
-            d.header_timeout,
-        )?,
-        idle_timeout: duration(o.idle_timeout.as_deref(), "idle_timeout", d.idle_timeout)?,
-        backend_connect_timeout: duration(
-            o.backend_connect_timeout.as_deref(),
-            "backend_connect_timeout",
-            d.backend_connect_timeout,
-        )?,
-        backend_response_timeout: duration(
-            o.backend_response_timeout.as_deref(),
-            "backend_response_timeout",
-            d.backend_response_timeout,
-        )?,
-        max_connections: positive(o.max_connections, "max_connections", d.max_connections)?,
-        max_head_bytes: match o.max_head_bytes {
-            Some(n) if n < 1024 => return Err(key_err("max_head_bytes", "must be at least 1024")),
-            Some(n) => n,
-            None => d.max_head_bytes,
-        },
-        backend_pool_size: o.backend_pool_size.unwrap_or(d.backend_pool_size),
-    };
-    Ok(ListenerConfig {
-        listen,
-        mode,
-        upstream,
-        tls,
-        forwarded,
-        limits,
-    })
-}
-
-fn load_certs(
-    o: &ListenerOptions,
-    base: &Path,
-    policy: &TlsPolicy,
-) -> Result<Vec<LoadedCert>, KeyError> {
-    if o.cert.len() != o.key.len() {
-        let key = if o.cert.len() > o.key.len() {
-            "key"
-        } else {
-            "cert"
-        };
-        return Err(key_err(
-            key,
-            format!(
-                "{} cert(s) but {} key(s): give one key per certificate",
-                o.cert.len(),
-                o.key.len()
-            ),
-        ));
-    }
-    if o.ocsp.len() > o.cert.len() {
-        return Err(key_err("ocsp", "more OCSP staples than certificates"));
-    }
-    let mut files: Vec<(&'static str, CertFiles)> = Vec::new();
-    for (i, (cert, key)) in o.cert.iter().zip(&o.key).enumerate() {
-        files.push((
-            "cert",
-            CertFiles {
-                cert: base.join(cert),
-                key: base.join(key),
-                ocsp: o.ocsp.get(i).map(|p| base.join(p)),
-            },
-        ));
-    }
-    for c in &o.certificate {
-        files.push((
-            "certificate",
-            CertFiles {
-                cert: base.join(&c.cert),
-                key: base.join(&c.key),
-                ocsp: c.ocsp.as_ref().map(|p| base.join(p)),
-            },
-        ));
-    }
-    let provider = policy.crypto_provider();
-    if files.is_empty() {
-        let (cert_pem, key_pem) =
-            tern_tls::selfsigned::localhost().map_err(|e| key_err("cert", e.to_string()))?;
-        let cert = tern_tls::certs::from_pem(
-            cert_pem.as_bytes(),
-            key_pem.as_bytes(),
-            "built-in self-signed",
-            &provider,
-        )
-        .map_err(|e| key_err("cert", e.to_string()))?;
-        return Ok(vec![cert]);
-    }
-    files
-        .into_iter()
-        .map(|(key, f)| {
-            tern_tls::certs::load(&f, &provider).map_err(|e| key_err(key, e.to_string()))
-        })
-        .collect()
-}
-
-fn forwarded_fields(names: &[String]) -> Result<ForwardedFields, KeyError> {
-    if names.is_empty() {
-        return Ok(ForwardedFields::default());
-    }
-    let mut f = ForwardedFields {
-        x_forwarded_for: false,
-        x_forwarded_proto: false,
-        forwarded: false,
-    };
-    for n in names {
-        match n.to_ascii_lowercase().as_str() {
-            "x-forwarded-for" => f.x_forwarded_for = true,
-            "x-forwarded-proto" => f.x_forwarded_proto = true,
-            "forwarded" => f.forwarded = true,
-            "none" => {}
-            other => {
-                return Err(key_err(
-                    "forwarded",
-                    format!("unknown forwarding field {other:?} (x-forwarded-for, x-forwarded-proto, forwarded, none)"),
-                ))
-            }
-        }
-    }
-    Ok(f)
-}
-
-fn duration(
-    text: Option<&str>,
-    key: &'static str,
-    default: Duration,
-) -> Result<Duration, KeyError> {
-    match text {
-        None => Ok(default),
-        Some(t) => {
-            let d = humantime::parse_duration(t).map_err(|e| {
-                key_err(
-                    key,
-                    format!("{t:?} is not a duration (e.g. 10s, 500ms, 2m): {e}"),
-                )
-            })?;
-            if d.is_zero() {
-                return Err(key_err(key, "must be longer than zero"));
-            }
-            Ok(d)
-        }
-    }
-}
-
-fn positive(v: Option<usize>, key: &'static str, default: usize) -> Result<usize, KeyError> {
-    match v {
-        Some(0) => Err(key_err(key, "must be at least 1")),
-        Some(n) => Ok(n),
-        None => Ok(default),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_make_a_demo_listener_with_a_self_signed_cert() {
-        let cfg = from_options(&GlobalOptions::default(), &ListenerOptions::default()).unwrap();
-        let l = &cfg.listeners[0];
-        assert_eq!(l.listen.to_string(), DEFAULT_LISTEN);
-        assert_eq!(l.upstream, Upstream::Demo);
-        assert_eq!(l.tls.certs.len(), 1);
-        assert_eq!(l.limits.max_head_bytes, 64 * 1024);
-        assert!(cfg.workers >= 1);
-    }
-
-    #[test]
-    fn bad_values_name_their_flag() {
-        let o = ListenerOptions {
-            idle_timeout: Some("soon".into()),
-            ..Default::default()
-        };
-        let e = from_options(&GlobalOptions::default(), &o)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("--idle-timeout: \"soon\" is not a duration"),
-            "{e}"
-        );
-        let o = ListenerOptions {
-            ciphers: vec!["TLS_DHE_RSA_WITH_AES_128_GCM_SHA256".into()],
-            ..Default::default()
-        };
-        let e = from_options(&GlobalOptions::default(), &o)
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("--ciphers: "), "{e}");
-        assert!(e.contains("DHE"), "{e}");
-    }
 }

@@ -34,6 +34,16 @@ pub struct GlobalOptions {
     #[arg(long, value_name = "DURATION")]
     pub shutdown_timeout: Option<String>,
 
+    /// Admin listener serving Prometheus /metrics and /health, ADDR:PORT.
+    /// Off by default; only loopback addresses are accepted.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub admin: Option<String>,
+
+    /// Backend groups (TOML `[[upstream]]` tables).
+    #[arg(skip)]
+    #[serde(default)]
+    pub upstream: Vec<UpstreamOptions>,
+
     /// Listeners (TOML `[[listener]]` tables; the command line describes one).
     #[arg(skip)]
     #[serde(default)]
@@ -57,6 +67,55 @@ pub struct ListenerOptions {
     #[arg(long = "backend", value_name = "HOST:PORT")]
     #[serde(default)]
     pub backends: Vec<String>,
+
+    /// Name of the `[[upstream]]` group to forward to (instead of --backend).
+    #[arg(long, value_name = "NAME")]
+    pub upstream: Option<String>,
+
+    /// Host-based routes to other upstream groups (TOML `[[listener.route]]`).
+    #[arg(skip)]
+    #[serde(default)]
+    pub route: Vec<RouteOptions>,
+
+    /// How the --backend list is balanced: "round_robin" or "least_conn". [default: round_robin]
+    #[arg(long, value_name = "POLICY")]
+    pub balance: Option<String>,
+
+    /// Active health check for the --backend list: HTTP path requested
+    /// every 2s (2 successes mark a backend up, 3 failures down). Off by default.
+    #[arg(long, value_name = "PATH")]
+    pub health_check: Option<String>,
+
+    /// Expect a PROXY protocol header (v1 or v2) from an L4 balancer before
+    /// the TLS handshake; its client address is used for forwarding fields
+    /// and logs. Needs --trusted-proxies.
+    #[arg(long)]
+    #[serde(default)]
+    pub accept_proxy: bool,
+
+    /// Source networks (CIDR) allowed to send PROXY headers; connections
+    /// from elsewhere are closed.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+
+    /// HTTP/2: streams a client may have open at once. [default: 128]
+    #[arg(long, value_name = "N")]
+    pub h2_max_concurrent_streams: Option<u32>,
+
+    /// HTTP/2: largest decoded header list, bounding HPACK bombs and
+    /// CONTINUATION floods. [default: 65536]
+    #[arg(long, value_name = "BYTES")]
+    pub h2_max_header_list_size: Option<u32>,
+
+    /// HTTP/2: HPACK dynamic table size for the client's headers. [default: 4096]
+    #[arg(long, value_name = "BYTES")]
+    pub h2_header_table_size: Option<u32>,
+
+    /// HTTP/2: stream resets a client may cause per second before it gets
+    /// GOAWAY (rapid reset, CVE-2023-44487). [default: 200]
+    #[arg(long, value_name = "N")]
+    pub h2_max_resets_per_second: Option<u32>,
 
     /// Certificate chain (PEM, leaf first); repeat together with --key for
     /// several certificates chosen by SNI. The first is the default.
@@ -97,7 +156,7 @@ pub struct ListenerOptions {
     #[serde(default)]
     pub groups: Vec<String>,
 
-    /// ALPN protocols offered, in preference order. [default: http/1.1]
+    /// ALPN protocols offered, in preference order: h2, http/1.1. [default: h2,http/1.1]
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     #[serde(default)]
     pub alpn: Vec<String>,
@@ -181,6 +240,60 @@ pub struct CertificateOptions {
     pub key: String,
     /// DER OCSP response to staple.
     pub ocsp: Option<String>,
+}
+
+/// A host-based route (TOML `[[listener.route]]`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteOptions {
+    /// Host name, exact or `*.example.com`; matched against SNI and Host.
+    pub host: String,
+    /// Name of the `[[upstream]]` group.
+    pub upstream: String,
+}
+
+/// A backend group (TOML `[[upstream]]`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOptions {
+    /// Name listeners and routes refer to.
+    pub name: String,
+    /// Servers: "HOST:PORT" or { addr = "HOST:PORT", weight = N }.
+    #[serde(default)]
+    pub servers: Vec<ServerOptions>,
+    /// "round_robin" (weighted) or "least_conn". [default: round_robin]
+    pub balance: Option<String>,
+    /// "http1" (default), "h2c" (HTTP/2 cleartext) or "h2" (HTTP/2 over TLS).
+    pub protocol: Option<String>,
+    /// HTTP path for active health checks; off when absent.
+    pub health_check_path: Option<String>,
+    /// Time between health checks. [default: 2s]
+    pub health_check_interval: Option<String>,
+    /// Deadline of one health check. [default: 1s]
+    pub health_check_timeout: Option<String>,
+    /// Consecutive successes that mark a server up. [default: 2]
+    pub rise: Option<u32>,
+    /// Consecutive failures that mark a server down. [default: 3]
+    pub fall: Option<u32>,
+    /// Connect failures in a row that eject a server passively. [default: 3]
+    pub max_fails: Option<u32>,
+    /// How long a passively ejected server is skipped. [default: 10s]
+    pub fail_timeout: Option<String>,
+}
+
+/// One server of an upstream group.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ServerOptions {
+    /// "HOST:PORT", weight 1.
+    Addr(String),
+    /// With a weight.
+    Weighted {
+        /// HOST:PORT.
+        addr: String,
+        /// Relative share of requests (1..=100). [default: 1]
+        weight: Option<u32>,
+    },
 }
 
 /// Accepts `key = "x"` as well as `key = ["x", "y"]`.

@@ -30,8 +30,33 @@ pub fn reference_markdown() -> String {
     out.push_str("| `cert` | `--cert` | Certificate chain (PEM, leaf first). |\n");
     out.push_str("| `key` | `--key` | Private key (PEM: PKCS#8, SEC1 or PKCS#1). |\n");
     out.push_str("| `ocsp` | `--ocsp` | DER OCSP response to staple. |\n");
+    out.push_str("\n### `[[listener.route]]`\n\n");
+    out.push_str("| key | meaning |\n|---|---|\n");
+    out.push_str("| `host` | Host name, exact (`api.example.com`) or one-label wildcard (`*.example.com`), matched against each request's Host (port removed), or the SNI when there is no Host. |\n");
+    out.push_str("| `upstream` | Name of the `[[upstream]]` group those requests go to. |\n");
+    out.push_str("\n### `[[upstream]]`\n\n");
+    out.push_str("| key | meaning |\n|---|---|\n");
+    for (key, meaning) in UPSTREAM_KEYS {
+        out.push_str(&format!("| `{key}` | {meaning} |\n"));
+    }
     out
 }
+
+/// The keys of `[[upstream]]` (TOML only: a group has no flags).
+const UPSTREAM_KEYS: [(&str, &str); 12] = [
+    ("name", "Name listeners and routes refer to."),
+    ("servers", "Servers: `\"HOST:PORT\"` or `{ addr = \"HOST:PORT\", weight = N }` (weight 1..=100, default 1)."),
+    ("balance", "`\"round_robin\"` (smooth weighted) or `\"least_conn\"`. [default: round_robin]"),
+    ("protocol", "`\"http1\"`, `\"h2c\"` (HTTP/2 cleartext) or `\"h2\"` (HTTP/2 over TLS). [default: http1]"),
+    ("health_check_path", "HTTP path for active health checks (GET; 2xx/3xx is healthy). Off when absent."),
+    ("health_check_interval", "Time between checks. [default: 2s]"),
+    ("health_check_timeout", "Deadline of one check. [default: 1s]"),
+    ("rise", "Consecutive successes that mark a server up. [default: 2]"),
+    ("fall", "Consecutive failures that mark a server down. [default: 3]"),
+    ("max_fails", "Connect failures in a row that eject a server passively. [default: 3]"),
+    ("fail_timeout", "How long a passively ejected server is skipped. [default: 10s]"),
+    ("(retries)", "A request whose connection failed before any byte was sent is retried on the next server; when every server is down tern answers 503 at once."),
+];
 
 fn table(out: &mut String, cmd: Command, extra: &[(&str, &str, &str)]) {
     out.push_str("| key | flag | meaning |\n|---|---|---|\n");

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::body::{pump, tunnel, Pending, PumpError};
 use super::Next;
 use crate::access_log::Record;
-use crate::backend::{BackendConn, ConnectError};
+use crate::backend::{BackendConn, Backends, ConnectError};
 use crate::conn::ConnCtx;
 use crate::iobuf::IoBuf;
 
@@ -105,6 +105,7 @@ where
             if p.status == 0 {
                 let (status, reason) = match failure {
                     Side::Backend(504) => (504, "Gateway Timeout"),
+                    Side::Backend(503) => (503, "Service Unavailable"),
                     Side::Backend(_) => (502, "Bad Gateway"),
                     _ => (400, "Bad Request"),
                 };
@@ -194,7 +195,10 @@ where
             .get("expect")
             .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
 
-    let mut backend = connect(ctx).await?;
+    let backends = ctx
+        .listener
+        .route(ctx.tls.sni.as_deref(), head.fields.get("host"));
+    let mut backend = connect(ctx, backends).await?;
     p.backend = Some(backend.addr);
     if expects_continue {
         // The backend is reachable: let the client send its body.
@@ -248,13 +252,17 @@ where
                 if backend.reused && whole_request_in_out && !retried =>
             {
                 retried = true;
-                backend = fresh_connection(ctx, backend.addr).await?;
+                backend = fresh_connection(ctx, backends, backend.addr).await?;
                 bbuf.consume(bbuf.len());
             }
             Err(e) => return Err(backend_failure(ctx, backend.addr, e)),
         }
     };
-    p.backend_us = sent_at.elapsed().as_micros() as u64;
+    let backend_took = sent_at.elapsed();
+    p.backend_us = backend_took.as_micros() as u64;
+    ctx.worker
+        .metrics
+        .backend_response(backends.name(), backend.addr, backend_took);
 
     if resp.status == 101 && upgrade {
         p.status = 101;
@@ -314,7 +322,7 @@ where
     // Stray bytes after the response mean the backend and tern disagree on
     // framing: never reuse such a connection.
     if backend_reusable && bbuf.is_empty() {
-        ctx.listener.backends.put(backend);
+        backends.put(backend);
     }
     Ok(if close { Next::Close } else { Next::KeepAlive })
 }
@@ -419,21 +427,19 @@ where
     }
 }
 
-async fn connect(ctx: &ConnCtx<'_>) -> Result<BackendConn, Side> {
-    let backends = &ctx.listener.backends;
-    let addr = backends.pick();
+async fn connect(ctx: &ConnCtx<'_>, backends: &Backends) -> Result<BackendConn, Side> {
     backends
-        .get(addr, ctx.listener.config.limits.backend_connect_timeout)
+        .get(ctx.listener.config.limits.backend_connect_timeout)
         .await
         .map_err(|e| connect_failure(ctx, e))
 }
 
 async fn fresh_connection(
     ctx: &ConnCtx<'_>,
+    backends: &Backends,
     addr: std::net::SocketAddr,
 ) -> Result<BackendConn, Side> {
-    ctx.listener
-        .backends
+    backends
         .connect(addr, ctx.listener.config.limits.backend_connect_timeout)
         .await
         .map_err(|e| connect_failure(ctx, e))
@@ -444,6 +450,7 @@ fn connect_failure(ctx: &ConnCtx<'_>, e: ConnectError) -> Side {
     match e {
         ConnectError::Timeout(_) => Side::Backend(504),
         ConnectError::Io(..) => Side::Backend(502),
+        ConnectError::AllDown(_) => Side::Backend(503),
     }
 }
 

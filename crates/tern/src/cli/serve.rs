@@ -55,7 +55,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_tracing(config.log_format);
-    match tern_proxy::run(config) {
+    // SIGHUP re-reads the same sources: the file, or the command line's
+    // certificate, key and ticket files.
+    let reload: tern_proxy::Reloader = match args.config.clone() {
+        Some(path) => {
+            let global = args.global.clone();
+            Box::new(move || config::load_file(&path, &global))
+        }
+        None => {
+            let (global, listener) = (args.global.clone(), args.listener.clone());
+            Box::new(move || config::from_options(&global, &listener))
+        }
+    };
+    match tern_proxy::run(config, Some(reload)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern: error: {e}");

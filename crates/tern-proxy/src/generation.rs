@@ -1,0 +1,121 @@
+//! A generation: everything built from one configuration that workers
+//! share (TLS configs, upstream group state). A reload builds a new
+//! generation next to the old one; new connections use the new one while
+//! established connections finish on the one they started with.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::backend::UpstreamShared;
+use crate::config::{Config, ListenerConfig, Upstream, UpstreamConfig};
+use crate::error::ServeError;
+
+/// One listener of a generation.
+#[derive(Debug)]
+pub(crate) struct ListenerShared {
+    /// Validated settings.
+    pub config: Arc<ListenerConfig>,
+    /// TLS configuration (session cache and ticket keys carried across reloads).
+    pub tls: Arc<rustls::ServerConfig>,
+    /// Index into [`Generation::upstreams`] of the default group.
+    pub default_upstream: usize,
+}
+
+/// What one configuration produced.
+#[derive(Debug)]
+pub(crate) struct Generation {
+    /// Counts reloads; 0 at start.
+    pub id: u64,
+    /// The listeners, in configuration order.
+    pub listeners: Vec<ListenerShared>,
+    /// Upstream groups (the demo origin, if used, is one of them).
+    pub upstreams: Vec<Arc<UpstreamShared>>,
+    /// Turns true when this generation is replaced or tern stops: its
+    /// health checks end.
+    pub retired: watch::Sender<bool>,
+}
+
+impl Generation {
+    /// Builds a generation from `config`. With `previous`, TLS session
+    /// caches and in-process ticket keys of listeners on the same address
+    /// are kept, so clients resume across a reload. `demo` is the address
+    /// of the built-in origin, started on first need.
+    pub(crate) fn build(
+        config: &Config,
+        previous: Option<&Generation>,
+        demo: &mut Option<SocketAddr>,
+    ) -> Result<Self, ServeError> {
+        let mut upstream_configs: Vec<UpstreamConfig> = config.upstreams.clone();
+        let mut demo_index = None;
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let before =
+                previous.and_then(|p| p.listeners.iter().find(|pl| pl.config.listen == l.listen));
+            let tls = match before {
+                Some(old) => tern_tls::build_server_config_reusing(&l.tls, &old.tls),
+                None => tern_tls::build_server_config(&l.tls),
+            }
+            .map_err(|source| ServeError::Tls {
+                listen: l.listen,
+                source,
+            })?;
+            for cert in &l.tls.certs {
+                if let Some(warning) = tern_tls::initcwnd_warning(cert) {
+                    tracing::warn!("{warning}");
+                }
+            }
+            let default_upstream = match l.upstream {
+                Upstream::Group(i) => i,
+                Upstream::Demo => match demo_index {
+                    Some(i) => i,
+                    None => {
+                        let addr = match *demo {
+                            Some(a) => a,
+                            None => {
+                                let a = crate::demo::start().map_err(|source| ServeError::Io {
+                                    context: "starting the demo origin",
+                                    source,
+                                })?;
+                                *demo = Some(a);
+                                a
+                            }
+                        };
+                        upstream_configs.push(UpstreamConfig::simple("demo".into(), vec![addr]));
+                        demo_index = Some(upstream_configs.len() - 1);
+                        upstream_configs.len() - 1
+                    }
+                },
+            };
+            listeners.push(ListenerShared {
+                config: Arc::new(l.clone()),
+                tls,
+                default_upstream,
+            });
+        }
+        let (retired, _) = watch::channel(false);
+        Ok(Generation {
+            id: previous.map_or(0, |p| p.id + 1),
+            listeners,
+            upstreams: upstream_configs
+                .into_iter()
+                .map(UpstreamShared::new)
+                .collect(),
+            retired,
+        })
+    }
+
+    /// Starts this generation's health checks on the current runtime.
+    pub(crate) fn start_health_checks(&self) {
+        for u in &self.upstreams {
+            tokio::spawn(u.clone().run_health_checks(self.retired.subscribe()));
+        }
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        let _ = self.retired.send(true);
+    }
+}
