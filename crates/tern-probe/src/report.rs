@@ -58,6 +58,8 @@ pub struct Negotiated {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Negotiation {
     /// `(version, accepted)`; `None` when the probe could not tell.
+    /// In JSON, an object: `{"TLSv1.2": true, "TLSv1.0": false, ...}`.
+    #[serde(serialize_with = "as_object")]
     pub versions: Vec<(String, Option<bool>)>,
     /// What a browser-like rustls offer (TLS 1.3 + 1.2, h2) got.
     pub browser: Option<Negotiated>,
@@ -67,7 +69,9 @@ pub struct Negotiation {
     pub legacy_dhe_first: Option<Negotiated>,
     /// `server`, `client` or `unknown`: whose suite order decides.
     pub preference: String,
-    /// TLS 1.3 groups: `(group, accepted)`.
+    /// TLS 1.3 groups: `(group, accepted)`; in JSON an object like
+    /// `versions`.
+    #[serde(serialize_with = "as_object")]
     pub groups: Vec<(String, Option<bool>)>,
 }
 
@@ -344,6 +348,14 @@ impl Report {
         }
         o
     }
+}
+
+/// `[(name, value)]` as a JSON object keyed by name (null: not measured).
+fn as_object<S: serde::Serializer>(
+    pairs: &[(String, Option<bool>)],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 
 fn yes_no(v: Option<bool>) -> &'static str {
