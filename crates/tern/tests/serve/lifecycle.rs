@@ -387,3 +387,28 @@ fn connection_slots_are_released_on_every_path() {
         );
     }
 }
+
+#[test]
+fn sigterm_closes_idle_keepalive_connections_promptly() {
+    // Default shutdown timeout (30 s): idle connections must not hold it up.
+    let mut served = Served::start(&[]);
+    let mut idle = served.connect();
+    assert_eq!(
+        idle.get("localhost", "/status/200").expect("get").status,
+        200
+    );
+    let started = Instant::now();
+    served.tern.terminate();
+    let status = served.tern.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?} after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "an idle keepalive connection delayed shutdown by {:?}",
+        started.elapsed()
+    );
+    assert!(idle.closed_within(Duration::from_secs(2)));
+}
