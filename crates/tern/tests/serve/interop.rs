@@ -254,3 +254,29 @@ fn ecdsa_or_rsa_certificate_follows_client_signature_algorithms() {
         assert!(out.stdout.contains("HTTP/1.1 200"), "{}", out.all());
     }
 }
+
+#[test]
+fn sni_match_ignores_case() {
+    let mut ca = TestCa::new();
+    let default = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
+    let other = ca.leaf(&["other.test"], KeyKind::EcdsaP256);
+    let served = Served::start_with(ca, default, &[&other], Backend::start(), &[]);
+    let ca_file = served.ca.ca_file().display().to_string();
+    let out = s_client(
+        served.addr,
+        &[
+            "-servername",
+            "OTHER.Test",
+            "-CAfile",
+            ca_file.as_str(),
+            "-ign_eof",
+        ],
+        CLOSE_REQUEST,
+    );
+    assert!(
+        out.stdout.contains("subject=CN = other.test"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stdout.contains("HTTP/1.1 200"), "{}", out.all());
+}
