@@ -171,3 +171,32 @@ fn stale_pooled_backend_connection_is_not_used() {
     }
     assert!(backend.requests() >= 3);
 }
+
+#[test]
+fn slow_backend_requests_run_concurrently() {
+    let served = std::sync::Arc::new(Served::start(&["--workers", "1"]));
+    let started = Instant::now();
+    let clients: Vec<_> = (0..40)
+        .map(|_| {
+            let served = served.clone();
+            std::thread::spawn(move || {
+                client::get(
+                    served.addr,
+                    "localhost",
+                    served.client.clone(),
+                    "/slow/1000",
+                )
+                .map(|r| r.status)
+            })
+        })
+        .collect();
+    for client in clients {
+        let status = client.join().expect("client thread");
+        assert!(matches!(status, Ok(200)), "{status:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "40 one-second requests took {:?}: they were not run concurrently",
+        started.elapsed()
+    );
+}
