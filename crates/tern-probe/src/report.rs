@@ -223,7 +223,8 @@ impl Report {
                     .flatten()
                     .collect::<Vec<_>>()
                     .join(" ");
-                let _ = writeln!(o, "  {label} {} {} {extra}", neg.version, neg.suite);
+                let line = format!("  {label} {} {} {extra}", neg.version, neg.suite);
+                let _ = writeln!(o, "{}", line.trim_end());
             }
         }
         let _ = writeln!(o, "  suite order:     {}", n.preference);
