@@ -72,6 +72,7 @@ impl DelayLink {
     /// Creates the two namespaces and the link; packets wait `one_way` in
     /// each direction, so the round trip is twice that.
     pub fn new(one_way: Duration) -> io::Result<Self> {
+        remove_stale_namespaces();
         let n = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tern-{}-{n}", std::process::id());
         let mut link = DelayLink {
@@ -159,6 +160,29 @@ impl Drop for DelayLink {
         // The TUN devices went away with their last file descriptor.
         for ns in [&self.client_ns, &self.server_ns] {
             let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// Deletes namespaces left by test processes that died without unwinding
+/// (SIGKILL, abort): their names carry a process id that no longer exists.
+fn remove_stale_namespaces() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_prefix("tern-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = ip(&["netns", "del", name]);
         }
     }
 }
