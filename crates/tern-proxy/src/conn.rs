@@ -122,8 +122,8 @@ impl ConnCtx<'_> {
 
 /// Handles one accepted connection to the end.
 pub(crate) async fn handle(
-    tcp: TcpStream,
-    peer: SocketAddr,
+    mut tcp: TcpStream,
+    mut peer: SocketAddr,
     listener: Rc<ListenerCtx>,
     worker: Rc<WorkerCtx>,
 ) {
@@ -133,6 +133,16 @@ pub(crate) async fn handle(
     }
     let limits = &listener.config.limits;
     let start = Instant::now();
+    if let Some(trusted) = &listener.config.accept_proxy {
+        match crate::proxy_in::read_header(&mut tcp, peer, trusted, limits.handshake_timeout).await
+        {
+            Ok(client) => peer = client,
+            Err(e) => {
+                tracing::debug!(source = %peer, "closing: {e}");
+                return;
+            }
+        }
+    }
     let mut tls =
         match tokio::time::timeout(limits.handshake_timeout, listener.acceptor.accept(tcp)).await {
             Ok(Ok(s)) => s,

@@ -29,6 +29,7 @@ mod http1;
 mod iobuf;
 pub mod metrics;
 mod proxy_header;
+mod proxy_in;
 mod server;
 mod tcp;
 mod worker;
