@@ -22,9 +22,9 @@
 
 pub mod certinfo;
 pub mod findings;
-pub mod handshake;
-pub mod http;
-pub mod negotiate;
+mod handshake;
+mod http;
+mod negotiate;
 pub mod ocsp;
 pub mod probe;
 pub mod report;

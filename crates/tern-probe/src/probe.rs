@@ -259,6 +259,7 @@ fn measure_round_trips(
     let rtt = samples.iter().map(|t| t.connect).min()?;
     let handshake = samples.iter().map(|t| t.handshake).min()?;
     let spread = samples.iter().map(|t| t.flight_spread).min()?;
+    let first_byte = samples.iter().map(|t| t.first_byte).min()?;
     let flight_bytes = samples.iter().map(|t| t.flight_bytes).max()?;
     let hello_retry = samples
         .iter()
@@ -274,6 +275,7 @@ fn measure_round_trips(
     Some(RoundTrips {
         rtt_ms: ms(rtt),
         handshake_ms: ms(handshake),
+        first_byte_ms: ms(first_byte),
         handshake_rtts: handshake.as_secs_f64() / rtt.as_secs_f64().max(1e-6),
         flight_spread_ms: ms(spread),
         extra_round_trips,

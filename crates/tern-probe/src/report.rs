@@ -81,6 +81,9 @@ pub struct RoundTrips {
     /// TCP connect time, the probe's measure of one round trip.
     pub rtt_ms: f64,
     pub handshake_ms: f64,
+    /// From our ClientHello to the first byte of the server's answer: one
+    /// round trip plus the server's handshake work (signature, key share).
+    pub first_byte_ms: f64,
     /// Handshake time in round trips (TLS 1.3 needs 1, TLS 1.2 needs 2).
     pub handshake_rtts: f64,
     /// Time from the first to the last byte of the server's first flight.
@@ -242,6 +245,12 @@ impl Report {
                 o,
                 "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms = {:.1} RTT",
                 r.rtt_ms, r.handshake_ms, r.handshake_rtts
+            );
+            let _ = writeln!(
+                o,
+                "  server answered the ClientHello after {:.2} ms ({:.2} ms beyond one RTT)",
+                r.first_byte_ms,
+                (r.first_byte_ms - r.rtt_ms).max(0.0)
             );
             if r.hello_retry {
                 let _ = writeln!(
