@@ -85,6 +85,14 @@ impl TestCa {
         &self.ca_file
     }
 
+    /// Writes the CA's private key (PKCS#8 PEM) and returns its path, for
+    /// tools that sign as the CA (e.g. `openssl ocsp` making a staple).
+    pub fn ca_key_file(&self) -> PathBuf {
+        let path = self.dir.path().join("ca.key.pem");
+        std::fs::write(&path, self.issuer.key().serialize_pem()).expect("write ca.key.pem");
+        path
+    }
+
     /// The directory holding every file of this CA (config files may go here too).
     pub fn dir(&self) -> &Path {
         self.dir.path()

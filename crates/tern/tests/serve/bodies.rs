@@ -246,8 +246,18 @@ fn http10_request_is_answered_and_closed() {
 }
 
 #[test]
-fn client_offering_h2_gets_http11_by_default() {
+fn client_offering_h2_gets_h2_by_default_and_http11_when_configured() {
     let served = Served::start(&[]);
+    let config = client::client_config_with(
+        served.ca.ca_pem(),
+        &[&rustls::version::TLS13],
+        &[b"h2", b"http/1.1"],
+    );
+    let conn = tern_testsupport::client::HttpConn::connect(served.addr, "localhost", config.clone())
+        .expect("connect");
+    assert_eq!(conn.tls().alpn_protocol(), Some(&b"h2"[..]));
+
+    let served = Served::start(&["--alpn", "http/1.1"]);
     let config = client::client_config_with(
         served.ca.ca_pem(),
         &[&rustls::version::TLS13],

@@ -280,3 +280,84 @@ fn sni_match_ignores_case() {
     );
     assert!(out.stdout.contains("HTTP/1.1 200"), "{}", out.all());
 }
+
+#[test]
+fn ocsp_response_is_stapled() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
+    let dir = ca.dir().to_path_buf();
+    let text = |p: &std::path::Path| p.display().to_string();
+    // A signed "good" OCSP response for the leaf, made by openssl as the CA.
+    let serial = tern_testsupport::tools::run_tool(
+        "openssl",
+        [
+            "x509",
+            "-noout",
+            "-serial",
+            "-in",
+            text(&cert.chain).as_str(),
+        ],
+        b"",
+        std::time::Duration::from_secs(10),
+    );
+    let serial = serial
+        .stdout
+        .trim()
+        .trim_start_matches("serial=")
+        .to_string();
+    assert!(!serial.is_empty(), "no serial");
+    let index = dir.join("index.txt");
+    std::fs::write(
+        &index,
+        format!("V\t991231235959Z\t\t{serial}\tunknown\t/CN=localhost\n"),
+    )
+    .expect("write index");
+    let response = dir.join("ocsp.der");
+    let made = tern_testsupport::tools::run_tool(
+        "openssl",
+        [
+            "ocsp",
+            "-index",
+            text(&index).as_str(),
+            "-rsigner",
+            text(ca.ca_file()).as_str(),
+            "-rkey",
+            text(&ca.ca_key_file()).as_str(),
+            "-CA",
+            text(ca.ca_file()).as_str(),
+            "-issuer",
+            text(ca.ca_file()).as_str(),
+            "-cert",
+            text(&cert.chain).as_str(),
+            "-ndays",
+            "7",
+            "-respout",
+            text(&response).as_str(),
+        ],
+        b"",
+        std::time::Duration::from_secs(10),
+    );
+    assert!(response.exists(), "openssl ocsp failed: {}", made.all());
+
+    let ocsp = text(&response);
+    let served = Served::start_with(ca, cert, &[], Backend::start(), &["--ocsp", ocsp.as_str()]);
+    let ca_file = served.ca.ca_file().display().to_string();
+    let out = s_client(
+        served.addr,
+        &[
+            "-servername",
+            "localhost",
+            "-CAfile",
+            ca_file.as_str(),
+            "-status",
+            "-ign_eof",
+        ],
+        CLOSE_REQUEST,
+    );
+    assert!(
+        out.stdout.contains("OCSP Response Status: successful"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stdout.contains("Cert Status: good"), "{}", out.all());
+}

@@ -1,0 +1,90 @@
+//! Operating `tern serve` in production: hot reload under load, TCP mode in
+//! front of real PROXY-protocol consumers, PROXY protocol from an L4
+//! balancer, and OCSP stapling. Real peers only: the tern binary, HAProxy
+//! from Debian, `openssl`, hyper and hand-written PROXY peers, all on
+//! loopback. Every test starts its own tern on its own ports.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
+
+#[path = "operations/ocsp.rs"]
+mod ocsp;
+#[path = "operations/proxy_in.rs"]
+mod proxy_in;
+#[path = "operations/reload.rs"]
+mod reload;
+#[path = "operations/tcp_mode.rs"]
+mod tcp_mode;
+
+/// The binary under test, built by cargo for this test target.
+pub fn tern_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tern"))
+}
+
+/// How long tests wait for tern to log a reload or an access-log line.
+pub const LOG_WAIT: Duration = Duration::from_secs(10);
+
+/// `--cert CHAIN --key KEY` for `files`.
+pub fn cert_args(files: &CertFiles) -> Vec<String> {
+    vec![
+        "--cert".into(),
+        files.chain.display().to_string(),
+        "--key".into(),
+        files.key.display().to_string(),
+    ]
+}
+
+/// A test CA with one ECDSA leaf for `localhost` and `127.0.0.1`.
+pub fn ca_and_leaf() -> (TestCa, CertFiles) {
+    let mut ca = TestCa::new();
+    let leaf = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
+    (ca, leaf)
+}
+
+/// One `[[listener]]` table of a tern.toml.
+pub fn listener_toml(listen: SocketAddr, backends: &[SocketAddr], cert: &CertFiles) -> String {
+    let backends: Vec<String> = backends.iter().map(|b| format!("\"{b}\"")).collect();
+    format!(
+        "[[listener]]\nlisten = \"{listen}\"\nbackends = [{}]\ncert = \"{}\"\nkey = \"{}\"\n",
+        backends.join(", "),
+        cert.chain.display(),
+        cert.key.display()
+    )
+}
+
+/// A whole tern.toml: two workers (so reloads reach more than one event
+/// loop), a short shutdown, then `listeners`.
+pub fn config_toml(listeners: &[String]) -> String {
+    format!(
+        "workers = 2\nshutdown_timeout = \"2s\"\n\n{}",
+        listeners.join("\n")
+    )
+}
+
+/// Writes `text` to `path` in one rename, so tern never reads half a file.
+pub fn write_atomically(path: &Path, text: &str) {
+    let tmp: PathBuf = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write config");
+    std::fs::rename(&tmp, path).expect("rename config into place");
+}
+
+/// The values of header `name` the echo backend received, in order.
+pub fn echoed_header(echo: &serde_json::Value, name: &str) -> Vec<String> {
+    echo["headers"]
+        .as_array()
+        .map(|headers| {
+            headers
+                .iter()
+                .filter(|pair| {
+                    pair[0]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                })
+                .map(|pair| pair[1].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
