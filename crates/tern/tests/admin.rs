@@ -107,8 +107,12 @@ impl Admin {
     fn scrape(&self) -> Scrape {
         let response = self.admin_get("/metrics");
         assert_eq!(response.status, 200, "{}", response.body);
-        prometheus::parse(&response.body)
-            .unwrap_or_else(|e| panic!("/metrics is not valid Prometheus text: {e}\n{}", response.body))
+        prometheus::parse(&response.body).unwrap_or_else(|e| {
+            panic!(
+                "/metrics is not valid Prometheus text: {e}\n{}",
+                response.body
+            )
+        })
     }
 
     /// Scrapes until `tern_connections_open` is 0 (connections end a
@@ -199,13 +203,20 @@ fn scrape_counts_connections_requests_bytes_and_backend_latency() {
     assert_eq!(d(count, &at_backend), 2.0);
     let series: Vec<_> = after.samples.iter().filter(|s| s.name == count).collect();
     assert_eq!(series.len(), 1, "one backend series: {series:?}");
-    let upstream = series[0].labels.get("upstream").cloned().unwrap_or_default();
+    let upstream = series[0]
+        .labels
+        .get("upstream")
+        .cloned()
+        .unwrap_or_default();
     assert!(!upstream.is_empty(), "backend series has an upstream name");
     let up = [("upstream", upstream.as_str()), ("server", server.as_str())];
     assert_eq!(after.get("tern_backend_up", &up), Some(1.0));
     let slow_bucket = [up[0], up[1], ("le", "60")];
     assert_eq!(
-        after.get("tern_backend_response_duration_seconds_bucket", &slow_bucket),
+        after.get(
+            "tern_backend_response_duration_seconds_bucket",
+            &slow_bucket
+        ),
         Some(2.0),
         "both responses in the 60 s bucket"
     );
@@ -304,7 +315,10 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
     );
     assert_eq!(t.admin_raw(big.as_bytes()).status, 431);
     assert_eq!(t.admin_raw(b"GET /metrics\r\n\r\n").status, 400);
-    assert_eq!(t.admin_raw(b"GET /metrics HTTP/1.1\nHost: a\n\n").status, 400);
+    assert_eq!(
+        t.admin_raw(b"GET /metrics HTTP/1.1\nHost: a\n\n").status,
+        400
+    );
 
     // Half a head, then nothing: closed at the read deadline, not held open.
     let mut stalled = TcpStream::connect(t.admin).expect("connect to admin");

@@ -178,7 +178,6 @@ fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
 /// head is read and a body is still expected (setting it sends the pending
 /// ACK at once; Linux clears it again by itself).
 #[test]
-#[ignore = "tern serve does not negotiate h2 yet and shows a ~40 ms split-write penalty"]
 fn probe_of_tern_serve_with_defaults_exits_0() {
     let (_ca, _backend, _served, addr) = start_tern_serve();
     let out = tern(&["probe", &addr.to_string(), "--sni", "localhost"]);

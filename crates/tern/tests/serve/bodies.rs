@@ -253,8 +253,9 @@ fn client_offering_h2_gets_h2_by_default_and_http11_when_configured() {
         &[&rustls::version::TLS13],
         &[b"h2", b"http/1.1"],
     );
-    let conn = tern_testsupport::client::HttpConn::connect(served.addr, "localhost", config.clone())
-        .expect("connect");
+    let conn =
+        tern_testsupport::client::HttpConn::connect(served.addr, "localhost", config.clone())
+            .expect("connect");
     assert_eq!(conn.tls().alpn_protocol(), Some(&b"h2"[..]));
 
     let served = Served::start(&["--alpn", "http/1.1"]);

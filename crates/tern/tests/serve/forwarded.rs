@@ -46,20 +46,30 @@ fn forged_x_forwarded_proto_is_replaced_with_https() {
     );
 }
 
-/// The `name=value` pairs of one Forwarded element, with quoted-string values
-/// unquoted (RFC 7239: `host=localhost` and `host="localhost"` are the same).
-fn forwarded_pairs(element: &str) -> Vec<(String, String)> {
-    element
-        .split(';')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(name, value)| {
-            let value = value
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or(value);
-            (name.to_ascii_lowercase(), value.to_string())
-        })
-        .collect()
+/// The `name=value` pairs of a Forwarded field value, split on `;` and `,`
+/// outside quoted-strings, with quoted-strings unquoted and `\\x` escapes
+/// resolved (RFC 7239: `host=localhost` and `host="localhost"` are the same).
+fn forwarded_pairs(value: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut chars = value.chars();
+    let mut finish = |current: &mut String| {
+        if let Some((name, value)) = current.split_once('=') {
+            pairs.push((name.trim().to_ascii_lowercase(), value.to_string()));
+        }
+        current.clear();
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' if quoted => current.extend(chars.next()),
+            ';' | ',' if !quoted => finish(&mut current),
+            _ => current.push(c),
+        }
+    }
+    finish(&mut current);
+    pairs
 }
 
 fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -142,5 +152,62 @@ fn forwarded_quotes_and_brackets_ipv6_client() {
         forwarded_pairs(&forwarded[0]),
         pairs(&[("for", "[::1]"), ("proto", "https"), ("host", "localhost")]),
         "{echo}"
+    );
+}
+
+#[test]
+fn forwarded_none_adds_nothing_and_still_strips() {
+    let served = Served::start(&["--forwarded", "none"]);
+    let echo = forged_echo(&served);
+    for name in [
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "forwarded",
+        "x-real-ip",
+    ] {
+        assert!(echoed_header(&echo, name).is_empty(), "{name}: {echo}");
+    }
+}
+
+#[test]
+fn forwarded_host_with_port_is_quoted() {
+    let served = Served::start(&[]);
+    let (response, _conn) = served.raw(b"GET /echo HTTP/1.1\r\nHost: localhost:8443\r\n\r\n");
+    let echo = response.json();
+    let forwarded = echoed_header(&echo, "forwarded");
+    assert_eq!(forwarded.len(), 1, "{echo}");
+    // ':' is not a token character, so RFC 7239 requires a quoted-string.
+    assert!(forwarded[0].contains("host=\"localhost:8443\""), "{echo}");
+    assert_eq!(
+        forwarded_pairs(&forwarded[0]),
+        pairs(&[
+            ("for", "127.0.0.1"),
+            ("proto", "https"),
+            ("host", "localhost:8443")
+        ]),
+        "{echo}"
+    );
+}
+
+#[test]
+fn host_cannot_inject_forwarded_parameters() {
+    let served = Served::start(&[]);
+    let (response, _conn) =
+        served.raw(b"GET /echo HTTP/1.1\r\nHost: a\";for=6.6.6.6;by=\"x\r\n\r\n");
+    if response.status == 400 {
+        return; // Refusing an invalid Host is the simplest safe answer.
+    }
+    let echo = response.json();
+    let forwarded = echoed_header(&echo, "forwarded");
+    assert_eq!(forwarded.len(), 1, "{echo}");
+    let fors: Vec<String> = forwarded_pairs(&forwarded[0])
+        .into_iter()
+        .filter(|(name, _)| name == "for")
+        .map(|(_, value)| value)
+        .collect();
+    assert_eq!(
+        fors,
+        ["127.0.0.1"],
+        "the Host header injected a for=: {echo}"
     );
 }
