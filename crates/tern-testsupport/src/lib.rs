@@ -26,6 +26,10 @@ pub mod tern;
 pub mod tools;
 
 pub mod netlink_delay;
+pub mod haproxy;
+pub mod openssl_pki;
+pub mod proxy_protocol;
+pub mod reload;
 pub mod trap_servers;
 
 pub use rustls;

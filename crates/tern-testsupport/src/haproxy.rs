@@ -1,0 +1,120 @@
+//! A real HAProxy (the Debian package) as a PROXY-protocol consumer: it
+//! accepts a PROXY v1 or v2 header (`accept-proxy`) and answers every HTTP
+//! request with the client address the header carried, so a test can check
+//! what tern told its backend.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::tempdir::TempDir;
+use crate::tern::free_addr;
+
+/// Where Debian installs HAProxy.
+pub const HAPROXY_BIN: &str = "/usr/sbin/haproxy";
+
+/// Why HAProxy cannot run here, or `None` when it can.
+pub fn unavailable() -> Option<String> {
+    if Path::new(HAPROXY_BIN).exists() {
+        None
+    } else {
+        Some(format!(
+            "{HAPROXY_BIN} not found (apt-get install -y haproxy)"
+        ))
+    }
+}
+
+/// A running HAProxy, killed on drop.
+pub struct Haproxy {
+    addr: SocketAddr,
+    child: Child,
+    _dir: TempDir,
+}
+
+impl Haproxy {
+    /// HAProxy on a free loopback port with `bind ... accept-proxy`,
+    /// answering every request `200` with body `SRC_IP SRC_PORT AUTHORITY\n`
+    /// (`-` when the header carried no authority TLV).
+    ///
+    /// Panics with HAProxy's output when it does not start listening.
+    pub fn start_address_echo() -> Haproxy {
+        let addr = free_addr();
+        let dir = TempDir::new("haproxy");
+        let config = format!(
+            "global\n\
+             \x20   maxconn 256\n\
+             defaults\n\
+             \x20   mode http\n\
+             \x20   timeout connect 5s\n\
+             \x20   timeout client 10s\n\
+             \x20   timeout server 10s\n\
+             frontend from_tern\n\
+             \x20   bind {addr} accept-proxy\n\
+             \x20   http-request return status 200 content-type text/plain \
+             lf-string \"%[src] %[src_port] %[fc_pp_authority]\\n\"\n"
+        );
+        let path = dir.path().join("haproxy.cfg");
+        std::fs::write(&path, config).expect("write haproxy.cfg");
+        let check = Command::new(HAPROXY_BIN)
+            .arg("-c")
+            .arg("-f")
+            .arg(&path)
+            .output()
+            .expect("run haproxy -c");
+        assert!(
+            check.status.success(),
+            "haproxy refuses the test config:\n{}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        // -db: stay in the foreground, so the child is HAProxy itself and
+        // dropping it stops it.
+        let child = Command::new(HAPROXY_BIN)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn haproxy");
+        let mut haproxy = Haproxy {
+            addr,
+            child,
+            _dir: dir,
+        };
+        haproxy.wait_listening(Duration::from_secs(10));
+        haproxy
+    }
+
+    /// Where HAProxy accepts PROXY-protocol connections.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn wait_listening(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("haproxy exited early with {status}");
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "haproxy is not listening on {} after {timeout:?}",
+                self.addr
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
