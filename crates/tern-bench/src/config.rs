@@ -136,8 +136,8 @@ pub struct BenchConfig {
     pub workers: usize,
     /// When to stop (per target).
     pub stop: StopCondition,
-    /// Per-request timeout, connection set-up included.
-    pub timeout: Duration,
+    /// Per-request timeout, connection set-up included; `None` for none.
+    pub timeout: Option<Duration>,
     /// TLS options (ignored for `http://` targets).
     pub tls: TlsOptions,
     /// Interleaved rounds in compare mode (1 for a single target).
@@ -169,7 +169,7 @@ impl BenchConfig {
             connections: 50,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             stop: StopCondition::Requests(200),
-            timeout: Duration::from_secs(20),
+            timeout: Some(Duration::from_secs(20)),
             tls: TlsOptions::default(),
             rounds: 1,
             record_requests: false,

@@ -263,6 +263,22 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
     }
 }
 
+/// Runs `fut` under the request timeout, if there is one; without one no
+/// timer is armed at all (`-t 0`), which saves a timer-wheel insertion and
+/// removal per request.
+async fn limited<T, E>(
+    limit: Option<Duration>,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+    on_timeout: impl FnOnce() -> E,
+) -> Result<T, E> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| Err(on_timeout())),
+        None => fut.await,
+    }
+}
+
 /// Connection set-up phases, for per-request records.
 #[derive(Debug, Clone, Copy, Default)]
 struct Setup {
@@ -366,12 +382,12 @@ async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
         if !ctx.job.budget.take() {
             break;
         }
-        let res = tokio::time::timeout(
+        let res = limited(
             ctx.job.config.timeout,
             h1_once(&ctx, &mut conn, &mut spare, &mut key_cache),
+            || (RequestError::Timeout, None),
         )
-        .await
-        .unwrap_or(Err((RequestError::Timeout, None)));
+        .await;
         let keep = match res {
             Ok((ex, setup)) => {
                 ctx.record_ok(intended, &ex, setup);
@@ -421,10 +437,12 @@ async fn h2_keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
     let mut key_cache = KeyCache::default();
     while !ctx.job.budget.exhausted() {
         let attempt = Instant::now();
-        let connected =
-            tokio::time::timeout(ctx.job.config.timeout, h2_connect(&ctx, &mut key_cache))
-                .await
-                .unwrap_or(Err(RequestError::Timeout));
+        let connected = limited(
+            ctx.job.config.timeout,
+            h2_connect(&ctx, &mut key_cache),
+            || RequestError::Timeout,
+        )
+        .await;
         let send = match connected {
             Ok(send) => send,
             Err(e) => {
@@ -463,12 +481,12 @@ async fn h2_stream_loop(
         if !ctx.job.budget.take() {
             return;
         }
-        let res = tokio::time::timeout(
+        let res = limited(
             ctx.job.config.timeout,
             http2::exchange(&mut send, &ctx.job.h2_request),
+            || (RequestError::Timeout, false),
         )
-        .await
-        .unwrap_or(Err((RequestError::Timeout, false)));
+        .await;
         match res {
             Ok(ex) => ctx.record_ok(intended, &ex, None),
             Err((err, connection_dead)) => {
@@ -490,16 +508,15 @@ async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
         if !ctx.job.budget.take() {
             break;
         }
-        let res = tokio::time::timeout(ctx.job.config.timeout, async {
+        let once = async {
             let mut setup = None;
             let mut send = h2_connect_with(&ctx, &mut key_cache, &mut setup).await?;
             http2::exchange(&mut send, &ctx.job.h2_request)
                 .await
                 .map(|ex| (ex, setup))
                 .map_err(|(e, _)| e)
-        })
-        .await
-        .unwrap_or(Err(RequestError::Timeout));
+        };
+        let res = limited(ctx.job.config.timeout, once, || RequestError::Timeout).await;
         match res {
             Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
             Err(err) => ctx.record_error(intended, &err),

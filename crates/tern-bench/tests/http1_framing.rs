@@ -62,7 +62,7 @@ fn run(url: &str, n: u64, method: &str) -> tern_bench::Report {
     config.workers = 1;
     config.stop = StopCondition::Requests(n);
     config.method = method.to_string();
-    config.timeout = Duration::from_secs(5);
+    config.timeout = Some(Duration::from_secs(5));
     tern_bench::run(config).unwrap()
 }
 

@@ -424,11 +424,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         Some(z) => StopCondition::Duration(parse_go_duration(z)?),
         None => StopCondition::Requests(a.requests),
     };
-    c.timeout = if a.timeout == 0 {
-        Duration::from_secs(24 * 3600)
-    } else {
-        Duration::from_secs(a.timeout)
-    };
+    c.timeout = (a.timeout > 0).then(|| Duration::from_secs(a.timeout));
     let version = |v: &Option<String>| match v.as_deref() {
         Some("1.2") => Some(TlsVersion::Tls12),
         Some("1.3") => Some(TlsVersion::Tls13),
