@@ -64,7 +64,11 @@ impl Front {
         let tern = TernProcess::start(
             tern_bin(),
             addr,
-            ["serve".to_string(), "--config".into(), path.display().to_string()],
+            [
+                "serve".to_string(),
+                "--config".into(),
+                path.display().to_string(),
+            ],
         );
         let client = client::client_config(ca.ca_pem());
         Front {
@@ -129,7 +133,10 @@ pub fn echo_answers(front: &Front, n: usize, per_conn: usize) -> HashMap<String,
                 .get("localhost", "/echo")
                 .unwrap_or_else(|e| panic!("GET /echo: {e}\n{}", front.tern.stderr_text()));
             assert_eq!(response.status, 200, "{}", response.text());
-            let backend = response.json()["backend"].as_str().unwrap_or("").to_string();
+            let backend = response.json()["backend"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
             *counts.entry(backend).or_insert(0) += 1;
             sent += 1;
         }

@@ -1,26 +1,43 @@
 //! Backends: upstream groups, choosing a server, connecting to it, and
 //! keeping idle connections.
 //!
-//! Each worker keeps its own pool (no locks on the request path). A pooled
-//! connection is checked for a pending close before reuse, because backends
-//! close idle keepalive connections on their own schedule (Node's default is
-//! 5 s) and a request written into a closed connection would fail.
+//! ```text
+//!              process-wide (atomics)                 per worker (no locks)
+//!   UpstreamShared ── per server: up? ejected? ◄──── Backends::get ── balance: smooth WRR
+//!        ▲              in flight                        │            or least_conn
+//!        │                                               ├─ idle pool (reuse after a liveness probe)
+//!   run_health_checks (control-plane runtime)            └─ connect; on failure record it,
+//!   GET <path> every interval, rise/fall                    try the next live server once
+//! ```
+//!
+//! Module map: [`shared`] the process-wide state, [`balance`] the
+//! policies, [`pool`] idle connections, [`health`] active checks.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+mod balance;
+mod health;
+mod pool;
+mod shared;
+#[cfg(test)]
+mod tests;
+
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use crate::config::UpstreamConfig;
+use crate::config::Balance;
 
-/// Idle connections older than this are closed rather than reused.
-pub const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
+pub use shared::UpstreamShared;
 
-/// A connection to a backend.
+use balance::SmoothWrr;
+use pool::IdlePool;
+use shared::InFlight;
+
+/// A connection to a backend, counted as one request in flight on its
+/// server until it is dropped or returned with [`Backends::put`].
 #[derive(Debug)]
 pub struct BackendConn {
     /// The socket (TCP_NODELAY set).
@@ -30,51 +47,22 @@ pub struct BackendConn {
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
+    /// Keeps the server's in-flight count up (least_conn reads it).
+    in_flight: InFlight,
 }
 
 /// Why a backend could not be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// Refused, unreachable, reset.
+    /// Refused, unreachable, reset (the last server tried).
     #[error("connect to {0}: {1}")]
     Io(SocketAddr, io::Error),
-    /// No answer within the connect timeout.
+    /// No answer within the connect timeout (the last server tried).
     #[error("connect to {0}: timed out")]
     Timeout(SocketAddr),
-    /// Every server of the group is down (health checks or ejection).
-    #[allow(dead_code)] // made by the health state, which lands next
+    /// No server of the group may be used (health checks or ejection).
     #[error("every server of upstream {0:?} is down")]
     AllDown(String),
-}
-
-/// Process-wide state of one upstream group: its settings and, per
-/// server, what health checks and passive ejection decided. Shared by all
-/// workers (atomics only), rebuilt on reload.
-#[derive(Debug)]
-pub struct UpstreamShared {
-    /// The group's settings.
-    pub config: UpstreamConfig,
-}
-
-impl UpstreamShared {
-    /// State for a group, every server initially up.
-    pub fn new(config: UpstreamConfig) -> Arc<Self> {
-        Arc::new(UpstreamShared { config })
-    }
-
-    /// Runs active health checks until `shutdown` turns true (returns at
-    /// once when the group has none). Spawned on the control-plane runtime.
-    pub async fn run_health_checks(
-        self: Arc<Self>,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
-    ) {
-        let _ = shutdown.wait_for(|s| *s).await;
-    }
-
-    /// (server, up?) for metrics and /health.
-    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
-        self.config.servers.iter().map(|s| (s.addr, true)).collect()
-    }
 }
 
 /// A worker's view of an upstream group: balancing state and the pool of
@@ -82,19 +70,18 @@ impl UpstreamShared {
 #[derive(Debug)]
 pub struct Backends {
     shared: Arc<UpstreamShared>,
-    next: Cell<usize>,
-    idle: RefCell<HashMap<SocketAddr, Vec<(TcpStream, Instant)>>>,
-    max_idle: usize,
+    wrr: RefCell<SmoothWrr>,
+    pool: IdlePool,
 }
 
 impl Backends {
     /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
+        let servers = shared.config.servers.len();
         Backends {
             shared,
-            next: Cell::new(0),
-            idle: RefCell::new(HashMap::new()),
-            max_idle,
+            wrr: RefCell::new(SmoothWrr::new(servers)),
+            pool: IdlePool::new(servers, max_idle),
         }
     }
 
@@ -104,71 +91,123 @@ impl Backends {
     }
 
     /// A connection to a live server chosen by the group's policy: an idle
-    /// pooled one, or a new one. Connect failures are counted against the
-    /// server (passive ejection) and the next server is tried, so a request
-    /// fails only when no server can be reached; `AllDown` when none is up.
+    /// pooled one, or a new one. A connect failure is counted against its
+    /// server (passive ejection) and the next live server is tried, each at
+    /// most once, so a request fails only when no server can be reached:
+    /// `AllDown` at once when no server is live, else the last server's
+    /// connect error.
     pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
-        let servers = &self.shared.config.servers;
-        let i = self.next.get();
-        self.next.set(i.wrapping_add(1));
-        let addr = servers[i % servers.len()].addr;
-        if let Some(stream) = self.take_idle(addr) {
-            return Ok(BackendConn {
-                stream,
-                addr,
-                reused: true,
-            });
+        let mut tried: Vec<usize> = Vec::new();
+        let mut last_error = None;
+        loop {
+            let Some(server) = self.pick(|i| !tried.contains(&i)) else {
+                return Err(
+                    last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
+                );
+            };
+            // Counted before connecting, so concurrent picks see it.
+            let in_flight = self.shared.begin(server);
+            if let Some(stream) = self.pool.take(server) {
+                return Ok(BackendConn {
+                    stream,
+                    addr: self.shared.addr(server),
+                    reused: true,
+                    in_flight,
+                });
+            }
+            match self.connect_counted(in_flight, connect_timeout).await {
+                Ok(conn) => return Ok(conn),
+                Err(e) => {
+                    tried.push(server);
+                    last_error = Some(e);
+                }
+            }
         }
-        self.connect(addr, connect_timeout).await
     }
 
-    /// A new connection to `addr`.
+    /// A new connection to `addr`, one of the group's servers (used to
+    /// retry on the same server after a pooled connection turned out closed).
     pub async fn connect(
         &self,
         addr: SocketAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-            Err(_) => return Err(ConnectError::Timeout(addr)),
+        let Some(server) = self.shared.index_of(addr) else {
+            return Err(ConnectError::Io(
+                addr,
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("not a server of upstream {:?}", self.name()),
+                ),
+            ));
         };
-        // One write per message is only one segment if Nagle does not hold
-        // back the tail of a previous write waiting for an ACK.
-        stream
-            .set_nodelay(true)
-            .map_err(|e| ConnectError::Io(addr, e))?;
-        Ok(BackendConn {
-            stream,
-            addr,
-            reused: false,
-        })
+        self.connect_counted(self.shared.begin(server), connect_timeout)
+            .await
     }
 
-    /// Returns a connection whose exchange completed cleanly.
+    /// Returns a connection whose exchange completed cleanly; it is kept
+    /// for reuse while its server is live and the pool has room.
     pub fn put(&self, conn: BackendConn) {
-        let mut idle = self.idle.borrow_mut();
-        let list = idle.entry(conn.addr).or_default();
-        if list.len() < self.max_idle {
-            list.push((conn.stream, Instant::now()));
+        let server = conn.in_flight.server();
+        if self.shared.is_live(server) {
+            self.pool.put(server, conn.stream);
+        } else {
+            self.pool.clear(server);
         }
     }
 
-    fn take_idle(&self, addr: SocketAddr) -> Option<TcpStream> {
-        let mut idle = self.idle.borrow_mut();
-        let list = idle.get_mut(&addr)?;
-        while let Some((stream, since)) = list.pop() {
-            if since.elapsed() > MAX_IDLE_AGE {
-                continue;
-            }
-            // A closed or misbehaving backend connection has something to
-            // read (EOF or stray bytes); a healthy idle one has nothing.
-            let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
-                _ => continue,
+    /// The next live server the policy chooses among those `allowed`.
+    fn pick(&self, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        let shared = &self.shared;
+        let eligible = |i: usize| allowed(i) && shared.is_live(i);
+        let mut wrr = self.wrr.borrow_mut();
+        match shared.config.balance {
+            Balance::RoundRobin => wrr.pick(&shared.weights, eligible),
+            Balance::LeastConn => {
+                balance::least_conn(&mut wrr, &shared.weights, |i| shared.in_flight(i), eligible)
             }
         }
-        None
     }
+
+    /// Connects to the server `in_flight` counts, recording the outcome
+    /// for passive ejection.
+    async fn connect_counted(
+        &self,
+        in_flight: InFlight,
+        connect_timeout: Duration,
+    ) -> Result<BackendConn, ConnectError> {
+        let server = in_flight.server();
+        let addr = self.shared.addr(server);
+        match open(addr, connect_timeout).await {
+            Ok(stream) => {
+                self.shared.connect_succeeded(server);
+                Ok(BackendConn {
+                    stream,
+                    addr,
+                    reused: false,
+                    in_flight,
+                })
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.name(), "{e}");
+                self.shared.connect_failed(server, &e);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Opens a TCP connection with TCP_NODELAY under a deadline.
+async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, ConnectError> {
+    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
+        Err(_) => return Err(ConnectError::Timeout(addr)),
+    };
+    // One write per message is only one segment if Nagle does not hold
+    // back the tail of a previous write waiting for an ACK.
+    stream
+        .set_nodelay(true)
+        .map_err(|e| ConnectError::Io(addr, e))?;
+    Ok(stream)
 }

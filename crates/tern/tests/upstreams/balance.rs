@@ -33,7 +33,10 @@ fn weights_three_to_one_split_400_requests_three_to_one() {
 fn equal_weights_alternate_on_one_connection() {
     let a = Backend::start();
     let b = Backend::start();
-    let upstreams = format!("[[upstream]]\nname = \"app\"\n{}\n", servers(&[a.addr(), b.addr()]));
+    let upstreams = format!(
+        "[[upstream]]\nname = \"app\"\n{}\n",
+        servers(&[a.addr(), b.addr()])
+    );
     let front = Front::start(1, &upstreams, "app", "");
     let mut conn = front.connect();
     let order: Vec<String> = (0..6)
@@ -43,7 +46,10 @@ fn equal_weights_alternate_on_one_connection() {
         })
         .collect();
     for pair in order.windows(2) {
-        assert_ne!(pair[0], pair[1], "round robin repeated a backend: {order:?}");
+        assert_ne!(
+            pair[0], pair[1],
+            "round robin repeated a backend: {order:?}"
+        );
     }
 }
 
@@ -69,7 +75,11 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
         assert!(Instant::now() < deadline, "the slow request never arrived");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let (busy, idle) = if a.requests() == 1 { (&a, &b) } else { (&b, &a) };
+    let (busy, idle) = if a.requests() == 1 {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
     let started = Instant::now();
     let counts = echo_answers(&front, 10, 1);
     assert!(
@@ -82,6 +92,13 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
         Some(10),
         "{counts:?}: every new request should go to the idle backend"
     );
-    assert_eq!(busy.requests(), 1, "only the slow request reached the busy backend");
-    assert_eq!(slow.join().expect("slow client").expect("slow response"), 200);
+    assert_eq!(
+        busy.requests(),
+        1,
+        "only the slow request reached the busy backend"
+    );
+    assert_eq!(
+        slow.join().expect("slow client").expect("slow response"),
+        200
+    );
 }

@@ -13,7 +13,10 @@ fn closed_port_backend_fails_no_request() {
     let live = Backend::start();
     // Nothing listens here: every connect is refused.
     let dead = free_addr();
-    let upstreams = format!("[[upstream]]\nname = \"app\"\n{}\n", servers(&[dead, live.addr()]));
+    let upstreams = format!(
+        "[[upstream]]\nname = \"app\"\n{}\n",
+        servers(&[dead, live.addr()])
+    );
     let front = Front::start(2, &upstreams, "app", "");
     let counts = echo_answers(&front, 60, 3);
     assert_eq!(
@@ -62,19 +65,30 @@ fn every_server_down_gives_503_at_once() {
     let front = Front::start(1, &upstreams, "app", "backend_connect_timeout = \"5s\"\n");
     let mut conn = front.connect();
     let first = conn.get("localhost", "/echo").expect("first response");
-    assert_eq!(first.status, 502, "a refused connect is a bad gateway: {}", first.text());
+    assert_eq!(
+        first.status,
+        502,
+        "a refused connect is a bad gateway: {}",
+        first.text()
+    );
     // The refusal ejected the only server: nothing is tried any more.
     let started = Instant::now();
     let second = front.get("/echo");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
-    assert!(took < Duration::from_millis(500), "503 took {took:?} (handshake included)");
+    assert!(
+        took < Duration::from_millis(500),
+        "503 took {took:?} (handshake included)"
+    );
     let mut conn = front.connect();
     let started = Instant::now();
     let third = conn.get("localhost", "/echo").expect("third response");
     let took = started.elapsed();
     assert_eq!(third.status, 503, "{}", third.text());
-    assert!(took < Duration::from_millis(50), "503 on an open connection took {took:?}");
+    assert!(
+        took < Duration::from_millis(50),
+        "503 on an open connection took {took:?}"
+    );
 }
 
 #[test]

@@ -31,7 +31,11 @@ fn stopped_backend_is_marked_down_and_up_again_when_it_returns() {
     drop(b);
     front.wait_log(&["backend down", &b_addr.to_string()], TRANSITION_WAIT);
     let counts = echo_answers(&front, 20, 4);
-    assert_eq!(counts.get(&a.addr().to_string()).copied(), Some(20), "{counts:?}");
+    assert_eq!(
+        counts.get(&a.addr().to_string()).copied(),
+        Some(20),
+        "{counts:?}"
+    );
     assert!(
         !front
             .tern
@@ -45,7 +49,10 @@ fn stopped_backend_is_marked_down_and_up_again_when_it_returns() {
     front.wait_log(&["backend up", &b_addr.to_string()], TRANSITION_WAIT);
     let counts = echo_answers(&front, 20, 4);
     let to_b = counts.get(&b.addr().to_string()).copied().unwrap_or(0);
-    assert!(to_b >= 8, "the returned backend got {to_b} of 20: {counts:?}");
+    assert!(
+        to_b >= 8,
+        "the returned backend got {to_b} of 20: {counts:?}"
+    );
 }
 
 #[test]
@@ -58,7 +65,11 @@ fn backend_answering_500_to_the_check_gets_no_requests() {
         TRANSITION_WAIT,
     );
     let counts = echo_answers(&front, 20, 4);
-    assert_eq!(counts.get(&good.addr().to_string()).copied(), Some(20), "{counts:?}");
+    assert_eq!(
+        counts.get(&good.addr().to_string()).copied(),
+        Some(20),
+        "{counts:?}"
+    );
 
     let reads: Vec<String> = bad
         .first_reads()
@@ -68,7 +79,10 @@ fn backend_answering_500_to_the_check_gets_no_requests() {
     assert!(reads.len() >= 2, "fall = 2 needs two checks: {reads:?}");
     for read in &reads {
         assert!(read.starts_with("GET /echo HTTP/1.1\r\n"), "{read}");
-        assert!(read.contains(&format!("Host: {}\r\n", bad.addr())), "{read}");
+        assert!(
+            read.contains(&format!("Host: {}\r\n", bad.addr())),
+            "{read}"
+        );
         assert!(read.contains("Connection: close\r\n"), "{read}");
     }
 }

@@ -1,0 +1,311 @@
+//! Active health checks: every interval, each server gets a real HTTP/1.1
+//! `GET <path>` on a fresh TCP connection (`Connection: close`), and a
+//! 2xx/3xx status within the timeout counts as a success. `rise` successes
+//! in a row mark a down server up, `fall` failures in a row mark an up
+//! server down; each transition is logged once.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::UpstreamShared;
+use crate::config::HealthCheck;
+
+/// Most bytes read while looking for the status line.
+const MAX_STATUS_LINE: usize = 1024;
+
+impl UpstreamShared {
+    /// Runs active health checks until `shutdown` turns true (returns at
+    /// once when the group has none). Spawned on the control-plane runtime.
+    pub async fn run_health_checks(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let Some(check) = self.config.health.clone() else {
+            let _ = shutdown.wait_for(|s| *s).await;
+            return;
+        };
+        let mut streaks = vec![Streak::new(); self.config.servers.len()];
+        let mut ticker = tokio::time::interval(check.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                _ = ticker.tick() => {}
+            }
+            let round = check_all(&self, &check);
+            let results = tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                results = round => results,
+            };
+            for (i, result) in results {
+                let Some(streak) = streaks.get_mut(i) else {
+                    continue;
+                };
+                let Some(up) = streak.record(result.is_ok(), check.rise, check.fall) else {
+                    continue;
+                };
+                self.set_up(i, up);
+                let server = self.addr(i);
+                let upstream = &self.config.name;
+                match result {
+                    Ok(status) => tracing::info!(
+                        %upstream, %server,
+                        "backend up: {} health checks in a row passed (GET {} answered {status})",
+                        check.rise, check.path
+                    ),
+                    Err(e) => tracing::warn!(
+                        %upstream, %server,
+                        "backend down: {} health checks in a row failed (GET {}: {e})",
+                        check.fall, check.path
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Checks every server of `shared` at once; each check is bounded by the
+/// check's timeout, so the round is too.
+async fn check_all(
+    shared: &UpstreamShared,
+    check: &HealthCheck,
+) -> Vec<(usize, Result<u16, CheckError>)> {
+    let mut set = JoinSet::new();
+    for (i, server) in shared.config.servers.iter().enumerate() {
+        let (addr, path, timeout) = (server.addr, check.path.clone(), check.timeout);
+        set.spawn(async move { (i, check_once(addr, &path, timeout).await) });
+    }
+    let mut results = Vec::with_capacity(shared.config.servers.len());
+    while let Some(joined) = set.join_next().await {
+        if let Ok(result) = joined {
+            results.push(result);
+        }
+    }
+    results
+}
+
+/// Why one health check failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CheckError {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("I/O: {0}")]
+    Io(std::io::Error),
+    #[error("closed before a status line")]
+    Closed,
+    #[error("not an HTTP/1.x status line")]
+    Malformed,
+    #[error("status {0}")]
+    Status(u16),
+}
+
+/// One check: connect, `GET path`, read the status line; `Ok(status)` for
+/// 2xx and 3xx.
+pub(super) async fn check_once(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<u16, CheckError> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(CheckError::Connect)?;
+        stream.set_nodelay(true).map_err(CheckError::Io)?;
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: tern-health-check\r\n\
+             Connection: close\r\n\r\n"
+        );
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(CheckError::Io)?;
+        let mut buf = Vec::with_capacity(256);
+        let mut chunk = [0u8; 256];
+        loop {
+            if let Some(end) = buf.windows(2).position(|w| w == b"\r\n") {
+                return parse_status_line(&buf[..end]);
+            }
+            if buf.len() >= MAX_STATUS_LINE {
+                return Err(CheckError::Malformed);
+            }
+            let n = stream.read(&mut chunk).await.map_err(CheckError::Io)?;
+            if n == 0 {
+                return Err(CheckError::Closed);
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let status = tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| CheckError::Timeout(timeout))??;
+    if (200..400).contains(&status) {
+        Ok(status)
+    } else {
+        Err(CheckError::Status(status))
+    }
+}
+
+/// `HTTP/1.x SSS reason` → SSS.
+fn parse_status_line(line: &[u8]) -> Result<u16, CheckError> {
+    let rest = line.strip_prefix(b"HTTP/1.").ok_or(CheckError::Malformed)?;
+    match rest {
+        [minor, b' ', a, b, c, tail @ ..]
+            if minor.is_ascii_digit()
+                && [a, b, c].iter().all(|d| d.is_ascii_digit())
+                && (tail.is_empty() || tail[0] == b' ') =>
+        {
+            Ok(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+        }
+        _ => Err(CheckError::Malformed),
+    }
+}
+
+/// Consecutive results of one server and its current verdict.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    up: bool,
+    successes: u32,
+    failures: u32,
+}
+
+impl Streak {
+    /// Servers start up: a fresh group serves at once.
+    fn new() -> Self {
+        Streak {
+            up: true,
+            successes: 0,
+            failures: 0,
+        }
+    }
+
+    /// Counts one result; returns the new verdict when it changed.
+    fn record(&mut self, ok: bool, rise: u32, fall: u32) -> Option<bool> {
+        if ok {
+            self.failures = 0;
+            self.successes = self.successes.saturating_add(1);
+            if !self.up && self.successes >= rise {
+                self.up = true;
+                return Some(true);
+            }
+        } else {
+            self.successes = 0;
+            self.failures = self.failures.saturating_add(1);
+            if self.up && self.failures >= fall {
+                self.up = false;
+                return Some(false);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn fall_failures_mark_down_then_rise_successes_mark_up() {
+        let mut s = Streak::new();
+        assert_eq!(s.record(false, 2, 3), None);
+        assert_eq!(s.record(false, 2, 3), None);
+        assert_eq!(s.record(false, 2, 3), Some(false));
+        assert_eq!(s.record(false, 2, 3), None, "a transition is reported once");
+        assert_eq!(s.record(true, 2, 3), None);
+        assert_eq!(s.record(true, 2, 3), Some(true));
+        assert_eq!(s.record(true, 2, 3), None);
+    }
+
+    #[test]
+    fn a_success_breaks_a_failure_streak() {
+        let mut s = Streak::new();
+        assert_eq!(s.record(false, 1, 2), None);
+        assert_eq!(s.record(true, 1, 2), None);
+        assert_eq!(s.record(false, 1, 2), None);
+        assert_eq!(s.record(false, 1, 2), Some(false));
+    }
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status_line(b"HTTP/1.1 200 OK").ok(), Some(200));
+        assert_eq!(parse_status_line(b"HTTP/1.0 302").ok(), Some(302));
+        assert!(parse_status_line(b"HTTP/2 200").is_err());
+        assert!(parse_status_line(b"HTTP/1.1 20 OK").is_err());
+        assert!(parse_status_line(b"HTTP/1.1 2000 OK").is_err());
+        assert!(parse_status_line(b"SSH-2.0-OpenSSH").is_err());
+    }
+
+    /// A one-shot server answering `response` to the first request, and
+    /// the request it received.
+    async fn answer_once(
+        response: &'static [u8],
+    ) -> (SocketAddr, tokio::task::JoinHandle<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 512];
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = stream.read(&mut chunk).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&chunk[..n]);
+            }
+            stream.write_all(response).await.expect("write");
+            request
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn check_sends_get_with_host_and_close_and_accepts_2xx() {
+        let (addr, server) = answer_once(b"HTTP/1.1 204 No Content\r\n\r\n").await;
+        let status = check_once(addr, "/healthz?deep=1", Duration::from_secs(2)).await;
+        assert_eq!(status.ok(), Some(204));
+        let request = String::from_utf8(server.await.expect("server")).expect("utf-8");
+        assert!(
+            request.starts_with("GET /healthz?deep=1 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.contains(&format!("\r\nHost: {addr}\r\n")),
+            "{request}"
+        );
+        assert!(request.contains("\r\nConnection: close\r\n"), "{request}");
+    }
+
+    #[tokio::test]
+    async fn check_fails_on_500() {
+        let (addr, _server) = answer_once(b"HTTP/1.1 500 Internal Server Error\r\n\r\n").await;
+        let result = check_once(addr, "/", Duration::from_secs(2)).await;
+        assert!(matches!(result, Err(CheckError::Status(500))), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn check_fails_on_refused_connection() {
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            l.local_addr().expect("addr")
+        };
+        let result = check_once(addr, "/", Duration::from_secs(2)).await;
+        assert!(matches!(result, Err(CheckError::Connect(_))), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn check_times_out_on_a_silent_server() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let started = std::time::Instant::now();
+        let result = check_once(addr, "/", Duration::from_millis(200)).await;
+        assert!(matches!(result, Err(CheckError::Timeout(_))), "{result:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        drop(listener);
+    }
+}
