@@ -110,10 +110,24 @@ impl ChunkedScanner {
 
     /// Scans `input`, which continues the body. Stops at the body's end.
     pub fn scan(&mut self, input: &[u8]) -> Result<Scan, HttpError> {
+        self.walk(input, None)
+    }
+
+    /// Like [`ChunkedScanner::scan`], and appends the payload (chunk data
+    /// without framing) to `payload`: for relaying a chunked HTTP/1.1 body
+    /// into a protocol with its own framing (HTTP/2 DATA frames).
+    pub fn decode(&mut self, input: &[u8], payload: &mut Vec<u8>) -> Result<Scan, HttpError> {
+        self.walk(input, Some(payload))
+    }
+
+    fn walk(&mut self, input: &[u8], mut sink: Option<&mut Vec<u8>>) -> Result<Scan, HttpError> {
         let mut i = 0;
         while i < input.len() {
             if self.state == State::Data {
                 let take = self.remaining.min((input.len() - i) as u64);
+                if let Some(out) = sink.as_deref_mut() {
+                    out.extend_from_slice(&input[i..i + take as usize]);
+                }
                 self.remaining -= take;
                 self.payload += take;
                 i += take as usize;
@@ -320,6 +334,20 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn decode_yields_the_payload_only() {
+        let mut out = Vec::new();
+        let mut sc = ChunkedScanner::new();
+        let s = sc
+            .decode(
+                b"5;x=y\r\nhello\r\n6\r\n world\r\n0\r\nT: 1\r\n\r\n",
+                &mut out,
+            )
+            .unwrap();
+        assert!(s.done);
+        assert_eq!(out, b"hello world");
     }
 
     #[test]

@@ -118,6 +118,22 @@ pub fn write_request_head(
         }
         put_field(out, name.as_bytes(), value);
     }
+    write_forwarding_fields(out, client, add, head.fields.get("host"));
+    match conn {
+        BackendConnection::KeepAlive => {}
+        BackendConnection::Upgrade => put_field(out, b"Connection", b"upgrade"),
+        BackendConnection::Close => put_field(out, b"Connection", b"close"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends tern's forwarding fields for `client` (the ones `add` asks for).
+fn write_forwarding_fields(
+    out: &mut Vec<u8>,
+    client: &ClientFacts,
+    add: ForwardedFields,
+    host: Option<&[u8]>,
+) {
     let mut ip = itoa_ip(client.ip);
     if add.x_forwarded_for {
         put_field(out, b"X-Forwarded-For", ip.as_bytes());
@@ -130,18 +146,92 @@ pub fn write_request_head(
             ip = format!("\"[{ip}]\"");
         }
         let mut value = format!("for={ip};proto={}", client.proto);
-        if let Some(host) = head.fields.get("host").filter(|h| is_safe_host(h)) {
+        if let Some(host) = host.filter(|h| is_safe_host(h)) {
             // Host is checked to hold only host/port characters, so quoting
             // needs no escapes.
             let _ = write!(value, ";host=\"{}\"", String::from_utf8_lossy(host));
         }
         put_field(out, b"Forwarded", value.as_bytes());
     }
-    match conn {
-        BackendConnection::KeepAlive => {}
-        BackendConnection::Upgrade => put_field(out, b"Connection", b"upgrade"),
-        BackendConnection::Close => put_field(out, b"Connection", b"close"),
+}
+
+/// True for the forwarding fields a client may not set.
+pub fn is_client_forwarding_field(name: &str) -> bool {
+    CLIENT_FORWARDING_FIELDS
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f))
+}
+
+/// Fields that are connection-specific in HTTP/1.1 and forbidden in
+/// HTTP/2 (RFC 9113 section 8.2.2); dropped when converting a response.
+pub fn is_connection_specific(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+        || name.eq_ignore_ascii_case("transfer-encoding")
+}
+
+/// How an HTTP/2 request's body reaches an HTTP/1.1 backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H1BodyFraming {
+    /// No body.
+    Empty,
+    /// The client declared a length (validated against what arrives).
+    Length(u64),
+    /// Unknown length: tern chunk-encodes it.
+    Chunked,
+}
+
+/// Appends an HTTP/1.1 request head for a request that arrived over HTTP/2:
+/// `authority` becomes Host, split `cookie` fields are joined with "; "
+/// (RFC 9113 section 8.2.3), connection-specific and client forwarding
+/// fields are dropped, tern's forwarding fields and the body framing added.
+#[allow(clippy::too_many_arguments)]
+pub fn write_request_head_from_h2<'a>(
+    method: &str,
+    target: &str,
+    authority: Option<&[u8]>,
+    fields: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
+    body: H1BodyFraming,
+    client: &ClientFacts,
+    add: ForwardedFields,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let host = authority.or_else(|| {
+        fields
+            .clone()
+            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v)
+    });
+    if let Some(h) = host {
+        put_field(out, b"Host", h);
     }
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    for (name, value) in fields {
+        if name.eq_ignore_ascii_case("host")
+            || name.eq_ignore_ascii_case("content-length")
+            || is_connection_specific(name)
+            || is_client_forwarding_field(name)
+        {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("cookie") {
+            cookies.push(value);
+            continue;
+        }
+        put_field(out, name.as_bytes(), value);
+    }
+    if !cookies.is_empty() {
+        put_field(out, b"cookie", &cookies.join(&b"; "[..]));
+    }
+    match body {
+        H1BodyFraming::Empty => {}
+        H1BodyFraming::Length(n) => put_field(out, b"Content-Length", n.to_string().as_bytes()),
+        H1BodyFraming::Chunked => put_field(out, b"Transfer-Encoding", b"chunked"),
+    }
+    write_forwarding_fields(out, client, add, host);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -297,6 +387,38 @@ mod tests {
         );
         assert!(out.contains("Upgrade: websocket\r\n"), "{out}");
         assert!(out.contains("Connection: upgrade\r\n"), "{out}");
+    }
+
+    #[test]
+    fn h2_request_becomes_an_h1_head_with_joined_cookies() {
+        let fields: Vec<(&str, &[u8])> = vec![
+            ("cookie", b"a=1"),
+            ("x-forwarded-for", b"6.6.6.6"),
+            ("cookie", b"b=2"),
+            ("accept", b"*/*"),
+        ];
+        let mut out = Vec::new();
+        let facts = ClientFacts {
+            ip: "192.0.2.1".parse().unwrap(),
+            proto: "https",
+        };
+        write_request_head_from_h2(
+            "POST",
+            "/p?q",
+            Some(b"example.com"),
+            fields.iter().copied(),
+            H1BodyFraming::Chunked,
+            &facts,
+            ForwardedFields::default(),
+            &mut out,
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("POST /p?q HTTP/1.1\r\nHost: example.com\r\naccept: */*\r\ncookie: a=1; b=2\r\nTransfer-Encoding: chunked\r\n"), "{text}");
+        assert!(!text.contains("6.6.6.6"), "{text}");
+        assert!(
+            text.contains("Forwarded: for=192.0.2.1;proto=https;host=\"example.com\"\r\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -113,9 +113,14 @@ pub(crate) struct ConnCtx<'a> {
 impl ConnCtx<'_> {
     /// Writes an access-log record and counts the request.
     pub fn log(&self, r: &Record<'_>) {
+        let protocol = if self.tls.alpn.as_deref() == Some("h2") {
+            "h2"
+        } else {
+            "http/1.1"
+        };
         self.worker
             .metrics
-            .request(r.status, r.bytes_in, r.bytes_out, "http/1.1");
+            .request(r.status, r.bytes_in, r.bytes_out, protocol);
         self.worker.log.log(r);
     }
 }
@@ -166,6 +171,7 @@ pub(crate) async fn handle(
         worker: &worker,
     };
     match listener.config.mode {
+        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => crate::h2::serve(tls, &ctx).await,
         Mode::Http => crate::http1::serve(&mut tls, &ctx).await,
         Mode::Tcp { proxy_protocol } => crate::tcp::serve(&mut tls, &ctx, proxy_protocol).await,
     }

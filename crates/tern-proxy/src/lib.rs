@@ -25,6 +25,7 @@ mod conn;
 mod demo;
 mod error;
 mod generation;
+mod h2;
 mod http1;
 mod iobuf;
 pub mod metrics;

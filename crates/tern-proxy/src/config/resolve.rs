@@ -282,7 +282,7 @@ pub(crate) fn resolve_listener(
             // TCP mode passes bytes; offering h2 would promise a protocol the
             // backend may not speak. Its operators choose explicitly.
             Mode::Tcp { .. } => Vec::new(),
-            Mode::Http => vec![b"http/1.1".to_vec()],
+            Mode::Http => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         }
     } else {
         let mut out = Vec::new();

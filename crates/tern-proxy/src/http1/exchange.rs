@@ -26,10 +26,10 @@ use crate::iobuf::IoBuf;
 
 /// Body bytes sent in the same write as a head (request or response).
 /// Larger bodies follow in further writes of up to a buffer each.
-const INLINE_BODY: usize = 16 * 1024;
+pub(crate) const INLINE_BODY: usize = 16 * 1024;
 
 /// Largest response head accepted from a backend.
-const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// Which side of the proxy failed, deciding the status and the log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,8 +364,35 @@ where
     Ok(Next::Close)
 }
 
+/// Reads until `bbuf` starts with a complete response head (interim or
+/// final); returns its length. Shared by the HTTP/1.1 and HTTP/2 fronts.
+pub(crate) async fn read_one_head(
+    backend: &mut TcpStream,
+    bbuf: &mut IoBuf,
+    deadline: tokio::time::Instant,
+) -> Result<usize, ResponseError> {
+    let mut scanned = 0;
+    loop {
+        match find_head_end(bbuf.filled(), &mut scanned, MAX_RESPONSE_HEAD) {
+            Ok(Some(n)) => return Ok(n),
+            Ok(None) => {}
+            Err(e) => return Err(ResponseError::Invalid(e)),
+        }
+        if bbuf.is_full() {
+            return Err(ResponseError::Invalid(HttpError::HeadTooLarge));
+        }
+        let any_bytes = !bbuf.is_empty();
+        match tokio::time::timeout_at(deadline, bbuf.fill_from(backend)).await {
+            Err(_) => return Err(ResponseError::Timeout),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(ResponseError::Closed { any_bytes }),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Why no usable response head came from a backend.
 #[derive(Debug, thiserror::Error)]
-enum ResponseError {
+pub(crate) enum ResponseError {
     /// The backend closed (or reset) before a complete head.
     #[error("closed before a complete response head")]
     Closed { any_bytes: bool },
@@ -393,23 +420,7 @@ where
     let timeout = ctx.listener.config.limits.backend_response_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let mut scanned = 0;
-        let len = loop {
-            match find_head_end(bbuf.filled(), &mut scanned, MAX_RESPONSE_HEAD) {
-                Ok(Some(n)) => break n,
-                Ok(None) => {}
-                Err(e) => return Err(ResponseError::Invalid(e)),
-            }
-            if bbuf.is_full() {
-                return Err(ResponseError::Invalid(HttpError::HeadTooLarge));
-            }
-            let any_bytes = !bbuf.is_empty();
-            match tokio::time::timeout_at(deadline, bbuf.fill_from(backend)).await {
-                Err(_) => return Err(ResponseError::Timeout),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(ResponseError::Closed { any_bytes }),
-                Ok(Ok(_)) => {}
-            }
-        };
+        let len = read_one_head(backend, bbuf, deadline).await?;
         let head = parse_response(&bbuf.filled()[..len]).map_err(ResponseError::Invalid)?;
         if !head.is_interim() {
             bbuf.consume(len);

@@ -6,8 +6,8 @@
 //! the client buffer. Bodies stream through bounded buffers in both
 //! directions; nothing buffers a whole body.
 
-mod body;
-mod exchange;
+pub(crate) mod body;
+pub(crate) mod exchange;
 
 use std::time::Instant;
 
@@ -31,11 +31,24 @@ pub(crate) enum Next {
     Close,
 }
 
+/// A client stream whose socket can be told to acknowledge at once.
+pub(crate) trait QuickAck {
+    /// Sends the pending ACK now instead of after the delayed-ACK timer.
+    fn quickack(&self);
+}
+
+impl QuickAck for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    fn quickack(&self) {
+        // Best effort: on failure the client only waits for the timer.
+        let _ = socket2::SockRef::from(self.get_ref().0).set_tcp_quickack(true);
+    }
+}
+
 /// Serves requests on `client` until it closes, errs, idles out or tern
 /// shuts down.
 pub(crate) async fn serve<S>(client: &mut S, ctx: &ConnCtx<'_>)
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + QuickAck,
 {
     let limits = &ctx.listener.config.limits;
     // The buffer holds a whole head at most (plus what was pipelined behind
@@ -92,6 +105,12 @@ where
                 }
             };
         buf.consume(head_len);
+        if framing != tern_http::BodyFraming::Empty && buf.is_empty() {
+            // A client that wrote its head and body in two writes (with
+            // Nagle on) holds the body until this head is acknowledged;
+            // Linux would delay that ACK up to 40 ms. Acknowledge now.
+            client.quickack();
+        }
         let next = exchange::run(
             client,
             &mut buf,

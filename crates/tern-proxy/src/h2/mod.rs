@@ -1,0 +1,142 @@
+//! HTTP/2 front end: each client stream becomes an HTTP/1.1 request to a
+//! backend (pooled connections, the same forwarding rules as HTTP/1.1).
+//!
+//! Abuse limits (each a config field, see `H2Limits`):
+//!
+//! | limit | answers |
+//! |---|---|
+//! | max concurrent streams | a client holding unbounded work in flight |
+//! | max header list size | HPACK bombs and CONTINUATION floods (RUSTSEC-2024-0332) |
+//! | header table size | memory pinned by the HPACK dynamic table |
+//! | stream resets per second → GOAWAY | rapid reset (CVE-2023-44487): streams opened and cancelled faster than the budget |
+//! | send buffer per stream + reading the backend only when the client's window allows | slow readers pinning memory with tiny flow-control windows |
+//!
+//! The h2 crate also bounds resets of streams not yet accepted
+//! (`max_pending_accept_reset_streams`) and locally caused resets.
+
+mod stream;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+use crate::conn::ConnCtx;
+
+/// Request-body flow-control window per stream: how much a client may send
+/// before tern has forwarded it to the backend.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Connection-level request-body window.
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+/// Serves HTTP/2 on a terminated TLS connection until the client leaves,
+/// idles out, misbehaves or tern shuts down.
+pub(crate) async fn serve<S>(io: S, ctx: &ConnCtx<'_>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let lim = ctx.listener.config.h2;
+    let limits = &ctx.listener.config.limits;
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(lim.max_concurrent_streams)
+        .max_header_list_size(lim.max_header_list_size)
+        .header_table_size(lim.header_table_size)
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_send_buffer_size(lim.max_send_buffer as usize)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(Some(256));
+    let mut conn = match tokio::time::timeout(
+        limits.header_timeout,
+        builder.handshake::<_, Bytes>(io),
+    )
+    .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!(client = %ctx.peer, "h2 preface failed: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let mut streams = FuturesUnordered::new();
+    let mut resets = ResetBudget::new(lim.max_resets_per_second);
+    let mut shutdown = ctx.worker.shutdown.clone();
+    let mut going_away = false;
+    let idle = tokio::time::sleep(limits.idle_timeout);
+    tokio::pin!(idle);
+    loop {
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx)),
+                Some(Err(e)) => {
+                    tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
+                    break;
+                }
+                None => break,
+            },
+            Some(end) = streams.next(), if !streams.is_empty() => {
+                if end == stream::End::ClientReset && !resets.spend() && !going_away {
+                    tracing::warn!(client = %ctx.peer, budget = lim.max_resets_per_second, "too many stream resets (rapid reset): GOAWAY");
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    going_away = true;
+                }
+                if streams.is_empty() {
+                    idle.as_mut().reset(Instant::now() + limits.idle_timeout);
+                }
+            },
+            _ = shutdown.wait_for(|s| *s), if !going_away => {
+                conn.graceful_shutdown();
+                going_away = true;
+            }
+            _ = &mut idle, if streams.is_empty() && !going_away => {
+                conn.graceful_shutdown();
+                going_away = true;
+            }
+        }
+    }
+}
+
+/// Client-caused stream resets allowed per second.
+struct ResetBudget {
+    per_second: u32,
+    window_start: Instant,
+    spent: u32,
+}
+
+impl ResetBudget {
+    fn new(per_second: u32) -> Self {
+        ResetBudget {
+            per_second,
+            window_start: Instant::now(),
+            spent: 0,
+        }
+    }
+
+    /// Counts one reset; false when the budget of this second is exceeded.
+    fn spend(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.window_start = now;
+            self.spent = 0;
+        }
+        self.spent += 1;
+        self.spent <= self.per_second
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_budget_refuses_past_its_rate() {
+        let mut b = ResetBudget::new(3);
+        assert!(b.spend() && b.spend() && b.spend());
+        assert!(!b.spend());
+    }
+}

@@ -1,0 +1,431 @@
+//! One HTTP/2 stream relayed to an HTTP/1.1 backend.
+
+use std::future::poll_fn;
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use tern_http::chunked::ChunkedScanner;
+use tern_http::framing::{parse_content_length, response_framing};
+use tern_http::head::{parse_response, ResponseHead};
+use tern_http::rewrite::{
+    is_connection_specific, wants_close, write_request_head_from_h2, ClientFacts, H1BodyFraming,
+};
+use tern_http::BodyFraming;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::access_log::Record;
+use crate::backend::{BackendConn, Backends, ConnectError};
+use crate::conn::ConnCtx;
+use crate::http1::exchange::{read_one_head, ResponseError, MAX_RESPONSE_HEAD};
+use crate::iobuf::IoBuf;
+
+/// How a stream ended, for the connection's reset budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// Answered (successfully or with an error status).
+    Done,
+    /// The client reset it before it was answered in full.
+    ClientReset,
+}
+
+/// What the access log needs about a stream.
+struct Outcome {
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+    backend: Option<std::net::SocketAddr>,
+    backend_us: u64,
+}
+
+/// A failure before the response head went out: answered with a status.
+enum Fail {
+    /// Answer with this status (400, 502, 503, 504).
+    Status(u16),
+    /// The client reset the stream; nothing to answer.
+    Reset,
+}
+
+/// Handles one stream to the end.
+pub(super) async fn handle(
+    request: Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    ctx: &ConnCtx<'_>,
+) -> End {
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let method = parts.method.as_str().to_string();
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let mut o = Outcome {
+        status: 0,
+        bytes_in: 0,
+        bytes_out: 0,
+        backend: None,
+        backend_us: 0,
+    };
+    let end = relay(&parts, body, &mut respond, ctx, &mut o).await;
+    ctx.log(&Record {
+        client: ctx.peer,
+        tls: &ctx.tls,
+        handshake_us: ctx.handshake_us,
+        method: &method,
+        path: &target,
+        status: if o.status == 0 { 499 } else { o.status },
+        bytes_in: o.bytes_in,
+        bytes_out: o.bytes_out,
+        backend: o.backend,
+        backend_us: o.backend_us,
+        total_us: started.elapsed().as_micros() as u64,
+    });
+    end
+}
+
+async fn relay(
+    parts: &http::request::Parts,
+    mut body: RecvStream,
+    respond: &mut SendResponse<Bytes>,
+    ctx: &ConnCtx<'_>,
+    o: &mut Outcome,
+) -> End {
+    // Phase 1, raced against a client reset: request to the backend and its
+    // response head.
+    let exchange = send_request(parts, &mut body, ctx, o);
+    let result = tokio::select! {
+        r = exchange => r,
+        _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(Fail::Reset),
+    };
+    let (mut backend, backends, mut bbuf, head, framing) = match result {
+        Ok(x) => x,
+        Err(Fail::Reset) => return End::ClientReset,
+        Err(Fail::Status(status)) => {
+            o.status = status;
+            let _ = answer_status(respond, status);
+            return End::Done;
+        }
+    };
+
+    // Phase 2: the response head.
+    let end_of_stream = matches!(framing, BodyFraming::Empty);
+    let response = match to_h2_response(&head, framing) {
+        Some(r) => r,
+        None => {
+            o.status = 502;
+            let _ = answer_status(respond, 502);
+            return End::Done;
+        }
+    };
+    let mut send = match respond.send_response(response, end_of_stream) {
+        Ok(s) => s,
+        Err(_) => return End::ClientReset,
+    };
+    o.status = head.status;
+    if end_of_stream {
+        reuse(backends, backend, &bbuf, &head, framing);
+        return End::Done;
+    }
+
+    // Phase 3: the body, read from the backend only as fast as the client's
+    // flow-control window lets it leave.
+    match pump_response(&mut backend.stream, &mut bbuf, &mut send, framing, ctx, o).await {
+        Ok(()) => {
+            reuse(backends, backend, &bbuf, &head, framing);
+            End::Done
+        }
+        Err(PumpEnd::ClientGone) => End::ClientReset,
+        Err(PumpEnd::Backend) => {
+            send.send_reset(h2::Reason::INTERNAL_ERROR);
+            End::Done
+        }
+    }
+}
+
+type Exchanged<'b> = (BackendConn, &'b Backends, IoBuf, ResponseHead, BodyFraming);
+
+async fn send_request<'b>(
+    parts: &http::request::Parts,
+    body: &mut RecvStream,
+    ctx: &'b ConnCtx<'_>,
+    o: &mut Outcome,
+) -> Result<Exchanged<'b>, Fail> {
+    let limits = &ctx.listener.config.limits;
+    if parts.method == http::Method::CONNECT {
+        return Err(Fail::Status(501));
+    }
+    let framing = if body.is_end_stream() {
+        H1BodyFraming::Empty
+    } else {
+        match parts.headers.get(http::header::CONTENT_LENGTH) {
+            Some(v) => match parse_content_length(v.as_bytes()) {
+                Ok(n) => H1BodyFraming::Length(n),
+                Err(_) => return Err(Fail::Status(400)),
+            },
+            None => H1BodyFraming::Chunked,
+        }
+    };
+    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    let host = authority.or_else(|| {
+        parts
+            .headers
+            .get(http::header::HOST)
+            .map(HeaderValue::as_bytes)
+    });
+    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), host);
+    let facts = ClientFacts {
+        ip: ctx.peer.ip(),
+        proto: "https",
+    };
+    let mut out = Vec::with_capacity(1024);
+    let fields: Vec<(&str, &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect();
+    write_request_head_from_h2(
+        parts.method.as_str(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        authority,
+        fields.iter().copied(),
+        framing,
+        &facts,
+        ctx.listener.config.forwarded,
+        &mut out,
+    );
+    o.bytes_in += out.len() as u64;
+    let mut backend = backends
+        .get(limits.backend_connect_timeout)
+        .await
+        .map_err(|e| {
+            tracing::warn!(client = %ctx.peer, "backend unavailable: {e}");
+            Fail::Status(match e {
+                ConnectError::Timeout(_) => 504,
+                ConnectError::AllDown(_) => 503,
+                _ => 502,
+            })
+        })?;
+    o.backend = Some(backend.addr);
+    let sent = Instant::now();
+    let t = limits.backend_response_timeout;
+    write_backend(&mut backend.stream, &out, t).await?;
+    if framing != H1BodyFraming::Empty {
+        let mut received = 0u64;
+        loop {
+            let chunk = match tokio::time::timeout(limits.idle_timeout, body.data()).await {
+                Err(_) => return Err(Fail::Reset),
+                Ok(None) => break,
+                Ok(Some(Err(_))) => return Err(Fail::Reset),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            let n = chunk.len();
+            received += n as u64;
+            if let H1BodyFraming::Length(declared) = framing {
+                if received > declared {
+                    return Err(Fail::Status(400));
+                }
+            }
+            let bytes = match framing {
+                H1BodyFraming::Chunked if n > 0 => {
+                    let mut b = Vec::with_capacity(n + 12);
+                    b.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+                    b.extend_from_slice(&chunk);
+                    b.extend_from_slice(b"\r\n");
+                    b
+                }
+                _ => chunk.to_vec(),
+            };
+            if !bytes.is_empty() {
+                write_backend(&mut backend.stream, &bytes, t).await?;
+            }
+            let _ = body.flow_control().release_capacity(n);
+        }
+        o.bytes_in += received;
+        match framing {
+            H1BodyFraming::Length(declared) if received != declared => {
+                return Err(Fail::Status(400))
+            }
+            H1BodyFraming::Chunked => write_backend(&mut backend.stream, b"0\r\n\r\n", t).await?,
+            _ => {}
+        }
+    }
+    let mut bbuf = IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD);
+    let deadline = tokio::time::Instant::now() + limits.backend_response_timeout;
+    let head =
+        loop {
+            let len = read_one_head(&mut backend.stream, &mut bbuf, deadline).await.map_err(|e| {
+            tracing::warn!(client = %ctx.peer, backend = %backend.addr, "backend failed: {e}");
+            Fail::Status(if matches!(e, ResponseError::Timeout) { 504 } else { 502 })
+        })?;
+            let head = parse_response(&bbuf.filled()[..len]).map_err(|_| Fail::Status(502))?;
+            bbuf.consume(len);
+            // Interim responses (100 Continue, 103) are not relayed over h2.
+            if !head.is_interim() {
+                break head;
+            }
+        };
+    let took = sent.elapsed();
+    o.backend_us = took.as_micros() as u64;
+    ctx.worker
+        .metrics
+        .backend_response(backends.name(), backend.addr, took);
+    let is_head = parts.method == http::Method::HEAD;
+    let framing = response_framing(is_head, false, &head).map_err(|_| Fail::Status(502))?;
+    if head.status == 101 {
+        return Err(Fail::Status(502));
+    }
+    Ok((backend, backends, bbuf, head, framing))
+}
+
+async fn write_backend(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    t: std::time::Duration,
+) -> Result<(), Fail> {
+    match tokio::time::timeout(t, stream.write_all(bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Fail::Status(502)),
+    }
+}
+
+/// The HTTP/2 response for a backend's head; None when a field cannot be
+/// carried (invalid name or value).
+fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
+    let mut response = Response::new(());
+    *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
+    let headers = response.headers_mut();
+    for (name, value) in head.fields.iter() {
+        if is_connection_specific(name) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("content-length") && !matches!(framing, BodyFraming::Length(_))
+        {
+            continue;
+        }
+        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(value).ok()?;
+        headers.append(name, value);
+    }
+    Some(response)
+}
+
+fn answer_status(respond: &mut SendResponse<Bytes>, status: u16) -> Result<(), h2::Error> {
+    let body = match status {
+        400 => "bad request\n",
+        501 => "not implemented\n",
+        503 => "service unavailable\n",
+        504 => "gateway timeout\n",
+        _ => "bad gateway\n",
+    };
+    let mut response = Response::new(());
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let mut send = respond.send_response(response, false)?;
+    send.send_data(Bytes::from_static(body.as_bytes()), true)
+}
+
+enum PumpEnd {
+    ClientGone,
+    Backend,
+}
+
+async fn pump_response(
+    backend: &mut TcpStream,
+    bbuf: &mut IoBuf,
+    send: &mut SendStream<Bytes>,
+    framing: BodyFraming,
+    ctx: &ConnCtx<'_>,
+    o: &mut Outcome,
+) -> Result<(), PumpEnd> {
+    let limits = &ctx.listener.config.limits;
+    let mut remaining = match framing {
+        BodyFraming::Length(n) => n,
+        _ => u64::MAX,
+    };
+    let mut scanner = ChunkedScanner::new();
+    let mut payload = Vec::new();
+    let mut done = false;
+    while !done {
+        if bbuf.is_empty() {
+            match tokio::time::timeout(limits.backend_response_timeout, bbuf.fill_from(backend))
+                .await
+            {
+                Ok(Ok(0)) if framing == BodyFraming::UntilClose => {
+                    done = true;
+                }
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(PumpEnd::Backend),
+            }
+        }
+        payload.clear();
+        match framing {
+            BodyFraming::Chunked => {
+                let scan = scanner
+                    .decode(bbuf.filled(), &mut payload)
+                    .map_err(|_| PumpEnd::Backend)?;
+                bbuf.consume(scan.consumed);
+                done = scan.done;
+            }
+            BodyFraming::Length(_) => {
+                let take = remaining.min(bbuf.len() as u64) as usize;
+                payload.extend_from_slice(&bbuf.filled()[..take]);
+                bbuf.consume(take);
+                remaining -= take as u64;
+                done = remaining == 0;
+            }
+            _ => {
+                payload.extend_from_slice(bbuf.filled());
+                let n = bbuf.len();
+                bbuf.consume(n);
+            }
+        }
+        let mut data = Bytes::copy_from_slice(&payload);
+        while !data.is_empty() {
+            send.reserve_capacity(data.len());
+            let granted =
+                tokio::time::timeout(limits.idle_timeout, poll_fn(|cx| send.poll_capacity(cx)))
+                    .await;
+            let cap = match granted {
+                Ok(Some(Ok(cap))) if cap > 0 => cap,
+                Ok(Some(Ok(_))) => continue,
+                _ => return Err(PumpEnd::ClientGone),
+            };
+            let piece = data.split_to(cap.min(data.len()));
+            o.bytes_out += piece.len() as u64;
+            let last = done && data.is_empty();
+            send.send_data(piece, last)
+                .map_err(|_| PumpEnd::ClientGone)?;
+        }
+        if done && payload.is_empty() {
+            send.send_data(Bytes::new(), true)
+                .map_err(|_| PumpEnd::ClientGone)?;
+        }
+    }
+    Ok(())
+}
+
+fn reuse(
+    backends: &Backends,
+    backend: BackendConn,
+    bbuf: &IoBuf,
+    head: &ResponseHead,
+    framing: BodyFraming,
+) {
+    if !framing.is_until_close()
+        && !wants_close(&head.fields)
+        && head.minor_version >= 1
+        && bbuf.is_empty()
+    {
+        backends.put(backend);
+    }
+}
