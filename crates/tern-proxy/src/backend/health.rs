@@ -27,7 +27,11 @@ impl UpstreamShared {
             let _ = shutdown.wait_for(|s| *s).await;
             return;
         };
-        let mut streaks = vec![Streak::new(); self.config.servers.len()];
+        // Start from the current verdicts: a reload may have inherited a
+        // server that is down, and only `rise` successes may bring it back.
+        let mut streaks: Vec<Streak> = (0..self.config.servers.len())
+            .map(|i| Streak::new(self.is_up(i)))
+            .collect();
         let mut ticker = tokio::time::interval(check.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -174,10 +178,11 @@ struct Streak {
 }
 
 impl Streak {
-    /// Servers start up: a fresh group serves at once.
-    fn new() -> Self {
+    /// A streak of nothing yet, from verdict `up` (a fresh group starts
+    /// up, so it serves at once).
+    fn new(up: bool) -> Self {
         Streak {
-            up: true,
+            up,
             successes: 0,
             failures: 0,
         }
@@ -211,7 +216,7 @@ mod tests {
 
     #[test]
     fn fall_failures_mark_down_then_rise_successes_mark_up() {
-        let mut s = Streak::new();
+        let mut s = Streak::new(true);
         assert_eq!(s.record(false, 2, 3), None);
         assert_eq!(s.record(false, 2, 3), None);
         assert_eq!(s.record(false, 2, 3), Some(false));
@@ -222,8 +227,16 @@ mod tests {
     }
 
     #[test]
+    fn a_server_inherited_down_needs_rise_successes() {
+        let mut s = Streak::new(false);
+        assert_eq!(s.record(false, 2, 3), None, "already down: no transition");
+        assert_eq!(s.record(true, 2, 3), None);
+        assert_eq!(s.record(true, 2, 3), Some(true));
+    }
+
+    #[test]
     fn a_success_breaks_a_failure_streak() {
-        let mut s = Streak::new();
+        let mut s = Streak::new(true);
         assert_eq!(s.record(false, 1, 2), None);
         assert_eq!(s.record(true, 1, 2), None);
         assert_eq!(s.record(false, 1, 2), None);

@@ -126,6 +126,11 @@ impl UpstreamShared {
         s.up.load(Ordering::Relaxed) && s.ejected_until_ms.load(Ordering::Relaxed) <= self.now_ms()
     }
 
+    /// The active health verdict of server `i`.
+    pub(super) fn is_up(&self, i: usize) -> bool {
+        self.servers[i].up.load(Ordering::Relaxed)
+    }
+
     /// Requests in flight on server `i`.
     pub(super) fn in_flight(&self, i: usize) -> usize {
         self.servers[i].in_flight.load(Ordering::Relaxed)
