@@ -12,6 +12,10 @@ use crate::backend::UpstreamShared;
 use crate::config::{Config, ListenerConfig, Upstream, UpstreamConfig};
 use crate::error::ServeError;
 
+/// Certificates expiring sooner than this are warned about at start-up
+/// and on every reload.
+const CERT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
+
 /// One listener of a generation.
 #[derive(Debug)]
 pub(crate) struct ListenerShared {
@@ -62,7 +66,12 @@ impl Generation {
                 source,
             })?;
             for cert in &l.tls.certs {
-                if let Some(warning) = tern_tls::initcwnd_warning(cert) {
+                let warnings = [
+                    tern_tls::initcwnd_warning(cert),
+                    tern_tls::server::expiry_warning(cert, CERT_EXPIRY_WARNING),
+                    tern_tls::server::policy_warning(&l.tls.policy, cert),
+                ];
+                for warning in warnings.into_iter().flatten() {
                     tracing::warn!("{warning}");
                 }
             }

@@ -155,8 +155,18 @@ async fn control_loop(
     let mut term = signal(SignalKind::terminate()).map_err(io)?;
     let mut int = signal(SignalKind::interrupt()).map_err(io)?;
     let mut hup = signal(SignalKind::hangup()).map_err(io)?;
+    let mut watched = WatchedFiles::of(&state.config);
+    let mut poll = tokio::time::interval(FILE_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = poll.tick(), if !watched.is_empty() => {
+                if watched.changed() {
+                    tracing::info!("an OCSP staple file changed: reloading");
+                    reload_now(state, &reload);
+                    watched = WatchedFiles::of(&state.config);
+                }
+            }
             _ = term.recv() => {
                 tracing::info!("SIGTERM received: shutting down, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
                 return Ok(());
@@ -165,18 +175,70 @@ async fn control_loop(
                 tracing::info!("SIGINT received: shutting down, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
                 return Ok(());
             }
-            _ = hup.recv() => match &reload {
-                Some(load) => match load() {
-                    Ok(new) => match apply_reload(state, new) {
-                        Ok(id) => tracing::info!(generation = id, "reloaded"),
-                        Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
-                    },
-                    Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
-                },
-                None => tracing::warn!("SIGHUP ignored: nothing to reload"),
-            },
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP received: reloading");
+                reload_now(state, &reload);
+                watched = WatchedFiles::of(&state.config);
+            }
         }
     }
+}
+
+/// How often staple files are checked for changes.
+const FILE_POLL: Duration = Duration::from_secs(5);
+
+fn reload_now(state: &mut ControlState, reload: &Option<Reloader>) {
+    match reload {
+        Some(load) => match load() {
+            Ok(new) => match apply_reload(state, new) {
+                Ok(id) => tracing::info!(generation = id, "reloaded"),
+                Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
+            },
+            Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
+        },
+        None => tracing::warn!("reload ignored: nothing to reload"),
+    }
+}
+
+/// OCSP staple files and their last modification times: responders
+/// refresh staples every few hours, and a new one must be served without
+/// an operator sending SIGHUP.
+struct WatchedFiles(Vec<(std::path::PathBuf, Option<std::time::SystemTime>)>);
+
+impl WatchedFiles {
+    fn of(config: &Config) -> Self {
+        let files = config
+            .listeners
+            .iter()
+            .flat_map(|l| l.ocsp_files.iter().cloned())
+            .map(|p| {
+                let t = modified(&p);
+                (p, t)
+            })
+            .collect();
+        WatchedFiles(files)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// True when any file's modification time moved since the last look.
+    fn changed(&mut self) -> bool {
+        let mut any = false;
+        for (path, seen) in &mut self.0 {
+            let now = modified(path);
+            if now != *seen {
+                *seen = now;
+                any = true;
+            }
+        }
+        any
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// Builds the new generation, opens sockets for new addresses and hands

@@ -215,6 +215,8 @@ pub struct ListenerConfig {
     pub h2: H2Limits,
     /// TLS settings with certificates loaded and checked.
     pub tls: ServerTlsSettings,
+    /// OCSP staple files of the certificates, watched for changes.
+    pub ocsp_files: Vec<PathBuf>,
     /// Forwarding fields tern adds.
     pub forwarded: ForwardedFields,
     /// Time and size bounds.

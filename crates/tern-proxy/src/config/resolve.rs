@@ -277,6 +277,12 @@ pub(crate) fn resolve_listener(
         key_err(key, e.to_string())
     })?;
     let certs = load_certs(o, base, &policy)?;
+    let ocsp_files = o
+        .ocsp
+        .iter()
+        .chain(o.certificate.iter().filter_map(|c| c.ocsp.as_ref()))
+        .map(|p| base.join(p))
+        .collect();
     let alpn = if o.alpn.is_empty() {
         match mode {
             // TCP mode passes bytes; offering h2 would promise a protocol the
@@ -371,6 +377,7 @@ pub(crate) fn resolve_listener(
         routes,
         accept_proxy,
         h2,
+        ocsp_files,
         tls,
         forwarded,
         limits,
