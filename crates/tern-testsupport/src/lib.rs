@@ -25,9 +25,10 @@ pub mod tempdir;
 pub mod tern;
 pub mod tools;
 
-pub mod netlink_delay;
 pub mod haproxy;
+pub mod netlink_delay;
 pub mod openssl_pki;
+pub mod prometheus;
 pub mod proxy_protocol;
 pub mod reload;
 pub mod trap_servers;

@@ -1,0 +1,113 @@
+//! A fixed-bucket latency histogram that many threads update without locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds (µs) for TLS handshake durations: from a resumed handshake
+/// on loopback (~100 µs) to a full one across continents on a lossy link.
+pub(crate) const HANDSHAKE_BOUNDS_US: &[u64] = &[
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Upper bounds (µs) for backend response times: from a cache hit next door
+/// (~250 µs) to a report that takes a minute.
+pub(crate) const BACKEND_BOUNDS_US: &[u64] = &[
+    250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// Counts of observations per bucket (not cumulative: each observation
+/// touches one counter) plus their sum. The bucket array is allocated once,
+/// when the histogram is made.
+#[derive(Debug)]
+pub(crate) struct Histogram {
+    /// Inclusive upper bound of each finite bucket, µs, ascending.
+    bounds_us: &'static [u64],
+    /// One counter per finite bucket, then the +Inf bucket.
+    counts: Box<[AtomicU64]>,
+    /// Sum of all observations, µs.
+    sum_us: AtomicU64,
+}
+
+/// What a scrape reads from a [`Histogram`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct HistogramSnapshot {
+    /// (upper bound µs, cumulative count) per finite bucket.
+    pub cumulative: Vec<(u64, u64)>,
+    /// All observations (the +Inf bucket).
+    pub count: u64,
+    /// Sum of all observations, µs.
+    pub sum_us: u64,
+}
+
+impl Histogram {
+    /// An empty histogram with `bounds_us` (ascending) as its finite buckets.
+    pub fn new(bounds_us: &'static [u64]) -> Self {
+        debug_assert!(bounds_us.windows(2).all(|w| w[0] < w[1]));
+        Histogram {
+            bounds_us,
+            counts: (0..=bounds_us.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        // `bucket` is at most bounds.len(), the +Inf slot, which exists.
+        let bucket = self.bounds_us.partition_point(|&bound| bound < us);
+        if let Some(count) = self.counts.get(bucket) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// The buckets as Prometheus wants them (cumulative). Observations that
+    /// land while this runs may be counted in some buckets and not others;
+    /// the next scrape sees them everywhere.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut running = 0u64;
+        let mut cumulative = Vec::with_capacity(self.bounds_us.len());
+        for (bound, count) in self.bounds_us.iter().zip(self.counts.iter()) {
+            running += count.load(Ordering::Relaxed);
+            cumulative.push((*bound, running));
+        }
+        let overflow = self.counts.last().map_or(0, |c| c.load(Ordering::Relaxed));
+        HistogramSnapshot {
+            cumulative,
+            count: running + overflow,
+            sum_us: self.sum_us.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_land_in_the_first_bucket_that_holds_them() {
+        static BOUNDS: &[u64] = &[10, 100];
+        let h = Histogram::new(BOUNDS);
+        h.observe(Duration::from_micros(10)); // le=10 is inclusive
+        h.observe(Duration::from_micros(11));
+        h.observe(Duration::from_micros(100));
+        h.observe(Duration::from_secs(1));
+        assert_eq!(
+            h.snapshot(),
+            HistogramSnapshot {
+                cumulative: vec![(10, 1), (100, 3)],
+                count: 4,
+                sum_us: 10 + 11 + 100 + 1_000_000,
+            }
+        );
+    }
+
+    #[test]
+    fn bucket_bounds_ascend() {
+        for bounds in [HANDSHAKE_BOUNDS_US, BACKEND_BOUNDS_US] {
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Process-wide metrics, rendered as Prometheus text by the admin listener.
+//!
+//! Workers call the recording methods on every connection and request, so
+//! those are relaxed atomic adds into arrays sized once at start-up: TLS
+//! versions, cipher suites, groups, request protocols and status codes are
+//! small closed sets ([`labels`]), and a value outside them is counted in a
+//! catch-all slot. No lock and no allocation on that path. The one
+//! exception is per-backend latency, keyed by (upstream, server): a read
+//! lock on a small map, written only the first time a server answers.
+//!
+//! Counters live as long as the process: a reload does not reset them, and
+//! a backend that left the configuration keeps its last latency series.
+//! See `docs/metrics.md` for every family and how to read it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tern_tls::Negotiated;
+
+mod histogram;
+mod labels;
+mod text;
+
+use histogram::{Histogram, BACKEND_BOUNDS_US, HANDSHAKE_BOUNDS_US};
+use labels::{status_index, status_label, LabelSet, STATUS_SLOTS};
+use text::{Exposition, Kind};
+
+/// All of tern's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Process start, µs since the Unix epoch.
+    started_us: u64,
+    connections_opened: AtomicU64,
+    connections_closed: AtomicU64,
+    versions: LabelSet,
+    ciphers: LabelSet,
+    groups: LabelSet,
+    /// Completed handshakes by (version, cipher, group, resumed); see
+    /// [`Metrics::handshake_slot`].
+    handshakes: Box<[AtomicU64]>,
+    handshake_failures: AtomicU64,
+    /// Handshake durations: `[full, resumed]`.
+    handshake_time: [Histogram; 2],
+    protocols: LabelSet,
+    /// Requests by (protocol, status slot).
+    requests: Box<[AtomicU64]>,
+    /// Bytes read from clients, per protocol.
+    bytes_in: Box<[AtomicU64]>,
+    /// Bytes written to clients, per protocol.
+    bytes_out: Box<[AtomicU64]>,
+    /// Backend response times by upstream name, then server.
+    backends: RwLock<HashMap<String, HashMap<SocketAddr, Histogram>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let versions = LabelSet::tls_versions();
+        let ciphers = LabelSet::cipher_suites();
+        let groups = LabelSet::groups();
+        let protocols = LabelSet::protocols();
+        let handshake_slots = versions.slots() * ciphers.slots() * groups.slots() * 2;
+        let started_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        Metrics {
+            started_us,
+            connections_opened: AtomicU64::new(0),
+            connections_closed: AtomicU64::new(0),
+            handshakes: zeroed(handshake_slots),
+            handshake_failures: AtomicU64::new(0),
+            handshake_time: [
+                Histogram::new(HANDSHAKE_BOUNDS_US),
+                Histogram::new(HANDSHAKE_BOUNDS_US),
+            ],
+            requests: zeroed(protocols.slots() * STATUS_SLOTS),
+            bytes_in: zeroed(protocols.slots()),
+            bytes_out: zeroed(protocols.slots()),
+            backends: RwLock::new(HashMap::new()),
+            versions,
+            ciphers,
+            groups,
+            protocols,
+        }
+    }
+}
+
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+fn add(counters: &[AtomicU64], index: usize, n: u64) {
+    if let Some(c) = counters.get(index) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// A client connection was accepted.
+    pub fn connection_opened(&self) {
+        self.connections_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A client connection ended.
+    pub fn connection_closed(&self) {
+        self.connections_closed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A TLS handshake completed after `took` (from accept to the end of
+    /// the handshake, so it includes the client's round trips).
+    pub fn handshake(&self, tls: &Negotiated, took: Duration) {
+        let slot = self.handshake_slot(
+            self.versions.index(tls.version),
+            self.ciphers.index(tls.cipher),
+            self.groups.index(tls.group),
+            tls.resumed,
+        );
+        add(&self.handshakes, slot, 1);
+        self.handshake_time[usize::from(tls.resumed)].observe(took);
+    }
+
+    /// A TLS handshake failed or timed out.
+    pub fn handshake_failed(&self) {
+        self.handshake_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request was answered (`protocol` is "http/1.1" or "h2"); the
+    /// bytes are what tern read from and wrote to the client for it.
+    pub fn request(&self, status: u16, bytes_in: u64, bytes_out: u64, protocol: &'static str) {
+        let p = self.protocols.index(protocol);
+        add(&self.requests, p * STATUS_SLOTS + status_index(status), 1);
+        add(&self.bytes_in, p, bytes_in);
+        add(&self.bytes_out, p, bytes_out);
+    }
+
+    /// A backend answered a request head after `took`.
+    pub fn backend_response(&self, upstream: &str, server: SocketAddr, took: Duration) {
+        {
+            let map = self.backends.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(h) = map.get(upstream).and_then(|servers| servers.get(&server)) {
+                h.observe(took);
+                return;
+            }
+        }
+        // First answer from this server: the only write, and the only
+        // allocation, for its lifetime.
+        let mut map = self
+            .backends
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.entry(upstream.to_string())
+            .or_default()
+            .entry(server)
+            .or_insert_with(|| Histogram::new(BACKEND_BOUNDS_US))
+            .observe(took);
+    }
+
+    /// Prometheus text exposition of everything, with each backend's health
+    /// as (upstream, server, up).
+    pub fn render(&self, health: &[(String, SocketAddr, bool)]) -> String {
+        let mut e = Exposition::default();
+        self.render_connections(&mut e);
+        self.render_handshakes(&mut e);
+        self.render_requests(&mut e);
+        self.render_backends(&mut e, health);
+        e.family(
+            "process_start_time_seconds",
+            Kind::Gauge,
+            "Start time of the process since the Unix epoch, in seconds.",
+        );
+        e.sample_seconds("process_start_time_seconds", &[], self.started_us);
+        e.finish()
+    }
+
+    /// Index into `handshakes`.
+    fn handshake_slot(&self, version: usize, cipher: usize, group: usize, resumed: bool) -> usize {
+        ((version * self.ciphers.slots() + cipher) * self.groups.slots() + group) * 2
+            + usize::from(resumed)
+    }
+
+    fn render_connections(&self, e: &mut Exposition) {
+        let opened = self.connections_opened.load(Ordering::Relaxed);
+        let closed = self.connections_closed.load(Ordering::Relaxed);
+        e.family(
+            "tern_connections_open",
+            Kind::Gauge,
+            "Client connections open now (TLS handshake included).",
+        );
+        e.sample("tern_connections_open", &[], opened.saturating_sub(closed));
+        e.family(
+            "tern_connections_total",
+            Kind::Counter,
+            "Client connections accepted (connections refused over the connection limit excluded).",
+        );
+        e.sample("tern_connections_total", &[], opened);
+    }
+
+    fn render_handshakes(&self, e: &mut Exposition) {
+        e.family(
+            "tern_tls_handshakes_total",
+            Kind::Counter,
+            "Completed TLS handshakes by protocol version, cipher suite, key-exchange group and resumption.",
+        );
+        for v in 0..self.versions.slots() {
+            for c in 0..self.ciphers.slots() {
+                for g in 0..self.groups.slots() {
+                    for resumed in [false, true] {
+                        let slot = self.handshake_slot(v, c, g, resumed);
+                        let n = self.handshakes[slot].load(Ordering::Relaxed);
+                        if n == 0 {
+                            continue;
+                        }
+                        let labels = [
+                            ("version", self.versions.name(v)),
+                            ("cipher", self.ciphers.name(c)),
+                            ("group", self.groups.name(g)),
+                            ("resumed", bool_label(resumed)),
+                        ];
+                        e.sample("tern_tls_handshakes_total", &labels, n);
+                    }
+                }
+            }
+        }
+        e.family(
+            "tern_tls_handshake_failures_total",
+            Kind::Counter,
+            "TLS handshakes that failed or timed out.",
+        );
+        e.sample(
+            "tern_tls_handshake_failures_total",
+            &[],
+            self.handshake_failures.load(Ordering::Relaxed),
+        );
+        e.family(
+            "tern_tls_handshake_duration_seconds",
+            Kind::Histogram,
+            "Time from accepting a connection to the end of its TLS handshake, client round trips included.",
+        );
+        for (resumed, h) in [false, true].into_iter().zip(&self.handshake_time) {
+            e.histogram(
+                "tern_tls_handshake_duration_seconds",
+                &[("resumed", bool_label(resumed))],
+                &h.snapshot(),
+            );
+        }
+    }
+
+    fn render_requests(&self, e: &mut Exposition) {
+        e.family(
+            "tern_http_requests_total",
+            Kind::Counter,
+            "Requests answered, by client protocol and status code (uncommon codes by class, e.g. 4xx).",
+        );
+        let mut code = String::with_capacity(8);
+        for p in 0..self.protocols.slots() {
+            for s in 0..STATUS_SLOTS {
+                let n = self.requests[p * STATUS_SLOTS + s].load(Ordering::Relaxed);
+                if n == 0 {
+                    continue;
+                }
+                code.clear();
+                let _ = std::fmt::Write::write_fmt(&mut code, format_args!("{}", status_label(s)));
+                let labels = [
+                    ("protocol", self.protocols.name(p)),
+                    ("code", code.as_str()),
+                ];
+                e.sample("tern_http_requests_total", &labels, n);
+            }
+        }
+        for (name, help, counters) in [
+            (
+                "tern_http_received_bytes_total",
+                "Bytes read from clients in requests (head and body, after TLS), by protocol.",
+                &self.bytes_in,
+            ),
+            (
+                "tern_http_sent_bytes_total",
+                "Bytes written to clients in responses (head and body, before TLS), by protocol.",
+                &self.bytes_out,
+            ),
+        ] {
+            e.family(name, Kind::Counter, help);
+            for (p, counter) in counters.iter().enumerate() {
+                let labels = [("protocol", self.protocols.name(p))];
+                e.sample(name, &labels, counter.load(Ordering::Relaxed));
+            }
+        }
+    }
+
+    fn render_backends(&self, e: &mut Exposition, health: &[(String, SocketAddr, bool)]) {
+        e.family(
+            "tern_backend_response_duration_seconds",
+            Kind::Histogram,
+            "Time from sending a request to a backend to receiving its response head, by upstream group and server.",
+        );
+        {
+            let map = self.backends.read().unwrap_or_else(PoisonError::into_inner);
+            let mut series: Vec<_> = map
+                .iter()
+                .flat_map(|(upstream, servers)| {
+                    servers.iter().map(move |(addr, h)| (upstream, *addr, h))
+                })
+                .collect();
+            series.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            for (upstream, addr, h) in series {
+                let server = addr.to_string();
+                let labels = [("upstream", upstream.as_str()), ("server", server.as_str())];
+                e.histogram(
+                    "tern_backend_response_duration_seconds",
+                    &labels,
+                    &h.snapshot(),
+                );
+            }
+        }
+        e.family(
+            "tern_backend_up",
+            Kind::Gauge,
+            "1 when the server takes requests, 0 when health checks or passive ejection took it out.",
+        );
+        for (upstream, addr, up) in health {
+            let server = addr.to_string();
+            let labels = [("upstream", upstream.as_str()), ("server", server.as_str())];
+            e.sample("tern_backend_up", &labels, u64::from(*up));
+        }
+    }
+}
+
+fn bool_label(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+#[cfg(test)]
+mod tests;
