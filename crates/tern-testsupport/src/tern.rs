@@ -93,6 +93,31 @@ impl TernProcess {
         tern
     }
 
+    /// Like [`TernProcess::start`] on a free port of 127.0.0.1 given to
+    /// `args_for`. A free port can be taken by another test between the probe
+    /// and tern's bind; when tern then exits saying the address is in use, it
+    /// is started again on another port (three tries).
+    pub fn start_on_free_port<F>(bin: &Path, args_for: F) -> (TernProcess, SocketAddr)
+    where
+        F: Fn(SocketAddr) -> Vec<OsString>,
+    {
+        let mut last_stderr = String::new();
+        for _ in 0..3 {
+            let addr = free_addr();
+            let mut tern = TernProcess::spawn(bin, args_for(addr));
+            match tern.wait_ready(addr, READY_TIMEOUT) {
+                Ok(()) => return (tern, addr),
+                Err(problem) => {
+                    last_stderr = format!("{problem}\n{}", tern.stderr_text());
+                    if !last_stderr.to_ascii_lowercase().contains("in use") {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!("tern did not get ready:\n--- stderr ---\n{last_stderr}");
+    }
+
     /// Waits until stderr announces `listening on <addr>` and `addr` accepts.
     pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), String> {
         let needle = format!("listening on {addr}");

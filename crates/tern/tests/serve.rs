@@ -16,7 +16,7 @@ use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
 use tern_testsupport::client::{self, HttpConn, Response};
 use tern_testsupport::rustls::ClientConfig;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::TernProcess;
 
 #[path = "serve/backends.rs"]
 mod backends;
@@ -80,14 +80,19 @@ impl Served {
         backend: Backend,
         extra: &[&str],
     ) -> Served {
-        let addr = free_addr();
         let backend_addr = backend.addr().to_string();
-        let mut args = serve_args(addr, &[backend_addr.as_str()]);
-        for files in std::iter::once(&cert).chain(more.iter().copied()) {
-            args.extend(cert_args(files));
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let tern = TernProcess::start(tern_bin(), addr, args);
+        let certs: Vec<String> = std::iter::once(&cert)
+            .chain(more.iter().copied())
+            .flat_map(cert_args)
+            .collect();
+        let (tern, addr) = TernProcess::start_on_free_port(tern_bin(), |addr| {
+            serve_args(addr, &[backend_addr.as_str()])
+                .into_iter()
+                .chain(certs.iter().cloned())
+                .chain(extra.iter().map(|s| s.to_string()))
+                .map(Into::into)
+                .collect()
+        });
         let client = client::client_config(ca.ca_pem());
         Served {
             ca,

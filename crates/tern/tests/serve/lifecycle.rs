@@ -70,19 +70,26 @@ fn sigint_on_idle_server_exits_0_promptly() {
 #[test]
 fn max_connections_reached_gives_503() {
     let served = Served::start(&["--max-connections", "2"]);
-    let mut first = served.connect();
-    let mut second = served.connect();
-    assert_eq!(
-        first.get("localhost", "/status/200").expect("first").status,
-        200
-    );
-    assert_eq!(
-        second
-            .get("localhost", "/status/200")
-            .expect("second")
-            .status,
-        200
-    );
+    // The readiness probe's connection may still hold a slot for a moment;
+    // wait until two connections at once are both served.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (first, _second) = loop {
+        let mut first = served.connect();
+        let mut second = served.connect();
+        let both = [&mut first, &mut second].into_iter().all(|conn| {
+            conn.get("localhost", "/status/200")
+                .is_ok_and(|r| r.status == 200)
+        });
+        if both {
+            break (first, second);
+        }
+        drop((first, second));
+        assert!(
+            Instant::now() < deadline,
+            "two connections were never served at once"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
 
     let refused = HttpConn::connect(served.addr, "localhost", served.client.clone())
         .and_then(|mut third| third.get("localhost", "/status/200"));

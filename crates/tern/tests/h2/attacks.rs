@@ -1,0 +1,264 @@
+//! Clients that attack the HTTP/2 layer itself. Each must cost the attacker
+//! its own connection and leave tern's memory and other clients' latency
+//! within bounds. The bounds are loose enough for a loaded 2-core machine
+//! running a debug build, and tight enough to fail if tern stalled or
+//! buffered what the attacker sent.
+
+use std::time::Duration;
+
+use tern_testsupport::h2frames::{self, code, kind, rst_stream, setting, Ending, HeaderBlock};
+use tokio::time::Instant;
+
+use crate::H2Served;
+
+/// Percentile `p` (0..=100) of `samples` (sorted in place).
+fn percentile(samples: &mut [Duration], p: usize) -> Duration {
+    samples.sort();
+    let i = (samples.len() * p / 100).min(samples.len().saturating_sub(1));
+    samples[i]
+}
+
+/// Latencies of `count` sequential GET /bytes/100 on `client`, or until
+/// `until` passes when given.
+async fn latencies(
+    client: &tern_testsupport::h2client::H2Client,
+    count: usize,
+    until: Option<Instant>,
+) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(count);
+    while samples.len() < count && until.is_none_or(|t| Instant::now() < t) {
+        let started = Instant::now();
+        let response = client.get("/bytes/100").await.expect("GET /bytes/100");
+        assert_eq!(response.body.len(), 100);
+        samples.push(started.elapsed());
+    }
+    samples
+}
+
+/// Samples tern's RSS every 10 ms until `stop` is set; returns the peak (KiB).
+fn watch_rss(
+    pid: u32,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                let rss = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                    .unwrap_or(0);
+                peak = peak.max(rss);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        peak
+    })
+}
+
+/// One rapid-reset connection: 1000 HEADERS+RST_STREAM pairs written as fast
+/// as the socket takes them; returns how the connection ended.
+async fn rapid_reset_once(served: &H2Served) -> Ending {
+    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    let mut flood = Vec::with_capacity(1000 * 64);
+    let request = HeaderBlock::request("GET", "/bytes/100");
+    for i in 0..1000u32 {
+        let stream = 1 + 2 * i;
+        flood.extend(request.frames(stream, true));
+        flood.extend(rst_stream(stream, code::CANCEL));
+    }
+    // tern may close while this is in flight; the ending is what counts.
+    let write = tokio::spawn(async move {
+        for piece in flood.chunks(16 * 1024) {
+            if writer.write(piece).await.is_err() {
+                break;
+            }
+        }
+        writer
+    });
+    let ending = reader.ending(Duration::from_secs(10)).await;
+    write.abort();
+    ending
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_gets_goaway_and_other_clients_keep_their_latency() {
+    let served = H2Served::start(&[]);
+    let good = served.client().await;
+    latencies(&good, 20, None).await;
+    let mut baseline = latencies(&good, 200, None).await;
+    let baseline_p99 = percentile(&mut baseline, 99);
+    let baseline_p50 = percentile(&mut baseline, 50);
+
+    let flood_for = Duration::from_secs(3);
+    let until = Instant::now() + flood_for;
+    let measure = latencies(&good, usize::MAX, Some(until));
+    let flood = async {
+        let mut endings = Vec::new();
+        while Instant::now() < until {
+            endings.push(rapid_reset_once(&served).await);
+        }
+        endings
+    };
+    let (mut during, endings) = tokio::join!(measure, flood);
+    let during_p99 = percentile(&mut during, 99);
+    let during_p50 = percentile(&mut during, 50);
+    eprintln!(
+        "rapid reset: {} flood connections; /bytes/100 p50/p99 baseline {baseline_p50:?}/{baseline_p99:?}, \
+         during {during_p50:?}/{during_p99:?} ({} requests); backend saw {} requests",
+        endings.len(),
+        during.len(),
+        served.backend().requests()
+    );
+
+    assert!(!endings.is_empty());
+    for ending in &endings {
+        assert!(
+            matches!(
+                ending,
+                Ending::GoAway {
+                    code: code::ENHANCE_YOUR_CALM,
+                    closed: true,
+                    ..
+                }
+            ),
+            "a flooding connection ended with {ending:?}, not GOAWAY(ENHANCE_YOUR_CALM) and close"
+        );
+    }
+    let bound = baseline_p99 * 10 + Duration::from_millis(50);
+    assert!(
+        during_p99 < bound,
+        "p99 latency during the flood {during_p99:?} exceeds {bound:?} (baseline p99 {baseline_p99:?})"
+    );
+    assert!(!good.is_closed(), "the well-behaved connection was closed");
+    // Most flood streams never cost a backend request.
+    let flood_streams = endings.len() * 1000;
+    let reached = served.backend().requests().saturating_sub(220 + during.len());
+    assert!(
+        reached < flood_streams / 2,
+        "{reached} of {flood_streams} reset streams reached the backend"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuation_flood_is_cut_off_at_the_header_list_limit() {
+    let mut served = H2Served::start(&["--h2-max-header-list-size", "16384"]);
+    let warm = served.client().await;
+    warm.get("/bytes/100").await.expect("warm-up request");
+    let rss_before = served.rss_kib();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_rss(served.tern.pid(), stop.clone());
+
+    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    // HEADERS without END_HEADERS, then CONTINUATION frames of valid literal
+    // fields, never ending: 64 MiB at most.
+    let mut fields = HeaderBlock::new();
+    let mut n = 0;
+    while fields.bytes().len() < 16 * 1024 - 64 {
+        fields.field(&format!("x-flood-{n}"), &[b'a'; 100]);
+        n += 1;
+    }
+    let continuation = h2frames::frame(kind::CONTINUATION, 0, 1, fields.bytes());
+    let start = h2frames::frame(
+        kind::HEADERS,
+        h2frames::flag::END_STREAM,
+        1,
+        HeaderBlock::request("GET", "/echo").bytes(),
+    );
+    let cap: usize = 64 << 20;
+    let write = tokio::spawn(async move {
+        let mut sent = 0;
+        if writer.write(&start).await.is_err() {
+            return sent;
+        }
+        while sent < cap {
+            if writer.write(&continuation).await.is_err() {
+                break;
+            }
+            sent += continuation.len();
+        }
+        sent
+    });
+    let ending = reader.ending(Duration::from_secs(20)).await;
+    let sent = tokio::time::timeout(Duration::from_secs(20), write)
+        .await
+        .expect("the flood writer stops once tern closes")
+        .expect("flood writer task");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = watcher.join().expect("RSS watcher");
+    eprintln!(
+        "continuation flood: {ending:?}; {sent} bytes written before the writer stopped; \
+         tern RSS {rss_before} KiB before, peak {peak} KiB"
+    );
+
+    assert!(
+        matches!(ending, Ending::GoAway { .. } | Ending::Closed),
+        "the flooding connection is still open: {ending:?}"
+    );
+    assert!(sent < cap, "tern read all {cap} bytes of CONTINUATION");
+    let grown = peak.saturating_sub(rss_before);
+    assert!(
+        grown < 8 * 1024,
+        "tern's RSS grew by {grown} KiB during the flood"
+    );
+    served.assert_alive();
+    let other = served.client().await;
+    let response = other.get("/bytes/100").await.expect("GET after the flood");
+    assert_eq!(response.body.len(), 100);
+    assert_eq!(
+        served.backend().requests(),
+        2,
+        "the flooded request reached the backend"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
+    let mut served = H2Served::start(&[]);
+    let good = served.client().await;
+    let big = good.get("/bytes/1048576").await.expect("warm-up 1 MiB");
+    assert_eq!(big.body.len(), 1 << 20);
+    let rss_before = served.rss_kib();
+
+    // A window of one byte per stream and never a WINDOW_UPDATE: each
+    // response can move one byte, while the backend has 8 MiB for each.
+    let (_, _reader, mut writer) = served
+        .raw(&[(setting::INITIAL_WINDOW_SIZE, 1)])
+        .await;
+    let streams = 50u32;
+    let mut requests = Vec::new();
+    for i in 0..streams {
+        requests.extend(HeaderBlock::request("GET", "/bytes/8388608").frames(1 + 2 * i, true));
+    }
+    writer.write(&requests).await.expect("send 50 requests");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while served.backend().requests() < 2 + streams as usize {
+        assert!(
+            Instant::now() < deadline,
+            "only {} backend requests",
+            served.backend().requests()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let every backend connection fill whatever tern is willing to buffer.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_rss(served.tern.pid(), stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Other clients are served meanwhile.
+    let other = served.client().await;
+    let response = other.get("/bytes/1048576").await.expect("GET 1 MiB meanwhile");
+    assert_eq!(response.body.len(), 1 << 20);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = watcher.join().expect("RSS watcher");
+    let grown = peak.saturating_sub(rss_before);
+    eprintln!(
+        "slow readers: {streams} streams of 8 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB)"
+    );
+    served.assert_alive();
+    assert!(
+        grown < 12 * 1024,
+        "tern's RSS grew by {grown} KiB holding {streams} stalled streams"
+    );
+}
