@@ -15,6 +15,7 @@ use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::prometheus::{self, Scrape};
 use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
 use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tools;
 
 /// The binary under test, built by cargo for this test target.
 fn tern_bin() -> &'static Path {
@@ -26,7 +27,7 @@ const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// tern with one backend and its admin listener on.
 struct Admin {
-    _ca: TestCa,
+    ca: TestCa,
     backend: Backend,
     addr: SocketAddr,
     admin: SocketAddr,
@@ -66,7 +67,7 @@ impl Admin {
         }
         let client = client::client_config(ca.ca_pem());
         Admin {
-            _ca: ca,
+            ca,
             backend,
             addr,
             admin,
@@ -276,6 +277,51 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
     assert_eq!(d(count, &[("resumed", "false")]), 1.0);
     assert_eq!(d(count, &[("resumed", "true")]), 1.0);
     assert_eq!(d("tern_connections_total", &[]), 3.0);
+}
+
+#[test]
+fn h2_requests_are_counted_under_their_protocol() {
+    let t = Admin::start();
+    let before = t.scrape_when_idle();
+    let port = t.addr.port();
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let url = |path| format!("https://localhost:{port}{path}");
+    let (ok, missing) = (url("/echo"), url("/status/404"));
+    let ca = t.ca.ca_file().display().to_string();
+    // Two requests on one h2 connection.
+    let out = tools::curl(&[
+        "--silent",
+        "--http2",
+        "--cacert",
+        &ca,
+        "--resolve",
+        &resolve,
+        "--write-out",
+        "%{http_version} %{response_code}\n",
+        "--output",
+        "/dev/null",
+        &ok,
+        "--output",
+        "/dev/null",
+        &missing,
+    ]);
+    assert!(out.success(), "{}", out.all());
+    assert_eq!(out.stdout, "2 200\n2 404\n", "{}", out.all());
+    let after = t.scrape_when_idle();
+
+    let d = |name, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
+    let h2 = ("protocol", "h2");
+    assert_eq!(d("tern_http_requests_total", &[h2, ("code", "200")]), 1.0);
+    assert_eq!(d("tern_http_requests_total", &[h2, ("code", "404")]), 1.0);
+    assert_eq!(
+        d("tern_http_requests_total", &[("protocol", "http/1.1")]),
+        0.0
+    );
+    assert_eq!(d("tern_connections_total", &[]), 1.0);
+    assert!(d("tern_http_sent_bytes_total", &[h2]) > 0.0);
+    let server = t.backend.addr().to_string();
+    let count = "tern_backend_response_duration_seconds_count";
+    assert_eq!(d(count, &[("server", server.as_str())]), 2.0);
 }
 
 #[test]

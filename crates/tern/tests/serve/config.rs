@@ -378,3 +378,27 @@ fn config_with_two_listeners_serves_both() {
         assert_eq!(response.json()["backend"], backend.addr().to_string());
     }
 }
+
+#[test]
+fn expired_certificate_flag_is_refused_with_one_line_naming_it() {
+    let mut dir = ConfigDir::new();
+    let expired = dir.ca.expired_leaf(&["localhost"], KeyKind::EcdsaP256);
+    let mut args = crate::serve_args(free_addr(), &[free_addr().to_string().as_str()]);
+    args.extend(crate::cert_args(&expired));
+    let finished = run_to_exit(tern_bin(), args, EXIT_WAIT);
+    assert_eq!(
+        finished.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        finished.stderr
+    );
+    let lines: Vec<&str> = finished.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "want ONE stderr line:\n{}", finished.stderr);
+    assert!(lines[0].starts_with("tern: error: "), "{}", lines[0]);
+    let name = ConfigDir::file_name(&expired.chain);
+    assert!(
+        lines[0].contains(&name),
+        "{} does not name {name}",
+        lines[0]
+    );
+}
