@@ -117,12 +117,16 @@ impl Admin {
     }
 
     /// Scrapes until `tern_connections_open` is 0 (connections end a
-    /// little after the client sees the close).
+    /// little after the client sees the close) and the readiness probe
+    /// (`TernProcess::start` connects once and hangs up) has been counted,
+    /// so the next scrape moves only by what the test does.
     fn scrape_when_idle(&self) -> Scrape {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let scrape = self.scrape();
-            if scrape.get("tern_connections_open", &[]) == Some(0.0) || Instant::now() > deadline {
+            let idle = scrape.get("tern_connections_open", &[]) == Some(0.0)
+                && scrape.get("tern_connections_total", &[]) >= Some(1.0);
+            if idle || Instant::now() > deadline {
                 return scrape;
             }
             std::thread::sleep(Duration::from_millis(20));
