@@ -5,7 +5,7 @@
 //! Content-Length, a Content-Length that is not a plain decimal number, a
 //! Transfer-Encoding whose last coding is not `chunked`.
 
-use crate::head::{trim_ows, Fields, RequestHead, ResponseHead};
+use crate::head::{trim_ows, FieldKind, Fields, RequestHead, ResponseHead};
 use crate::HttpError;
 
 /// The framing of a message body.
@@ -76,7 +76,7 @@ pub fn response_framing(
 fn transfer_encoding(fields: &Fields) -> Result<Option<bool>, HttpError> {
     let mut present = false;
     let mut last_is_chunked = false;
-    for value in fields.get_all("transfer-encoding") {
+    for value in fields.all(FieldKind::TransferEncoding) {
         for coding in value.split(|&b| b == b',') {
             let coding = trim_ows(coding);
             if coding.is_empty() {
@@ -90,7 +90,7 @@ fn transfer_encoding(fields: &Fields) -> Result<Option<bool>, HttpError> {
             last_is_chunked = coding.eq_ignore_ascii_case(b"chunked");
         }
     }
-    if !present && fields.get("transfer-encoding").is_some() {
+    if !present && fields.has(FieldKind::TransferEncoding) {
         return Err(HttpError::TransferEncodingNotChunked);
     }
     Ok(present.then_some(last_is_chunked))
@@ -98,7 +98,7 @@ fn transfer_encoding(fields: &Fields) -> Result<Option<bool>, HttpError> {
 
 /// The Content-Length, refusing duplicates and anything but 1*DIGIT.
 fn content_length(fields: &Fields) -> Result<Option<u64>, HttpError> {
-    let mut values = fields.get_all("content-length");
+    let mut values = fields.all(FieldKind::ContentLength);
     let Some(first) = values.next() else {
         return Ok(None);
     };

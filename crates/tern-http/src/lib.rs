@@ -28,7 +28,7 @@ pub use head::{RequestHead, ResponseHead};
 /// Checks the Host rules of RFC 9112 section 3.2: an HTTP/1.1 request has
 /// exactly one Host field.
 pub fn check_host(head: &RequestHead) -> Result<(), HttpError> {
-    let count = head.fields.get_all("host").count();
+    let count = head.fields.all(head::FieldKind::Host).count();
     if count > 1 || (count == 0 && head.minor_version >= 1) {
         return Err(HttpError::BadHost);
     }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 
-use crate::head::{Fields, RequestHead, ResponseHead};
+use crate::head::{FieldKind, Fields, RequestHead, ResponseHead};
 
 /// Forwarding fields a client may not set; always removed from requests.
 pub const CLIENT_FORWARDING_FIELDS: [&str; 6] = [
@@ -75,12 +75,13 @@ pub enum BackendConnection {
 
 /// True when the request asks for a protocol upgrade (WebSocket and the like).
 pub fn wants_upgrade(head: &RequestHead) -> bool {
-    head.fields.has_token("connection", "upgrade") && head.fields.get("upgrade").is_some()
+    head.fields.kind_has_token(FieldKind::Connection, "upgrade")
+        && head.fields.has(FieldKind::Upgrade)
 }
 
 /// True when the sender of these fields asked to close the connection.
 pub fn wants_close(fields: &Fields) -> bool {
-    fields.has_token("connection", "close")
+    fields.kind_has_token(FieldKind::Connection, "close")
 }
 
 /// Appends the request head for the backend to `out`.
@@ -103,22 +104,18 @@ pub fn write_request_head(
     out.extend_from_slice(version.as_bytes());
     out.extend_from_slice(b"\r\n");
     let upgrade = conn == BackendConnection::Upgrade;
-    let has_connection = head.fields.get("connection").is_some();
-    for (name, value) in head.fields.iter() {
-        if is_hop_by_hop(name, &head.fields, has_connection)
-            && !(upgrade && name.eq_ignore_ascii_case("upgrade"))
-        {
-            continue;
+    let has_connection = head.fields.has(FieldKind::Connection);
+    for (name, value, kind) in head.fields.iter_kinds() {
+        let keep = match kind {
+            FieldKind::ClientForwarding => false,
+            FieldKind::Upgrade => upgrade,
+            _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
+        };
+        if keep {
+            put_field(out, name.as_bytes(), value);
         }
-        if CLIENT_FORWARDING_FIELDS
-            .iter()
-            .any(|f| name.eq_ignore_ascii_case(f))
-        {
-            continue;
-        }
-        put_field(out, name.as_bytes(), value);
     }
-    write_forwarding_fields(out, client, add, head.fields.get("host"));
+    write_forwarding_fields(out, client, add, head.fields.first(FieldKind::Host));
     match conn {
         BackendConnection::KeepAlive => {}
         BackendConnection::Upgrade => put_field(out, b"Connection", b"upgrade"),
@@ -242,14 +239,15 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
     out.extend_from_slice(head.reason());
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
-    let has_connection = head.fields.get("connection").is_some();
-    for (name, value) in head.fields.iter() {
-        if is_hop_by_hop(name, &head.fields, has_connection)
-            && !(upgrade && name.eq_ignore_ascii_case("upgrade"))
-        {
-            continue;
+    let has_connection = head.fields.has(FieldKind::Connection);
+    for (name, value, kind) in head.fields.iter_kinds() {
+        let keep = match kind {
+            FieldKind::Upgrade => upgrade,
+            _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
+        };
+        if keep {
+            put_field(out, name.as_bytes(), value);
         }
-        put_field(out, name.as_bytes(), value);
     }
     if upgrade {
         put_field(out, b"Connection", b"upgrade");
@@ -275,22 +273,18 @@ pub fn write_simple_response(
     );
 }
 
-/// `named_by_connection` is false when the head has no Connection field,
-/// which spares the per-field token search in the common case.
-fn is_hop_by_hop(name: &str, fields: &Fields, named_by_connection: bool) -> bool {
-    if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
-        return true;
+/// Whether a field stops at tern. `named_by_connection` is false when the
+/// head has no Connection field, which spares the per-field token search in
+/// the common case.
+fn is_hop_by_hop(name: &str, kind: FieldKind, fields: &Fields, named_by_connection: bool) -> bool {
+    match kind {
+        FieldKind::Connection | FieldKind::Upgrade | FieldKind::HopByHop => true,
+        // Fields named by Connection are hop-by-hop too, except the ones
+        // that frame the message or route it: dropping those would change
+        // what the next hop reads.
+        FieldKind::ContentLength | FieldKind::TransferEncoding | FieldKind::Host => false,
+        _ => named_by_connection && fields.kind_has_token(FieldKind::Connection, name),
     }
-    // Fields named by Connection are hop-by-hop too, except the ones that
-    // frame the message or route it: dropping those would change what the
-    // next hop reads.
-    if ["content-length", "transfer-encoding", "host"]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
-    {
-        return false;
-    }
-    named_by_connection && fields.has_token("connection", name)
 }
 
 fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

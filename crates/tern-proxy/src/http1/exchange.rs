@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use tern_http::framing::response_framing;
-use tern_http::head::{find_head_end, parse_response, ResponseHead};
+use tern_http::head::{find_head_end, parse_response_into, FieldKind, ResponseHead};
 use tern_http::rewrite::{
     wants_close, wants_upgrade, write_request_head, write_response_head, write_simple_response,
     BackendConnection, ClientFacts,
@@ -58,6 +58,8 @@ pub(super) struct ExchangeBufs {
     pub bbuf: IoBuf,
     /// Outgoing head plus inline body, for the one-write rule.
     pub out: Vec<u8>,
+    /// The backend's response head, refilled per response.
+    pub resp: ResponseHead,
 }
 
 impl ExchangeBufs {
@@ -65,6 +67,7 @@ impl ExchangeBufs {
         ExchangeBufs {
             bbuf: IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD),
             out: Vec::with_capacity(INLINE_BODY + 1024),
+            resp: ResponseHead::default(),
         }
     }
 }
@@ -172,7 +175,7 @@ where
     };
 
     // Head plus whatever of the body is already here, for one write.
-    let ExchangeBufs { bbuf, out } = bufs;
+    let ExchangeBufs { bbuf, out, resp } = bufs;
     out.clear();
     bbuf.consume(bbuf.len());
     let facts = ClientFacts {
@@ -192,12 +195,12 @@ where
     let expects_continue = !whole_request_in_out
         && head
             .fields
-            .get("expect")
+            .first(FieldKind::Expect)
             .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
 
     let backends = ctx
         .listener
-        .route(ctx.tls.sni.as_deref(), head.fields.get("host"));
+        .route(ctx.tls.sni.as_deref(), head.fields.first(FieldKind::Host));
     let mut backend = connect(ctx, backends).await?;
     p.backend = Some(backend.addr);
     if expects_continue {
@@ -207,7 +210,7 @@ where
 
     let mut retried = false;
     let sent_at;
-    let resp = loop {
+    loop {
         let sent = Instant::now();
         let wrote = tokio::time::timeout(
             limits.backend_response_timeout,
@@ -236,14 +239,23 @@ where
             }
         }
         let result = if wrote_ok {
-            read_response_head(&mut backend.stream, bbuf, ctx, expects_continue, client, p).await
+            read_response_head(
+                &mut backend.stream,
+                bbuf,
+                resp,
+                ctx,
+                expects_continue,
+                client,
+                p,
+            )
+            .await
         } else {
             Err(ResponseError::Closed { any_bytes: false })
         };
         match result {
-            Ok(resp) => {
+            Ok(()) => {
                 sent_at = sent;
-                break resp;
+                break;
             }
             // A pooled connection the backend had closed: the request never
             // reached it, so one fresh attempt is safe when the whole
@@ -257,7 +269,7 @@ where
             }
             Err(e) => return Err(backend_failure(ctx, backend.addr, e)),
         }
-    };
+    }
     let backend_took = sent_at.elapsed();
     p.backend_us = backend_took.as_micros() as u64;
     ctx.worker
@@ -266,10 +278,11 @@ where
 
     if resp.status == 101 && upgrade {
         p.status = 101;
-        return upgrade_tunnel(client, cbuf, backend.stream, bbuf, &resp, ctx, p).await;
+        return upgrade_tunnel(client, cbuf, backend.stream, bbuf, resp, ctx, p).await;
     }
     let is_connect = head.method() == "CONNECT";
-    let rframing = response_framing(head.is_head(), is_connect, &resp)
+    let resp: &ResponseHead = resp;
+    let rframing = response_framing(head.is_head(), is_connect, resp)
         .map_err(|e| backend_failure(ctx, backend.addr, ResponseError::Invalid(e)))?;
     let shutting_down = *ctx.worker.shutdown.borrow();
     let close = client_close || rframing.is_until_close() || shutting_down || resp.status == 101;
@@ -281,7 +294,7 @@ where
         && resp.status != 101;
 
     out.clear();
-    write_response_head(&resp, close, out);
+    write_response_head(resp, close, out);
     let mut rpending = Pending::new(rframing);
     let inline = rpending
         .take(bbuf.filled(), INLINE_BODY)
@@ -406,14 +419,16 @@ pub(crate) enum ResponseError {
 
 /// Reads the final response head, relaying interim (1xx) responses to the
 /// client. A backend's own `100 Continue` is dropped when tern already sent one.
+#[allow(clippy::too_many_arguments)]
 async fn read_response_head<C>(
     backend: &mut TcpStream,
     bbuf: &mut IoBuf,
+    head: &mut ResponseHead,
     ctx: &ConnCtx<'_>,
     sent_continue: bool,
     client: &mut C,
     p: &mut Progress,
-) -> Result<ResponseHead, ResponseError>
+) -> Result<(), ResponseError>
 where
     C: AsyncWrite + Unpin,
 {
@@ -421,14 +436,14 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let len = read_one_head(backend, bbuf, deadline).await?;
-        let head = parse_response(&bbuf.filled()[..len]).map_err(ResponseError::Invalid)?;
+        parse_response_into(&bbuf.filled()[..len], head).map_err(ResponseError::Invalid)?;
         if !head.is_interim() {
             bbuf.consume(len);
-            return Ok(head);
+            return Ok(());
         }
         if !(head.status == 100 && sent_continue) {
             let mut out = Vec::with_capacity(len);
-            write_response_head(&head, false, &mut out);
+            write_response_head(head, false, &mut out);
             if write_client(client, &out, ctx).await.is_err() {
                 return Err(ResponseError::Closed { any_bytes: true });
             }

@@ -11,7 +11,7 @@ pub(crate) mod exchange;
 
 use std::time::Instant;
 
-use tern_http::head::{find_head_end, parse_request};
+use tern_http::head::{find_head_end, parse_request_into, RequestHead};
 use tern_http::rewrite::write_simple_response;
 use tern_http::{framing, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -55,6 +55,7 @@ where
     // it); bodies pass through it in pieces.
     let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
     let mut bufs = exchange::ExchangeBufs::new();
+    let mut head = RequestHead::default();
     let mut shutdown = ctx.worker.shutdown.clone();
     let mut first = true;
     loop {
@@ -89,13 +90,10 @@ where
                 break;
             }
         };
-        let head = match parse_request(&buf.filled()[..head_len]) {
-            Ok(h) => h,
-            Err(e) => {
-                reject(client, ctx, &e, head_len as u64, started).await;
-                break;
-            }
-        };
+        if let Err(e) = parse_request_into(&buf.filled()[..head_len], &mut head) {
+            reject(client, ctx, &e, head_len as u64, started).await;
+            break;
+        }
         let framing =
             match tern_http::check_host(&head).and_then(|()| framing::request_framing(&head)) {
                 Ok(f) => f,
