@@ -36,13 +36,14 @@ struct Admin {
 }
 
 impl Admin {
+    /// tern with `--backend`, `--cert` and `--admin` on the command line.
     fn start() -> Admin {
         let mut ca = TestCa::new();
         let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
         let backend = Backend::start();
         let addr = free_addr();
         let admin = free_addr();
-        let args = [
+        let args = vec![
             "serve".to_string(),
             "--listen".into(),
             addr.to_string(),
@@ -55,6 +56,43 @@ impl Admin {
             "--admin".into(),
             admin.to_string(),
         ];
+        Admin::launch(ca, backend, addr, admin, args)
+    }
+
+    /// tern from a config file: one listener forwarding to the group
+    /// named `upstream`, which `upstream_toml` (given the test backend's
+    /// address) defines as an `[[upstream]]` table.
+    fn start_config(upstream: &str, upstream_toml: impl FnOnce(SocketAddr) -> String) -> Admin {
+        let mut ca = TestCa::new();
+        let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+        let backend = Backend::start();
+        let upstream_toml = upstream_toml(backend.addr());
+        let addr = free_addr();
+        let admin = free_addr();
+        let config = format!(
+            "admin = \"{admin}\"\n\
+             [[listener]]\nlisten = \"{addr}\"\nupstream = {upstream:?}\n\
+             cert = {:?}\nkey = {:?}\n\n{upstream_toml}\n",
+            cert.chain.display().to_string(),
+            cert.key.display().to_string(),
+        );
+        let path = ca.dir().join("tern.toml");
+        std::fs::write(&path, config).expect("write the config");
+        let args = vec![
+            "serve".to_string(),
+            "--config".into(),
+            path.display().to_string(),
+        ];
+        Admin::launch(ca, backend, addr, admin, args)
+    }
+
+    fn launch(
+        ca: TestCa,
+        backend: Backend,
+        addr: SocketAddr,
+        admin: SocketAddr,
+        args: Vec<String>,
+    ) -> Admin {
         let tern = TernProcess::start(tern_bin(), addr, args);
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect_timeout(&admin, Duration::from_millis(200)).is_err() {
@@ -326,6 +364,53 @@ fn h2_requests_are_counted_under_their_protocol() {
     let server = t.backend.addr().to_string();
     let count = "tern_backend_response_duration_seconds_count";
     assert_eq!(d(count, &[("server", server.as_str())]), 2.0);
+}
+
+#[test]
+fn backend_up_follows_health_checks_per_upstream_and_server() {
+    // Nothing listens on `dead`; the upstream name needs escaping.
+    let dead = free_addr();
+    let name = "api \"v2\"";
+    let t = Admin::start_config(name, |backend| {
+        format!(
+            "[[upstream]]\nname = {name:?}\nservers = [\"{backend}\", \"{dead}\"]\n\
+             health_check_path = \"/echo\"\nhealth_check_interval = \"100ms\"\n\
+             health_check_timeout = \"500ms\"\nrise = 1\nfall = 1\n"
+        )
+    });
+    let good = t.backend.addr().to_string();
+    let dead = dead.to_string();
+    let up = |s: &Scrape, server: &str| {
+        s.get("tern_backend_up", &[("upstream", name), ("server", server)])
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let scrape = loop {
+        let scrape = t.scrape();
+        if up(&scrape, &dead) == Some(0.0) || Instant::now() > deadline {
+            break scrape;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(up(&scrape, &dead), Some(0.0), "dead server marked down");
+    assert_eq!(up(&scrape, &good), Some(1.0), "live server up");
+
+    // Requests go to the live server only, and its latency series carries
+    // the group's name.
+    let before = scrape;
+    for _ in 0..3 {
+        let (bytes, _) = t.exchange(&get_closing("/echo"));
+        assert!(
+            bytes.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+    let after = t.scrape_when_idle();
+    let count = "tern_backend_response_duration_seconds_count";
+    let at_good = [("upstream", name), ("server", good.as_str())];
+    let at_dead = [("upstream", name), ("server", dead.as_str())];
+    assert_eq!(delta(&before, &after, count, &at_good), 3.0);
+    assert_eq!(after.get(count, &at_dead), None);
 }
 
 #[test]
