@@ -14,6 +14,7 @@
 //! policies, [`pool`] idle connections, [`health`] active checks.
 
 mod balance;
+mod h2c;
 mod health;
 mod pool;
 mod shared;
@@ -28,8 +29,10 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use crate::config::Balance;
+use crate::config::{BackendProtocol, Balance};
 
+#[allow(unused_imports)] // for the request paths once they speak h2c
+pub use h2c::H2cStream;
 pub use shared::UpstreamShared;
 
 use balance::SmoothWrr;
@@ -72,6 +75,8 @@ pub struct Backends {
     shared: Arc<UpstreamShared>,
     wrr: RefCell<SmoothWrr>,
     pool: IdlePool,
+    /// HTTP/2 sessions (`protocol = "h2c"` only).
+    sessions: h2c::Sessions,
 }
 
 impl Backends {
@@ -82,12 +87,20 @@ impl Backends {
             shared,
             wrr: RefCell::new(SmoothWrr::new(servers)),
             pool: IdlePool::new(servers, max_idle),
+            sessions: RefCell::new((0..servers).map(|_| None).collect()),
         }
     }
 
     /// The group's name.
     pub fn name(&self) -> &str {
         &self.shared.config.name
+    }
+
+    /// The protocol the group's servers speak: [`Backends::get`] for
+    /// HTTP/1.1, [`Backends::get_h2c`] for h2c.
+    #[allow(dead_code)] // for the request paths once they speak h2c
+    pub fn protocol(&self) -> BackendProtocol {
+        self.shared.config.protocol
     }
 
     /// A connection to a live server chosen by the group's policy: an idle

@@ -1,0 +1,378 @@
+//! HTTP/2 over cleartext TCP to backends (`protocol = "h2c"`, prior
+//! knowledge, RFC 9113 section 3.3): one multiplexed connection per server
+//! and worker instead of a pool of HTTP/1.1 connections.
+//!
+//! A session is reused while the h2 client says it can take a stream; a
+//! session the backend closed or sent GOAWAY on is dropped and a new one
+//! is opened (streams still running on it finish). Server choice, retries
+//! on connect failure, passive ejection and `AllDown` are the same as for
+//! HTTP/1.1 ([`Backends::get`]).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use super::shared::InFlight;
+use super::{open, Backends, ConnectError};
+
+/// Where a request goes on an HTTP/2 backend session, counted as one
+/// request in flight on its server until dropped.
+#[derive(Debug)]
+#[allow(dead_code)] // for the request paths once they speak h2c
+pub struct H2cStream {
+    /// Ready to send one request (`send_request`).
+    pub sender: SendRequest<Bytes>,
+    /// The server.
+    pub addr: SocketAddr,
+    /// False when the session had to be opened for this request.
+    pub reused: bool,
+    /// Keeps the server's in-flight count up (least_conn reads it).
+    _in_flight: InFlight,
+}
+
+/// Per server of a group, this worker's open session, if any.
+pub(super) type Sessions = std::cell::RefCell<Vec<Option<SendRequest<Bytes>>>>;
+
+impl Backends {
+    /// A sender ready for one request on an HTTP/2 session to a live
+    /// server chosen by the group's policy (for `protocol = "h2c"`).
+    /// Failing servers are handled as in [`Backends::get`]; waiting for a
+    /// free stream on a busy session is bounded by `connect_timeout` too.
+    #[allow(dead_code)] // for the request paths once they speak h2c
+    pub async fn get_h2c(&self, connect_timeout: Duration) -> Result<H2cStream, ConnectError> {
+        let mut tried: Vec<usize> = Vec::new();
+        let mut last_error = None;
+        loop {
+            let Some(server) = self.pick(|i| !tried.contains(&i)) else {
+                return Err(
+                    last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
+                );
+            };
+            let in_flight = self.shared.begin(server);
+            let addr = self.shared.addr(server);
+            let existing = self.sessions.borrow().get(server).cloned().flatten();
+            if let Some(sender) = existing {
+                match tokio::time::timeout(connect_timeout, sender.ready()).await {
+                    Ok(Ok(sender)) => {
+                        return Ok(H2cStream {
+                            sender,
+                            addr,
+                            reused: true,
+                            _in_flight: in_flight,
+                        })
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(backend = %addr, "h2c session ended: {e}");
+                        self.forget_session(server);
+                    }
+                    // Every stream of the session is busy: no other server
+                    // would be better placed than a fresh session here.
+                    Err(_) => return Err(ConnectError::Timeout(addr)),
+                }
+            }
+            match self.open_session(server, connect_timeout).await {
+                Ok(sender) => {
+                    return Ok(H2cStream {
+                        sender,
+                        addr,
+                        reused: false,
+                        _in_flight: in_flight,
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %self.name(), "{e}");
+                    self.shared.connect_failed(server, &e);
+                    tried.push(server);
+                    last_error = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Connects and completes the HTTP/2 preface with server `server`,
+    /// keeps the session for later requests and returns a ready sender.
+    async fn open_session(
+        &self,
+        server: usize,
+        connect_timeout: Duration,
+    ) -> Result<SendRequest<Bytes>, ConnectError> {
+        let addr = self.shared.addr(server);
+        let deadline = tokio::time::Instant::now() + connect_timeout;
+        let stream = open(addr, connect_timeout).await?;
+        let h2_error = |e: h2::Error| {
+            ConnectError::Io(addr, std::io::Error::other(format!("HTTP/2 preface: {e}")))
+        };
+        let (stream, settings) = PrefaceWatch::new(stream);
+        let (sender, connection) =
+            match tokio::time::timeout_at(deadline, h2::client::handshake(stream)).await {
+                Ok(Ok(pair)) => pair,
+                Ok(Err(e)) => return Err(h2_error(e)),
+                Err(_) => return Err(ConnectError::Timeout(addr)),
+            };
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(backend = %addr, "h2c session closed: {e}");
+            }
+        });
+        // The h2 client is ready before the server said a word; wait for
+        // its SETTINGS so a server that does not speak HTTP/2 counts as a
+        // failed connect (and the request goes elsewhere), not a failed
+        // request.
+        match tokio::time::timeout_at(deadline, settings).await {
+            Ok(Ok(true)) => {}
+            Ok(_) => {
+                return Err(ConnectError::Io(
+                    addr,
+                    std::io::Error::other("does not speak HTTP/2 (no SETTINGS frame first)"),
+                ))
+            }
+            Err(_) => return Err(ConnectError::Timeout(addr)),
+        }
+        let sender = match tokio::time::timeout_at(deadline, sender.ready()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(h2_error(e)),
+            Err(_) => return Err(ConnectError::Timeout(addr)),
+        };
+        self.shared.connect_succeeded(server);
+        if let Some(slot) = self.sessions.borrow_mut().get_mut(server) {
+            *slot = Some(sender.clone());
+        }
+        Ok(sender)
+    }
+
+    fn forget_session(&self, server: usize) {
+        if let Some(slot) = self.sessions.borrow_mut().get_mut(server) {
+            *slot = None;
+        }
+    }
+}
+
+/// A backend socket that reports whether the first frame the server sent
+/// is SETTINGS (RFC 9113 section 3.4: the server preface), as soon as its
+/// header's type byte has arrived.
+struct PrefaceWatch {
+    inner: TcpStream,
+    /// Bytes of the first frame header seen so far (the type is byte 3).
+    seen: usize,
+    verdict: Option<oneshot::Sender<bool>>,
+}
+
+impl PrefaceWatch {
+    fn new(inner: TcpStream) -> (Self, oneshot::Receiver<bool>) {
+        let (tx, rx) = oneshot::channel();
+        let watch = PrefaceWatch {
+            inner,
+            seen: 0,
+            verdict: Some(tx),
+        };
+        (watch, rx)
+    }
+}
+
+/// Frame type of SETTINGS.
+const SETTINGS_FRAME: u8 = 0x4;
+
+impl AsyncRead for PrefaceWatch {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if self.verdict.is_some() {
+            if let Poll::Ready(outcome) = &result {
+                let new = &buf.filled()[before..];
+                let verdict = match outcome {
+                    Err(_) => Some(false),
+                    Ok(()) if new.is_empty() => Some(false),
+                    Ok(()) => {
+                        let at = 3usize.checked_sub(self.seen);
+                        self.seen += new.len();
+                        at.and_then(|i| new.get(i)).map(|&t| t == SETTINGS_FRAME)
+                    }
+                };
+                if let (Some(v), Some(tx)) = (verdict, self.verdict.take()) {
+                    let _ = tx.send(v);
+                }
+            }
+        }
+        result
+    }
+}
+
+impl AsyncWrite for PrefaceWatch {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::UpstreamShared;
+    use crate::config::UpstreamConfig;
+    use tokio::net::TcpListener;
+
+    /// An h2c origin answering every request `200` with body `from ADDR`;
+    /// counts TCP connections. With `close_after`, each connection is
+    /// closed (GOAWAY) after that many requests.
+    async fn h2c_origin(close_after: Option<usize>) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                        return;
+                    };
+                    let mut served = 0;
+                    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                        let response = http::Response::new(());
+                        if let Ok(mut body) = respond.send_response(response, false) {
+                            let _ = body.send_data(Bytes::from(format!("from {addr}")), true);
+                        }
+                        served += 1;
+                        if close_after == Some(served) {
+                            conn.graceful_shutdown();
+                        }
+                    }
+                });
+            }
+        });
+        (addr, connections)
+    }
+
+    fn h2c_group(servers: Vec<SocketAddr>) -> Backends {
+        let shared = UpstreamShared::new(UpstreamConfig::simple("h2c".into(), servers));
+        Backends::new(shared, 4)
+    }
+
+    async fn get_body(backends: &Backends) -> (String, bool) {
+        let H2cStream {
+            mut sender, reused, ..
+        } = backends
+            .get_h2c(Duration::from_secs(2))
+            .await
+            .expect("a session");
+        let request = http::Request::get("http://backend/x")
+            .body(())
+            .expect("request");
+        let (response, _) = sender.send_request(request, true).expect("send");
+        let mut body = response.await.expect("response").into_body();
+        let mut text = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.expect("data");
+            let _ = body.flow_control().release_capacity(chunk.len());
+            text.extend_from_slice(&chunk);
+        }
+        (String::from_utf8_lossy(&text).into_owned(), reused)
+    }
+
+    #[tokio::test]
+    async fn requests_share_one_session_per_server() {
+        let (addr, connections) = h2c_origin(None).await;
+        let backends = h2c_group(vec![addr]);
+        for i in 0..5 {
+            let (body, reused) = get_body(&backends).await;
+            assert_eq!(body, format!("from {addr}"));
+            assert_eq!(reused, i > 0);
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_closed_session_is_replaced() {
+        let (addr, connections) = h2c_origin(Some(1)).await;
+        let backends = h2c_group(vec![addr]);
+        for _ in 0..3 {
+            let (body, _) = get_body(&backends).await;
+            assert_eq!(body, format!("from {addr}"));
+            // Let the GOAWAY arrive before the next pick.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn refused_server_fails_over_to_the_next() {
+        let dead = {
+            let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            l.local_addr().expect("addr")
+        };
+        let (live, _) = h2c_origin(None).await;
+        let backends = h2c_group(vec![dead, live]);
+        for _ in 0..4 {
+            let (body, _) = get_body(&backends).await;
+            assert_eq!(body, format!("from {live}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_at_the_preface() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let backends = h2c_group(vec![addr]);
+        let result = backends.get_h2c(Duration::from_millis(200)).await;
+        assert!(
+            matches!(result, Err(ConnectError::Timeout(a)) if a == addr),
+            "{result:?}"
+        );
+        drop(listener);
+    }
+
+    #[tokio::test]
+    async fn an_http1_only_server_fails_the_preface() {
+        // Answers anything with an HTTP/1.1 response and closes.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let backends = h2c_group(vec![addr]);
+        let result = backends.get_h2c(Duration::from_secs(2)).await;
+        assert!(matches!(result, Err(ConnectError::Io(..))), "{result:?}");
+    }
+}
