@@ -163,9 +163,9 @@ impl OpensslCa {
     }
 
     /// Writes an OCSP response about `leaf` to `name` in the CA directory,
-    /// signed by the CA itself. `valid_minutes`: nextUpdate that many
-    /// minutes after now (`Some(0)`: nextUpdate = now, stale a second
-    /// later); `None`: no nextUpdate at all.
+    /// signed by the CA itself. `valid_minutes` (at least 1): nextUpdate
+    /// that many minutes after now; `None`: no nextUpdate at all. For a
+    /// stale response see [`backdated`].
     pub fn ocsp_response(
         &self,
         leaf: &OpensslLeaf,
@@ -223,6 +223,38 @@ impl OpensslCa {
         openssl(self.dir.path(), &args);
         out
     }
+}
+
+/// A copy of the DER OCSP response `der` with every GeneralizedTime
+/// (producedAt, thisUpdate, nextUpdate) moved back to 2000-01-01, so it is
+/// long past its nextUpdate: a staple whose refresh job stopped.
+///
+/// `openssl ocsp` cannot date a response in the past (`-nmin`/`-ndays` must
+/// be positive), so the times are rewritten in place; the responder's
+/// signature no longer matches, which a server that checks only the dates
+/// (as tern does; clients check signatures) cannot tell.
+pub fn backdated(der: &[u8]) -> Vec<u8> {
+    const PAST: &[u8; 15] = b"20000101000000Z";
+    let mut out = der.to_vec();
+    let mut i = 0;
+    let mut rewritten = 0;
+    while i + 17 <= out.len() {
+        // GeneralizedTime, 15 bytes: YYYYMMDDHHMMSSZ.
+        let value = &out[i + 2..i + 17];
+        if out[i] == 0x18
+            && out[i + 1] == 0x0f
+            && value[14] == b'Z'
+            && value[..14].iter().all(u8::is_ascii_digit)
+        {
+            out[i + 2..i + 17].copy_from_slice(PAST);
+            rewritten += 1;
+            i += 17;
+        } else {
+            i += 1;
+        }
+    }
+    assert!(rewritten >= 2, "no OCSP times found to backdate");
+    out
 }
 
 impl Default for OpensslCa {

@@ -16,6 +16,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 use x509_parser::public_key::PublicKey;
 
+use crate::ocsp::{check_staple, StapleVerdict};
 use crate::TlsError;
 
 /// Where a certificate comes from on disk.
@@ -76,8 +77,13 @@ pub struct LoadedCert {
     pub not_after: SystemTime,
     /// Bytes of all certificates in the chain.
     pub chain_der_len: usize,
-    /// Bytes of the OCSP staple, 0 if none.
+    /// Bytes of the OCSP staple, 0 if none (or if it was not served).
     pub ocsp_len: usize,
+    /// Why the OCSP file was not stapled (for another certificate, past its
+    /// nextUpdate, not successful) or what is wrong with a stapled one
+    /// (revoked). The caller logs it: loading may happen before logging is
+    /// set up (at start) and again on every reload.
+    pub ocsp_warning: Option<String>,
     /// What rustls serves.
     pub certified: Arc<CertifiedKey>,
     /// Label for messages: the cert path, or "built-in self-signed".
@@ -88,7 +94,9 @@ pub struct LoadedCert {
 ///
 /// Refuses an unreadable file, a file without certificate or key, a key that
 /// does not match the leaf, and a leaf that is expired or not yet valid. The
-/// OCSP file (DER), if given, is attached as the staple.
+/// OCSP file (DER), if given, is attached as the staple when
+/// [`crate::ocsp::check_staple`] accepts it; otherwise the certificate loads
+/// without a staple and `ocsp_warning` says why.
 pub fn load(files: &CertFiles, provider: &CryptoProvider) -> Result<LoadedCert, TlsError> {
     let read = |what: &'static str, path: &PathBuf| {
         std::fs::read(path).map_err(|source| TlsError::Read {
@@ -110,10 +118,24 @@ pub fn load(files: &CertFiles, provider: &CryptoProvider) -> Result<LoadedCert, 
                 path: ocsp_path.clone(),
             });
         }
-        loaded.ocsp_len = ocsp.len();
-        let mut certified = (*loaded.certified).clone();
-        certified.ocsp = Some(ocsp);
-        loaded.certified = Arc::new(certified);
+        let label = ocsp_path.display();
+        let serve = match check_staple(&ocsp, &loaded.certified.cert, SystemTime::now()) {
+            StapleVerdict::Serve => true,
+            StapleVerdict::ServeWithWarning(why) => {
+                loaded.ocsp_warning = Some(format!("OCSP staple {label}: {why}"));
+                true
+            }
+            StapleVerdict::Refuse(why) => {
+                loaded.ocsp_warning = Some(format!("OCSP staple {label} not served: {why}"));
+                false
+            }
+        };
+        if serve {
+            loaded.ocsp_len = ocsp.len();
+            let mut certified = (*loaded.certified).clone();
+            certified.ocsp = Some(ocsp);
+            loaded.certified = Arc::new(certified);
+        }
     }
     Ok(loaded)
 }
@@ -199,6 +221,7 @@ fn build(
         not_after: leaf.not_after,
         chain_der_len,
         ocsp_len: 0,
+        ocsp_warning: None,
         certified: Arc::new(certified),
         source: cert_label.to_string(),
     })

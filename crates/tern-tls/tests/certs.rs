@@ -4,6 +4,7 @@
 mod common;
 
 use common::{ec_sec1_pem, provider, rsa_pkcs1_pem, Alg, LeafSpec, Pki, TempDir};
+use tern_testsupport::openssl_pki::{OcspStatus, OpensslCa};
 use tern_tls::certs::{self, CertFiles, KeyKind};
 use tern_tls::{initcwnd_warning, TlsError};
 
@@ -165,16 +166,21 @@ fn missing_files_and_empty_pem_are_refused_with_the_file_named() {
 
 #[test]
 fn ocsp_staple_is_attached_and_served() {
-    let pki = Pki::new();
+    // A real response (openssl ocsp) for this leaf: tern-tls checks what it
+    // staples (tests/ocsp.rs has the refusals).
     let dir = TempDir::new("ocsp");
-    let leaf = pki.leaf(&["localhost"], Alg::P256);
-    let staple: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8).collect();
+    let mut ca = OpensslCa::new();
+    let leaf = ca.leaf(&["localhost"]);
+    let staple_path = ca.ocsp_response(&leaf, OcspStatus::Good, Some(7 * 24 * 60), "ocsp.der");
+    let staple = std::fs::read(&staple_path).unwrap();
     let f = CertFiles {
-        ocsp: Some(dir.write("staple.der", &staple)),
-        ..files(&dir, &leaf.chain_pem, &leaf.pkcs8_pem())
+        cert: leaf.chain.clone(),
+        key: leaf.key.clone(),
+        ocsp: Some(staple_path),
     };
     let loaded = certs::load(&f, &provider()).unwrap();
     assert_eq!(loaded.ocsp_len, staple.len());
+    assert_eq!(loaded.ocsp_warning, None);
     let empty = CertFiles {
         ocsp: Some(dir.write("empty.der", b"")),
         ..f.clone()
