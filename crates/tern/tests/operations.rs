@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
 
+#[path = "operations/fleet.rs"]
+mod fleet;
 #[path = "operations/ocsp.rs"]
 mod ocsp;
 #[path = "operations/proxy_in.rs"]

@@ -1,0 +1,145 @@
+//! The fleet ticket-key rotation of docs/fleet.md, done with SIGHUP on two
+//! real instances sharing a keys file: no step makes a client lose
+//! resumption, even with one instance reloading late, and deleting the old
+//! key really ends resumption of tickets made with it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tern_testsupport::backend::Backend;
+use tern_testsupport::certs::{CertFiles, TestCa};
+use tern_testsupport::client::{self, HttpConn};
+use tern_testsupport::reload::{hangup, wait_stderr_lines};
+use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
+use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tools::run_tool;
+
+use super::{ca_and_leaf, cert_args, tern_bin, LOG_WAIT};
+
+/// A key line as docs/fleet.md says to make one: `openssl rand -hex 48`.
+fn new_key_line() -> String {
+    let out = run_tool(
+        "openssl",
+        ["rand", "-hex", "48"],
+        b"",
+        Duration::from_secs(10),
+    );
+    assert!(out.success(), "openssl rand: {}", out.all());
+    let line = out.stdout.trim().to_string();
+    assert_eq!(line.len(), 96, "{line}");
+    line
+}
+
+fn write_keys(path: &Path, keys: &[&str]) {
+    let tmp = path.with_extension("tmp");
+    let text = format!("# tern ticket keys, newest first\n{}\n", keys.join("\n"));
+    std::fs::write(&tmp, text).expect("write keys");
+    std::fs::rename(&tmp, path).expect("rename keys into place");
+}
+
+/// One instance of the fleet.
+struct Instance {
+    addr: SocketAddr,
+    tern: TernProcess,
+    reloads: usize,
+}
+
+impl Instance {
+    fn start(cert: &CertFiles, keys: &Path, backend: &Backend) -> Instance {
+        let addr = free_addr();
+        let mut args = vec![
+            "serve".to_string(),
+            "--listen".into(),
+            addr.to_string(),
+            "--backend".into(),
+            backend.addr().to_string(),
+            "--ticket-keys-file".into(),
+            keys.display().to_string(),
+        ];
+        args.extend(cert_args(cert));
+        Instance {
+            addr,
+            tern: TernProcess::start(tern_bin(), addr, args),
+            reloads: 0,
+        }
+    }
+
+    fn reload(&mut self) {
+        hangup(&mut self.tern);
+        self.reloads += 1;
+        if let Err(stderr) = wait_stderr_lines(&self.tern, "reloaded", self.reloads, LOG_WAIT) {
+            panic!("reload {} not applied:\n{stderr}", self.reloads);
+        }
+    }
+}
+
+/// A new client (empty session store) that gets its tickets from `from`.
+fn client_with_ticket_from(ca: &TestCa, from: &Instance) -> Arc<ClientConfig> {
+    let config = client::client_config(ca.ca_pem());
+    assert_eq!(visit(&config, from), Some(HandshakeKind::Full));
+    config
+}
+
+/// One connection with a request (so the TLS 1.3 tickets arrive); how the
+/// handshake went.
+fn visit(config: &Arc<ClientConfig>, to: &Instance) -> Option<HandshakeKind> {
+    let mut conn = HttpConn::connect(to.addr, "localhost", config.clone())
+        .unwrap_or_else(|e| panic!("connect: {e}\n{}", to.tern.stderr_text()));
+    let response = conn.get("localhost", "/echo").expect("GET");
+    assert_eq!(response.status, 200);
+    conn.tls().handshake_kind()
+}
+
+#[test]
+fn fleet_ticket_key_rotation_by_reload_never_loses_resumption() {
+    let (ca, cert) = ca_and_leaf();
+    let backend = Backend::start();
+    let keys = ca.dir().join("ticket-keys.txt");
+    let (old, new) = (new_key_line(), new_key_line());
+    write_keys(&keys, &[&old]);
+    let mut one = Instance::start(&cert, &keys, &backend);
+    let mut two = Instance::start(&cert, &keys, &backend);
+
+    let before_rotation = client_with_ticket_from(&ca, &one);
+
+    // Step 1: the new key goes at the end everywhere; nobody issues with it.
+    write_keys(&keys, &[&old, &new]);
+    one.reload();
+    two.reload();
+    assert_eq!(
+        visit(&before_rotation, &two),
+        Some(HandshakeKind::Resumed),
+        "step 1 broke resumption of tickets made before the rotation"
+    );
+
+    // Step 2: the new key moves to the top, but instance two reloads late.
+    write_keys(&keys, &[&new, &old]);
+    one.reload();
+    let under_new = client_with_ticket_from(&ca, &one);
+    assert_eq!(
+        visit(&under_new, &two),
+        Some(HandshakeKind::Resumed),
+        "a ticket under the new key did not resume on an instance that has not reloaded yet"
+    );
+    // Until it reloads, instance two still issues tickets under the old key.
+    let under_old = client_with_ticket_from(&ca, &two);
+    two.reload();
+    let under_new_too = client_with_ticket_from(&ca, &two);
+
+    // Step 3: the old key is deleted.
+    write_keys(&keys, &[&new]);
+    one.reload();
+    two.reload();
+    assert_eq!(
+        visit(&under_new_too, &one),
+        Some(HandshakeKind::Resumed),
+        "tickets under the kept key stopped resuming"
+    );
+    assert_eq!(
+        visit(&under_old, &one),
+        Some(HandshakeKind::Full),
+        "a ticket under the deleted key still resumes: old keys must stop working"
+    );
+}
