@@ -20,3 +20,6 @@ mod errors;
 
 #[path = "bench/hey.rs"]
 mod hey;
+
+#[path = "bench/serve.rs"]
+mod serve;
