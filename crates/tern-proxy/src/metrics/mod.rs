@@ -3,28 +3,29 @@
 //! Workers call the recording methods on every connection and request, so
 //! those are relaxed atomic adds into arrays sized once at start-up: TLS
 //! versions, cipher suites, groups, request protocols and status codes are
-//! small closed sets ([`labels`]), and a value outside them is counted in a
-//! catch-all slot. No lock and no allocation on that path. The one
-//! exception is per-backend latency, keyed by (upstream, server): a read
-//! lock on a small map, written only the first time a server answers.
+//! small closed sets (`labels.rs`), and a value outside them is counted in a
+//! catch-all slot. No lock and no allocation on that path. Per-backend
+//! latency, keyed by (upstream, server), is an open set: each thread keeps
+//! handles to the series it uses, and only its first response from a
+//! server takes a lock (`backend.rs`).
 //!
 //! Counters live as long as the process: a reload does not reset them, and
 //! a backend that left the configuration keeps its last latency series.
 //! See `docs/metrics.md` for every family and how to read it.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tern_tls::Negotiated;
 
+mod backend;
 mod histogram;
 mod labels;
 mod text;
 
-use histogram::{Histogram, BACKEND_BOUNDS_US, HANDSHAKE_BOUNDS_US};
+use backend::BackendLatency;
+use histogram::{Histogram, HANDSHAKE_BOUNDS_US};
 use labels::{status_index, status_label, LabelSet, STATUS_SLOTS};
 use text::{Exposition, Kind};
 
@@ -52,7 +53,7 @@ pub struct Metrics {
     /// Bytes written to clients, per protocol.
     bytes_out: Box<[AtomicU64]>,
     /// Backend response times by upstream name, then server.
-    backends: RwLock<HashMap<String, HashMap<SocketAddr, Histogram>>>,
+    backends: BackendLatency,
 }
 
 impl Default for Metrics {
@@ -78,7 +79,7 @@ impl Default for Metrics {
             requests: zeroed(protocols.slots() * STATUS_SLOTS),
             bytes_in: zeroed(protocols.slots()),
             bytes_out: zeroed(protocols.slots()),
-            backends: RwLock::new(HashMap::new()),
+            backends: BackendLatency::default(),
             versions,
             ciphers,
             groups,
@@ -137,24 +138,7 @@ impl Metrics {
 
     /// A backend answered a request head after `took`.
     pub fn backend_response(&self, upstream: &str, server: SocketAddr, took: Duration) {
-        {
-            let map = self.backends.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(h) = map.get(upstream).and_then(|servers| servers.get(&server)) {
-                h.observe(took);
-                return;
-            }
-        }
-        // First answer from this server: the only write, and the only
-        // allocation, for its lifetime.
-        let mut map = self
-            .backends
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        map.entry(upstream.to_string())
-            .or_default()
-            .entry(server)
-            .or_insert_with(|| Histogram::new(BACKEND_BOUNDS_US))
-            .observe(took);
+        self.backends.observe(upstream, server, took);
     }
 
     /// Prometheus text exposition of everything, with each backend's health
@@ -295,24 +279,10 @@ impl Metrics {
             Kind::Histogram,
             "Time from sending a request to a backend to receiving its response head, by upstream group and server.",
         );
-        {
-            let map = self.backends.read().unwrap_or_else(PoisonError::into_inner);
-            let mut series: Vec<_> = map
-                .iter()
-                .flat_map(|(upstream, servers)| {
-                    servers.iter().map(move |(addr, h)| (upstream, *addr, h))
-                })
-                .collect();
-            series.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            for (upstream, addr, h) in series {
-                let server = addr.to_string();
-                let labels = [("upstream", upstream.as_str()), ("server", server.as_str())];
-                e.histogram(
-                    "tern_backend_response_duration_seconds",
-                    &labels,
-                    &h.snapshot(),
-                );
-            }
+        for (upstream, addr, h) in self.backends.snapshot() {
+            let server = addr.to_string();
+            let labels = [("upstream", upstream.as_str()), ("server", server.as_str())];
+            e.histogram("tern_backend_response_duration_seconds", &labels, &h);
         }
         e.family(
             "tern_backend_up",
