@@ -46,6 +46,7 @@ pub fn render(report: &Report) -> String {
                 .enumerate()
                 .map(|(s, b)| (s as f64, b.completed as f64))
                 .collect(),
+            dashed: false,
         })
         .collect();
     out.push_str(&bar_chart(
@@ -67,6 +68,7 @@ pub fn render(report: &Report) -> String {
                 .enumerate()
                 .map(|(s, b)| (s as f64, b.completed as f64))
                 .collect(),
+            dashed: false,
         });
     }
     let errors: Vec<(usize, Vec<(f64, f64)>)> = report
@@ -90,11 +92,12 @@ pub fn render(report: &Report) -> String {
         .iter()
         .map(|t| format!("errors {}", t.url))
         .collect();
-    for ((_, points), label) in errors.into_iter().zip(&error_labels) {
+    for ((i, points), label) in errors.into_iter().zip(&error_labels) {
         over_time.push(Series {
             label,
-            color: "#c00",
+            color: COLORS[i % COLORS.len()],
             points,
+            dashed: true,
         });
     }
     out.push_str(&line_chart(
@@ -130,6 +133,7 @@ fn latency_chart(report: &Report) -> String {
                 label: &t.url,
                 color: COLORS[i % COLORS.len()],
                 points,
+                dashed: false,
             }
         })
         .collect();

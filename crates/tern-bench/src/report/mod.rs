@@ -391,6 +391,22 @@ pub fn negotiation_warnings(targets: &[TargetReport]) -> Vec<String> {
                 ));
             }
         }
+        // A server that closes keepalive connections turns a keepalive
+        // plan into a handshake benchmark for that target only.
+        let per_request =
+            |s: &Summary| s.connections as f64 / (s.completed + s.failed).max(1) as f64;
+        let (ca, cb) = (per_request(&first.summary), per_request(&t.summary));
+        if (ca - cb).abs() > 0.1 && (ca.max(cb) > 2.0 * ca.min(cb)) {
+            out.push(format!(
+                "targets negotiated different connection reuse: {} opened {} connections for {} requests, {} opened {} for {}",
+                first.url,
+                first.summary.connections,
+                first.summary.completed + first.summary.failed,
+                t.url,
+                t.summary.connections,
+                t.summary.completed + t.summary.failed
+            ));
+        }
         let (fa, fb) = (first.summary.resumed_fraction, t.summary.resumed_fraction);
         if (fa - fb).abs() > 0.1 {
             out.push(format!(

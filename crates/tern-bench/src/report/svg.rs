@@ -20,6 +20,8 @@ pub struct Series<'a> {
     pub color: &'a str,
     /// Points (x, y).
     pub points: Vec<(f64, f64)>,
+    /// Draw dashed (errors next to the throughput of the same target).
+    pub dashed: bool,
 }
 
 fn escape(s: &str) -> String {
@@ -174,8 +176,13 @@ pub fn line_chart(
             .collect();
         let _ = write!(
             out,
-            r#"<polyline fill="none" stroke="{}" stroke-width="1.8" points="{}"/>"#,
+            r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>"#,
             escape(s.color),
+            if s.dashed {
+                r#" stroke-dasharray="6 4""#
+            } else {
+                ""
+            },
             pts.join(" ")
         );
         // Markers keep short series (a one-second run) visible.
@@ -247,6 +254,7 @@ mod tests {
             label: "a<b",
             color: "#c00",
             points: vec![(1.0, 2.0), (2.0, 5.0)],
+            dashed: false,
         }];
         for svg in [
             line_chart("t", "x", "y", &s, true),
