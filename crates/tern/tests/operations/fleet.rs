@@ -16,7 +16,7 @@ use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
 use tern_testsupport::tern::{free_addr, TernProcess};
 use tern_testsupport::tools::run_tool;
 
-use super::{ca_and_leaf, cert_args, tern_bin, LOG_WAIT};
+use super::{ca_and_leaf, cert_args, start_reloadable, LOG_WAIT};
 
 /// A key line as docs/fleet.md says to make one: `openssl rand -hex 48`.
 fn new_key_line() -> String {
@@ -61,7 +61,7 @@ impl Instance {
         args.extend(cert_args(cert));
         Instance {
             addr,
-            tern: TernProcess::start(tern_bin(), addr, args),
+            tern: start_reloadable(addr, args),
             reloads: 0,
         }
     }

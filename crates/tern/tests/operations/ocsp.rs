@@ -12,7 +12,7 @@ use tern_testsupport::reload::{hangup, wait_stderr_lines};
 use tern_testsupport::tern::{free_addr, TernProcess};
 use tern_testsupport::tools::s_client;
 
-use super::{tern_bin, LOG_WAIT};
+use super::{start_reloadable, LOG_WAIT};
 
 /// A week, in minutes: a staple's usual validity.
 const WEEK_MINUTES: u32 = 7 * 24 * 60;
@@ -37,7 +37,7 @@ fn stapling_tern(
         "--ocsp".into(),
         staple.display().to_string(),
     ];
-    (TernProcess::start(tern_bin(), addr, args), addr)
+    (start_reloadable(addr, args), addr)
 }
 
 /// What `openssl s_client -status` printed about the stapled response.
