@@ -146,6 +146,7 @@ impl Admin {
     fn scrape(&self) -> Scrape {
         let response = self.admin_get("/metrics");
         assert_eq!(response.status, 200, "{}", response.body);
+        promtool_check(&response.body);
         prometheus::parse(&response.body).unwrap_or_else(|e| {
             panic!(
                 "/metrics is not valid Prometheus text: {e}\n{}",
@@ -203,6 +204,33 @@ impl PlainResponse {
             (n == name).then_some(v.trim())
         })
     }
+}
+
+/// Prometheus's own linter (`promtool check metrics`, Debian package
+/// `prometheus`) when it is installed; the strict parser in testsupport
+/// checks every scrape either way.
+fn promtool_check(exposition: &str) {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let present = *PRESENT.get_or_init(|| {
+        std::process::Command::new("promtool")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !present {
+        return;
+    }
+    let out = tools::run_tool(
+        "promtool",
+        ["check", "metrics"],
+        exposition.as_bytes(),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.success(),
+        "promtool check metrics: {}\n{exposition}",
+        out.all()
+    );
 }
 
 fn get_closing(path: &str) -> String {

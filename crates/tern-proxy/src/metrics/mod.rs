@@ -267,8 +267,13 @@ impl Metrics {
         ] {
             e.family(name, Kind::Counter, help);
             for (p, counter) in counters.iter().enumerate() {
-                let labels = [("protocol", self.protocols.name(p))];
-                e.sample(name, &labels, counter.load(Ordering::Relaxed));
+                let n = counter.load(Ordering::Relaxed);
+                // The known protocols always have a series; the catch-all
+                // only once something landed there.
+                if n == 0 && p + 1 == self.protocols.slots() {
+                    continue;
+                }
+                e.sample(name, &[("protocol", self.protocols.name(p))], n);
             }
         }
     }
