@@ -436,7 +436,15 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         ciphers: a.ciphers.clone(),
         groups: a.groups.clone(),
         alpn: (!a.alpn.is_empty()).then(|| a.alpn.clone()),
-        sni: a.sni.clone(),
+        // hey sends -host as the SNI too; a port is not part of a name.
+        sni: a.sni.clone().or_else(|| {
+            a.host.as_deref().map(|h| match h.rsplit_once(':') {
+                Some((name, port)) if !name.contains(':') && port.parse::<u16>().is_ok() => {
+                    name.to_string()
+                }
+                _ => h.to_string(),
+            })
+        }),
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
     };
@@ -506,6 +514,11 @@ mod tests {
         assert_eq!(a.host.as_deref(), Some("x.test"));
         assert_eq!(a.cpus, Some(2));
         let c = config_from(&a, String::new()).unwrap();
+        assert_eq!(
+            c.tls.sni.as_deref(),
+            Some("x.test"),
+            "hey sends -host as SNI"
+        );
         assert_eq!(c.plan, ConnectionPlan::NewConnection);
         assert_eq!(c.method, "GET");
         assert!(c.record_requests);
