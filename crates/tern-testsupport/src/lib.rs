@@ -32,6 +32,9 @@ pub mod prometheus;
 pub mod proxy_protocol;
 pub mod reload;
 pub mod trap_servers;
+pub mod h2client;
+pub mod h2frames;
+pub mod chromium;
 
 pub use rustls;
 pub use serde_json;

@@ -23,7 +23,7 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, H2Client};
 use tern_testsupport::h2frames::{self, FrameReader, FrameWriter};
 use tern_testsupport::rustls::ClientConfig;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::TernProcess;
 
 #[path = "h2/attacks.rs"]
 mod attacks;
@@ -70,20 +70,26 @@ impl H2Served {
     pub fn start_to(backend: &str, extra: &[&str]) -> H2Served {
         let mut ca = TestCa::new();
         let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
-        let addr = free_addr();
-        let mut args: Vec<String> = vec![
-            "serve".into(),
-            "--listen".into(),
-            addr.to_string(),
-            "--backend".into(),
-            backend.into(),
-            "--cert".into(),
-            cert.chain.display().to_string(),
-            "--key".into(),
-            cert.key.display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let tern = TernProcess::start(tern_bin(), addr, args);
+        let chain = cert.chain.display().to_string();
+        let key = cert.key.display().to_string();
+        let (tern, addr) = TernProcess::start_on_free_port(tern_bin(), |addr| {
+            let listen = addr.to_string();
+            [
+                "serve",
+                "--listen",
+                &listen,
+                "--backend",
+                backend,
+                "--cert",
+                &chain,
+                "--key",
+                &key,
+            ]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .map(Into::into)
+            .collect()
+        });
         let h2_config = h2_client_config(ca.ca_pem());
         H2Served {
             ca,
@@ -96,7 +102,9 @@ impl H2Served {
 
     /// The hyper backend; panics when the test started tern without one.
     pub fn backend(&self) -> &Backend {
-        self.backend.as_ref().expect("tern was started with a Backend")
+        self.backend
+            .as_ref()
+            .expect("tern was started with a Backend")
     }
 
     /// A new h2 connection with default client settings.
@@ -108,7 +116,10 @@ impl H2Served {
 
     /// A new raw h2 connection after the SETTINGS exchange; returns tern's
     /// SETTINGS parameters with the two halves.
-    pub async fn raw(&self, settings: &[(u16, u32)]) -> (Vec<(u16, u32)>, FrameReader, FrameWriter) {
+    pub async fn raw(
+        &self,
+        settings: &[(u16, u32)],
+    ) -> (Vec<(u16, u32)>, FrameReader, FrameWriter) {
         h2frames::handshake(self.addr, self.h2_config.clone(), settings)
             .await
             .unwrap_or_else(|e| panic!("raw h2 connect to tern: {e}\n{}", self.tern.stderr_text()))
@@ -160,7 +171,9 @@ pub fn log_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 
 /// Runs futures concurrently on the current task and returns their outputs
 /// in order (a small `join_all`, rather than a dependency for one helper).
-pub async fn join_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub async fn join_all<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
     let mut pinned: Vec<_> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -25,7 +25,7 @@ async fn latencies(
     count: usize,
     until: Option<Instant>,
 ) -> Vec<Duration> {
-    let mut samples = Vec::with_capacity(count);
+    let mut samples = Vec::with_capacity(count.min(10_000));
     while samples.len() < count && until.is_none_or(|t| Instant::now() < t) {
         let started = Instant::now();
         let response = client.get("/bytes/100").await.expect("GET /bytes/100");
@@ -126,7 +126,9 @@ async fn rapid_reset_gets_goaway_and_other_clients_keep_their_latency() {
             "a flooding connection ended with {ending:?}, not GOAWAY(ENHANCE_YOUR_CALM) and close"
         );
     }
-    let bound = baseline_p99 * 10 + Duration::from_millis(50);
+    // A stalled tern shows as seconds; a busy 2-core machine running other
+    // tests and this test's own handshakes as tens of milliseconds.
+    let bound = baseline_p99 * 10 + Duration::from_millis(100);
     assert!(
         during_p99 < bound,
         "p99 latency during the flood {during_p99:?} exceeds {bound:?} (baseline p99 {baseline_p99:?})"
@@ -134,11 +136,80 @@ async fn rapid_reset_gets_goaway_and_other_clients_keep_their_latency() {
     assert!(!good.is_closed(), "the well-behaved connection was closed");
     // Most flood streams never cost a backend request.
     let flood_streams = endings.len() * 1000;
-    let reached = served.backend().requests().saturating_sub(220 + during.len());
+    let reached = served
+        .backend()
+        .requests()
+        .saturating_sub(220 + during.len());
     assert!(
         reached < flood_streams / 2,
         "{reached} of {flood_streams} reset streams reached the backend"
     );
+}
+
+/// Opens `count` streams to `/slow/10000`, waits until the backend holds
+/// all of them (so tern has accepted each), then resets them all.
+async fn reset_accepted_streams(
+    served: &H2Served,
+    writer: &mut h2frames::FrameWriter,
+    first_stream: u32,
+    count: u32,
+) {
+    let before = served.backend().requests();
+    let mut opens = Vec::new();
+    for i in 0..count {
+        opens.extend(HeaderBlock::request("GET", "/slow/10000").frames(first_stream + 2 * i, true));
+    }
+    writer.write(&opens).await.expect("open the streams");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while served.backend().requests() < before + count as usize {
+        assert!(
+            Instant::now() < deadline,
+            "the streams did not reach the backend"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut resets = Vec::new();
+    for i in 0..count {
+        resets.extend(rst_stream(first_stream + 2 * i, code::CANCEL));
+    }
+    writer.write(&resets).await.expect("reset the streams");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resets_of_accepted_streams_beyond_the_budget_get_goaway() {
+    let served = H2Served::start(&["--h2-max-resets-per-second", "50"]);
+    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    reset_accepted_streams(&served, &mut writer, 1, 100).await;
+    let ending = reader.ending(Duration::from_secs(10)).await;
+    assert!(
+        matches!(
+            ending,
+            Ending::GoAway {
+                code: code::ENHANCE_YOUR_CALM,
+                closed: true,
+                ..
+            }
+        ),
+        "100 resets against a budget of 50/s ended with {ending:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resets_within_the_budget_keep_the_connection() {
+    let served = H2Served::start(&["--h2-max-resets-per-second", "50"]);
+    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    reset_accepted_streams(&served, &mut writer, 1, 40).await;
+    // Give tern time to see every reset, then use the connection.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    writer
+        .write(&HeaderBlock::request("GET", "/bytes/10").frames(81, true))
+        .await
+        .expect("a request after the resets");
+    let answer = reader
+        .next_on_stream(81, Duration::from_secs(10))
+        .await
+        .expect("an answer after 40 resets");
+    assert_eq!(answer.kind, kind::HEADERS, "got {answer:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,18 +293,18 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
     let rss_before = served.rss_kib();
 
     // A window of one byte per stream and never a WINDOW_UPDATE: each
-    // response can move one byte, while the backend has 8 MiB for each.
-    let (_, _reader, mut writer) = served
-        .raw(&[(setting::INITIAL_WINDOW_SIZE, 1)])
-        .await;
+    // response can move one byte, while the backend has 64 MiB for each
+    // (made chunk by chunk as its socket drains, so the test stays cheap).
+    let (_, _reader, mut writer) = served.raw(&[(setting::INITIAL_WINDOW_SIZE, 1)]).await;
     let streams = 50u32;
     let mut requests = Vec::new();
     for i in 0..streams {
-        requests.extend(HeaderBlock::request("GET", "/bytes/8388608").frames(1 + 2 * i, true));
+        requests.extend(HeaderBlock::request("GET", "/chunked/67108864").frames(1 + 2 * i, true));
     }
     writer.write(&requests).await.expect("send 50 requests");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while served.backend().requests() < 2 + streams as usize {
+    let sent = Instant::now();
+    let deadline = sent + Duration::from_secs(20);
+    while served.backend().requests() < 1 + streams as usize {
         assert!(
             Instant::now() < deadline,
             "only {} backend requests",
@@ -241,6 +312,7 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let all_at_backend = sent.elapsed();
     // Let every backend connection fill whatever tern is willing to buffer.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(served.tern.pid(), stop.clone());
@@ -248,13 +320,16 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
 
     // Other clients are served meanwhile.
     let other = served.client().await;
-    let response = other.get("/bytes/1048576").await.expect("GET 1 MiB meanwhile");
+    let response = other
+        .get("/bytes/1048576")
+        .await
+        .expect("GET 1 MiB meanwhile");
     assert_eq!(response.body.len(), 1 << 20);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let peak = watcher.join().expect("RSS watcher");
     let grown = peak.saturating_sub(rss_before);
     eprintln!(
-        "slow readers: {streams} streams of 8 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB)"
+        "slow readers: {streams} streams of 64 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB); all at the backend after {all_at_backend:?}"
     );
     served.assert_alive();
     assert!(

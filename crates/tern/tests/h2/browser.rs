@@ -24,12 +24,21 @@ fn chromium_loads_a_page_of_sixty_resources_over_h2_on_few_connections() {
     let served = H2Served::start_to(&site.addr().to_string(), &[]);
     let url = format!("https://localhost:{}/", served.addr.port());
     let out = dump_dom(&chromium, &url, Duration::from_secs(90));
-    assert!(out.success(), "chromium failed: {:?}\n{}", out.status, out.stderr);
+    assert!(
+        out.success(),
+        "chromium failed: {:?}\n{}",
+        out.status,
+        out.stderr
+    );
 
     // Every script ran, so every script came through tern.
     for i in 0..SCRIPTS {
         let marker = format!("id=\"{SCRIPT_MARKER}{i}\"");
-        assert!(out.stdout.contains(&marker), "script {i} did not run:\n{}", out.stdout);
+        assert!(
+            out.stdout.contains(&marker),
+            "script {i} did not run:\n{}",
+            out.stdout
+        );
     }
     let wanted = 1 + SCRIPTS + IMAGES;
     let lines = served
@@ -38,7 +47,10 @@ fn chromium_loads_a_page_of_sixty_resources_over_h2_on_few_connections() {
         .unwrap_or_else(|log| panic!("fewer than {wanted} answered requests in the log:\n{log}"));
     let log = served.tern.stdout_text();
     let all: Vec<&str> = log.lines().filter(|l| l.contains("path=")).collect();
-    let not_h2: Vec<&&str> = all.iter().filter(|l| log_field(l, "alpn") != Some("h2")).collect();
+    let not_h2: Vec<&&str> = all
+        .iter()
+        .filter(|l| log_field(l, "alpn") != Some("h2"))
+        .collect();
     assert!(not_h2.is_empty(), "requests not over h2:\n{not_h2:#?}");
     let clients: BTreeSet<&str> = all.iter().filter_map(|l| log_field(l, "client")).collect();
     eprintln!(
@@ -56,6 +68,9 @@ fn chromium_loads_a_page_of_sixty_resources_over_h2_on_few_connections() {
     );
     for i in 0..IMAGES {
         let path = format!("path=/i/{i}.svg ");
-        assert!(log.contains(&path), "image {i} was not requested through tern");
+        assert!(
+            log.contains(&path),
+            "image {i} was not requested through tern"
+        );
     }
 }

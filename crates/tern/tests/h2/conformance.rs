@@ -54,7 +54,17 @@ fn h2spec_passes_every_case() {
     let out = run_tool(
         &h2spec.display().to_string(),
         [
-            "-h", "127.0.0.1", "-p", &port, "-t", "-k", "-P", "/bytes/100", "-o", "5", "-j",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "-k",
+            "-P",
+            "/bytes/100",
+            "-o",
+            "5",
+            "-j",
             &report_arg,
         ],
         b"",
@@ -79,14 +89,23 @@ fn h2spec_passes_every_case() {
         .filter(|l| l.contains('×'))
         .map(str::trim)
         .collect();
-    assert!(tests >= 140, "h2spec ran only {tests} cases:\n{}", out.all());
+    assert!(
+        tests >= 140,
+        "h2spec ran only {tests} cases:\n{}",
+        out.all()
+    );
     assert_eq!(
-        failures, 0,
+        failures,
+        0,
         "h2spec: {summary}\nfailing cases:\n{}\n--- tern stderr ---\n{}",
         failing.join("\n"),
         served.tern.stderr_text()
     );
     assert_eq!(skipped, 0, "h2spec skipped cases: {summary}");
-    assert!(out.success(), "h2spec exited with {:?}: {summary}", out.status);
+    assert!(
+        out.success(),
+        "h2spec exited with {:?}: {summary}",
+        out.status
+    );
     assert!(summary.contains(&format!("{tests} passed")), "{summary}");
 }

@@ -1,0 +1,220 @@
+//! A real browser against tern: headless Chromium loading a page whose many
+//! subresources come from the same origin, served by [`AssetSite`], a small
+//! hyper origin.
+//!
+//! What the test learns: whether a browser negotiates h2 with tern and
+//! multiplexes the page's requests on one connection, as it would in
+//! production (a browser opens a second connection only when the first
+//! fails or is refused).
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::oneshot;
+
+use crate::tempdir::TempDir;
+use crate::tools::{run_tool, ToolOutput};
+
+/// The Chromium binary on PATH (`chromium`, `chromium-browser`,
+/// `google-chrome`), if any.
+pub fn find_chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser", "google-chrome"] {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+/// Loads `url` in headless Chromium with a fresh profile and returns what
+/// `--dump-dom` printed (the DOM after the load event: every script has run).
+///
+/// Certificate errors are ignored because the test CA is not in Chromium's
+/// trust store; the test checks tern's side instead.
+pub fn dump_dom(chromium: &std::path::Path, url: &str, timeout: Duration) -> ToolOutput {
+    let profile = TempDir::new("chromium-profile");
+    let user_data = format!("--user-data-dir={}", profile.path().display());
+    let program = chromium.display().to_string();
+    run_tool(
+        &program,
+        [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--ignore-certificate-errors",
+            user_data.as_str(),
+            "--dump-dom",
+            url,
+        ],
+        b"",
+        timeout,
+    )
+}
+
+/// An origin serving `/` as an HTML page that references `scripts` scripts
+/// (`/s/N.js`, each setting `window.loadedN`) and `images` images
+/// (`/i/N.svg`), and serving those files. Stops on drop.
+pub struct AssetSite {
+    addr: SocketAddr,
+    requests: Arc<AtomicUsize>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A script's marker in the DOM: each script appends one element with this
+/// id prefix, so `--dump-dom` shows which scripts ran.
+pub const SCRIPT_MARKER: &str = "ran-script-";
+
+impl AssetSite {
+    /// Starts the site on a free port of 127.0.0.1.
+    pub fn start(scripts: usize, images: usize) -> AssetSite {
+        let listener = StdTcpListener::bind("127.0.0.1:0").expect("bind the asset site");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking asset site");
+        let addr = listener.local_addr().expect("asset site address");
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let counter = requests.clone();
+        let page = Bytes::from(page(scripts, images));
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("asset site runtime");
+            runtime.block_on(serve(listener, page, counter, stop_rx));
+        });
+        AssetSite {
+            addr,
+            requests,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for AssetSite {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn page(scripts: usize, images: usize) -> String {
+    let mut html = String::from("<!doctype html>\n<html><head><title>tern h2 page</title>\n");
+    for i in 0..scripts {
+        html.push_str(&format!("<script src=\"/s/{i}.js\"></script>\n"));
+    }
+    html.push_str("</head><body>\n");
+    for i in 0..images {
+        html.push_str(&format!(
+            "<img src=\"/i/{i}.svg\" width=\"8\" height=\"8\" alt=\"{i}\">\n"
+        ));
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+async fn serve(
+    listener: StdTcpListener,
+    page: Bytes,
+    requests: Arc<AtomicUsize>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => panic!("asset site listener: {e}"),
+    };
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(_) => continue,
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let page = page.clone();
+        let requests = requests.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                requests.fetch_add(1, Ordering::SeqCst);
+                let answer = asset(&req, &page);
+                async move { Ok::<_, Infallible>(answer) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn asset(req: &Request<Incoming>, page: &Bytes) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let (body, content_type) = if path == "/" {
+        (page.clone(), "text/html; charset=utf-8")
+    } else if let Some(n) = numbered(path, "/s/", ".js") {
+        let script = format!(
+            "(function(){{var e=document.createElement('i');e.id='{SCRIPT_MARKER}{n}';\
+             (document.body||document.documentElement).appendChild(e);}})();\n"
+        );
+        (Bytes::from(script), "text/javascript")
+    } else if let Some(n) = numbered(path, "/i/", ".svg") {
+        let svg = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"8\" height=\"8\">\
+             <rect width=\"8\" height=\"8\" fill=\"#{:06x}\"/></svg>\n",
+            n * 4099 % 0xff_ffff
+        );
+        (Bytes::from(svg), "image/svg+xml")
+    } else {
+        let mut response = Response::new(Full::new(Bytes::from_static(b"not found\n")));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        return response;
+    };
+    let mut response = Response::new(Full::new(body));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// N from `<prefix>N<suffix>`.
+fn numbered(path: &str, prefix: &str, suffix: &str) -> Option<usize> {
+    path.strip_prefix(prefix)?
+        .strip_suffix(suffix)?
+        .parse()
+        .ok()
+}
