@@ -3,6 +3,8 @@
 //! results are merged when all have finished.
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -263,19 +265,48 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
     }
 }
 
-/// Runs `fut` under the request timeout, if there is one; without one no
-/// timer is armed at all (`-t 0`), which saves a timer-wheel insertion and
-/// removal per request.
-async fn limited<T, E>(
+/// The request timeout of one slot (or stream). A `tokio::time::timeout`
+/// per request would insert and remove a timer-wheel entry per request; the
+/// watchdog keeps one timer per slot and re-arms it only when it fires:
+/// deadlines only move forward, so a stale timer fires early, the watchdog
+/// sees the request in flight is not overdue yet and re-arms it for that
+/// request's deadline. At most one spurious wake-up per `limit`.
+struct Watchdog {
     limit: Option<Duration>,
-    fut: impl std::future::Future<Output = Result<T, E>>,
-    on_timeout: impl FnOnce() -> E,
-) -> Result<T, E> {
-    match limit {
-        Some(limit) => tokio::time::timeout(limit, fut)
-            .await
-            .unwrap_or_else(|_| Err(on_timeout())),
-        None => fut.await,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Watchdog {
+    fn new(limit: Option<Duration>) -> Watchdog {
+        Watchdog { limit, timer: None }
+    }
+
+    /// Runs `fut`, failing with `on_timeout()` once it has run `limit`.
+    async fn run<T, E>(
+        &mut self,
+        fut: impl Future<Output = Result<T, E>>,
+        on_timeout: impl FnOnce() -> E,
+    ) -> Result<T, E> {
+        let Some(limit) = self.limit else {
+            return fut.await;
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            tokio::select! {
+                biased;
+                result = &mut fut => return result,
+                () = timer.as_mut() => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(on_timeout());
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+            }
+        }
     }
 }
 
@@ -377,17 +408,17 @@ async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
     let mut spare: Option<Box<[u8]>> = None;
     let mut key_cache = KeyCache::default();
     let per_request = ctx.job.config.plan.connection_per_request();
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
         let intended = pace(&mut pacer).await;
         if !ctx.job.budget.take() {
             break;
         }
-        let res = limited(
-            ctx.job.config.timeout,
-            h1_once(&ctx, &mut conn, &mut spare, &mut key_cache),
-            || (RequestError::Timeout, None),
-        )
-        .await;
+        let res = watchdog
+            .run(h1_once(&ctx, &mut conn, &mut spare, &mut key_cache), || {
+                (RequestError::Timeout, None)
+            })
+            .await;
         let keep = match res {
             Ok((ex, setup)) => {
                 ctx.record_ok(intended, &ex, setup);
@@ -435,14 +466,12 @@ async fn h1_once(
 /// closed (or paced) loop; reconnects when the connection dies.
 async fn h2_keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
     let mut key_cache = KeyCache::default();
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     while !ctx.job.budget.exhausted() {
         let attempt = Instant::now();
-        let connected = limited(
-            ctx.job.config.timeout,
-            h2_connect(&ctx, &mut key_cache),
-            || RequestError::Timeout,
-        )
-        .await;
+        let connected = watchdog
+            .run(h2_connect(&ctx, &mut key_cache), || RequestError::Timeout)
+            .await;
         let send = match connected {
             Ok(send) => send,
             Err(e) => {
@@ -476,17 +505,17 @@ async fn h2_stream_loop(
     mut send: h2::client::SendRequest<Bytes>,
     pacer: &mut Option<Pacer>,
 ) {
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
         let intended = pace(pacer).await;
         if !ctx.job.budget.take() {
             return;
         }
-        let res = limited(
-            ctx.job.config.timeout,
-            http2::exchange(&mut send, &ctx.job.h2_request),
-            || (RequestError::Timeout, false),
-        )
-        .await;
+        let res = watchdog
+            .run(http2::exchange(&mut send, &ctx.job.h2_request), || {
+                (RequestError::Timeout, false)
+            })
+            .await;
         match res {
             Ok(ex) => ctx.record_ok(intended, &ex, None),
             Err((err, connection_dead)) => {
@@ -503,6 +532,7 @@ async fn h2_stream_loop(
 async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
     let mut pacer = pacers.pop().flatten();
     let mut key_cache = KeyCache::default();
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
         let intended = pace(&mut pacer).await;
         if !ctx.job.budget.take() {
@@ -516,7 +546,7 @@ async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
                 .map(|ex| (ex, setup))
                 .map_err(|(e, _)| e)
         };
-        let res = limited(ctx.job.config.timeout, once, || RequestError::Timeout).await;
+        let res = watchdog.run(once, || RequestError::Timeout).await;
         match res {
             Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
             Err(err) => ctx.record_error(intended, &err),
@@ -548,4 +578,38 @@ async fn h2_connect_with(
         }
     }
     http2::handshake(est.stream).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn sleep_ok(ms: u64) -> Result<u64, &'static str> {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(ms)
+    }
+
+    #[test]
+    fn watchdog_times_out_each_request_from_its_own_start() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut dog = Watchdog::new(Some(Duration::from_millis(200)));
+            assert_eq!(dog.run(sleep_ok(150), || "timeout").await, Ok(150));
+            // The timer armed for the first request fires 50 ms into this
+            // one; it must re-arm, not time this request out.
+            assert_eq!(dog.run(sleep_ok(150), || "timeout").await, Ok(150));
+            let start = Instant::now();
+            assert_eq!(dog.run(sleep_ok(1000), || "timeout").await, Err("timeout"));
+            let took = start.elapsed();
+            assert!(
+                took >= Duration::from_millis(195) && took < Duration::from_millis(600),
+                "timed out after {took:?}"
+            );
+            let mut none = Watchdog::new(None);
+            assert_eq!(none.run(sleep_ok(10), || "timeout").await, Ok(10));
+        });
+    }
 }
