@@ -70,6 +70,7 @@ impl Generation {
                     tern_tls::initcwnd_warning(cert),
                     tern_tls::server::expiry_warning(cert, CERT_EXPIRY_WARNING),
                     tern_tls::server::policy_warning(&l.tls.policy, cert),
+                    cert.ocsp_warning.clone(),
                 ];
                 for warning in warnings.into_iter().flatten() {
                     tracing::warn!("{warning}");

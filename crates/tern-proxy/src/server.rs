@@ -49,6 +49,13 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
         .build()
         .map_err(io("starting the control loop"))?;
 
+    // Signal handlers exist before anything is announced: a SIGHUP sent as
+    // soon as "listening on" appears must reload, not kill (the default
+    // action of SIGHUP).
+    let signals = {
+        let _entered = control.enter();
+        Signals::install()?
+    };
     let mut demo = None;
     let generation = Arc::new(Generation::build(&config, None, &mut demo)?);
     let mut sockets = HashMap::new();
@@ -109,7 +116,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             current: current.clone(),
             demo,
         };
-        control_loop(&mut state, reload).await?;
+        control_loop(&mut state, signals, reload).await?;
         Ok::<_, ServeError>(state.config.shutdown_timeout)
     })?;
 
@@ -142,19 +149,40 @@ struct ControlState {
     demo: Option<SocketAddr>,
 }
 
+/// The signals tern acts on.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; needs to run inside the control runtime.
+    fn install() -> Result<Self, ServeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let io = |source| ServeError::Io {
+            context: "installing signal handlers",
+            source,
+        };
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(io)?,
+            int: signal(SignalKind::interrupt()).map_err(io)?,
+            hup: signal(SignalKind::hangup()).map_err(io)?,
+        })
+    }
+}
+
 /// Waits for signals: reloads on SIGHUP, returns on SIGTERM/SIGINT.
 async fn control_loop(
     state: &mut ControlState,
+    signals: Signals,
     reload: Option<Reloader>,
 ) -> Result<(), ServeError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let io = |source| ServeError::Io {
-        context: "installing signal handlers",
-        source,
-    };
-    let mut term = signal(SignalKind::terminate()).map_err(io)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(io)?;
-    let mut hup = signal(SignalKind::hangup()).map_err(io)?;
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+    } = signals;
     let mut watched = WatchedFiles::of(&state.config);
     let mut poll = tokio::time::interval(FILE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -248,8 +276,13 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
         || new.accept != state.config.accept
         || new.shutdown_timeout != state.config.shutdown_timeout
         || new.admin != state.config.admin
+        || new.log_format != state.config.log_format
+        || new.access_log != state.config.access_log
     {
-        tracing::warn!("workers, accept, shutdown_timeout and admin change only on restart");
+        tracing::warn!(
+            "workers, accept, shutdown_timeout, admin, log_format and access_log change only on restart; \
+             the running values stay"
+        );
     }
     let previous = state
         .current
@@ -287,17 +320,14 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
     if let Ok(mut g) = state.current.lock() {
         *g = generation.clone();
     }
-    let (workers, accept, grace, admin) = (
-        state.config.workers,
-        state.config.accept,
-        state.config.shutdown_timeout,
-        state.config.admin,
-    );
+    let old = &state.config;
     state.config = Config {
-        workers,
-        accept,
-        shutdown_timeout: grace,
-        admin,
+        workers: old.workers,
+        accept: old.accept,
+        shutdown_timeout: old.shutdown_timeout,
+        admin: old.admin,
+        log_format: old.log_format,
+        access_log: old.access_log.clone(),
         ..new
     };
     Ok(generation.id)

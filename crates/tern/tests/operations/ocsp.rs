@@ -164,7 +164,6 @@ fn ocsp_staple_past_next_update_is_not_served() {
 }
 
 #[test]
-#[ignore = "needs generation.rs to log LoadedCert::ocsp_warning"]
 fn refused_ocsp_staples_are_warned_about() {
     let mut ca = OpensslCa::new();
     let (leaf, staple) = other_leaf_staple(&mut ca);

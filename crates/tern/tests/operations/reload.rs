@@ -465,7 +465,6 @@ fn request_in_flight_during_reload_completes_on_its_backend() {
 }
 
 #[test]
-#[ignore = "server.rs installs its signal handlers after announcing the listeners: an early SIGHUP kills tern"]
 fn sighup_right_after_listening_reloads() {
     // An operator's `systemctl reload` (or a certificate-renewal hook) can
     // come at any moment after start; it must never kill tern.
