@@ -1,7 +1,8 @@
 //! A fixed-bucket latency histogram that many threads update without locks.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use super::sharded::ShardedCounters;
 
 /// Upper bounds (µs) for TLS handshake durations: from a resumed handshake
 /// on loopback (~100 µs) to a full one across continents on a lossy link.
@@ -18,16 +19,15 @@ pub(crate) const BACKEND_BOUNDS_US: &[u64] = &[
 ];
 
 /// Counts of observations per bucket (not cumulative: each observation
-/// touches one counter) plus their sum. The bucket array is allocated once,
+/// touches one counter) plus their sum, sharded by thread. Allocated once,
 /// when the histogram is made.
 #[derive(Debug)]
 pub(crate) struct Histogram {
     /// Inclusive upper bound of each finite bucket, µs, ascending.
     bounds_us: &'static [u64],
-    /// One counter per finite bucket, then the +Inf bucket.
-    counts: Box<[AtomicU64]>,
-    /// Sum of all observations, µs.
-    sum_us: AtomicU64,
+    /// One counter per finite bucket, then the +Inf bucket, then the sum of
+    /// all observations in µs.
+    counters: ShardedCounters,
 }
 
 /// What a scrape reads from a [`Histogram`].
@@ -47,8 +47,7 @@ impl Histogram {
         debug_assert!(bounds_us.windows(2).all(|w| w[0] < w[1]));
         Histogram {
             bounds_us,
-            counts: (0..=bounds_us.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_us: AtomicU64::new(0),
+            counters: ShardedCounters::new(bounds_us.len() + 2),
         }
     }
 
@@ -57,10 +56,8 @@ impl Histogram {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         // `bucket` is at most bounds.len(), the +Inf slot, which exists.
         let bucket = self.bounds_us.partition_point(|&bound| bound < us);
-        if let Some(count) = self.counts.get(bucket) {
-            count.fetch_add(1, Ordering::Relaxed);
-        }
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.counters.add(bucket, 1);
+        self.counters.add(self.sum_slot(), us);
     }
 
     /// The buckets as Prometheus wants them (cumulative). Observations that
@@ -69,16 +66,21 @@ impl Histogram {
     pub fn snapshot(&self) -> HistogramSnapshot {
         let mut running = 0u64;
         let mut cumulative = Vec::with_capacity(self.bounds_us.len());
-        for (bound, count) in self.bounds_us.iter().zip(self.counts.iter()) {
-            running += count.load(Ordering::Relaxed);
+        for (i, bound) in self.bounds_us.iter().enumerate() {
+            running = running.wrapping_add(self.counters.get(i));
             cumulative.push((*bound, running));
         }
-        let overflow = self.counts.last().map_or(0, |c| c.load(Ordering::Relaxed));
+        let overflow = self.counters.get(self.bounds_us.len());
         HistogramSnapshot {
             cumulative,
-            count: running + overflow,
-            sum_us: self.sum_us.load(Ordering::Relaxed),
+            count: running.wrapping_add(overflow),
+            sum_us: self.counters.get(self.sum_slot()),
         }
+    }
+
+    /// The counter holding the sum (after the +Inf bucket).
+    fn sum_slot(&self) -> usize {
+        self.bounds_us.len() + 1
     }
 }
 

@@ -1,10 +1,12 @@
 //! Process-wide metrics, rendered as Prometheus text by the admin listener.
 //!
 //! Workers call the recording methods on every connection and request, so
-//! those are relaxed atomic adds into arrays sized once at start-up: TLS
-//! versions, cipher suites, groups, request protocols and status codes are
-//! small closed sets (`labels.rs`), and a value outside them is counted in a
-//! catch-all slot. No lock and no allocation on that path. Per-backend
+//! those are relaxed atomic adds into arrays sized once at start-up, and
+//! sharded by thread (`sharded.rs`) so workers on different cores do not
+//! fight over cache lines. TLS versions, cipher suites, groups, request
+//! protocols and status codes are small closed sets (`labels.rs`), and a
+//! value outside them is counted in a catch-all slot. No lock and no
+//! allocation on that path. Per-backend
 //! latency, keyed by (upstream, server), is an open set: each thread keeps
 //! handles to the series it uses, and only its first response from a
 //! server takes a lock (`backend.rs`).
@@ -14,7 +16,6 @@
 //! See `docs/metrics.md` for every family and how to read it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tern_tls::Negotiated;
@@ -22,11 +23,13 @@ use tern_tls::Negotiated;
 mod backend;
 mod histogram;
 mod labels;
+mod sharded;
 mod text;
 
 use backend::BackendLatency;
 use histogram::{Histogram, HANDSHAKE_BOUNDS_US};
 use labels::{status_index, status_label, LabelSet, STATUS_SLOTS};
+use sharded::ShardedCounters;
 use text::{Exposition, Kind};
 
 /// All of tern's metrics.
@@ -34,24 +37,23 @@ use text::{Exposition, Kind};
 pub struct Metrics {
     /// Process start, µs since the Unix epoch.
     started_us: u64,
-    connections_opened: AtomicU64,
-    connections_closed: AtomicU64,
+    /// Connections opened and closed, handshake failures: see [`Scalar`].
+    scalars: ShardedCounters,
     versions: LabelSet,
     ciphers: LabelSet,
     groups: LabelSet,
     /// Completed handshakes by (version, cipher, group, resumed); see
     /// [`Metrics::handshake_slot`].
-    handshakes: Box<[AtomicU64]>,
-    handshake_failures: AtomicU64,
+    handshakes: ShardedCounters,
     /// Handshake durations: `[full, resumed]`.
     handshake_time: [Histogram; 2],
     protocols: LabelSet,
     /// Requests by (protocol, status slot).
-    requests: Box<[AtomicU64]>,
+    requests: ShardedCounters,
     /// Bytes read from clients, per protocol.
-    bytes_in: Box<[AtomicU64]>,
+    bytes_in: ShardedCounters,
     /// Bytes written to clients, per protocol.
-    bytes_out: Box<[AtomicU64]>,
+    bytes_out: ShardedCounters,
     /// Backend response times by upstream name, then server.
     backends: BackendLatency,
 }
@@ -68,17 +70,15 @@ impl Default for Metrics {
             .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         Metrics {
             started_us,
-            connections_opened: AtomicU64::new(0),
-            connections_closed: AtomicU64::new(0),
-            handshakes: zeroed(handshake_slots),
-            handshake_failures: AtomicU64::new(0),
+            scalars: ShardedCounters::new(Scalar::COUNT),
+            handshakes: ShardedCounters::new(handshake_slots),
             handshake_time: [
                 Histogram::new(HANDSHAKE_BOUNDS_US),
                 Histogram::new(HANDSHAKE_BOUNDS_US),
             ],
-            requests: zeroed(protocols.slots() * STATUS_SLOTS),
-            bytes_in: zeroed(protocols.slots()),
-            bytes_out: zeroed(protocols.slots()),
+            requests: ShardedCounters::new(protocols.slots() * STATUS_SLOTS),
+            bytes_in: ShardedCounters::new(protocols.slots()),
+            bytes_out: ShardedCounters::new(protocols.slots()),
             backends: BackendLatency::default(),
             versions,
             ciphers,
@@ -88,25 +88,25 @@ impl Default for Metrics {
     }
 }
 
-fn zeroed(n: usize) -> Box<[AtomicU64]> {
-    (0..n).map(|_| AtomicU64::new(0)).collect()
-}
+/// The unlabelled counters, as slots of `Metrics::scalars`.
+struct Scalar;
 
-fn add(counters: &[AtomicU64], index: usize, n: u64) {
-    if let Some(c) = counters.get(index) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
+impl Scalar {
+    const OPENED: usize = 0;
+    const CLOSED: usize = 1;
+    const HANDSHAKE_FAILED: usize = 2;
+    const COUNT: usize = 3;
 }
 
 impl Metrics {
     /// A client connection was accepted.
     pub fn connection_opened(&self) {
-        self.connections_opened.fetch_add(1, Ordering::Relaxed);
+        self.scalars.add(Scalar::OPENED, 1);
     }
 
     /// A client connection ended.
     pub fn connection_closed(&self) {
-        self.connections_closed.fetch_add(1, Ordering::Relaxed);
+        self.scalars.add(Scalar::CLOSED, 1);
     }
 
     /// A TLS handshake completed after `took` (from accept to the end of
@@ -118,22 +118,23 @@ impl Metrics {
             self.groups.index(tls.group),
             tls.resumed,
         );
-        add(&self.handshakes, slot, 1);
+        self.handshakes.add(slot, 1);
         self.handshake_time[usize::from(tls.resumed)].observe(took);
     }
 
     /// A TLS handshake failed or timed out.
     pub fn handshake_failed(&self) {
-        self.handshake_failures.fetch_add(1, Ordering::Relaxed);
+        self.scalars.add(Scalar::HANDSHAKE_FAILED, 1);
     }
 
     /// A request was answered (`protocol` is "http/1.1" or "h2"); the
     /// bytes are what tern read from and wrote to the client for it.
     pub fn request(&self, status: u16, bytes_in: u64, bytes_out: u64, protocol: &'static str) {
         let p = self.protocols.index(protocol);
-        add(&self.requests, p * STATUS_SLOTS + status_index(status), 1);
-        add(&self.bytes_in, p, bytes_in);
-        add(&self.bytes_out, p, bytes_out);
+        self.requests
+            .add(p * STATUS_SLOTS + status_index(status), 1);
+        self.bytes_in.add(p, bytes_in);
+        self.bytes_out.add(p, bytes_out);
     }
 
     /// A backend answered a request head after `took`.
@@ -165,8 +166,8 @@ impl Metrics {
     }
 
     fn render_connections(&self, e: &mut Exposition) {
-        let opened = self.connections_opened.load(Ordering::Relaxed);
-        let closed = self.connections_closed.load(Ordering::Relaxed);
+        let opened = self.scalars.get(Scalar::OPENED);
+        let closed = self.scalars.get(Scalar::CLOSED);
         e.family(
             "tern_connections_open",
             Kind::Gauge,
@@ -192,7 +193,7 @@ impl Metrics {
                 for g in 0..self.groups.slots() {
                     for resumed in [false, true] {
                         let slot = self.handshake_slot(v, c, g, resumed);
-                        let n = self.handshakes[slot].load(Ordering::Relaxed);
+                        let n = self.handshakes.get(slot);
                         if n == 0 {
                             continue;
                         }
@@ -215,7 +216,7 @@ impl Metrics {
         e.sample(
             "tern_tls_handshake_failures_total",
             &[],
-            self.handshake_failures.load(Ordering::Relaxed),
+            self.scalars.get(Scalar::HANDSHAKE_FAILED),
         );
         e.family(
             "tern_tls_handshake_duration_seconds",
@@ -240,7 +241,7 @@ impl Metrics {
         let mut code = String::with_capacity(8);
         for p in 0..self.protocols.slots() {
             for s in 0..STATUS_SLOTS {
-                let n = self.requests[p * STATUS_SLOTS + s].load(Ordering::Relaxed);
+                let n = self.requests.get(p * STATUS_SLOTS + s);
                 if n == 0 {
                     continue;
                 }
@@ -266,8 +267,8 @@ impl Metrics {
             ),
         ] {
             e.family(name, Kind::Counter, help);
-            for (p, counter) in counters.iter().enumerate() {
-                let n = counter.load(Ordering::Relaxed);
+            for p in 0..self.protocols.slots() {
+                let n = counters.get(p);
                 // The known protocols always have a series; the catch-all
                 // only once something landed there.
                 if n == 0 && p + 1 == self.protocols.slots() {
