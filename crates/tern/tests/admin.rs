@@ -25,6 +25,9 @@ fn tern_bin() -> &'static Path {
 /// The admin listener's head-read deadline (`admin::READ_TIMEOUT`).
 const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Connections the admin listener serves at once (`admin::MAX_CONNECTIONS`).
+const ADMIN_MAX_CONNECTIONS: usize = 32;
+
 /// tern with one backend and its admin listener on.
 struct Admin {
     ca: TestCa,
@@ -483,19 +486,47 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
         400
     );
 
-    // Half a head, then nothing: closed at the read deadline, not held open.
-    let mut stalled = TcpStream::connect(t.admin).expect("connect to admin");
-    stalled.write_all(b"GET /metr").expect("write");
-    stalled
-        .set_read_timeout(Some(ADMIN_READ_TIMEOUT + Duration::from_secs(5)))
-        .expect("timeout");
+    // Half a head, then nothing, on as many connections as the listener
+    // serves at once: each is closed at the read deadline, not held open,
+    // and one more connection meanwhile is closed at once.
     let started = Instant::now();
-    let mut rest = Vec::new();
-    let closed = stalled.read_to_end(&mut rest).is_ok();
-    assert!(closed && rest.is_empty(), "closed without an answer");
+    let mut stalled: Vec<TcpStream> = (0..ADMIN_MAX_CONNECTIONS)
+        .map(|_| {
+            let mut s = TcpStream::connect(t.admin).expect("connect to admin");
+            s.write_all(b"GET /metr").expect("write");
+            s.set_read_timeout(Some(ADMIN_READ_TIMEOUT + Duration::from_secs(5)))
+                .expect("timeout");
+            s
+        })
+        .collect();
+    // The listener has accepted them all once a probe is refused; until
+    // then a probe may still be taking the last free slot.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let refused = loop {
+        let mut probe = TcpStream::connect(t.admin).expect("connect to admin");
+        probe
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .expect("timeout");
+        // Sends nothing (so no reset races the close): a served connection
+        // waits for a head and the read times out; a refused one reads EOF.
+        let mut answer = Vec::new();
+        let closed_at_once = probe.read_to_end(&mut answer).is_ok() && answer.is_empty();
+        if closed_at_once || Instant::now() > deadline {
+            break closed_at_once;
+        }
+    };
     assert!(
-        started.elapsed() < ADMIN_READ_TIMEOUT + Duration::from_secs(2),
-        "closed after {:?}",
+        refused,
+        "a connection over the limit is closed without an answer"
+    );
+    for s in &mut stalled {
+        let mut rest = Vec::new();
+        let closed = s.read_to_end(&mut rest).is_ok();
+        assert!(closed && rest.is_empty(), "closed without an answer");
+    }
+    assert!(
+        started.elapsed() < ADMIN_READ_TIMEOUT + Duration::from_secs(3),
+        "stalled connections closed after {:?}",
         started.elapsed()
     );
     // And the listener still serves.
