@@ -37,7 +37,8 @@ use text::{Exposition, Kind};
 pub struct Metrics {
     /// Process start, µs since the Unix epoch.
     started_us: u64,
-    /// Connections opened and closed, handshake failures: see [`Scalar`].
+    /// Connections opened, closed and refused, handshake failures, reloads:
+    /// see [`Scalar`].
     scalars: ShardedCounters,
     versions: LabelSet,
     ciphers: LabelSet,
@@ -95,7 +96,10 @@ impl Scalar {
     const OPENED: usize = 0;
     const CLOSED: usize = 1;
     const HANDSHAKE_FAILED: usize = 2;
-    const COUNT: usize = 3;
+    const REFUSED: usize = 3;
+    const RELOADS_APPLIED: usize = 4;
+    const RELOADS_REFUSED: usize = 5;
+    const COUNT: usize = 6;
 }
 
 impl Metrics {
@@ -107,6 +111,23 @@ impl Metrics {
     /// A client connection ended.
     pub fn connection_closed(&self) {
         self.scalars.add(Scalar::CLOSED, 1);
+    }
+
+    /// A client connection was turned away because the listener's
+    /// `max_connections` was reached (answered 503, or closed at once).
+    pub fn connection_refused(&self) {
+        self.scalars.add(Scalar::REFUSED, 1);
+    }
+
+    /// A SIGHUP reload was applied (`true`) or refused with the running
+    /// configuration kept (`false`).
+    pub fn reload(&self, applied: bool) {
+        let slot = if applied {
+            Scalar::RELOADS_APPLIED
+        } else {
+            Scalar::RELOADS_REFUSED
+        };
+        self.scalars.add(slot, 1);
     }
 
     /// A TLS handshake completed after `took` (from accept to the end of
@@ -150,6 +171,7 @@ impl Metrics {
         self.render_handshakes(&mut e);
         self.render_requests(&mut e);
         self.render_backends(&mut e, health);
+        self.render_reloads(&mut e);
         e.family(
             "process_start_time_seconds",
             Kind::Gauge,
@@ -180,6 +202,31 @@ impl Metrics {
             "Client connections accepted (connections refused over the connection limit excluded).",
         );
         e.sample("tern_connections_total", &[], opened);
+        e.family(
+            "tern_connections_refused_total",
+            Kind::Counter,
+            "Client connections turned away because max_connections was reached.",
+        );
+        e.sample(
+            "tern_connections_refused_total",
+            &[],
+            self.scalars.get(Scalar::REFUSED),
+        );
+    }
+
+    fn render_reloads(&self, e: &mut Exposition) {
+        e.family(
+            "tern_config_reloads_total",
+            Kind::Counter,
+            "SIGHUP reloads, applied or refused (a refused one leaves the running configuration serving).",
+        );
+        for (result, slot) in [
+            ("applied", Scalar::RELOADS_APPLIED),
+            ("refused", Scalar::RELOADS_REFUSED),
+        ] {
+            let n = self.scalars.get(slot);
+            e.sample("tern_config_reloads_total", &[("result", result)], n);
+        }
     }
 
     fn render_handshakes(&self, e: &mut Exposition) {

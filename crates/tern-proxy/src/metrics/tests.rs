@@ -151,7 +151,7 @@ fn requests_are_counted_by_protocol_and_code_or_class() {
 }
 
 #[test]
-fn open_connections_are_opened_minus_closed() {
+fn connection_and_reload_counters() {
     let m = Metrics::default();
     for _ in 0..3 {
         m.connection_opened();
@@ -160,6 +160,17 @@ fn open_connections_are_opened_minus_closed() {
     let s = scrape(&m, &[]);
     assert_eq!(s.get("tern_connections_open", &[]), Some(2.0));
     assert_eq!(s.get("tern_connections_total", &[]), Some(3.0));
+    assert_eq!(s.get("tern_connections_refused_total", &[]), Some(0.0));
+    m.connection_refused();
+    m.reload(true);
+    m.reload(false);
+    m.reload(false);
+    let s = scrape(&m, &[]);
+    assert_eq!(s.get("tern_connections_refused_total", &[]), Some(1.0));
+    assert_eq!(s.get("tern_connections_total", &[]), Some(3.0));
+    let reloads = |result| s.get("tern_config_reloads_total", &[("result", result)]);
+    assert_eq!(reloads("applied"), Some(1.0));
+    assert_eq!(reloads("refused"), Some(2.0));
     let started = s.get("process_start_time_seconds", &[]).unwrap_or(0.0);
     assert!(started > 1.7e9, "start time {started}");
 }
@@ -178,6 +189,8 @@ fn every_family_is_announced_even_before_any_traffic() {
         "tern_http_sent_bytes_total",
         "tern_backend_response_duration_seconds",
         "tern_backend_up",
+        "tern_connections_refused_total",
+        "tern_config_reloads_total",
         "process_start_time_seconds",
     ] {
         assert!(s.families.contains_key(family), "{family} missing");
