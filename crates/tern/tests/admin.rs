@@ -41,12 +41,17 @@ struct Admin {
 impl Admin {
     /// tern with `--backend`, `--cert` and `--admin` on the command line.
     fn start() -> Admin {
+        Admin::start_with(&[])
+    }
+
+    /// Like [`Admin::start`], with `extra` flags.
+    fn start_with(extra: &[&str]) -> Admin {
         let mut ca = TestCa::new();
         let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
         let backend = Backend::start();
         let addr = free_addr();
         let admin = free_addr();
-        let args = vec![
+        let mut args = vec![
             "serve".to_string(),
             "--listen".into(),
             addr.to_string(),
@@ -59,6 +64,7 @@ impl Admin {
             "--admin".into(),
             admin.to_string(),
         ];
+        args.extend(extra.iter().map(|s| s.to_string()));
         Admin::launch(ca, backend, addr, admin, args)
     }
 
@@ -350,6 +356,30 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
     assert_eq!(d(count, &[("resumed", "false")]), 1.0);
     assert_eq!(d(count, &[("resumed", "true")]), 1.0);
     assert_eq!(d("tern_connections_total", &[]), 3.0);
+}
+
+#[test]
+#[ignore = "needs Metrics::connection_refused called from worker.rs (see the report)"]
+fn connections_over_the_limit_are_counted_as_refused() {
+    let t = Admin::start_with(&["--max-connections", "1"]);
+    let before = t.scrape_when_idle();
+    let mut held = t.connect();
+    let response = held
+        .get("localhost", "/echo")
+        .expect("first connection served");
+    assert_eq!(response.status, 200);
+    let (over, _) = t.exchange(&get_closing("/echo"));
+    assert!(
+        over.starts_with(b"HTTP/1.1 503"),
+        "{}",
+        String::from_utf8_lossy(&over)
+    );
+    let after = t.scrape();
+    let d = |name| delta(&before, &after, name, &[]);
+    assert_eq!(d("tern_connections_refused_total"), 1.0);
+    assert_eq!(d("tern_connections_total"), 1.0);
+    assert_eq!(after.get("tern_connections_open", &[]), Some(1.0));
+    drop(held);
 }
 
 #[test]
