@@ -301,6 +301,21 @@ fn scrape_counts_connections_requests_bytes_and_backend_latency() {
         "both responses in the 60 s bucket"
     );
 
+    // tern's own process figures, read from /proc.
+    assert!(after.get("process_cpu_seconds_total", &[]).is_some());
+    assert!(
+        after
+            .get("process_resident_memory_bytes", &[])
+            .unwrap_or(0.0)
+            > 1e6
+    );
+    let open_fds = after.get("process_open_fds", &[]).unwrap_or(0.0);
+    let max_fds = after.get("process_max_fds", &[]).unwrap_or(0.0);
+    assert!(
+        open_fds >= 3.0 && open_fds <= max_fds,
+        "{open_fds} of {max_fds}"
+    );
+
     let started = after.get("process_start_time_seconds", &[]).unwrap_or(0.0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -23,12 +23,14 @@ use tern_tls::Negotiated;
 mod backend;
 mod histogram;
 mod labels;
+mod process;
 mod sharded;
 mod text;
 
 use backend::BackendLatency;
 use histogram::{Histogram, HANDSHAKE_BOUNDS_US};
 use labels::{status_index, status_label, LabelSet, STATUS_SLOTS};
+use process::ProcessStats;
 use sharded::ShardedCounters;
 use text::{Exposition, Kind};
 
@@ -178,6 +180,7 @@ impl Metrics {
             "Start time of the process since the Unix epoch, in seconds.",
         );
         e.sample_seconds("process_start_time_seconds", &[], self.started_us);
+        render_process(&mut e, &ProcessStats::read());
         e.finish()
     }
 
@@ -346,6 +349,43 @@ impl Metrics {
             let server = addr.to_string();
             let labels = [("upstream", upstream.as_str()), ("server", server.as_str())];
             e.sample("tern_backend_up", &labels, u64::from(*up));
+        }
+    }
+}
+
+/// The standard process families; a figure /proc did not give is left out.
+fn render_process(e: &mut Exposition, stats: &ProcessStats) {
+    e.family(
+        "process_cpu_seconds_total",
+        Kind::Counter,
+        "User and system CPU time of all threads, in seconds.",
+    );
+    if let Some(us) = stats.cpu_us {
+        e.sample_seconds("process_cpu_seconds_total", &[], us);
+    }
+    for (name, kind, help, value) in [
+        (
+            "process_resident_memory_bytes",
+            Kind::Gauge,
+            "Resident memory size, in bytes.",
+            stats.resident_bytes,
+        ),
+        (
+            "process_open_fds",
+            Kind::Gauge,
+            "Open file descriptors (client and backend sockets included).",
+            stats.open_fds,
+        ),
+        (
+            "process_max_fds",
+            Kind::Gauge,
+            "Soft limit on open file descriptors.",
+            stats.max_fds,
+        ),
+    ] {
+        e.family(name, kind, help);
+        if let Some(v) = value {
+            e.sample(name, &[], v);
         }
     }
 }

@@ -192,6 +192,10 @@ fn every_family_is_announced_even_before_any_traffic() {
         "tern_connections_refused_total",
         "tern_config_reloads_total",
         "process_start_time_seconds",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
     ] {
         assert!(s.families.contains_key(family), "{family} missing");
     }
