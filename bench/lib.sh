@@ -75,3 +75,8 @@ crypto_floor_us() {
         /ecdh \(X25519\)/ { kx = 1e6 / $NF }
         END { printf "%.0f\n", sign + kx }'
 }
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}

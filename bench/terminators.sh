@@ -29,9 +29,10 @@ TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx}"
 KEY="${KEY:-ecdsa}"
 HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
-BACKEND_PORT="${BACKEND_PORT:-18080}"
-TERN_PORT="${TERN_PORT:-18443}"
-NGINX_PORT="${NGINX_PORT:-18444}"
+# Free ports by default: other people's servers may sit on any fixed one.
+BACKEND_PORT="${BACKEND_PORT:-$(free_port)}"
+TERN_PORT="${TERN_PORT:-$(free_port)}"
+NGINX_PORT="${NGINX_PORT:-$(free_port)}"
 # TLS 1.3 suite pinned on both servers so OpenSSL clients (wrk) and Go (hey) negotiate the same.
 TERN_CIPHERS="TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
 SERVER_CPU=0
