@@ -123,7 +123,13 @@ impl UpstreamShared {
     /// May new requests go to server `i`?
     pub(super) fn is_live(&self, i: usize) -> bool {
         let s = &self.servers[i];
-        s.up.load(Ordering::Relaxed) && s.ejected_until_ms.load(Ordering::Relaxed) <= self.now_ms()
+        if !s.up.load(Ordering::Relaxed) {
+            return false;
+        }
+        // Reading the clock costs more than the rest of a pick (a syscall
+        // on some VMs): only an ejected server needs it.
+        let until = s.ejected_until_ms.load(Ordering::Relaxed);
+        until == 0 || until <= self.now_ms()
     }
 
     /// The active health verdict of server `i`.
