@@ -150,10 +150,19 @@ impl FieldKind {
             ("x-real-ip", FieldKind::ClientForwarding),
             ("forwarded", FieldKind::ClientForwarding),
         ];
-        KINDS
+        let kind = KINDS
             .iter()
             .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
-            .map_or(FieldKind::Other, |(_, k)| *k)
+            .map_or(FieldKind::Other, |(_, k)| *k);
+        // CGI-style backends (PHP, many frameworks) read `X_Forwarded_For`
+        // as `X-Forwarded-For`: a client must not smuggle one in that way.
+        if kind == FieldKind::Other && name.contains('_') {
+            let dashed = name.replace('_', "-");
+            if FieldKind::of(&dashed) == FieldKind::ClientForwarding {
+                return FieldKind::ClientForwarding;
+            }
+        }
+        kind
     }
 }
 
@@ -509,6 +518,12 @@ mod tests {
         assert_eq!(head.fields.first(FieldKind::Host), Some(&b"x"[..]));
         assert_eq!(head.fields.first(FieldKind::ContentLength), Some(&b"2"[..]));
         assert!(head.fields.has(FieldKind::ClientForwarding));
+        assert_eq!(
+            FieldKind::of("X_Forwarded_For"),
+            FieldKind::ClientForwarding
+        );
+        assert_eq!(FieldKind::of("x-real_ip"), FieldKind::ClientForwarding);
+        assert_eq!(FieldKind::of("X_Custom"), FieldKind::Other);
         parse_request_into(b"GET /b HTTP/1.1\r\nHost: y\r\n\r\n", &mut head).unwrap();
         assert_eq!(head.method(), "GET");
         assert_eq!(head.target(), "/b");

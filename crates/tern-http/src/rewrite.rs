@@ -153,10 +153,10 @@ fn write_forwarding_fields(
 }
 
 /// True for the forwarding fields a client may not set.
+/// Underscore spellings (`X_Forwarded_For`) count too: CGI-style backends
+/// read them as the dashed names.
 pub fn is_client_forwarding_field(name: &str) -> bool {
-    CLIENT_FORWARDING_FIELDS
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f))
+    crate::head::FieldKind::of(name) == crate::head::FieldKind::ClientForwarding
 }
 
 /// Fields that are connection-specific in HTTP/1.1 and forbidden in

@@ -211,3 +211,20 @@ fn host_cannot_inject_forwarded_parameters() {
         "the Host header injected a for=: {echo}"
     );
 }
+
+#[test]
+fn underscore_spellings_of_forwarding_headers_are_removed() {
+    // CGI-style backends read X_Forwarded_For as X-Forwarded-For.
+    let served = Served::start(&[]);
+    let (response, _conn) = served.raw(
+        b"GET /echo HTTP/1.1\r\nHost: localhost\r\nX_Forwarded_For: 6.6.6.6\r\nX-Real_IP: 6.6.6.6\r\nX_Custom: kept\r\n\r\n",
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    let echo = response.json();
+    let text = echo.to_string();
+    assert!(
+        !text.contains("6.6.6.6"),
+        "a forged forwarding field reached the backend: {text}"
+    );
+    assert_eq!(echoed_header(&echo, "x_custom"), ["kept"], "{echo}");
+}
