@@ -154,15 +154,18 @@ pub(crate) async fn handle(
             Ok(Err(e)) => {
                 // rustls has already sent the alert that says why.
                 tracing::debug!(client = %peer, "TLS handshake failed: {e}");
+                worker.metrics.handshake_failed();
                 return;
             }
             Err(_) => {
                 tracing::debug!(client = %peer, "TLS handshake timed out");
+                worker.metrics.handshake_failed();
                 return;
             }
         };
     let handshake_us = start.elapsed().as_micros() as u64;
     let negotiated = tern_tls::negotiated(tls.get_ref().1);
+    worker.metrics.handshake(&negotiated, start.elapsed());
     let ctx = ConnCtx {
         peer,
         tls: negotiated,

@@ -115,6 +115,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             senders,
             current: current.clone(),
             demo,
+            metrics: metrics.clone(),
         };
         control_loop(&mut state, signals, reload).await?;
         Ok::<_, ServeError>(state.config.shutdown_timeout)
@@ -147,6 +148,7 @@ struct ControlState {
     senders: Vec<mpsc::UnboundedSender<WorkerUpdate>>,
     current: Current,
     demo: Option<SocketAddr>,
+    metrics: Arc<Metrics>,
 }
 
 /// The signals tern acts on.
@@ -217,13 +219,16 @@ const FILE_POLL: Duration = Duration::from_secs(5);
 
 fn reload_now(state: &mut ControlState, reload: &Option<Reloader>) {
     match reload {
-        Some(load) => match load() {
-            Ok(new) => match apply_reload(state, new) {
+        Some(load) => {
+            let outcome = load()
+                .map_err(ServeError::from)
+                .and_then(|new| apply_reload(state, new));
+            state.metrics.reload(outcome.is_ok());
+            match outcome {
                 Ok(id) => tracing::info!(generation = id, "reloaded"),
                 Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
-            },
-            Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
-        },
+            }
+        }
         None => tracing::warn!("reload ignored: nothing to reload"),
     }
 }
@@ -418,9 +423,15 @@ fn bind(
     };
     let bind_err = |source| ServeError::Bind { addr, source };
     match mode {
-        AcceptMode::ReusePort => (0..workers)
-            .map(|_| make(true).map(Some).map_err(bind_err))
-            .collect(),
+        AcceptMode::ReusePort => {
+            // With SO_REUSEPORT a second tern (same user) would silently
+            // share the port and take half the connections. A plain bind
+            // first proves nobody holds it.
+            drop(make(false).map_err(bind_err)?);
+            (0..workers)
+                .map(|_| make(true).map(Some).map_err(bind_err))
+                .collect()
+        }
         AcceptMode::Shared => {
             let first = make(false).map_err(bind_err)?;
             let mut all = Vec::with_capacity(workers);

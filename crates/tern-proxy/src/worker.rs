@@ -217,6 +217,7 @@ async fn accept_loop(
         let max = listener.config.limits.max_connections;
         if open.fetch_add(1, Ordering::AcqRel) >= max {
             open.fetch_sub(1, Ordering::AcqRel);
+            worker.metrics.connection_refused();
             // Over the limit: a few get a proper 503 so clients and load
             // balancers see why; past that budget they are closed at once,
             // so an overload cannot buy itself unbounded handshakes.

@@ -328,7 +328,6 @@ fn scrape_counts_connections_requests_bytes_and_backend_latency() {
 }
 
 #[test]
-#[ignore = "needs Metrics::handshake / handshake_failed called from conn::handle (see the report)"]
 fn scrape_counts_full_resumed_and_failed_handshakes() {
     let t = Admin::start();
     let before = t.scrape_when_idle();
@@ -374,7 +373,6 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
 }
 
 #[test]
-#[ignore = "needs Metrics::connection_refused called from worker.rs (see the report)"]
 fn connections_over_the_limit_are_counted_as_refused() {
     let t = Admin::start_with(&["--max-connections", "1"]);
     let before = t.scrape_when_idle();
