@@ -9,7 +9,7 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use tern_http::chunked::ChunkedScanner;
 use tern_http::framing::{parse_content_length, response_framing};
-use tern_http::head::{parse_response, ResponseHead};
+use tern_http::head::{parse_response, FieldKind, ResponseHead};
 use tern_http::rewrite::{
     is_connection_specific, wants_close, write_request_head_from_h2, ClientFacts, H1BodyFraming,
 };
@@ -217,7 +217,9 @@ async fn send_request<'b>(
         let mut received = 0u64;
         loop {
             let chunk = match tokio::time::timeout(limits.idle_timeout, body.data()).await {
-                Err(_) => return Err(Fail::Reset),
+                // A stalled upload is not a reset: it must not count
+                // against the client's reset budget.
+                Err(_) => return Err(Fail::Status(408)),
                 Ok(None) => break,
                 Ok(Some(Err(_))) => return Err(Fail::Reset),
                 Ok(Some(Ok(chunk))) => chunk,
@@ -302,7 +304,17 @@ fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<
         if is_connection_specific(name) {
             continue;
         }
-        if name.eq_ignore_ascii_case("content-length") && !matches!(framing, BodyFraming::Length(_))
+        // Content-Length describes the body (or, for HEAD and 304, the body
+        // a GET would get); only a chunked or close-delimited response has
+        // none to keep.
+        if name.eq_ignore_ascii_case("content-length")
+            && matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose)
+        {
+            continue;
+        }
+        // Fields the backend named in Connection are hop-by-hop.
+        if !name.eq_ignore_ascii_case("content-length")
+            && head.fields.kind_has_token(FieldKind::Connection, name)
         {
             continue;
         }
@@ -316,6 +328,7 @@ fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<
 fn answer_status(respond: &mut SendResponse<Bytes>, status: u16) -> Result<(), h2::Error> {
     let body = match status {
         400 => "bad request\n",
+        408 => "request timeout\n",
         501 => "not implemented\n",
         503 => "service unavailable\n",
         504 => "gateway timeout\n",

@@ -59,7 +59,6 @@ async fn head_gets_headers_without_body() {
 /// RFC 9110 section 9.3.2: a HEAD response may carry the Content-Length a
 /// GET would have; HTTP/1.1 clients of tern get it, h2 clients do not.
 #[tokio::test]
-#[ignore = "tern bug: h2::stream::to_h2_response drops Content-Length of HEAD responses"]
 async fn head_response_keeps_content_length() {
     let served = H2Served::start(&[]);
     let client = served.client().await;
@@ -306,7 +305,6 @@ async fn connection_specific_response_headers_are_not_relayed() {
 /// RFC 9113 section 8.2.2 / RFC 9110 section 7.6.1: fields the backend names
 /// in its Connection header belong to that hop and must not reach the client.
 #[tokio::test]
-#[ignore = "tern bug: h2::stream::to_h2_response keeps fields named by Connection"]
 async fn response_fields_named_by_connection_are_not_relayed() {
     let backend = RawBackend::start(
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: X-Hop\r\nX-Hop: secret\r\n\r\nok",
