@@ -110,7 +110,19 @@ impl Generation {
             listeners,
             upstreams: upstream_configs
                 .into_iter()
-                .map(UpstreamShared::new)
+                .map(|config| {
+                    let group = UpstreamShared::new(config);
+                    // A reload must not forget that a server is down (or
+                    // bring an ejected one back early).
+                    if let Some(old) = previous.and_then(|p| {
+                        p.upstreams
+                            .iter()
+                            .find(|u| u.config.name == group.config.name)
+                    }) {
+                        group.inherit_health(old);
+                    }
+                    group
+                })
                 .collect(),
             retired,
         })

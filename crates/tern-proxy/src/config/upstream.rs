@@ -167,8 +167,14 @@ pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, Ke
     }
     let protocol = match o.protocol.as_deref() {
         None | Some("http1") | Some("http/1.1") => BackendProtocol::Http1,
-        Some("h2c") => BackendProtocol::H2c,
-        Some("h2") => BackendProtocol::H2,
+        // The h2c client exists (backend/h2c.rs) but the request paths do
+        // not use it yet: refuse rather than silently speak HTTP/1.1.
+        Some(p @ ("h2c" | "h2")) => {
+            return Err(key_err(
+                "protocol",
+                format!("protocol {p:?} to backends is not supported yet; use \"http1\""),
+            ))
+        }
         Some(other) => {
             return Err(key_err(
                 "protocol",
