@@ -25,6 +25,9 @@ pub mod tempdir;
 pub mod tern;
 pub mod tools;
 
+pub mod chromium;
+pub mod h2client;
+pub mod h2frames;
 pub mod haproxy;
 pub mod netlink_delay;
 pub mod openssl_pki;
@@ -32,9 +35,6 @@ pub mod prometheus;
 pub mod proxy_protocol;
 pub mod reload;
 pub mod trap_servers;
-pub mod h2client;
-pub mod h2frames;
-pub mod chromium;
 
 pub use rustls;
 pub use serde_json;
