@@ -255,7 +255,9 @@ async fn send_request<'b>(
             _ => {}
         }
     }
-    let mut bbuf = IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD);
+    // Small at first: most h2 responses are small, and the buffer grows
+    // (to its bound) for large ones; zeroing 16 KiB per stream is waste.
+    let mut bbuf = IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD);
     let deadline = tokio::time::Instant::now() + limits.backend_response_timeout;
     let head =
         loop {
