@@ -150,19 +150,42 @@ impl FieldKind {
             ("x-real-ip", FieldKind::ClientForwarding),
             ("forwarded", FieldKind::ClientForwarding),
         ];
+        // Most names on the wire (Accept, User-Agent, Cookie...) have a
+        // length no known name has: reject those without comparing.
+        const LENGTHS: u32 = (1 << 2)
+            | (1 << 4)
+            | (1 << 6)
+            | (1 << 7)
+            | (1 << 9)
+            | (1 << 10)
+            | (1 << 14)
+            | (1 << 15)
+            | (1 << 16)
+            | (1 << 17);
+        if name.len() >= 32 || LENGTHS & (1 << name.len()) == 0 {
+            return FieldKind::of_underscored(name);
+        }
         let kind = KINDS
             .iter()
             .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
             .map_or(FieldKind::Other, |(_, k)| *k);
         // CGI-style backends (PHP, many frameworks) read `X_Forwarded_For`
         // as `X-Forwarded-For`: a client must not smuggle one in that way.
-        if kind == FieldKind::Other && name.contains('_') {
-            let dashed = name.replace('_', "-");
-            if FieldKind::of(&dashed) == FieldKind::ClientForwarding {
-                return FieldKind::ClientForwarding;
-            }
+        if kind == FieldKind::Other {
+            return FieldKind::of_underscored(name);
         }
         kind
+    }
+
+    /// `ClientForwarding` for underscore spellings of forwarding fields.
+    fn of_underscored(name: &str) -> FieldKind {
+        if name.contains('_')
+            && FieldKind::of(&name.replace('_', "-")) == FieldKind::ClientForwarding
+        {
+            FieldKind::ClientForwarding
+        } else {
+            FieldKind::Other
+        }
     }
 }
 

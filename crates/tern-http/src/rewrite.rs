@@ -235,7 +235,15 @@ pub fn write_request_head_from_h2<'a>(
 /// Appends the response head for the client to `out`. `close` adds
 /// `Connection: close` (tern will close the client connection after it).
 pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) {
-    let _ = write!(out, "HTTP/1.1 {} ", head.status);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    // Status codes are three digits (httparse guarantees it); no formatter.
+    let code = head.status;
+    out.extend_from_slice(&[
+        b'0' + (code / 100 % 10) as u8,
+        b'0' + (code / 10 % 10) as u8,
+        b'0' + (code % 10) as u8,
+        b' ',
+    ]);
     out.extend_from_slice(head.reason());
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
