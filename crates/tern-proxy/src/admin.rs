@@ -20,13 +20,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tern_http::head::{find_head_end, parse_request};
+use tern_http::head::parse_request;
 use tern_http::HttpError;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::iobuf::IoBuf;
+use crate::iobuf::{HeadWaitError, IoBuf};
 use crate::metrics::Metrics;
 use crate::server::Current;
 
@@ -117,18 +117,15 @@ enum ReadError {
 
 async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
     let mut buf = IoBuf::new(1024, MAX_HEAD_BYTES);
-    let mut scanned = 0;
-    let len = loop {
-        if let Some(n) =
-            find_head_end(buf.filled(), &mut scanned, MAX_HEAD_BYTES).map_err(ReadError::Http)?
-        {
-            break n;
-        }
-        match buf.fill_from(stream).await {
-            Ok(n) if n > 0 => {}
-            _ => return Err(ReadError::Closed),
-        }
-    };
+    // The caller bounds the whole read with READ_TIMEOUT.
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    let len = buf
+        .read_head(stream, MAX_HEAD_BYTES, deadline)
+        .await
+        .map_err(|e| match e {
+            HeadWaitError::Invalid(e) => ReadError::Http(e),
+            HeadWaitError::TimedOut | HeadWaitError::Closed { .. } => ReadError::Closed,
+        })?;
     let head = parse_request(&buf.filled()[..len]).map_err(ReadError::Http)?;
     // The query string does not select anything here.
     let target = head.target();

@@ -194,16 +194,10 @@ pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener
         let mut tls = listener.acceptor.accept(tcp).await.ok()?;
         if listener.config.mode == Mode::Http {
             let mut buf = crate::iobuf::IoBuf::new(4096, 16 * 1024);
-            let mut scanned = 0;
-            loop {
-                match tern_http::head::find_head_end(buf.filled(), &mut scanned, 16 * 1024) {
-                    Ok(None) if !buf.is_full() => {}
-                    _ => break,
-                }
-                if buf.fill_from(&mut tls).await.ok()? == 0 {
-                    break;
-                }
-            }
+            // Whatever arrives (or not) within the deadline, the answer is
+            // the same 503.
+            let deadline = tokio::time::Instant::now() + OVERLOAD_DEADLINE;
+            let _ = buf.read_head(&mut tls, 16 * 1024, deadline).await;
             let mut out = Vec::with_capacity(160);
             tern_http::rewrite::write_simple_response(
                 503,

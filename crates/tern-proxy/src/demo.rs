@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use tern_http::framing::request_framing;
-use tern_http::head::{find_head_end, parse_request};
+use tern_http::head::parse_request;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -41,22 +41,9 @@ async fn serve(mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut buf = IoBuf::new(4096, 64 * 1024);
     loop {
-        let mut scanned = 0;
-        let len = loop {
-            match find_head_end(buf.filled(), &mut scanned, 64 * 1024) {
-                Ok(Some(n)) => break n,
-                Ok(None) => {}
-                Err(_) => return,
-            }
-            match tokio::time::timeout(
-                std::time::Duration::from_secs(60),
-                buf.fill_from(&mut stream),
-            )
-            .await
-            {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let Ok(len) = buf.read_head(&mut stream, 64 * 1024, deadline).await else {
+            return;
         };
         let Ok(head) = parse_request(&buf.filled()[..len]) else {
             return;

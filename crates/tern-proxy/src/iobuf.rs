@@ -2,7 +2,24 @@
 
 use std::io;
 
+use tern_http::head::find_head_end;
+use tern_http::HttpError;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
+
+/// Why no complete message head arrived.
+#[derive(Debug)]
+pub enum HeadWaitError {
+    /// The bytes so far cannot start a valid head, or it outgrew `max`.
+    Invalid(HttpError),
+    /// The deadline passed first.
+    TimedOut,
+    /// The peer closed (or the read failed) first.
+    Closed {
+        /// Some bytes of the head had arrived.
+        any_bytes: bool,
+    },
+}
 
 /// Bytes read but not yet used, in a buffer that never grows past its bound.
 #[derive(Debug)]
@@ -51,6 +68,35 @@ impl IoBuf {
     /// True when the buffer holds `max` unread bytes and cannot take more.
     pub fn is_full(&self) -> bool {
         self.len() >= self.max
+    }
+
+    /// Reads until the buffer starts with a complete head (at most `max`
+    /// bytes) and returns its length. The one place tern waits for a head:
+    /// client requests, backend responses, the demo origin, the admin
+    /// listener and over-the-limit connections all use it.
+    pub async fn read_head<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<usize, HeadWaitError> {
+        let mut scanned = 0;
+        loop {
+            match find_head_end(self.filled(), &mut scanned, max) {
+                Ok(Some(n)) => return Ok(n),
+                Ok(None) => {}
+                Err(e) => return Err(HeadWaitError::Invalid(e)),
+            }
+            if self.is_full() {
+                return Err(HeadWaitError::Invalid(HttpError::HeadTooLarge));
+            }
+            let any_bytes = !self.is_empty();
+            match tokio::time::timeout_at(deadline, self.fill_from(r)).await {
+                Err(_) => return Err(HeadWaitError::TimedOut),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
+                Ok(Ok(_)) => {}
+            }
+        }
     }
 
     /// Reads more bytes from `r`, compacting or growing (up to the bound)

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use tern_http::framing::response_framing;
-use tern_http::head::{find_head_end, parse_response_into, FieldKind, ResponseHead};
+use tern_http::head::{parse_response_into, FieldKind, ResponseHead};
 use tern_http::rewrite::{
     wants_close, wants_upgrade, write_request_head, write_response_head, write_simple_response,
     BackendConnection, ClientFacts,
@@ -22,7 +22,7 @@ use super::Next;
 use crate::access_log::Record;
 use crate::backend::{BackendConn, Backends, ConnectError};
 use crate::conn::ConnCtx;
-use crate::iobuf::IoBuf;
+use crate::iobuf::{HeadWaitError, IoBuf};
 
 /// Body bytes sent in the same write as a head (request or response).
 /// Larger bodies follow in further writes of up to a buffer each.
@@ -384,23 +384,13 @@ pub(crate) async fn read_one_head(
     bbuf: &mut IoBuf,
     deadline: tokio::time::Instant,
 ) -> Result<usize, ResponseError> {
-    let mut scanned = 0;
-    loop {
-        match find_head_end(bbuf.filled(), &mut scanned, MAX_RESPONSE_HEAD) {
-            Ok(Some(n)) => return Ok(n),
-            Ok(None) => {}
-            Err(e) => return Err(ResponseError::Invalid(e)),
-        }
-        if bbuf.is_full() {
-            return Err(ResponseError::Invalid(HttpError::HeadTooLarge));
-        }
-        let any_bytes = !bbuf.is_empty();
-        match tokio::time::timeout_at(deadline, bbuf.fill_from(backend)).await {
-            Err(_) => return Err(ResponseError::Timeout),
-            Ok(Ok(0)) | Ok(Err(_)) => return Err(ResponseError::Closed { any_bytes }),
-            Ok(Ok(_)) => {}
-        }
-    }
+    bbuf.read_head(backend, MAX_RESPONSE_HEAD, deadline)
+        .await
+        .map_err(|e| match e {
+            HeadWaitError::Invalid(e) => ResponseError::Invalid(e),
+            HeadWaitError::TimedOut => ResponseError::Timeout,
+            HeadWaitError::Closed { any_bytes } => ResponseError::Closed { any_bytes },
+        })
 }
 
 /// Why no usable response head came from a backend.

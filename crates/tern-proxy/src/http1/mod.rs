@@ -11,13 +11,13 @@ pub(crate) mod exchange;
 
 use std::time::Instant;
 
-use tern_http::head::{find_head_end, parse_request_into, RequestHead};
+use tern_http::head::{parse_request_into, RequestHead};
 use tern_http::rewrite::write_simple_response;
 use tern_http::{framing, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::ConnCtx;
-use crate::iobuf::IoBuf;
+use crate::iobuf::{HeadWaitError, IoBuf};
 
 /// Initial size of a connection's client read buffer.
 const CLIENT_BUF_INITIAL: usize = 8 * 1024;
@@ -144,22 +144,12 @@ where
 {
     let limits = &ctx.listener.config.limits;
     let deadline = tokio::time::Instant::now() + limits.header_timeout;
-    let mut scanned = 0;
-    loop {
-        match find_head_end(buf.filled(), &mut scanned, limits.max_head_bytes) {
-            Ok(Some(n)) => return Ok(n),
-            Ok(None) => {}
-            Err(e) => return Err(HeadReadError::Invalid(e)),
-        }
-        if buf.is_full() {
-            return Err(HeadReadError::Invalid(HttpError::HeadTooLarge));
-        }
-        match tokio::time::timeout_at(deadline, buf.fill_from(client)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            // Closed mid-head, read error, or too slow (slowloris): there is
-            // no one to answer, or no reason to wait.
-            _ => return Err(HeadReadError::Closed),
-        }
+    match buf.read_head(client, limits.max_head_bytes, deadline).await {
+        Ok(n) => Ok(n),
+        Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
+        // Closed mid-head, read error, or too slow (slowloris): there is
+        // no one to answer, or no reason to wait.
+        Err(HeadWaitError::TimedOut | HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
     }
 }
 
