@@ -60,7 +60,7 @@ start_tern() {
     port[tern]="$(free_port)"
     taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:${port[tern]}" \
         --backend "127.0.0.1:$backend_port" --cert "$work/cert.pem" --key "$work/key.pem" \
-        --workers 1 --access-log off --backend-pool-size 256 \
+        --workers 1 --access-log off --backend-pool-size 512 \
         --ciphers TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 2>"$work/tern.err" &
     pid[tern]=$!
     pids+=($!)

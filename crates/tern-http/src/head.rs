@@ -130,6 +130,18 @@ pub enum FieldKind {
 }
 
 impl FieldKind {
+    /// True for the kinds that describe one connection, not the message
+    /// (never carried into HTTP/2 or to another hop).
+    pub fn is_connection_specific(self) -> bool {
+        matches!(
+            self,
+            FieldKind::Connection
+                | FieldKind::Upgrade
+                | FieldKind::HopByHop
+                | FieldKind::TransferEncoding
+        )
+    }
+
     /// The kind of a field name (case-insensitive).
     pub fn of(name: &str) -> FieldKind {
         const KINDS: [(&str, FieldKind); 16] = [
@@ -230,6 +242,20 @@ impl Fields {
                 f.kind,
             )
         })
+    }
+
+    /// Iterates `(name, kind, value range)` in the order received, each
+    /// range indexing [`Fields::raw`]: a caller that needs owned values can
+    /// copy the raw bytes once and share them among all values.
+    pub fn iter_spans(&self) -> impl Iterator<Item = (&str, FieldKind, Range<usize>)> {
+        self.fields
+            .iter()
+            .map(move |f| (&self.text[f.name.clone()], f.kind, f.value.clone()))
+    }
+
+    /// The raw bytes the value ranges of [`Fields::iter_spans`] index.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
     }
 
     /// The value of the first field named `name` (case-insensitive).

@@ -178,15 +178,15 @@ pub enum H1BodyFraming {
 }
 
 /// Appends an HTTP/1.1 request head for a request that arrived over HTTP/2:
-/// `authority` becomes Host, split `cookie` fields are joined with "; "
+/// `host` (the `:authority`, else the `host` field) becomes Host, split `cookie` fields are joined with "; "
 /// (RFC 9113 section 8.2.3), connection-specific and client forwarding
 /// fields are dropped, tern's forwarding fields and the body framing added.
 #[allow(clippy::too_many_arguments)]
 pub fn write_request_head_from_h2<'a>(
     method: &str,
     target: &str,
-    authority: Option<&[u8]>,
-    fields: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
+    host: Option<&[u8]>,
+    fields: impl Iterator<Item = (&'a str, &'a [u8])>,
     body: H1BodyFraming,
     client: &ClientFacts,
     add: ForwardedFields,
@@ -196,12 +196,6 @@ pub fn write_request_head_from_h2<'a>(
     out.push(b' ');
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let host = authority.or_else(|| {
-        fields
-            .clone()
-            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
-            .map(|(_, v)| v)
-    });
     if let Some(h) = host {
         put_field(out, b"Host", h);
     }

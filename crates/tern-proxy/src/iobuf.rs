@@ -65,6 +65,17 @@ impl IoBuf {
         }
     }
 
+    /// Forgets every unread byte (the allocation stays).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Bytes allocated now (grows up to the bound).
+    pub fn capacity(&self) -> usize {
+        self.data.len()
+    }
+
     /// True when the buffer holds `max` unread bytes and cannot take more.
     pub fn is_full(&self) -> bool {
         self.len() >= self.max

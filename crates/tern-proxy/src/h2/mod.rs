@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
@@ -79,11 +80,18 @@ where
                 }
                 None => break,
             },
-            Some(end) = streams.next(), if !streams.is_empty() => {
-                if end == stream::End::ClientReset && !resets.spend() && !going_away {
-                    tracing::warn!(client = %ctx.peer, budget = lim.max_resets_per_second, "too many stream resets (rapid reset): GOAWAY");
-                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                    going_away = true;
+            Some(first) = streams.next(), if !streams.is_empty() => {
+                // Every stream that is ready ends in this turn, before the
+                // connection is polled again: their frames then leave in one
+                // flush (one TLS write) instead of one flush per stream.
+                let mut end = Some(first);
+                while let Some(e) = end {
+                    if e == stream::End::ClientReset && !resets.spend() && !going_away {
+                        tracing::warn!(client = %ctx.peer, budget = lim.max_resets_per_second, "too many stream resets (rapid reset): GOAWAY");
+                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        going_away = true;
+                    }
+                    end = streams.next().now_or_never().flatten();
                 }
                 if streams.is_empty() {
                     idle.as_mut().reset(Instant::now() + limits.idle_timeout);

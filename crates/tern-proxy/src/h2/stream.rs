@@ -1,5 +1,6 @@
 //! One HTTP/2 stream relayed to an HTTP/1.1 backend.
 
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::time::Instant;
 
@@ -9,10 +10,8 @@ use h2::{RecvStream, SendStream};
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use tern_http::chunked::ChunkedScanner;
 use tern_http::framing::{parse_content_length, response_framing};
-use tern_http::head::{parse_response, FieldKind, ResponseHead};
-use tern_http::rewrite::{
-    is_connection_specific, wants_close, write_request_head_from_h2, ClientFacts, H1BodyFraming,
-};
+use tern_http::head::{parse_response_into, FieldKind, ResponseHead};
+use tern_http::rewrite::{wants_close, write_request_head_from_h2, ClientFacts, H1BodyFraming};
 use tern_http::BodyFraming;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -49,6 +48,59 @@ enum Fail {
     Reset,
 }
 
+/// The buffers a stream works in: the request head for the backend, the
+/// backend's bytes and its parsed response head.
+///
+/// Streams are short and many, so each worker keeps spare sets instead of
+/// allocating (and zeroing) three buffers per stream.
+struct Scratch {
+    out: Vec<u8>,
+    bbuf: IoBuf,
+    head: ResponseHead,
+}
+
+/// Spare scratch sets kept per worker (each about 5 KiB).
+const SPARE_SCRATCH: usize = 256;
+
+/// A scratch set that grew past this (a large response head) is freed
+/// rather than kept.
+const SCRATCH_KEEP_LIMIT: usize = 16 * 1024;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Scratch {
+    fn take() -> Scratch {
+        SPARE
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_else(|| Scratch {
+                out: Vec::with_capacity(1024),
+                // Small at first: most h2 responses are small, and the
+                // buffer grows (to its bound) for large ones.
+                bbuf: IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD),
+                head: ResponseHead::default(),
+            })
+    }
+
+    fn give_back(mut self) {
+        if self.bbuf.capacity() > SCRATCH_KEEP_LIMIT
+            || self.out.capacity() > SCRATCH_KEEP_LIMIT
+            || self.head.fields.raw().len() > SCRATCH_KEEP_LIMIT
+        {
+            return;
+        }
+        self.out.clear();
+        self.bbuf.clear();
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_SCRATCH {
+                spare.push(self);
+            }
+        });
+    }
+}
+
 /// Handles one stream to the end.
 pub(super) async fn handle(
     request: Request<RecvStream>,
@@ -57,12 +109,7 @@ pub(super) async fn handle(
 ) -> End {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
-    let method = parts.method.as_str().to_string();
-    let target = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    let mut scratch = Scratch::take();
     let mut o = Outcome {
         status: 0,
         bytes_in: 0,
@@ -70,13 +117,14 @@ pub(super) async fn handle(
         backend: None,
         backend_us: 0,
     };
-    let end = relay(&parts, body, &mut respond, ctx, &mut o).await;
+    let end = relay(&parts, body, &mut respond, ctx, &mut scratch, &mut o).await;
+    scratch.give_back();
     ctx.log(&Record {
         client: ctx.peer,
         tls: &ctx.tls,
         handshake_us: ctx.handshake_us,
-        method: &method,
-        path: &target,
+        method: parts.method.as_str(),
+        path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
         status: if o.status == 0 { 499 } else { o.status },
         bytes_in: o.bytes_in,
         bytes_out: o.bytes_out,
@@ -92,16 +140,17 @@ async fn relay(
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
+    scratch: &mut Scratch,
     o: &mut Outcome,
 ) -> End {
     // Phase 1, raced against a client reset: request to the backend and its
     // response head.
-    let exchange = send_request(parts, &mut body, ctx, o);
+    let exchange = send_request(parts, &mut body, ctx, scratch, o);
     let result = tokio::select! {
         r = exchange => r,
         _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(Fail::Reset),
     };
-    let (mut backend, backends, mut bbuf, head, framing) = match result {
+    let (mut backend, backends, framing) = match result {
         Ok(x) => x,
         Err(Fail::Reset) => return End::ClientReset,
         Err(Fail::Status(status)) => {
@@ -112,8 +161,9 @@ async fn relay(
     };
 
     // Phase 2: the response head.
+    let Scratch { bbuf, head, .. } = scratch;
     let end_of_stream = matches!(framing, BodyFraming::Empty);
-    let response = match to_h2_response(&head, framing) {
+    let response = match to_h2_response(head, framing) {
         Some(r) => r,
         None => {
             o.status = 502;
@@ -127,15 +177,15 @@ async fn relay(
     };
     o.status = head.status;
     if end_of_stream {
-        reuse(backends, backend, &bbuf, &head, framing);
+        reuse(backends, backend, bbuf, head, framing);
         return End::Done;
     }
 
     // Phase 3: the body, read from the backend only as fast as the client's
     // flow-control window lets it leave.
-    match pump_response(&mut backend.stream, &mut bbuf, &mut send, framing, ctx, o).await {
+    match pump_response(&mut backend.stream, bbuf, &mut send, framing, ctx, o).await {
         Ok(()) => {
-            reuse(backends, backend, &bbuf, &head, framing);
+            reuse(backends, backend, bbuf, head, framing);
             End::Done
         }
         Err(PumpEnd::ClientGone) => End::ClientReset,
@@ -146,12 +196,14 @@ async fn relay(
     }
 }
 
-type Exchanged<'b> = (BackendConn, &'b Backends, IoBuf, ResponseHead, BodyFraming);
+/// The backend connection with the response head in the scratch set.
+type Exchanged<'b> = (BackendConn, &'b Backends, BodyFraming);
 
 async fn send_request<'b>(
     parts: &http::request::Parts,
     body: &mut RecvStream,
     ctx: &'b ConnCtx<'_>,
+    scratch: &mut Scratch,
     o: &mut Outcome,
 ) -> Result<Exchanged<'b>, Fail> {
     let limits = &ctx.listener.config.limits;
@@ -181,21 +233,19 @@ async fn send_request<'b>(
         ip: ctx.peer.ip(),
         proto: "https",
     };
-    let mut out = Vec::with_capacity(1024);
-    let fields: Vec<(&str, &[u8])> = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_bytes()))
-        .collect();
+    let Scratch { out, bbuf, head } = scratch;
     write_request_head_from_h2(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-        authority,
-        fields.iter().copied(),
+        host,
+        parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes())),
         framing,
         &facts,
         ctx.listener.config.forwarded,
-        &mut out,
+        out,
     );
     o.bytes_in += out.len() as u64;
     let mut backend = backends
@@ -212,7 +262,7 @@ async fn send_request<'b>(
     o.backend = Some(backend.addr);
     let sent = Instant::now();
     let t = limits.backend_response_timeout;
-    write_backend(&mut backend.stream, &out, t).await?;
+    write_backend(&mut backend.stream, out, t).await?;
     if framing != H1BodyFraming::Empty {
         let mut received = 0u64;
         loop {
@@ -255,34 +305,36 @@ async fn send_request<'b>(
             _ => {}
         }
     }
-    // Small at first: most h2 responses are small, and the buffer grows
-    // (to its bound) for large ones; zeroing 16 KiB per stream is waste.
-    let mut bbuf = IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD);
-    let deadline = tokio::time::Instant::now() + limits.backend_response_timeout;
-    let head =
-        loop {
-            let len = read_one_head(&mut backend.stream, &mut bbuf, deadline).await.map_err(|e| {
-            tracing::warn!(client = %ctx.peer, backend = %backend.addr, "backend failed: {e}");
-            Fail::Status(if matches!(e, ResponseError::Timeout) { 504 } else { 502 })
-        })?;
-            let head = parse_response(&bbuf.filled()[..len]).map_err(|_| Fail::Status(502))?;
-            bbuf.consume(len);
-            // Interim responses (100 Continue, 103) are not relayed over h2.
-            if !head.is_interim() {
-                break head;
-            }
-        };
+    let deadline = tokio::time::Instant::from_std(sent) + limits.backend_response_timeout;
+    loop {
+        let len = read_one_head(&mut backend.stream, bbuf, deadline)
+            .await
+            .map_err(|e| {
+                tracing::warn!(client = %ctx.peer, backend = %backend.addr, "backend failed: {e}");
+                Fail::Status(if matches!(e, ResponseError::Timeout) {
+                    504
+                } else {
+                    502
+                })
+            })?;
+        parse_response_into(&bbuf.filled()[..len], head).map_err(|_| Fail::Status(502))?;
+        bbuf.consume(len);
+        // Interim responses (100 Continue, 103) are not relayed over h2.
+        if !head.is_interim() {
+            break;
+        }
+    }
     let took = sent.elapsed();
     o.backend_us = took.as_micros() as u64;
     ctx.worker
         .metrics
         .backend_response(backends.name(), backend.addr, took);
     let is_head = parts.method == http::Method::HEAD;
-    let framing = response_framing(is_head, false, &head).map_err(|_| Fail::Status(502))?;
+    let framing = response_framing(is_head, false, head).map_err(|_| Fail::Status(502))?;
     if head.status == 101 {
         return Err(Fail::Status(502));
     }
-    Ok((backend, backends, bbuf, head, framing))
+    Ok((backend, backends, framing))
 }
 
 async fn write_backend(
@@ -290,7 +342,14 @@ async fn write_backend(
     bytes: &[u8],
     t: std::time::Duration,
 ) -> Result<(), Fail> {
-    match tokio::time::timeout(t, stream.write_all(bytes)).await {
+    // Most writes fit the socket buffer at once and need no timer.
+    let rest = match stream.try_write(bytes) {
+        Ok(n) if n == bytes.len() => return Ok(()),
+        Ok(n) => &bytes[n..],
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => bytes,
+        Err(_) => return Err(Fail::Status(502)),
+    };
+    match tokio::time::timeout(t, stream.write_all(rest)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(Fail::Status(502)),
     }
@@ -302,26 +361,28 @@ fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
     let headers = response.headers_mut();
-    for (name, value) in head.fields.iter() {
-        if is_connection_specific(name) {
+    headers.reserve(head.fields.len());
+    // One copy of the head shared by every value (each would otherwise be
+    // its own allocation).
+    let raw = Bytes::copy_from_slice(head.fields.raw());
+    let names_in_connection = head.fields.first(FieldKind::Connection).is_some();
+    for (name, kind, value) in head.fields.iter_spans() {
+        if kind.is_connection_specific() {
             continue;
         }
         // Content-Length describes the body (or, for HEAD and 304, the body
         // a GET would get); only a chunked or close-delimited response has
         // none to keep.
-        if name.eq_ignore_ascii_case("content-length")
-            && matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose)
-        {
-            continue;
-        }
-        // Fields the backend named in Connection are hop-by-hop.
-        if !name.eq_ignore_ascii_case("content-length")
-            && head.fields.kind_has_token(FieldKind::Connection, name)
-        {
+        if kind == FieldKind::ContentLength {
+            if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+                continue;
+            }
+        } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name) {
+            // Fields the backend named in Connection are hop-by-hop.
             continue;
         }
         let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
-        let value = HeaderValue::from_bytes(value).ok()?;
+        let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
         headers.append(name, value);
     }
     Some(response)
@@ -368,6 +429,8 @@ async fn pump_response(
         _ => u64::MAX,
     };
     let mut scanner = ChunkedScanner::new();
+    // Only a chunked body is decoded into here; the others are sent straight
+    // from the read buffer.
     let mut payload = Vec::new();
     let mut done = false;
     while !done {
@@ -382,38 +445,49 @@ async fn pump_response(
                 _ => return Err(PumpEnd::Backend),
             }
         }
-        payload.clear();
-        match framing {
+        let mut data = match framing {
             BodyFraming::Chunked => {
+                payload.clear();
                 let scan = scanner
                     .decode(bbuf.filled(), &mut payload)
                     .map_err(|_| PumpEnd::Backend)?;
                 bbuf.consume(scan.consumed);
                 done = scan.done;
+                Bytes::copy_from_slice(&payload)
             }
             BodyFraming::Length(_) => {
                 let take = remaining.min(bbuf.len() as u64) as usize;
-                payload.extend_from_slice(&bbuf.filled()[..take]);
+                let data = Bytes::copy_from_slice(&bbuf.filled()[..take]);
                 bbuf.consume(take);
                 remaining -= take as u64;
                 done = remaining == 0;
+                data
             }
             _ => {
-                payload.extend_from_slice(bbuf.filled());
-                let n = bbuf.len();
-                bbuf.consume(n);
+                let data = Bytes::copy_from_slice(bbuf.filled());
+                bbuf.consume(data.len());
+                data
             }
-        }
-        let mut data = Bytes::copy_from_slice(&payload);
+        };
+        let sent_any = !data.is_empty();
         while !data.is_empty() {
             send.reserve_capacity(data.len());
-            let granted =
-                tokio::time::timeout(limits.idle_timeout, poll_fn(|cx| send.poll_capacity(cx)))
+            // The connection's window usually grants the reservation at once;
+            // only a client that holds its window back makes us wait.
+            let cap = match send.capacity() {
+                0 => {
+                    let granted = tokio::time::timeout(
+                        limits.idle_timeout,
+                        poll_fn(|cx| send.poll_capacity(cx)),
+                    )
                     .await;
-            let cap = match granted {
-                Ok(Some(Ok(cap))) if cap > 0 => cap,
-                Ok(Some(Ok(_))) => continue,
-                _ => return Err(PumpEnd::ClientGone),
+                    match granted {
+                        Ok(Some(Ok(cap))) if cap > 0 => cap,
+                        Ok(Some(Ok(_))) => continue,
+                        _ => return Err(PumpEnd::ClientGone),
+                    }
+                }
+                cap => cap,
             };
             let piece = data.split_to(cap.min(data.len()));
             o.bytes_out += piece.len() as u64;
@@ -421,7 +495,7 @@ async fn pump_response(
             send.send_data(piece, last)
                 .map_err(|_| PumpEnd::ClientGone)?;
         }
-        if done && payload.is_empty() {
+        if done && !sent_any {
             send.send_data(Bytes::new(), true)
                 .map_err(|_| PumpEnd::ClientGone)?;
         }
