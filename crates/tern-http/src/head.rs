@@ -144,46 +144,31 @@ impl FieldKind {
 
     /// The kind of a field name (case-insensitive).
     pub fn of(name: &str) -> FieldKind {
-        const KINDS: [(&str, FieldKind); 16] = [
-            ("host", FieldKind::Host),
-            ("content-length", FieldKind::ContentLength),
-            ("transfer-encoding", FieldKind::TransferEncoding),
-            ("connection", FieldKind::Connection),
-            ("upgrade", FieldKind::Upgrade),
-            ("expect", FieldKind::Expect),
-            ("keep-alive", FieldKind::HopByHop),
-            ("proxy-connection", FieldKind::HopByHop),
-            ("te", FieldKind::HopByHop),
-            ("trailer", FieldKind::HopByHop),
-            ("x-forwarded-for", FieldKind::ClientForwarding),
-            ("x-forwarded-proto", FieldKind::ClientForwarding),
-            ("x-forwarded-host", FieldKind::ClientForwarding),
-            ("x-forwarded-port", FieldKind::ClientForwarding),
-            ("x-real-ip", FieldKind::ClientForwarding),
-            ("forwarded", FieldKind::ClientForwarding),
-        ];
-        // Most names on the wire (Accept, User-Agent, Cookie...) have a
-        // length no known name has: reject those without comparing.
-        const LENGTHS: u32 = (1 << 2)
-            | (1 << 4)
-            | (1 << 6)
-            | (1 << 7)
-            | (1 << 9)
-            | (1 << 10)
-            | (1 << 14)
-            | (1 << 15)
-            | (1 << 16)
-            | (1 << 17);
-        if name.len() >= 32 || LENGTHS & (1 << name.len()) == 0 {
-            return FieldKind::of_underscored(name);
-        }
-        let kind = KINDS
-            .iter()
-            .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
-            .map_or(FieldKind::Other, |(_, k)| *k);
+        use FieldKind::*;
+        let b = name.as_bytes();
+        let is = |known: &str| b.eq_ignore_ascii_case(known.as_bytes());
+        // The length picks at most three candidates; most names on the wire
+        // (Accept, User-Agent, Cookie...) have a length no known name has.
+        let kind = match b.len() {
+            2 if is("te") => HopByHop,
+            4 if is("host") => Host,
+            6 if is("expect") => Expect,
+            7 if is("upgrade") => Upgrade,
+            7 if is("trailer") => HopByHop,
+            9 if is("forwarded") || is("x-real-ip") => ClientForwarding,
+            10 if is("connection") => Connection,
+            10 if is("keep-alive") => HopByHop,
+            14 if is("content-length") => ContentLength,
+            15 if is("x-forwarded-for") => ClientForwarding,
+            16 if is("proxy-connection") => HopByHop,
+            16 if is("x-forwarded-host") || is("x-forwarded-port") => ClientForwarding,
+            17 if is("transfer-encoding") => TransferEncoding,
+            17 if is("x-forwarded-proto") => ClientForwarding,
+            _ => Other,
+        };
         // CGI-style backends (PHP, many frameworks) read `X_Forwarded_For`
         // as `X-Forwarded-For`: a client must not smuggle one in that way.
-        if kind == FieldKind::Other {
+        if kind == Other && b.contains(&b'_') {
             return FieldKind::of_underscored(name);
         }
         kind
@@ -191,9 +176,7 @@ impl FieldKind {
 
     /// `ClientForwarding` for underscore spellings of forwarding fields.
     fn of_underscored(name: &str) -> FieldKind {
-        if name.contains('_')
-            && FieldKind::of(&name.replace('_', "-")) == FieldKind::ClientForwarding
-        {
+        if FieldKind::of(&name.replace('_', "-")) == FieldKind::ClientForwarding {
             FieldKind::ClientForwarding
         } else {
             FieldKind::Other
@@ -309,6 +292,19 @@ impl Fields {
     /// Like [`Fields::has_token`] for fields of `kind`.
     pub fn kind_has_token(&self, kind: FieldKind, token: &str) -> bool {
         self.all(kind).any(|v| list_has(v, token))
+    }
+
+    /// True when a `Connection` field names some field other than
+    /// `keep-alive` (which is hop-by-hop anyway): only then can a field be
+    /// hop-by-hop because Connection names it, and only then is it worth
+    /// looking each field up in the Connection tokens.
+    pub fn connection_names_fields(&self) -> bool {
+        self.all(FieldKind::Connection).any(|v| {
+            v.split(|&b| b == b',').any(|t| {
+                let t = trim_ows(t);
+                !t.is_empty() && !t.eq_ignore_ascii_case(b"keep-alive")
+            })
+        })
     }
 
     /// Refills from a parsed head, reusing this value's allocations.
@@ -558,6 +554,34 @@ mod tests {
         }
         s.push_str("\r\n");
         assert_eq!(req(&s).unwrap_err(), HttpError::HeadTooLarge);
+    }
+
+    #[test]
+    fn every_known_field_name_has_its_kind_in_any_case() {
+        use FieldKind::*;
+        for (name, kind) in [
+            ("Host", Host),
+            ("Content-Length", ContentLength),
+            ("TRANSFER-ENCODING", TransferEncoding),
+            ("Connection", Connection),
+            ("Upgrade", Upgrade),
+            ("Expect", Expect),
+            ("Keep-Alive", HopByHop),
+            ("Proxy-Connection", HopByHop),
+            ("TE", HopByHop),
+            ("Trailer", HopByHop),
+            ("X-Forwarded-For", ClientForwarding),
+            ("X-Forwarded-Proto", ClientForwarding),
+            ("X-Forwarded-Host", ClientForwarding),
+            ("X-Forwarded-Port", ClientForwarding),
+            ("X-Real-IP", ClientForwarding),
+            ("Forwarded", ClientForwarding),
+            ("Hosts", Other),
+            ("Content-Type", Other),
+            ("X-Forwarded-Fox", Other),
+        ] {
+            assert_eq!(FieldKind::of(name), kind, "{name}");
+        }
     }
 
     #[test]

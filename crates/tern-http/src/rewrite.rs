@@ -6,7 +6,6 @@
 //! are always removed, because a client can put anything in them; tern then
 //! adds its own, which the backend can trust.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -104,7 +103,7 @@ pub fn write_request_head(
     out.extend_from_slice(version.as_bytes());
     out.extend_from_slice(b"\r\n");
     let upgrade = conn == BackendConnection::Upgrade;
-    let has_connection = head.fields.has(FieldKind::Connection);
+    let has_connection = head.fields.connection_names_fields();
     for (name, value, kind) in head.fields.iter_kinds() {
         let keep = match kind {
             FieldKind::ClientForwarding => false,
@@ -131,7 +130,7 @@ fn write_forwarding_fields(
     add: ForwardedFields,
     host: Option<&[u8]>,
 ) {
-    let mut ip = itoa_ip(client.ip);
+    let ip = IpText::new(client.ip);
     if add.x_forwarded_for {
         put_field(out, b"X-Forwarded-For", ip.as_bytes());
     }
@@ -139,16 +138,24 @@ fn write_forwarding_fields(
         put_field(out, b"X-Forwarded-Proto", client.proto.as_bytes());
     }
     if add.forwarded {
+        out.extend_from_slice(b"Forwarded: for=");
         if client.ip.is_ipv6() {
-            ip = format!("\"[{ip}]\"");
+            out.extend_from_slice(b"\"[");
+            out.extend_from_slice(ip.as_bytes());
+            out.extend_from_slice(b"]\"");
+        } else {
+            out.extend_from_slice(ip.as_bytes());
         }
-        let mut value = format!("for={ip};proto={}", client.proto);
+        out.extend_from_slice(b";proto=");
+        out.extend_from_slice(client.proto.as_bytes());
         if let Some(host) = host.filter(|h| is_safe_host(h)) {
             // Host is checked to hold only host/port characters, so quoting
             // needs no escapes.
-            let _ = write!(value, ";host=\"{}\"", String::from_utf8_lossy(host));
+            out.extend_from_slice(b";host=\"");
+            out.extend_from_slice(host);
+            out.push(b'"');
         }
-        put_field(out, b"Forwarded", value.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
 }
 
@@ -241,7 +248,7 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
     out.extend_from_slice(head.reason());
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
-    let has_connection = head.fields.has(FieldKind::Connection);
+    let has_connection = head.fields.connection_names_fields();
     for (name, value, kind) in head.fields.iter_kinds() {
         let keep = match kind {
             FieldKind::Upgrade => upgrade,
@@ -296,10 +303,52 @@ fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn itoa_ip(ip: IpAddr) -> String {
-    let mut s = String::with_capacity(39);
-    let _ = write!(s, "{ip}");
-    s
+/// An IP address as text, formatted on the stack (it goes into every
+/// forwarded request).
+struct IpText {
+    buf: [u8; 45],
+    len: usize,
+}
+
+impl IpText {
+    fn new(ip: IpAddr) -> Self {
+        let mut t = IpText {
+            buf: [0; 45],
+            len: 0,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        t.push(b'.');
+                    }
+                    if octet >= 100 {
+                        t.push(b'0' + octet / 100);
+                    }
+                    if octet >= 10 {
+                        t.push(b'0' + octet / 10 % 10);
+                    }
+                    t.push(b'0' + octet % 10);
+                }
+            }
+            IpAddr::V6(v6) => {
+                let mut cursor = std::io::Cursor::new(&mut t.buf[..]);
+                // 45 bytes hold the longest IPv6 text (with an embedded IPv4).
+                let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{v6}"));
+                t.len = cursor.position() as usize;
+            }
+        }
+        t
+    }
+
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 fn is_safe_host(host: &[u8]) -> bool {
@@ -314,6 +363,36 @@ fn is_safe_host(host: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::head::{parse_request, parse_response};
+
+    #[test]
+    fn ip_text_matches_the_standard_formatting() {
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "192.0.2.255",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+            "::ffff:1.2.3.4",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        ] {
+            let addr: IpAddr = ip.parse().unwrap();
+            assert_eq!(IpText::new(addr).as_bytes(), addr.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn connection_keep_alive_names_no_other_field() {
+        let plain =
+            parse_response(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nX-A: 1\r\n\r\n").unwrap();
+        assert!(!plain.fields.connection_names_fields());
+        let naming =
+            parse_response(b"HTTP/1.1 200 OK\r\nConnection: Keep-Alive, x-a\r\nX-A: 1\r\n\r\n")
+                .unwrap();
+        assert!(naming.fields.connection_names_fields());
+        let mut out = Vec::new();
+        write_response_head(&naming, false, &mut out);
+        assert!(!String::from_utf8(out).unwrap().contains("X-A"));
+    }
 
     fn rewrite(raw: &str, ip: &str, conn: BackendConnection) -> String {
         let head = parse_request(raw.as_bytes()).unwrap();

@@ -3,6 +3,8 @@
 use std::io;
 
 use tern_http::head::find_head_end;
+
+use crate::deadline::Watchdog;
 use tern_http::HttpError;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
@@ -19,6 +21,14 @@ pub enum HeadWaitError {
         /// Some bytes of the head had arrived.
         any_bytes: bool,
     },
+}
+
+/// What bounds a wait for a head.
+enum Until<'w> {
+    /// A deadline of its own (the timer is armed only if the wait is real).
+    At(Instant),
+    /// The connection's watchdog, already set to the deadline.
+    Watched(&'w mut Watchdog),
 }
 
 /// Bytes read but not yet used, in a buffer that never grows past its bound.
@@ -91,6 +101,26 @@ impl IoBuf {
         max: usize,
         deadline: Instant,
     ) -> Result<usize, HeadWaitError> {
+        self.read_head_until(r, max, Until::At(deadline)).await
+    }
+
+    /// Like [`IoBuf::read_head`], bounded by a connection's watchdog (for
+    /// waits that happen on every request, such as a backend's response).
+    pub async fn read_head_watched<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        watchdog: &mut Watchdog,
+    ) -> Result<usize, HeadWaitError> {
+        self.read_head_until(r, max, Until::Watched(watchdog)).await
+    }
+
+    async fn read_head_until<R: AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        mut until: Until<'_>,
+    ) -> Result<usize, HeadWaitError> {
         let mut scanned = 0;
         loop {
             match find_head_end(self.filled(), &mut scanned, max) {
@@ -102,10 +132,16 @@ impl IoBuf {
                 return Err(HeadWaitError::Invalid(HttpError::HeadTooLarge));
             }
             let any_bytes = !self.is_empty();
-            match tokio::time::timeout_at(deadline, self.fill_from(r)).await {
-                Err(_) => return Err(HeadWaitError::TimedOut),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
-                Ok(Ok(_)) => {}
+            let filled = match &mut until {
+                Until::At(deadline) => tokio::time::timeout_at(*deadline, self.fill_from(r))
+                    .await
+                    .ok(),
+                Until::Watched(watchdog) => watchdog.run(self.fill_from(r)).await,
+            };
+            match filled {
+                None => return Err(HeadWaitError::TimedOut),
+                Some(Ok(0)) | Some(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
+                Some(Ok(_)) => {}
             }
         }
     }

@@ -22,6 +22,7 @@ mod admin;
 mod backend;
 pub mod config;
 mod conn;
+mod deadline;
 mod demo;
 mod error;
 mod generation;

@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use crate::access_log::Record;
 use crate::backend::{BackendConn, Backends, ConnectError};
 use crate::conn::ConnCtx;
+use crate::deadline::{within, Watchdog};
 use crate::http1::exchange::{read_one_head, ResponseError, MAX_RESPONSE_HEAD};
 use crate::iobuf::IoBuf;
 
@@ -49,7 +50,8 @@ enum Fail {
 }
 
 /// The buffers a stream works in: the request head for the backend, the
-/// backend's bytes and its parsed response head.
+/// backend's bytes and its parsed response head; and the timer bounding
+/// the wait for that head.
 ///
 /// Streams are short and many, so each worker keeps spare sets instead of
 /// allocating (and zeroing) three buffers per stream.
@@ -57,6 +59,7 @@ struct Scratch {
     out: Vec<u8>,
     bbuf: IoBuf,
     head: ResponseHead,
+    backend_wait: Option<Watchdog>,
 }
 
 /// Spare scratch sets kept per worker (each about 5 KiB).
@@ -80,6 +83,7 @@ impl Scratch {
                 // buffer grows (to its bound) for large ones.
                 bbuf: IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD),
                 head: ResponseHead::default(),
+                backend_wait: None,
             })
     }
 
@@ -233,7 +237,12 @@ async fn send_request<'b>(
         ip: ctx.peer.ip(),
         proto: "https",
     };
-    let Scratch { out, bbuf, head } = scratch;
+    let Scratch {
+        out,
+        bbuf,
+        head,
+        backend_wait,
+    } = scratch;
     write_request_head_from_h2(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |p| p.as_str()),
@@ -306,8 +315,9 @@ async fn send_request<'b>(
         }
     }
     let deadline = tokio::time::Instant::from_std(sent) + limits.backend_response_timeout;
+    let watchdog = Watchdog::set_in(backend_wait, deadline);
     loop {
-        let len = read_one_head(&mut backend.stream, bbuf, deadline)
+        let len = read_one_head(&mut backend.stream, bbuf, watchdog)
             .await
             .map_err(|e| {
                 tracing::warn!(client = %ctx.peer, backend = %backend.addr, "backend failed: {e}");
@@ -342,15 +352,8 @@ async fn write_backend(
     bytes: &[u8],
     t: std::time::Duration,
 ) -> Result<(), Fail> {
-    // Most writes fit the socket buffer at once and need no timer.
-    let rest = match stream.try_write(bytes) {
-        Ok(n) if n == bytes.len() => return Ok(()),
-        Ok(n) => &bytes[n..],
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => bytes,
-        Err(_) => return Err(Fail::Status(502)),
-    };
-    match tokio::time::timeout(t, stream.write_all(rest)).await {
-        Ok(Ok(())) => Ok(()),
+    match within(t, stream.write_all(bytes)).await {
+        Some(Ok(())) => Ok(()),
         _ => Err(Fail::Status(502)),
     }
 }
@@ -365,7 +368,7 @@ fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<
     // One copy of the head shared by every value (each would otherwise be
     // its own allocation).
     let raw = Bytes::copy_from_slice(head.fields.raw());
-    let names_in_connection = head.fields.first(FieldKind::Connection).is_some();
+    let names_in_connection = head.fields.connection_names_fields();
     for (name, kind, value) in head.fields.iter_spans() {
         if kind.is_connection_specific() {
             continue;

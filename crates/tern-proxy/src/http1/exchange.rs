@@ -22,6 +22,7 @@ use super::Next;
 use crate::access_log::Record;
 use crate::backend::{BackendConn, Backends, ConnectError};
 use crate::conn::ConnCtx;
+use crate::deadline::{within, Watchdog};
 use crate::iobuf::{HeadWaitError, IoBuf};
 
 /// Body bytes sent in the same write as a head (request or response).
@@ -60,6 +61,8 @@ pub(super) struct ExchangeBufs {
     pub out: Vec<u8>,
     /// The backend's response head, refilled per response.
     pub resp: ResponseHead,
+    /// Bounds the waits for response heads (made at the first one).
+    pub backend_wait: Option<Watchdog>,
 }
 
 impl ExchangeBufs {
@@ -68,6 +71,7 @@ impl ExchangeBufs {
             bbuf: IoBuf::new(16 * 1024, MAX_RESPONSE_HEAD),
             out: Vec::with_capacity(INLINE_BODY + 1024),
             resp: ResponseHead::default(),
+            backend_wait: None,
         }
     }
 }
@@ -175,7 +179,12 @@ where
     };
 
     // Head plus whatever of the body is already here, for one write.
-    let ExchangeBufs { bbuf, out, resp } = bufs;
+    let ExchangeBufs {
+        bbuf,
+        out,
+        resp,
+        backend_wait,
+    } = bufs;
     out.clear();
     bbuf.consume(bbuf.len());
     let facts = ClientFacts {
@@ -212,12 +221,12 @@ where
     let sent_at;
     loop {
         let sent = Instant::now();
-        let wrote = tokio::time::timeout(
+        let wrote = within(
             limits.backend_response_timeout,
             backend.stream.write_all(out),
         )
         .await;
-        let wrote_ok = matches!(wrote, Ok(Ok(())));
+        let wrote_ok = matches!(wrote, Some(Ok(())));
         if wrote_ok && !pending.is_done() {
             let moved = pump(
                 client,
@@ -239,10 +248,13 @@ where
             }
         }
         let result = if wrote_ok {
+            let deadline = tokio::time::Instant::from_std(sent) + limits.backend_response_timeout;
+            let watchdog = Watchdog::set_in(backend_wait, deadline);
             read_response_head(
                 &mut backend.stream,
                 bbuf,
                 resp,
+                watchdog,
                 ctx,
                 expects_continue,
                 client,
@@ -382,9 +394,9 @@ where
 pub(crate) async fn read_one_head(
     backend: &mut TcpStream,
     bbuf: &mut IoBuf,
-    deadline: tokio::time::Instant,
+    watchdog: &mut Watchdog,
 ) -> Result<usize, ResponseError> {
-    bbuf.read_head(backend, MAX_RESPONSE_HEAD, deadline)
+    bbuf.read_head_watched(backend, MAX_RESPONSE_HEAD, watchdog)
         .await
         .map_err(|e| match e {
             HeadWaitError::Invalid(e) => ResponseError::Invalid(e),
@@ -414,6 +426,7 @@ async fn read_response_head<C>(
     backend: &mut TcpStream,
     bbuf: &mut IoBuf,
     head: &mut ResponseHead,
+    watchdog: &mut Watchdog,
     ctx: &ConnCtx<'_>,
     sent_continue: bool,
     client: &mut C,
@@ -422,10 +435,8 @@ async fn read_response_head<C>(
 where
     C: AsyncWrite + Unpin,
 {
-    let timeout = ctx.listener.config.limits.backend_response_timeout;
-    let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let len = read_one_head(backend, bbuf, deadline).await?;
+        let len = read_one_head(backend, bbuf, watchdog).await?;
         parse_response_into(&bbuf.filled()[..len], head).map_err(ResponseError::Invalid)?;
         if !head.is_interim() {
             bbuf.consume(len);
@@ -489,13 +500,13 @@ async fn write_client<C: AsyncWrite + Unpin>(
     ctx: &ConnCtx<'_>,
 ) -> Result<(), Side> {
     let t = ctx.listener.config.limits.idle_timeout;
-    match tokio::time::timeout(t, async {
+    match within(t, async {
         client.write_all(bytes).await?;
         client.flush().await
     })
     .await
     {
-        Ok(Ok(())) => Ok(()),
+        Some(Ok(())) => Ok(()),
         _ => Err(Side::Client),
     }
 }

@@ -17,6 +17,7 @@ use tern_http::{framing, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::ConnCtx;
+use crate::deadline::Watchdog;
 use crate::iobuf::{HeadWaitError, IoBuf};
 
 /// Initial size of a connection's client read buffer.
@@ -56,10 +57,17 @@ where
     let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
     let mut bufs = exchange::ExchangeBufs::new();
     let mut head = RequestHead::default();
-    let mut shutdown = ctx.worker.shutdown.clone();
+    // Resolves when tern begins to shut down. Made once per connection:
+    // a fresh `changed()` per request would register a waiter each time.
+    let mut shutdown_rx = ctx.worker.shutdown.clone();
+    let shutdown = async move {
+        let _ = shutdown_rx.wait_for(|s| *s).await;
+    };
+    tokio::pin!(shutdown);
     let mut first = true;
+    let mut next_request_wait = None;
     loop {
-        if *shutdown.borrow() {
+        if *ctx.worker.shutdown.borrow() {
             break;
         }
         // Wait for the first byte of the next request: the idle timeout
@@ -71,18 +79,20 @@ where
             } else {
                 limits.idle_timeout
             };
+            let watchdog =
+                Watchdog::set_in(&mut next_request_wait, tokio::time::Instant::now() + wait);
             let read = tokio::select! {
-                r = tokio::time::timeout(wait, buf.fill_from(client)) => r,
-                _ = shutdown.changed() => break,
+                r = watchdog.run(buf.fill_from(client)) => r,
+                _ = &mut shutdown => break,
             };
             match read {
-                Ok(Ok(n)) if n > 0 => {}
+                Some(Ok(n)) if n > 0 => {}
                 _ => break, // closed, error or idle
             }
         }
         first = false;
         let started = Instant::now();
-        let head_len = match read_head(client, &mut buf, ctx).await {
+        let head_len = match read_head(client, &mut buf, ctx, started).await {
             Ok(n) => n,
             Err(HeadReadError::Closed) => break,
             Err(HeadReadError::Invalid(e)) => {
@@ -133,17 +143,19 @@ enum HeadReadError {
     Invalid(HttpError),
 }
 
-/// Reads until `buf` starts with a complete head; returns its length.
+/// Reads until `buf` starts with a complete head (begun at `started`);
+/// returns its length.
 async fn read_head<S>(
     client: &mut S,
     buf: &mut IoBuf,
     ctx: &ConnCtx<'_>,
+    started: Instant,
 ) -> Result<usize, HeadReadError>
 where
     S: AsyncRead + Unpin,
 {
     let limits = &ctx.listener.config.limits;
-    let deadline = tokio::time::Instant::now() + limits.header_timeout;
+    let deadline = tokio::time::Instant::from_std(started) + limits.header_timeout;
     match buf.read_head(client, limits.max_head_bytes, deadline).await {
         Ok(n) => Ok(n),
         Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
