@@ -183,18 +183,18 @@ for run in $(seq 1 "$RUNS"); do
         out="$(taskset -c "$LOAD_CPU" "$HEY" -z "${DURATION}s" -c "$CONNS" -disable-keepalive \
             -host localhost "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
-        requests="$(printf '%s\n' "$out" | awk '/\[200\]/ {print $2}')"
+        requests="$(printf '%s\n' "$out" | awk '/\[200\]/ {print $2; exit}')"
         errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}')"
-        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')"
+        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
         record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors"
 
         before="$(cpu_ticks "$pid")"
         out="$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" \
             -H "Connection: keep-alive" "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
-        requests="$(printf '%s\n' "$out" | awk '/requests in/ {print $1}')"
+        requests="$(printf '%s\n' "$out" | awk '/requests in/ {print $1; exit}')"
         errors="$(printf '%s\n' "$out" | awk '/Non-2xx|Socket errors/ {print}' | tr '\n' ' ')"
-        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')"
+        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
         record "$results" keepalive "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "${errors:-0}"
     done
 done
