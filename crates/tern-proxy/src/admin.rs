@@ -4,12 +4,14 @@
 //! It runs on the control-plane runtime, away from the workers, and is
 //! built to shrug off a misbehaving local client: one request per
 //! connection, a bounded head read under one deadline, a bounded write,
-//! and a cap on connections served at once.
+//! and a cap on connections served at once. It keeps answering while the
+//! workers drain after SIGTERM, so a load balancer polling /health sees
+//! 503 and takes tern out before the listeners are gone.
 //!
 //! | request                      | answer                                   |
 //! |------------------------------|------------------------------------------|
 //! | `GET /metrics`               | 200, Prometheus text format 0.0.4        |
-//! | `GET /health`                | 200 `ok` while tern serves               |
+//! | `GET /health`                | 200 `ok` while tern serves; 503 `draining` once it shuts down (in-flight requests finishing) |
 //! | `HEAD` of either             | the same head, no body                   |
 //! | another path                 | 404                                      |
 //! | another method               | 405 with `Allow: GET, HEAD`              |
@@ -24,7 +26,7 @@ use tern_http::head::parse_request;
 use tern_http::HttpError;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::iobuf::{HeadWaitError, IoBuf};
 use crate::metrics::Metrics;
@@ -47,8 +49,14 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// local client can cost the control plane (which also runs reloads).
 const MAX_CONNECTIONS: usize = 32;
 
-/// Serves admin requests until the runtime stops.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, current: Current) {
+/// Serves admin requests until the runtime stops. `draining` turns true
+/// when tern begins to shut down.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    current: Current,
+    draining: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -67,18 +75,25 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, current:
         };
         let metrics = metrics.clone();
         let current = current.clone();
+        let draining = *draining.borrow();
         tokio::spawn(async move {
             let _slot = slot;
-            answer(stream, peer, &metrics, &current).await;
+            answer(stream, peer, &metrics, &current, draining).await;
         });
     }
 }
 
 /// Reads one request and writes one response, then closes.
-async fn answer(mut stream: TcpStream, peer: SocketAddr, metrics: &Metrics, current: &Current) {
+async fn answer(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    metrics: &Metrics,
+    current: &Current,
+    draining: bool,
+) {
     let _ = stream.set_nodelay(true);
     let response = match tokio::time::timeout(READ_TIMEOUT, read_request(&mut stream)).await {
-        Ok(Ok(request)) => respond(&request, metrics, current),
+        Ok(Ok(request)) => respond(&request, metrics, current, draining),
         Ok(Err(ReadError::Closed)) => return,
         Ok(Err(ReadError::Http(HttpError::HeadTooLarge))) => Response::text(
             431,
@@ -136,7 +151,7 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
     })
 }
 
-fn respond(request: &Request, metrics: &Metrics, current: &Current) -> Response {
+fn respond(request: &Request, metrics: &Metrics, current: &Current, draining: bool) -> Response {
     let is_head = request.method == "HEAD";
     if request.method != "GET" && !is_head {
         let mut r = Response::text(405, "Method Not Allowed", "only GET and HEAD\n");
@@ -152,6 +167,7 @@ fn respond(request: &Request, metrics: &Metrics, current: &Current) -> Response 
             body: metrics.render(&backend_health(current)),
             head_only: false,
         },
+        "/health" if draining => Response::text(503, "Service Unavailable", "draining\n"),
         "/health" => Response::text(200, "OK", "ok\n"),
         _ => Response::text(404, "Not Found", "not found: try /metrics or /health\n"),
     };

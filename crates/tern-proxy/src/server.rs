@@ -108,6 +108,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
                 listener,
                 metrics.clone(),
                 current.clone(),
+                shutdown_rx.clone(),
             ));
         }
         let mut state = ControlState {
@@ -123,14 +124,18 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
 
     let _ = shutdown_tx.send(true);
     // Workers enforce the shutdown timeout themselves; this only bounds how
-    // long the main thread waits for them beyond it.
+    // long the main thread waits for them beyond it. The control runtime
+    // keeps running meanwhile, so the admin listener answers (/health: 503
+    // draining) until the end.
     let deadline = std::time::Instant::now() + grace + Duration::from_secs(1);
-    for t in threads {
-        // Workers drain within the shutdown timeout; a thread that does not
-        // return by then is left behind when the process exits.
-        while !t.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+    control.block_on(async {
+        while threads.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    });
+    for t in threads {
+        // A worker that did not return by the deadline is left behind when
+        // the process exits.
         if t.is_finished() {
             match t.join() {
                 Ok(Ok(())) => {}

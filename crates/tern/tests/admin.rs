@@ -575,3 +575,53 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
     // And the listener still serves.
     assert_eq!(t.admin_get("/health").status, 200);
 }
+
+#[test]
+fn health_says_draining_while_in_flight_requests_finish_after_sigterm() {
+    let mut t = Admin::start_with(&["--shutdown-timeout", "10s"]);
+    assert_eq!(t.admin_get("/health").status, 200);
+    let mut conn = t.connect();
+    let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1500"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.backend.requests() < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the request never reached the backend"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t.tern.terminate();
+
+    // A load balancer polling /health sees tern leave while it drains.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let health = loop {
+        let health = t.admin_get("/health");
+        if health.status != 200 || Instant::now() > deadline {
+            break health;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (503, "draining\n"),
+        "{}",
+        t.tern.stderr_text()
+    );
+    assert_eq!(
+        t.admin_get("/metrics").status,
+        200,
+        "metrics while draining"
+    );
+
+    let response = in_flight
+        .join()
+        .expect("client thread")
+        .expect("the in-flight request was lost on SIGTERM");
+    assert_eq!(response.status, 200);
+    let status = t.tern.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}\n{}",
+        t.tern.stderr_text()
+    );
+}
