@@ -13,6 +13,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::access_log::{Record, WorkerLog};
 use crate::backend::Backends;
 use crate::config::{ListenerConfig, Mode};
+use crate::metrics::HandshakeFailure;
 
 /// A listener as one worker sees it.
 pub(crate) struct ListenerCtx {
@@ -154,12 +155,12 @@ pub(crate) async fn handle(
             Ok(Err(e)) => {
                 // rustls has already sent the alert that says why.
                 tracing::debug!(client = %peer, "TLS handshake failed: {e}");
-                worker.metrics.handshake_failed();
+                worker.metrics.handshake_failed(HandshakeFailure::of(&e));
                 return;
             }
             Err(_) => {
                 tracing::debug!(client = %peer, "TLS handshake timed out");
-                worker.metrics.handshake_failed();
+                worker.metrics.handshake_failed(HandshakeFailure::Timeout);
                 return;
             }
         };

@@ -343,6 +343,12 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
     junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("write junk");
     let _ = junk.read_to_end(&mut Vec::new());
+    // A client that gives up before finishing its ClientHello.
+    let mut quitter = TcpStream::connect(t.addr).expect("connect");
+    quitter
+        .write_all(&[0x16, 0x03, 0x01])
+        .expect("write a record header");
+    drop(quitter);
     let after = t.scrape_when_idle();
 
     let d = |name, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
@@ -365,11 +371,14 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
     assert_eq!(d(handshakes, &labels(&full, "false")), 1.0);
     assert_eq!(d(handshakes, &labels(&resumed, "true")), 1.0);
     assert_eq!(d(handshakes, &[]), 2.0);
-    assert_eq!(d("tern_tls_handshake_failures_total", &[]), 1.0);
+    let failures = "tern_tls_handshake_failures_total";
+    assert_eq!(d(failures, &[("reason", "not_tls")]), 1.0);
+    assert_eq!(d(failures, &[("reason", "closed")]), 1.0);
+    assert_eq!(d(failures, &[]), 2.0);
     let count = "tern_tls_handshake_duration_seconds_count";
     assert_eq!(d(count, &[("resumed", "false")]), 1.0);
     assert_eq!(d(count, &[("resumed", "true")]), 1.0);
-    assert_eq!(d("tern_connections_total", &[]), 3.0);
+    assert_eq!(d("tern_connections_total", &[]), 4.0);
 }
 
 #[test]

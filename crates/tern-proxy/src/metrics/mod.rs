@@ -50,6 +50,8 @@ pub struct Metrics {
     handshakes: ShardedCounters,
     /// Handshake durations: `[full, resumed]`.
     handshake_time: [Histogram; 2],
+    /// Failed handshakes by [`HandshakeFailure`].
+    handshake_failures: ShardedCounters,
     protocols: LabelSet,
     /// Requests by (protocol, status slot).
     requests: ShardedCounters,
@@ -75,6 +77,7 @@ impl Default for Metrics {
             started_us,
             scalars: ShardedCounters::new(Scalar::COUNT),
             handshakes: ShardedCounters::new(handshake_slots),
+            handshake_failures: ShardedCounters::new(HandshakeFailure::ALL.len()),
             handshake_time: [
                 Histogram::new(HANDSHAKE_BOUNDS_US),
                 Histogram::new(HANDSHAKE_BOUNDS_US),
@@ -97,11 +100,81 @@ struct Scalar;
 impl Scalar {
     const OPENED: usize = 0;
     const CLOSED: usize = 1;
-    const HANDSHAKE_FAILED: usize = 2;
-    const REFUSED: usize = 3;
-    const RELOADS_APPLIED: usize = 4;
-    const RELOADS_REFUSED: usize = 5;
-    const COUNT: usize = 6;
+    const REFUSED: usize = 2;
+    const RELOADS_APPLIED: usize = 3;
+    const RELOADS_REFUSED: usize = 4;
+    const COUNT: usize = 5;
+}
+
+/// Why a TLS handshake failed: the `reason` label of
+/// `tern_tls_handshake_failures_total`. A closed set, so that a flood of
+/// odd clients cannot grow the exposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// No complete handshake within `handshake_timeout`.
+    Timeout,
+    /// The client closed or reset the connection mid-handshake.
+    Closed,
+    /// The first bytes were not a TLS handshake (plain HTTP, scanners).
+    NotTls,
+    /// No protocol version, cipher suite, group or signature scheme in
+    /// common (old or misconfigured clients).
+    Incompatible,
+    /// The client aborted with an alert, typically refusing tern's
+    /// certificate (unknown CA, name mismatch, expired).
+    ClientAlert,
+    /// A TLS message out of order or malformed inside the handshake.
+    ProtocolError,
+    /// Anything else.
+    Other,
+}
+
+impl HandshakeFailure {
+    const ALL: [HandshakeFailure; 7] = [
+        HandshakeFailure::Timeout,
+        HandshakeFailure::Closed,
+        HandshakeFailure::NotTls,
+        HandshakeFailure::Incompatible,
+        HandshakeFailure::ClientAlert,
+        HandshakeFailure::ProtocolError,
+        HandshakeFailure::Other,
+    ];
+
+    /// The reason for an error from the TLS acceptor.
+    pub fn of(e: &std::io::Error) -> HandshakeFailure {
+        use rustls::Error as Tls;
+        match e.get_ref().and_then(|inner| inner.downcast_ref::<Tls>()) {
+            Some(Tls::InvalidMessage(_)) => HandshakeFailure::NotTls,
+            Some(Tls::PeerIncompatible(_)) => HandshakeFailure::Incompatible,
+            Some(Tls::AlertReceived(_)) => HandshakeFailure::ClientAlert,
+            Some(
+                Tls::InappropriateMessage { .. }
+                | Tls::InappropriateHandshakeMessage { .. }
+                | Tls::PeerMisbehaved(_)
+                | Tls::DecryptError,
+            ) => HandshakeFailure::ProtocolError,
+            Some(_) => HandshakeFailure::Other,
+            None => match e.kind() {
+                std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe => HandshakeFailure::Closed,
+                _ => HandshakeFailure::Other,
+            },
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            HandshakeFailure::Timeout => "timeout",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::NotTls => "not_tls",
+            HandshakeFailure::Incompatible => "incompatible",
+            HandshakeFailure::ClientAlert => "client_alert",
+            HandshakeFailure::ProtocolError => "protocol_error",
+            HandshakeFailure::Other => "other",
+        }
+    }
 }
 
 impl Metrics {
@@ -146,8 +219,8 @@ impl Metrics {
     }
 
     /// A TLS handshake failed or timed out.
-    pub fn handshake_failed(&self) {
-        self.scalars.add(Scalar::HANDSHAKE_FAILED, 1);
+    pub fn handshake_failed(&self, why: HandshakeFailure) {
+        self.handshake_failures.add(why as usize, 1);
     }
 
     /// A request was answered (`protocol` is "http/1.1" or "h2"); the
@@ -261,13 +334,15 @@ impl Metrics {
         e.family(
             "tern_tls_handshake_failures_total",
             Kind::Counter,
-            "TLS handshakes that failed or timed out.",
+            "TLS handshakes that failed or timed out, by reason.",
         );
-        e.sample(
-            "tern_tls_handshake_failures_total",
-            &[],
-            self.scalars.get(Scalar::HANDSHAKE_FAILED),
-        );
+        for why in HandshakeFailure::ALL {
+            e.sample(
+                "tern_tls_handshake_failures_total",
+                &[("reason", why.label())],
+                self.handshake_failures.get(why as usize),
+            );
+        }
         e.family(
             "tern_tls_handshake_duration_seconds",
             Kind::Histogram,

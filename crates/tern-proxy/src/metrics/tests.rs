@@ -4,7 +4,7 @@ use std::time::Duration;
 use tern_testsupport::prometheus::{parse, Scrape};
 use tern_tls::Negotiated;
 
-use super::Metrics;
+use super::{HandshakeFailure, Metrics};
 
 fn scrape(m: &Metrics, health: &[(String, SocketAddr, bool)]) -> Scrape {
     let text = m.render(health);
@@ -79,7 +79,7 @@ fn handshakes_are_counted_by_version_cipher_group_and_resumption() {
         ..Negotiated::default()
     };
     m.handshake(&strange, Duration::from_micros(100));
-    m.handshake_failed();
+    m.handshake_failed(HandshakeFailure::NotTls);
 
     let s = scrape(&m, &[]);
     let full = |resumed| {
@@ -110,7 +110,14 @@ fn handshakes_are_counted_by_version_cipher_group_and_resumption() {
     ];
     assert_eq!(s.get("tern_tls_handshakes_total", &other), Some(1.0));
     assert_eq!(s.sum("tern_tls_handshakes_total", &[]), 5.0);
-    assert_eq!(s.get("tern_tls_handshake_failures_total", &[]), Some(1.0));
+    assert_eq!(
+        s.get(
+            "tern_tls_handshake_failures_total",
+            &[("reason", "not_tls")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(s.sum("tern_tls_handshake_failures_total", &[]), 1.0);
     let count = "tern_tls_handshake_duration_seconds_count";
     assert_eq!(s.get(count, &[("resumed", "false")]), Some(2.0));
     assert_eq!(s.get(count, &[("resumed", "true")]), Some(3.0));
@@ -237,4 +244,36 @@ fn backend_latency_series_are_per_upstream_and_server() {
     };
     assert_eq!(up("127.0.0.1:1"), Some(1.0));
     assert_eq!(up("127.0.0.1:2"), Some(0.0));
+}
+
+#[test]
+fn handshake_failures_are_classified_from_the_acceptor_error() {
+    use rustls::{AlertDescription, Error, InvalidMessage, PeerIncompatible};
+    use std::io::{Error as IoError, ErrorKind};
+    let tls = |e: Error| IoError::new(ErrorKind::InvalidData, e);
+    let cases = [
+        (
+            tls(Error::InvalidMessage(InvalidMessage::InvalidContentType)),
+            HandshakeFailure::NotTls,
+        ),
+        (
+            tls(Error::PeerIncompatible(
+                PeerIncompatible::SupportedVersionsExtensionRequired,
+            )),
+            HandshakeFailure::Incompatible,
+        ),
+        (
+            tls(Error::AlertReceived(AlertDescription::UnknownCA)),
+            HandshakeFailure::ClientAlert,
+        ),
+        (tls(Error::DecryptError), HandshakeFailure::ProtocolError),
+        (
+            IoError::new(ErrorKind::UnexpectedEof, "tls handshake eof"),
+            HandshakeFailure::Closed,
+        ),
+        (IoError::other("something"), HandshakeFailure::Other),
+    ];
+    for (error, expected) in cases {
+        assert_eq!(HandshakeFailure::of(&error), expected, "{error}");
+    }
 }
