@@ -87,6 +87,14 @@ pub(super) async fn run<C>(
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
+    let host = head.fields.first(FieldKind::Host);
+    if let Some(backends) = crate::h2c_relay::h2c_group(ctx, host) {
+        use crate::h2c_relay::from_h1;
+        return from_h1::run(
+            client, cbuf, ctx, backends, head, framing, head_len, started,
+        )
+        .await;
+    }
     let mut p = Progress {
         status: 0,
         bytes_in: head_len,
