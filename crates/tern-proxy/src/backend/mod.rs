@@ -31,6 +31,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
 
+pub use h2c::H2cStream;
 pub use shared::UpstreamShared;
 
 use balance::SmoothWrr;

@@ -137,7 +137,9 @@ where
             .first(FieldKind::Expect)
             .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
 
-    let stream = backends
+    // Lives to the end of the exchange: it counts the request in flight
+    // on its server (least_conn reads that).
+    let mut stream = backends
         .get_h2c(limits.backend_connect_timeout)
         .await
         .map_err(|e| Failure::Status(connect_failure_status(ctx, &e)))?;
@@ -155,8 +157,7 @@ where
         tracing::debug!(client = %ctx.peer, "request not relayable over h2c: {e}");
         Failure::Status(400)
     })?;
-    let mut sender = stream.sender;
-    let (response, mut upstream) = sender.send_request(request, no_body).map_err(|e| {
+    let (response, mut upstream) = stream.sender.send_request(request, no_body).map_err(|e| {
         tracing::warn!(client = %ctx.peer, backend = %addr, "backend failed: {e}");
         Failure::Status(502)
     })?;

@@ -22,7 +22,7 @@ use super::{
     send_flow_controlled, SendError, StreamEnd,
 };
 use crate::access_log::Record;
-use crate::backend::Backends;
+use crate::backend::{Backends, H2cStream};
 use crate::conn::ConnCtx;
 
 /// What the access log needs about a stream.
@@ -79,8 +79,10 @@ async fn relay(
         r = open_stream(parts, body.is_end_stream(), ctx, backends, o) => r,
         _ = poll_fn(|cx| respond.poll_reset(cx)) => return StreamEnd::ClientReset,
     };
-    let (response, mut upstream) = match opened {
-        Ok(pair) => pair,
+    // `_held` keeps the request counted in flight on its server (for
+    // least_conn) until the exchange is over.
+    let (response, mut upstream, _held) = match opened {
+        Ok(opened) => opened,
         Err(status) => return answer_status(respond, status, o),
     };
     let counted = Counted::default();
@@ -108,15 +110,16 @@ async fn relay(
     }
 }
 
-/// A stream on a backend session with the request head sent; an error is
-/// the status to answer.
+/// A stream on a backend session with the request head sent (and the
+/// session handle that counts it in flight); an error is the status to
+/// answer.
 async fn open_stream(
     parts: &http::request::Parts,
     no_body: bool,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
     o: &mut Outcome,
-) -> Result<(ResponseFuture, SendStream<Bytes>), u16> {
+) -> Result<(ResponseFuture, SendStream<Bytes>, H2cStream), u16> {
     let connect_timeout = ctx.listener.config.limits.backend_connect_timeout;
     let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
     let authority = authority.or_else(|| {
@@ -130,7 +133,7 @@ async fn open_stream(
     // nothing reached the backend then, so one more pick is safe.
     let mut retried = false;
     loop {
-        let stream = backends
+        let mut stream = backends
             .get_h2c(connect_timeout)
             .await
             .map_err(|e| connect_failure_status(ctx, &e))?;
@@ -145,9 +148,8 @@ async fn open_stream(
                 tracing::debug!(client = %ctx.peer, "request not relayable over h2c: {e}");
                 400u16
             })?;
-        let mut sender = stream.sender;
-        match sender.send_request(request, no_body) {
-            Ok(pair) => return Ok(pair),
+        match stream.sender.send_request(request, no_body) {
+            Ok((response, upstream)) => return Ok((response, upstream, stream)),
             Err(e) if !retried => {
                 tracing::debug!(backend = %stream.addr, "h2c send failed, picking again: {e}");
                 retried = true;
