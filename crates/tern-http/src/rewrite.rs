@@ -130,33 +130,110 @@ fn write_forwarding_fields(
     add: ForwardedFields,
     host: Option<&[u8]>,
 ) {
+    forwarding_fields(client, add, host, |name, value| {
+        put_field(out, name.as_bytes(), value)
+    });
+}
+
+/// Calls `put(name, value)` for each of tern's forwarding fields for
+/// `client` (the ones `add` asks for), in the order HTTP/1.1 heads carry
+/// them. `host` (the request's Host or `:authority`) goes into `Forwarded`.
+/// Shared by every request path so HTTP/1.1 and HTTP/2 backends are told
+/// the same thing. Values are built on the stack: this runs per request.
+pub fn forwarding_fields(
+    client: &ClientFacts,
+    add: ForwardedFields,
+    host: Option<&[u8]>,
+    mut put: impl FnMut(&'static str, &[u8]),
+) {
     let ip = IpText::new(client.ip);
     if add.x_forwarded_for {
-        put_field(out, b"X-Forwarded-For", ip.as_bytes());
+        put("X-Forwarded-For", ip.as_bytes());
     }
     if add.x_forwarded_proto {
-        put_field(out, b"X-Forwarded-Proto", client.proto.as_bytes());
+        put("X-Forwarded-Proto", client.proto.as_bytes());
     }
     if add.forwarded {
-        out.extend_from_slice(b"Forwarded: for=");
+        let mut value = ForwardedValue::default();
+        value.push(b"for=");
         if client.ip.is_ipv6() {
-            out.extend_from_slice(b"\"[");
-            out.extend_from_slice(ip.as_bytes());
-            out.extend_from_slice(b"]\"");
+            value.push(b"\"[");
+            value.push(ip.as_bytes());
+            value.push(b"]\"");
         } else {
-            out.extend_from_slice(ip.as_bytes());
+            value.push(ip.as_bytes());
         }
-        out.extend_from_slice(b";proto=");
-        out.extend_from_slice(client.proto.as_bytes());
+        value.push(b";proto=");
+        value.push(client.proto.as_bytes());
         if let Some(host) = host.filter(|h| is_safe_host(h)) {
-            // Host is checked to hold only host/port characters, so quoting
-            // needs no escapes.
-            out.extend_from_slice(b";host=\"");
-            out.extend_from_slice(host);
-            out.push(b'"');
+            // Host is checked to hold only host/port characters (at most
+            // 255), so quoting needs no escapes.
+            value.push(b";host=\"");
+            value.push(host);
+            value.push(b"\"");
         }
-        out.extend_from_slice(b"\r\n");
+        put("Forwarded", value.as_bytes());
     }
+}
+
+/// A `Forwarded` value: `for=` (at most 49 bytes), `;proto=`, `;host=`
+/// (at most 255) and quotes fit with room to spare.
+struct ForwardedValue {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Default for ForwardedValue {
+    fn default() -> Self {
+        ForwardedValue {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+}
+
+impl ForwardedValue {
+    fn push(&mut self, bytes: &[u8]) {
+        // The parts are bounded (see above); should one ever not be, the
+        // value is cut rather than the request failed.
+        let n = bytes.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Whether a request field that arrived over HTTP/2 goes on to an HTTP/2
+/// backend. Host stops (the authority travels as `:authority`), and so do
+/// connection-specific fields (forbidden in HTTP/2, RFC 9113 section
+/// 8.2.2) and client forwarding fields. Content-Length and split `cookie`
+/// fields stay: HTTP/2 allows both.
+pub fn keeps_h2_request_field_for_h2(name: &str) -> bool {
+    !(name.eq_ignore_ascii_case("host")
+        || is_connection_specific(name)
+        || is_client_forwarding_field(name))
+}
+
+/// The fields of an HTTP/1.1 request that go on to an HTTP/2 backend, in
+/// arrival order: what [`write_request_head`] keeps, minus Host (it becomes
+/// `:authority`), Transfer-Encoding (HTTP/2 frames the body itself) and
+/// Expect (tern answers `100-continue` itself, and HTTP/2 has no use for
+/// it once the body is on its way).
+pub fn h1_request_fields_for_h2(head: &RequestHead) -> impl Iterator<Item = (&str, &[u8])> {
+    let has_connection = head.fields.connection_names_fields();
+    head.fields
+        .iter_kinds()
+        .filter(move |&(name, _, kind)| match kind {
+            FieldKind::ClientForwarding
+            | FieldKind::Host
+            | FieldKind::TransferEncoding
+            | FieldKind::Expect => false,
+            _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
+        })
+        .map(|(name, value, _)| (name, value))
 }
 
 /// True for the forwarding fields a client may not set.
@@ -261,6 +338,35 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
     if upgrade {
         put_field(out, b"Connection", b"upgrade");
     } else if close {
+        put_field(out, b"Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends an HTTP/1.1 response head for a response that arrived over
+/// HTTP/2 from a backend. Connection-specific fields are dropped (an
+/// HTTP/2 peer may not send them; tern does not trust that it did not);
+/// Content-Length is kept as sent. `chunked` adds
+/// `Transfer-Encoding: chunked` (a body of unknown length), `close` adds
+/// `Connection: close`.
+pub fn write_response_head_from_h2<'a>(
+    status: u16,
+    reason: &str,
+    fields: impl Iterator<Item = (&'a str, &'a [u8])>,
+    chunked: bool,
+    close: bool,
+    out: &mut Vec<u8>,
+) {
+    let _ = write!(out, "HTTP/1.1 {status:03} {reason}\r\n");
+    for (name, value) in fields {
+        if !is_connection_specific(name) {
+            put_field(out, name.as_bytes(), value);
+        }
+    }
+    if chunked {
+        put_field(out, b"Transfer-Encoding", b"chunked");
+    }
+    if close {
         put_field(out, b"Connection", b"close");
     }
     out.extend_from_slice(b"\r\n");
@@ -493,6 +599,74 @@ mod tests {
         assert!(
             text.contains("Forwarded: for=192.0.2.1;proto=https;host=\"example.com\"\r\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn h1_request_keeps_end_to_end_fields_for_h2() {
+        let head = parse_request(
+            b"POST /u HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, X-Secret\r\nX-Secret: s\r\n\
+              Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Real-IP: 6.6.6.6\r\n\
+              TE: trailers\r\nAccept: */*\r\nCookie: a=1\r\n\r\n",
+        )
+        .unwrap();
+        let kept: Vec<(&str, &[u8])> = h1_request_fields_for_h2(&head).collect();
+        assert_eq!(kept, vec![("Accept", &b"*/*"[..]), ("Cookie", &b"a=1"[..])]);
+    }
+
+    #[test]
+    fn h2_request_fields_for_h2_drop_host_and_forged_ones() {
+        for name in [
+            "host",
+            "connection",
+            "te",
+            "x-forwarded-for",
+            "forwarded",
+            "x_real_ip",
+        ] {
+            assert!(!keeps_h2_request_field_for_h2(name), "{name}");
+        }
+        for name in ["content-length", "cookie", "accept", "user-agent"] {
+            assert!(keeps_h2_request_field_for_h2(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn forwarding_fields_are_the_same_for_every_path() {
+        let facts = ClientFacts {
+            ip: "192.0.2.9".parse().unwrap(),
+            proto: "https",
+        };
+        let mut seen = Vec::new();
+        forwarding_fields(
+            &facts,
+            ForwardedFields::default(),
+            Some(b"h.test"),
+            |n, v| seen.push(format!("{n}: {}", String::from_utf8_lossy(v))),
+        );
+        assert_eq!(
+            seen,
+            [
+                "X-Forwarded-For: 192.0.2.9",
+                "X-Forwarded-Proto: https",
+                "Forwarded: for=192.0.2.9;proto=https;host=\"h.test\""
+            ]
+        );
+    }
+
+    #[test]
+    fn h2_response_becomes_an_h1_head() {
+        let fields: Vec<(&str, &[u8])> = vec![
+            ("content-type", b"text/plain"),
+            ("keep-alive", b"5"),
+            ("set-cookie", b"a=1"),
+        ];
+        let mut out = Vec::new();
+        write_response_head_from_h2(200, "OK", fields.iter().copied(), true, true, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nset-cookie: a=1\r\n\
+             Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         );
     }
 

@@ -27,6 +27,7 @@ mod demo;
 mod error;
 mod generation;
 mod h2;
+mod h2c_relay;
 mod http1;
 mod iobuf;
 pub mod metrics;

@@ -1,11 +1,13 @@
-//! A real HTTP/1.1 origin (hyper 1) that tells the test what it received.
+//! A real HTTP/1.1 origin (hyper 1) that tells the test what it received;
+//! [`Backend::start_h2c`] starts the same origin speaking HTTP/2 over
+//! cleartext TCP (prior knowledge) instead.
 //!
 //! It runs on its own thread and runtime, so both sync and async tests can use
 //! it, and it stops when the [`Backend`] handle is dropped. Endpoints:
 //!
 //! | request | answer |
 //! |---|---|
-//! | `ANY /echo...` | JSON: `method`, `path` (with query), `version`, `headers` as `[name, value]` pairs in arrival order, `body_len`, `backend` (this server's address) |
+//! | `ANY /echo...` | JSON: `method`, `path` (with query), `authority` (HTTP/2 `:authority`, null for HTTP/1.1), `version`, `headers` as `[name, value]` pairs in arrival order, `body_len`, `backend` (this server's address) |
 //! | `GET /bytes/N` | N bytes of [`pattern`], with Content-Length |
 //! | `GET /chunked/N` | N bytes of [`pattern`], chunked, in 16 KiB chunks |
 //! | `POST /sha` | JSON: `len` and `sha256` (hex) of the body |
@@ -30,7 +32,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
@@ -73,6 +75,19 @@ impl Backend {
 
     /// Starts a backend on `addr` (a port of 0 picks a free one).
     pub fn start_on(addr: SocketAddr) -> Backend {
+        Backend::start_with(addr, Protocol::Http1)
+    }
+
+    /// Starts an h2c backend (HTTP/2 with prior knowledge, no TLS, no
+    /// HTTP/1.1) on a free port of 127.0.0.1. `/upgrade` does not work.
+    pub fn start_h2c() -> Backend {
+        Backend::start_with(
+            "127.0.0.1:0".parse().expect("literal address"),
+            Protocol::H2c,
+        )
+    }
+
+    fn start_with(addr: SocketAddr, protocol: Protocol) -> Backend {
         let listener = StdTcpListener::bind(addr).expect("bind the backend");
         listener
             .set_nonblocking(true)
@@ -88,7 +103,7 @@ impl Backend {
                     .enable_all()
                     .build()
                     .expect("backend runtime");
-                runtime.block_on(serve(listener, addr, thread_stats, stop_rx));
+                runtime.block_on(serve(listener, addr, protocol, thread_stats, stop_rx));
             })
             .expect("spawn the backend thread");
         Backend {
@@ -126,9 +141,17 @@ impl Drop for Backend {
     }
 }
 
+/// What a [`Backend`] speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    H2c,
+}
+
 async fn serve(
     listener: StdTcpListener,
     addr: SocketAddr,
+    protocol: Protocol,
     stats: Arc<BackendStats>,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -152,6 +175,12 @@ async fn serve(
                 stats.requests.fetch_add(1, Ordering::SeqCst);
                 handle(req, addr)
             });
+            if protocol == Protocol::H2c {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+                return;
+            }
             // Far above tern's own limits, so tern's limits are what tests see.
             let _ = hyper::server::conn::http1::Builder::new()
                 .max_headers(1000)
@@ -257,6 +286,7 @@ async fn echo(
         .map(|pq| pq.to_string())
         .unwrap_or_default();
     let version = format!("{:?}", req.version());
+    let authority = req.uri().authority().map(|a| a.to_string());
     let headers: Vec<[String; 2]> = req
         .headers()
         .iter()
@@ -271,6 +301,7 @@ async fn echo(
     Ok(json_response(serde_json::json!({
         "method": method,
         "path": path,
+        "authority": authority,
         "version": version,
         "headers": headers,
         "body_len": body.len(),

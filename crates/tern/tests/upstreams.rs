@@ -1,8 +1,9 @@
 //! Integration tests of `tern serve` backend groups: balancing (weights,
 //! least connections), failover (retry on connect failure, passive
-//! ejection, 503 when every server is down), active health checks, and
-//! routing by Host to several groups. Real tern processes configured by a
-//! TOML file, real hyper backends and plain TCP listeners on loopback.
+//! ejection, 503 when every server is down), active health checks,
+//! routing by Host to several groups, and h2c (HTTP/2) groups. Real tern
+//! processes configured by a TOML file, real hyper backends (HTTP/1.1 and
+//! h2c) and plain TCP listeners on loopback.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ use tern_testsupport::tern::{free_addr, TernProcess};
 mod balance;
 #[path = "upstreams/failover.rs"]
 mod failover;
+#[path = "upstreams/h2c.rs"]
+mod h2c;
 #[path = "upstreams/health.rs"]
 mod health;
 #[path = "upstreams/routing.rs"]
@@ -78,6 +81,16 @@ impl Front {
             _ca: ca,
             _dir: dir,
         }
+    }
+
+    /// The test CA (PEM) tern's certificate chains to.
+    pub fn ca_pem(&self) -> &str {
+        self._ca.ca_pem()
+    }
+
+    /// The test CA as a file, for curl's `--cacert`.
+    pub fn ca_file(&self) -> &Path {
+        self._ca.ca_file()
     }
 
     /// A new TLS connection with SNI `localhost`.

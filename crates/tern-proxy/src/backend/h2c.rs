@@ -17,7 +17,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::shared::InFlight;
 use super::{open, Backends, ConnectError};
@@ -25,31 +25,83 @@ use super::{open, Backends, ConnectError};
 /// Where a request goes on an HTTP/2 backend session, counted as one
 /// request in flight on its server until dropped.
 #[derive(Debug)]
-#[allow(dead_code)] // for the request paths once they speak h2c
 pub struct H2cStream {
     /// Ready to send one request (`send_request`).
     pub sender: SendRequest<Bytes>,
     /// The server.
     pub addr: SocketAddr,
     /// False when the session had to be opened for this request.
+    #[allow(dead_code)] // read by tests; kept for the access log
     pub reused: bool,
     /// Keeps the server's in-flight count up (least_conn reads it).
     _in_flight: InFlight,
 }
 
-/// Per server of a group, this worker's open session, if any.
-pub(super) type Sessions = std::cell::RefCell<Vec<Option<SendRequest<Bytes>>>>;
+/// Response-body window tern grants each backend stream: how much a
+/// backend may send before tern has handed it on to the client. Large
+/// enough that one stream is not held to a round trip per 64 KiB (the
+/// HTTP/2 default) on a fast network.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Response-body window of a whole backend session, shared by all its
+/// streams: the most response data tern holds per session. Several times
+/// the stream window, so a few slow clients (whose streams keep their
+/// window full) do not stall the others on the same session.
+const SESSION_WINDOW: u32 = 4 * 1024 * 1024;
+
+/// Settings tern's side of an h2c session uses.
+fn session_builder() -> h2::client::Builder {
+    let mut builder = h2::client::Builder::new();
+    builder
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(SESSION_WINDOW)
+        // Server push is of no use to a proxy.
+        .enable_push(false);
+    builder
+}
+
+/// Per server of a group, this worker's session to it.
+pub(super) type Sessions = std::cell::RefCell<Vec<Slot>>;
+
+/// One server's session, as one worker sees it.
+#[derive(Debug, Default)]
+pub(super) enum Slot {
+    /// None: the next request opens one.
+    #[default]
+    Empty,
+    /// A request is opening one; the others wait for it instead of each
+    /// opening their own (a burst would otherwise open a session per request).
+    Opening(watch::Receiver<Option<Opened>>),
+    /// Open (the backend may have closed it since; `ready` tells).
+    Open(SendRequest<Bytes>),
+}
+
+/// How an attempt to open a session ended, for the requests that waited on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opened {
+    Ok,
+    TimedOut,
+    Failed,
+}
+
+/// What a request found in a slot (cloned out, so no borrow is held
+/// across an await).
+enum Found {
+    Empty,
+    Opening(watch::Receiver<Option<Opened>>),
+    Open(SendRequest<Bytes>),
+}
 
 impl Backends {
     /// A sender ready for one request on an HTTP/2 session to a live
     /// server chosen by the group's policy (for `protocol = "h2c"`).
     /// Failing servers are handled as in [`Backends::get`]; waiting for a
-    /// free stream on a busy session is bounded by `connect_timeout` too.
-    #[allow(dead_code)] // for the request paths once they speak h2c
+    /// free stream on a busy session, or for another request's attempt to
+    /// open one, is bounded by `connect_timeout` too.
     pub async fn get_h2c(&self, connect_timeout: Duration) -> Result<H2cStream, ConnectError> {
         let mut tried: Vec<usize> = Vec::new();
         let mut last_error = None;
-        loop {
+        'servers: loop {
             let Some(server) = self.pick(|i| !tried.contains(&i)) else {
                 return Err(
                     last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
@@ -57,42 +109,101 @@ impl Backends {
             };
             let in_flight = self.shared.begin(server);
             let addr = self.shared.addr(server);
-            let existing = self.sessions.borrow().get(server).cloned().flatten();
-            if let Some(sender) = existing {
-                match tokio::time::timeout(connect_timeout, sender.ready()).await {
-                    Ok(Ok(sender)) => {
-                        return Ok(H2cStream {
-                            sender,
-                            addr,
-                            reused: true,
-                            _in_flight: in_flight,
-                        })
+            loop {
+                match self.find_session(server) {
+                    Found::Open(sender) => {
+                        match tokio::time::timeout(connect_timeout, sender.ready()).await {
+                            Ok(Ok(sender)) => {
+                                return Ok(H2cStream {
+                                    sender,
+                                    addr,
+                                    reused: true,
+                                    _in_flight: in_flight,
+                                })
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(backend = %addr, "h2c session ended: {e}");
+                                self.set_slot(server, Slot::Empty);
+                            }
+                            // Every stream of the session is busy: no other
+                            // server would be better placed than a fresh
+                            // session here.
+                            Err(_) => return Err(ConnectError::Timeout(addr)),
+                        }
                     }
-                    Ok(Err(e)) => {
-                        tracing::debug!(backend = %addr, "h2c session ended: {e}");
-                        self.forget_session(server);
+                    Found::Opening(mut opening) => {
+                        let waited = tokio::time::timeout(
+                            connect_timeout,
+                            opening.wait_for(Option::is_some),
+                        )
+                        .await
+                        .map(|r| r.map(|outcome| *outcome));
+                        match waited {
+                            Err(_) | Ok(Ok(Some(Opened::TimedOut))) => {
+                                return Err(ConnectError::Timeout(addr))
+                            }
+                            Ok(Ok(Some(Opened::Failed))) => {
+                                // The opener logged and counted the failure.
+                                tried.push(server);
+                                last_error = Some(ConnectError::Io(
+                                    addr,
+                                    std::io::Error::other("HTTP/2 session could not be opened"),
+                                ));
+                                continue 'servers;
+                            }
+                            // Opened (look again), or the opener gave up
+                            // (its request went away): look again.
+                            Ok(_) => {}
+                        }
                     }
-                    // Every stream of the session is busy: no other server
-                    // would be better placed than a fresh session here.
-                    Err(_) => return Err(ConnectError::Timeout(addr)),
+                    Found::Empty => {
+                        let (report, opening) = watch::channel(None);
+                        self.set_slot(server, Slot::Opening(opening));
+                        let guard = OpeningGuard {
+                            backends: self,
+                            server,
+                        };
+                        let opened = self.open_session(server, connect_timeout).await;
+                        drop(guard);
+                        match opened {
+                            Ok(sender) => {
+                                let _ = report.send(Some(Opened::Ok));
+                                return Ok(H2cStream {
+                                    sender,
+                                    addr,
+                                    reused: false,
+                                    _in_flight: in_flight,
+                                });
+                            }
+                            Err(e) => {
+                                let _ = report.send(Some(match e {
+                                    ConnectError::Timeout(_) => Opened::TimedOut,
+                                    _ => Opened::Failed,
+                                }));
+                                tracing::warn!(upstream = %self.name(), "{e}");
+                                self.shared.connect_failed(server, &e);
+                                tried.push(server);
+                                last_error = Some(e);
+                                continue 'servers;
+                            }
+                        }
+                    }
                 }
             }
-            match self.open_session(server, connect_timeout).await {
-                Ok(sender) => {
-                    return Ok(H2cStream {
-                        sender,
-                        addr,
-                        reused: false,
-                        _in_flight: in_flight,
-                    })
-                }
-                Err(e) => {
-                    tracing::warn!(upstream = %self.name(), "{e}");
-                    self.shared.connect_failed(server, &e);
-                    tried.push(server);
-                    last_error = Some(e);
-                }
-            }
+        }
+    }
+
+    fn find_session(&self, server: usize) -> Found {
+        match self.sessions.borrow().get(server) {
+            Some(Slot::Open(sender)) => Found::Open(sender.clone()),
+            Some(Slot::Opening(opening)) => Found::Opening(opening.clone()),
+            _ => Found::Empty,
+        }
+    }
+
+    fn set_slot(&self, server: usize, slot: Slot) {
+        if let Some(s) = self.sessions.borrow_mut().get_mut(server) {
+            *s = slot;
         }
     }
 
@@ -111,7 +222,7 @@ impl Backends {
         };
         let (stream, settings) = PrefaceWatch::new(stream);
         let (sender, connection) =
-            match tokio::time::timeout_at(deadline, h2::client::handshake(stream)).await {
+            match tokio::time::timeout_at(deadline, session_builder().handshake(stream)).await {
                 Ok(Ok(pair)) => pair,
                 Ok(Err(e)) => return Err(h2_error(e)),
                 Err(_) => return Err(ConnectError::Timeout(addr)),
@@ -141,15 +252,25 @@ impl Backends {
             Err(_) => return Err(ConnectError::Timeout(addr)),
         };
         self.shared.connect_succeeded(server);
-        if let Some(slot) = self.sessions.borrow_mut().get_mut(server) {
-            *slot = Some(sender.clone());
-        }
+        self.set_slot(server, Slot::Open(sender.clone()));
         Ok(sender)
     }
+}
 
-    fn forget_session(&self, server: usize) {
-        if let Some(slot) = self.sessions.borrow_mut().get_mut(server) {
-            *slot = None;
+/// Empties a server's slot if it still says `Opening` when the attempt
+/// ends, however it ends (failure, or the request that opened it going
+/// away mid-way), so the slot never waits on an attempt nobody drives.
+struct OpeningGuard<'b> {
+    backends: &'b Backends,
+    server: usize,
+}
+
+impl Drop for OpeningGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.backends.sessions.borrow_mut().get_mut(self.server) {
+            if matches!(slot, Slot::Opening(_)) {
+                *slot = Slot::Empty;
+            }
         }
     }
 }
@@ -315,6 +436,17 @@ mod tests {
             assert_eq!(body, format!("from {addr}"));
             assert_eq!(reused, i > 0);
         }
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_requests_opens_one_session() {
+        let (addr, connections) = h2c_origin(None).await;
+        let backends = h2c_group(vec![addr]);
+        let burst = (0..20).map(|_| backends.get_h2c(Duration::from_secs(2)));
+        let streams = futures_util::future::join_all(burst).await;
+        assert!(streams.iter().all(Result::is_ok), "{streams:?}");
+        assert_eq!(streams.iter().flatten().filter(|s| !s.reused).count(), 1);
         assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
 

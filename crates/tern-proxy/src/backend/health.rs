@@ -1,5 +1,6 @@
 //! Active health checks: every interval, each server gets a real HTTP/1.1
-//! `GET <path>` on a fresh TCP connection (`Connection: close`), and a
+//! `GET <path>` on a fresh TCP connection (`Connection: close`; for h2c
+//! groups an HTTP/2 GET on a fresh session), and a
 //! 2xx/3xx status within the timeout counts as a success. `rise` successes
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
@@ -14,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::UpstreamShared;
-use crate::config::HealthCheck;
+use crate::config::{BackendProtocol, HealthCheck};
 
 /// Most bytes read while looking for the status line.
 const MAX_STATUS_LINE: usize = 1024;
@@ -80,7 +81,14 @@ async fn check_all(
     let mut set = JoinSet::new();
     for (i, server) in shared.config.servers.iter().enumerate() {
         let (addr, path, timeout) = (server.addr, check.path.clone(), check.timeout);
-        set.spawn(async move { (i, check_once(addr, &path, timeout).await) });
+        let protocol = shared.config.protocol;
+        set.spawn(async move {
+            let result = match protocol {
+                BackendProtocol::H2c => check_once_h2c(addr, &path, timeout).await,
+                _ => check_once(addr, &path, timeout).await,
+            };
+            (i, result)
+        });
     }
     let mut results = Vec::with_capacity(shared.config.servers.len());
     while let Some(joined) = set.join_next().await {
@@ -143,6 +151,43 @@ pub(super) async fn check_once(
             }
             buf.extend_from_slice(&chunk[..n]);
         }
+    };
+    let status = tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| CheckError::Timeout(timeout))??;
+    if (200..400).contains(&status) {
+        Ok(status)
+    } else {
+        Err(CheckError::Status(status))
+    }
+}
+
+/// One check of an h2c server: connect, HTTP/2 preface, `GET path` on a
+/// session of its own (so a check never queues behind requests),
+/// `Ok(status)` for 2xx and 3xx.
+pub(super) async fn check_once_h2c(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<u16, CheckError> {
+    let exchange = async {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(CheckError::Connect)?;
+        stream.set_nodelay(true).map_err(CheckError::Io)?;
+        let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
+        let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
+        // Ends with the check (dropping the sender closes the session),
+        // and never outlives its deadline.
+        tokio::spawn(tokio::time::timeout(timeout, connection));
+        let request = http::Request::get(format!("http://{addr}{path}"))
+            .header(http::header::USER_AGENT, "tern-health-check")
+            .body(())
+            .map_err(|_| CheckError::Malformed)?;
+        let mut sender = sender.ready().await.map_err(h2_error)?;
+        let (response, _) = sender.send_request(request, true).map_err(h2_error)?;
+        let response = response.await.map_err(h2_error)?;
+        Ok(response.status().as_u16())
     };
     let status = tokio::time::timeout(timeout, exchange)
         .await

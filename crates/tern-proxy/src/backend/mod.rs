@@ -31,7 +31,6 @@ use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
 
-#[allow(unused_imports)] // for the request paths once they speak h2c
 pub use h2c::H2cStream;
 pub use shared::UpstreamShared;
 
@@ -87,7 +86,7 @@ impl Backends {
             shared,
             wrr: RefCell::new(SmoothWrr::new(servers)),
             pool: IdlePool::new(servers, max_idle),
-            sessions: RefCell::new((0..servers).map(|_| None).collect()),
+            sessions: RefCell::new((0..servers).map(|_| h2c::Slot::Empty).collect()),
         }
     }
 
@@ -98,7 +97,6 @@ impl Backends {
 
     /// The protocol the group's servers speak: [`Backends::get`] for
     /// HTTP/1.1, [`Backends::get_h2c`] for h2c.
-    #[allow(dead_code)] // for the request paths once they speak h2c
     pub fn protocol(&self) -> BackendProtocol {
         self.shared.config.protocol
     }

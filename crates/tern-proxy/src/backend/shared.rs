@@ -43,7 +43,7 @@ pub(super) struct ServerState {
 impl UpstreamShared {
     /// State for a group, every server initially up.
     pub fn new(config: UpstreamConfig) -> Arc<Self> {
-        if config.protocol != BackendProtocol::Http1 {
+        if config.protocol == BackendProtocol::H2 {
             // The configuration layer should refuse this; never pretend.
             tracing::warn!(
                 upstream = %config.name,

@@ -263,7 +263,7 @@ pub struct UpstreamOptions {
     pub servers: Vec<ServerOptions>,
     /// "round_robin" (weighted) or "least_conn". [default: round_robin]
     pub balance: Option<String>,
-    /// "http1" (default), "h2c" (HTTP/2 cleartext) or "h2" (HTTP/2 over TLS).
+    /// "http1" (default) or "h2c" (HTTP/2 cleartext); "h2" (HTTP/2 over TLS) is refused for now.
     pub protocol: Option<String>,
     /// HTTP path for active health checks; off when absent.
     pub health_check_path: Option<String>,

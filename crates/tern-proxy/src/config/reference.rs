@@ -47,7 +47,7 @@ const UPSTREAM_KEYS: [(&str, &str); 12] = [
     ("name", "Name listeners and routes refer to."),
     ("servers", "Servers: `\"HOST:PORT\"` or `{ addr = \"HOST:PORT\", weight = N }` (weight 1..=100, default 1)."),
     ("balance", "`\"round_robin\"` (smooth weighted) or `\"least_conn\"`. [default: round_robin]"),
-    ("protocol", "`\"http1\"` (HTTP/1.1, pooled keepalive). `\"h2c\"` and `\"h2\"` are reserved and refused for now. [default: http1]"),
+    ("protocol", "`\"http1\"` (HTTP/1.1, pooled keepalive) or `\"h2c\"` (HTTP/2 over cleartext TCP with prior knowledge: one multiplexed session per server and worker; health checks speak h2c too). `\"h2\"` (HTTP/2 over TLS) is refused for now. [default: http1]"),
     ("health_check_path", "HTTP path for active health checks (GET; 2xx/3xx is healthy). Off when absent."),
     ("health_check_interval", "Time between checks. [default: 2s]"),
     ("health_check_timeout", "Deadline of one check. [default: 1s]"),

@@ -167,12 +167,14 @@ pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, Ke
     }
     let protocol = match o.protocol.as_deref() {
         None | Some("http1") | Some("http/1.1") => BackendProtocol::Http1,
-        // The h2c client exists (backend/h2c.rs) but the request paths do
-        // not use it yet: refuse rather than silently speak HTTP/1.1.
-        Some(p @ ("h2c" | "h2")) => {
+        Some("h2c") => BackendProtocol::H2c,
+        // HTTP/2 over TLS to backends needs a TLS client with its own
+        // trust settings; refuse rather than silently speak something else.
+        Some("h2") => {
             return Err(key_err(
                 "protocol",
-                format!("protocol {p:?} to backends is not supported yet; use \"http1\""),
+                "protocol \"h2\" (HTTP/2 over TLS) to backends is not supported yet; \
+                 use \"h2c\" (cleartext HTTP/2) or \"http1\"",
             ))
         }
         Some(other) => {

@@ -111,6 +111,15 @@ pub(super) async fn handle(
     mut respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
 ) -> End {
+    if let Some(backends) = crate::h2c_relay::h2c_group_for_h2(ctx, &request) {
+        use crate::h2c_relay::{from_h2, StreamEnd};
+        // Boxed: the h2c relay's state would otherwise enlarge every
+        // stream's future (allocated and moved per stream).
+        return match Box::pin(from_h2::handle(request, respond, ctx, backends)).await {
+            StreamEnd::Answered => End::Done,
+            StreamEnd::ClientReset => End::ClientReset,
+        };
+    }
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let mut scratch = Scratch::take();

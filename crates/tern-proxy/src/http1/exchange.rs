@@ -91,6 +91,15 @@ pub(super) async fn run<C>(
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
+    let host = head.fields.first(FieldKind::Host);
+    if let Some(backends) = crate::h2c_relay::h2c_group(ctx, host) {
+        use crate::h2c_relay::from_h1;
+        // Boxed so the h2c relay's state does not enlarge every exchange.
+        return Box::pin(from_h1::run(
+            client, cbuf, ctx, backends, head, framing, head_len, started,
+        ))
+        .await;
+    }
     let mut p = Progress {
         status: 0,
         bytes_in: head_len,
