@@ -108,31 +108,52 @@ impl Backends {
     /// `AllDown` at once when no server is live, else the last server's
     /// connect error.
     pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
+        let Some(server) = self.pick(|_| true) else {
+            return Err(ConnectError::AllDown(self.name().to_string()));
+        };
+        // Counted before connecting, so concurrent picks see it.
+        let in_flight = self.shared.begin(server);
+        if let Some(stream) = self.pool.take(server) {
+            return Ok(self.pooled(server, stream, in_flight));
+        }
+        // Connecting is the rare path under keepalive: boxed, so its state
+        // does not enlarge the future of every request that awaits `get`.
+        Box::pin(self.connect_any(server, in_flight, connect_timeout)).await
+    }
+
+    /// Connects to `server`, then to the other live servers in policy order
+    /// while connecting fails (taking a pooled connection when one of them
+    /// has one).
+    async fn connect_any(
+        &self,
+        mut server: usize,
+        mut in_flight: InFlight,
+        connect_timeout: Duration,
+    ) -> Result<BackendConn, ConnectError> {
         let mut tried: Vec<usize> = Vec::new();
-        let mut last_error = None;
         loop {
-            let Some(server) = self.pick(|i| !tried.contains(&i)) else {
-                return Err(
-                    last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
-                );
-            };
-            // Counted before connecting, so concurrent picks see it.
-            let in_flight = self.shared.begin(server);
-            if let Some(stream) = self.pool.take(server) {
-                return Ok(BackendConn {
-                    stream,
-                    addr: self.shared.addr(server),
-                    reused: true,
-                    in_flight,
-                });
-            }
-            match self.connect_counted(in_flight, connect_timeout).await {
+            let error = match self.connect_counted(in_flight, connect_timeout).await {
                 Ok(conn) => return Ok(conn),
-                Err(e) => {
-                    tried.push(server);
-                    last_error = Some(e);
-                }
+                Err(e) => e,
+            };
+            tried.push(server);
+            let Some(next) = self.pick(|i| !tried.contains(&i)) else {
+                return Err(error);
+            };
+            server = next;
+            in_flight = self.shared.begin(server);
+            if let Some(stream) = self.pool.take(server) {
+                return Ok(self.pooled(server, stream, in_flight));
             }
+        }
+    }
+
+    fn pooled(&self, server: usize, stream: TcpStream, in_flight: InFlight) -> BackendConn {
+        BackendConn {
+            stream,
+            addr: self.shared.addr(server),
+            reused: true,
+            in_flight,
         }
     }
 
