@@ -26,10 +26,23 @@ pub(super) async fn handshake(
         return Err(io::Error::other("TLS: no server name for this server"));
     };
     let connector = TlsConnector::from(tls.client.clone());
-    let stream = connector
-        .connect(name, tcp)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+    let stream = connector.connect(name, tcp).await.map_err(|e| {
+        let refused_h2 = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .is_some_and(|inner| {
+                *inner
+                    == rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)
+            });
+        // The alert's name alone does not tell an operator which protocol
+        // was missing.
+        let hint = if refused_h2 {
+            " (the server does not offer ALPN h2)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("TLS handshake: {e}{hint}"))
+    })?;
     match stream.get_ref().1.alpn_protocol() {
         Some(ALPN_H2) => Ok(stream),
         // A server that knows ALPN but not h2 usually refuses the

@@ -203,7 +203,10 @@ fn backend_without_alpn_h2_is_a_502_with_a_log_line() {
     let http1_only = Backend::start_tls(&cert, &["http/1.1"]);
     // Ignores ALPN: the handshake succeeds, but without h2.
     let no_alpn = Backend::start_tls(&cert, &[]);
-    for (backend, needle) in [(&http1_only, "NoApplicationProtocol"), (&no_alpn, "not h2")] {
+    for (backend, needle) in [
+        (&http1_only, "does not offer ALPN h2"),
+        (&no_alpn, "not h2"),
+    ] {
         let front = h2_front(1, &[backend.addr()], backend_ca.ca_file(), "");
         let response = front.get("/echo");
         assert_eq!(response.status, 502, "{}", response.text());
@@ -213,6 +216,31 @@ fn backend_without_alpn_h2_is_a_502_with_a_log_line() {
         );
         assert_eq!(backend.requests(), 0);
     }
+}
+
+#[test]
+fn silent_tls_backend_times_out_within_the_connect_timeout() {
+    // Accepts TCP (the kernel completes it) but never answers the ClientHello.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let backend_ca = TestCa::new();
+    let upstreams = format!(
+        "[[upstream]]\nname = \"app\"\nprotocol = \"h2\"\ntls_ca = {:?}\n{}\n",
+        backend_ca.ca_file().display().to_string(),
+        servers(&[addr])
+    );
+    let front = Front::start(
+        1,
+        &upstreams,
+        "app",
+        "backend_connect_timeout = \"300ms\"\n",
+    );
+    let started = std::time::Instant::now();
+    let response = front.get("/echo");
+    let took = started.elapsed();
+    assert_eq!(response.status, 504, "{}", response.text());
+    assert!(took < Duration::from_secs(2), "504 took {took:?}");
+    drop(silent);
 }
 
 #[test]
