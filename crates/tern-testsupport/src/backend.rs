@@ -1,6 +1,7 @@
 //! A real HTTP/1.1 origin (hyper 1) that tells the test what it received;
 //! [`Backend::start_h2c`] starts the same origin speaking HTTP/2 over
-//! cleartext TCP (prior knowledge) instead.
+//! cleartext TCP (prior knowledge) instead, and [`Backend::start_tls`]
+//! over TLS, speaking HTTP/2 when ALPN selected `h2` and HTTP/1.1 otherwise.
 //!
 //! It runs on its own thread and runtime, so both sync and async tests can use
 //! it, and it stops when the [`Backend`] handle is dropped. Endpoints:
@@ -35,6 +36,9 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
+
+use crate::certs::CertFiles;
 
 /// The byte at offset `i` of every generated body: easy to check, not all-zero.
 pub fn pattern_byte(i: usize) -> u8 {
@@ -84,6 +88,32 @@ impl Backend {
         Backend::start_with(
             "127.0.0.1:0".parse().expect("literal address"),
             Protocol::H2c,
+        )
+    }
+
+    /// Starts a TLS backend on a free port of 127.0.0.1 presenting `cert`
+    /// and offering the ALPN protocols `alpn` (none: ALPN is ignored). A
+    /// connection that selected `h2` speaks HTTP/2, any other HTTP/1.1.
+    pub fn start_tls(cert: &CertFiles, alpn: &[&str]) -> Backend {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert.chain)
+            .expect("open the backend chain")
+            .collect::<Result<_, _>>()
+            .expect("parse the backend chain");
+        let key = PrivateKeyDer::from_pem_file(&cert.key).expect("parse the backend key");
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("backend TLS config");
+        config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        Backend::start_with(
+            "127.0.0.1:0".parse().expect("literal address"),
+            Protocol::Tls(TlsAcceptor::from(Arc::new(config))),
         )
     }
 
@@ -142,10 +172,12 @@ impl Drop for Backend {
 }
 
 /// What a [`Backend`] speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 enum Protocol {
     Http1,
     H2c,
+    /// TLS, then HTTP/2 if ALPN selected h2, else HTTP/1.1.
+    Tls(TlsAcceptor),
 }
 
 async fn serve(
@@ -170,26 +202,63 @@ async fn serve(
         let _ = stream.set_nodelay(true);
         stats.connections.fetch_add(1, Ordering::SeqCst);
         let stats = stats.clone();
+        let protocol = protocol.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 stats.requests.fetch_add(1, Ordering::SeqCst);
                 handle(req, addr)
             });
-            if protocol == Protocol::H2c {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                return;
+            match protocol {
+                Protocol::Http1 => serve_http1(stream, service).await,
+                Protocol::H2c => serve_h2(stream, service).await,
+                Protocol::Tls(acceptor) => {
+                    let Ok(Ok(tls)) =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
+                            .await
+                    else {
+                        return;
+                    };
+                    if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                        serve_h2(tls, service).await;
+                    } else {
+                        serve_http1(tls, service).await;
+                    }
+                }
             }
-            // Far above tern's own limits, so tern's limits are what tests see.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .max_headers(1000)
-                .max_buf_size(1 << 20)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
         });
     }
+}
+
+async fn serve_h2<S, F>(stream: S, service: F)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: hyper::service::Service<Request<Incoming>, Response = Response<ResponseBody>>
+        + Send
+        + 'static,
+    F::Future: Send + 'static,
+    F::Error: Into<HandlerError>,
+{
+    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+async fn serve_http1<S, F>(stream: S, service: F)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: hyper::service::Service<Request<Incoming>, Response = Response<ResponseBody>>
+        + Send
+        + 'static,
+    F::Future: Send + 'static,
+    F::Error: Into<HandlerError>,
+{
+    // Far above tern's own limits, so tern's limits are what tests see.
+    let _ = hyper::server::conn::http1::Builder::new()
+        .max_headers(1000)
+        .max_buf_size(1 << 20)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await;
 }
 
 type ResponseBody = BoxBody<Bytes, hyper::Error>;

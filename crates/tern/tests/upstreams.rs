@@ -1,9 +1,10 @@
 //! Integration tests of `tern serve` backend groups: balancing (weights,
 //! least connections), failover (retry on connect failure, passive
 //! ejection, 503 when every server is down), active health checks,
-//! routing by Host to several groups, and h2c (HTTP/2) groups. Real tern
-//! processes configured by a TOML file, real hyper backends (HTTP/1.1 and
-//! h2c) and plain TCP listeners on loopback.
+//! routing by Host to several groups, and HTTP/2 groups (h2c, and h2 over
+//! TLS). Real tern processes configured by a TOML file, real hyper
+//! backends (HTTP/1.1, h2c, HTTP/2 over TLS) and plain TCP listeners on
+//! loopback.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ use tern_testsupport::tern::{free_addr, TernProcess};
 mod balance;
 #[path = "upstreams/failover.rs"]
 mod failover;
+#[path = "upstreams/h2_tls.rs"]
+mod h2_tls;
 #[path = "upstreams/h2c.rs"]
 mod h2c;
 #[path = "upstreams/health.rs"]

@@ -1,6 +1,8 @@
-//! HTTP/2 over cleartext TCP to backends (`protocol = "h2c"`, prior
-//! knowledge, RFC 9113 section 3.3): one multiplexed connection per server
-//! and worker instead of a pool of HTTP/1.1 connections.
+//! HTTP/2 to backends: over cleartext TCP (`protocol = "h2c"`, prior
+//! knowledge, RFC 9113 section 3.3) or over TLS (`protocol = "h2"`, ALPN,
+//! section 3.2; the handshake is in [`super::tls`]). One multiplexed
+//! connection per server and worker instead of a pool of HTTP/1.1
+//! connections; everything after the TLS handshake is shared.
 //!
 //! A session is reused while the h2 client says it can take a stream; a
 //! session the backend closed or sent GOAWAY on is dropped and a new one
@@ -16,16 +18,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 
 use super::shared::InFlight;
-use super::{open, Backends, ConnectError};
+use super::{open, tls, Backends, ConnectError};
 
 /// Where a request goes on an HTTP/2 backend session, counted as one
 /// request in flight on its server until dropped.
 #[derive(Debug)]
-pub struct H2cStream {
+pub struct H2Stream {
     /// Ready to send one request (`send_request`).
     pub sender: SendRequest<Bytes>,
     /// The server.
@@ -49,7 +50,7 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// window full) do not stall the others on the same session.
 const SESSION_WINDOW: u32 = 4 * 1024 * 1024;
 
-/// Settings tern's side of an h2c session uses.
+/// Settings tern's side of a backend HTTP/2 session uses.
 fn session_builder() -> h2::client::Builder {
     let mut builder = h2::client::Builder::new();
     builder
@@ -94,11 +95,11 @@ enum Found {
 
 impl Backends {
     /// A sender ready for one request on an HTTP/2 session to a live
-    /// server chosen by the group's policy (for `protocol = "h2c"`).
+    /// server chosen by the group's policy (`protocol = "h2c"` or `"h2"`).
     /// Failing servers are handled as in [`Backends::get`]; waiting for a
     /// free stream on a busy session, or for another request's attempt to
     /// open one, is bounded by `connect_timeout` too.
-    pub async fn get_h2c(&self, connect_timeout: Duration) -> Result<H2cStream, ConnectError> {
+    pub async fn get_h2(&self, connect_timeout: Duration) -> Result<H2Stream, ConnectError> {
         let mut tried: Vec<usize> = Vec::new();
         let mut last_error = None;
         'servers: loop {
@@ -114,7 +115,7 @@ impl Backends {
                     Found::Open(sender) => {
                         match tokio::time::timeout(connect_timeout, sender.ready()).await {
                             Ok(Ok(sender)) => {
-                                return Ok(H2cStream {
+                                return Ok(H2Stream {
                                     sender,
                                     addr,
                                     reused: true,
@@ -122,7 +123,7 @@ impl Backends {
                                 })
                             }
                             Ok(Err(e)) => {
-                                tracing::debug!(backend = %addr, "h2c session ended: {e}");
+                                tracing::debug!(backend = %addr, "HTTP/2 session ended: {e}");
                                 self.set_slot(server, Slot::Empty);
                             }
                             // Every stream of the session is busy: no other
@@ -168,7 +169,7 @@ impl Backends {
                         match opened {
                             Ok(sender) => {
                                 let _ = report.send(Some(Opened::Ok));
-                                return Ok(H2cStream {
+                                return Ok(H2Stream {
                                     sender,
                                     addr,
                                     reused: false,
@@ -207,7 +208,8 @@ impl Backends {
         }
     }
 
-    /// Connects and completes the HTTP/2 preface with server `server`,
+    /// Connects (and for `"h2"` completes the TLS handshake) and the
+    /// HTTP/2 preface with server `server`, all within `connect_timeout`;
     /// keeps the session for later requests and returns a ready sender.
     async fn open_session(
         &self,
@@ -216,44 +218,68 @@ impl Backends {
     ) -> Result<SendRequest<Bytes>, ConnectError> {
         let addr = self.shared.addr(server);
         let deadline = tokio::time::Instant::now() + connect_timeout;
-        let stream = open(addr, connect_timeout).await?;
-        let h2_error = |e: h2::Error| {
-            ConnectError::Io(addr, std::io::Error::other(format!("HTTP/2 preface: {e}")))
-        };
-        let (stream, settings) = PrefaceWatch::new(stream);
-        let (sender, connection) =
-            match tokio::time::timeout_at(deadline, session_builder().handshake(stream)).await {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(e)) => return Err(h2_error(e)),
-                Err(_) => return Err(ConnectError::Timeout(addr)),
-            };
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(backend = %addr, "h2c session closed: {e}");
+        let tcp = open(addr, connect_timeout).await?;
+        let sender = match &self.shared.config.tls {
+            None => preface(addr, tcp, deadline).await?,
+            Some(settings) => {
+                let handshake = tls::handshake(settings, server, tcp);
+                match tokio::time::timeout_at(deadline, handshake).await {
+                    Ok(Ok(stream)) => preface(addr, stream, deadline).await?,
+                    Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
+                    Err(_) => return Err(ConnectError::Timeout(addr)),
+                }
             }
-        });
-        // The h2 client is ready before the server said a word; wait for
-        // its SETTINGS so a server that does not speak HTTP/2 counts as a
-        // failed connect (and the request goes elsewhere), not a failed
-        // request.
-        match tokio::time::timeout_at(deadline, settings).await {
-            Ok(Ok(true)) => {}
-            Ok(_) => {
-                return Err(ConnectError::Io(
-                    addr,
-                    std::io::Error::other("does not speak HTTP/2 (no SETTINGS frame first)"),
-                ))
-            }
-            Err(_) => return Err(ConnectError::Timeout(addr)),
-        }
-        let sender = match tokio::time::timeout_at(deadline, sender.ready()).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(h2_error(e)),
-            Err(_) => return Err(ConnectError::Timeout(addr)),
         };
         self.shared.connect_succeeded(server);
         self.set_slot(server, Slot::Open(sender.clone()));
         Ok(sender)
+    }
+}
+
+/// Completes the HTTP/2 preface with the server `addr` on `stream` by
+/// `deadline`, spawns the session's connection task, and returns a ready
+/// sender.
+async fn preface<S>(
+    addr: SocketAddr,
+    stream: S,
+    deadline: tokio::time::Instant,
+) -> Result<SendRequest<Bytes>, ConnectError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let h2_error = |e: h2::Error| {
+        ConnectError::Io(addr, std::io::Error::other(format!("HTTP/2 preface: {e}")))
+    };
+    let (stream, settings) = PrefaceWatch::new(stream);
+    let (sender, connection) =
+        match tokio::time::timeout_at(deadline, session_builder().handshake(stream)).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return Err(h2_error(e)),
+            Err(_) => return Err(ConnectError::Timeout(addr)),
+        };
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(backend = %addr, "HTTP/2 session closed: {e}");
+        }
+    });
+    // The h2 client is ready before the server said a word; wait for
+    // its SETTINGS so a server that does not speak HTTP/2 counts as a
+    // failed connect (and the request goes elsewhere), not a failed
+    // request.
+    match tokio::time::timeout_at(deadline, settings).await {
+        Ok(Ok(true)) => {}
+        Ok(_) => {
+            return Err(ConnectError::Io(
+                addr,
+                std::io::Error::other("does not speak HTTP/2 (no SETTINGS frame first)"),
+            ))
+        }
+        Err(_) => return Err(ConnectError::Timeout(addr)),
+    }
+    match tokio::time::timeout_at(deadline, sender.ready()).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(h2_error(e)),
+        Err(_) => Err(ConnectError::Timeout(addr)),
     }
 }
 
@@ -278,15 +304,15 @@ impl Drop for OpeningGuard<'_> {
 /// A backend socket that reports whether the first frame the server sent
 /// is SETTINGS (RFC 9113 section 3.4: the server preface), as soon as its
 /// header's type byte has arrived.
-struct PrefaceWatch {
-    inner: TcpStream,
+struct PrefaceWatch<S> {
+    inner: S,
     /// Bytes of the first frame header seen so far (the type is byte 3).
     seen: usize,
     verdict: Option<oneshot::Sender<bool>>,
 }
 
-impl PrefaceWatch {
-    fn new(inner: TcpStream) -> (Self, oneshot::Receiver<bool>) {
+impl<S> PrefaceWatch<S> {
+    fn new(inner: S) -> (Self, oneshot::Receiver<bool>) {
         let (tx, rx) = oneshot::channel();
         let watch = PrefaceWatch {
             inner,
@@ -300,7 +326,7 @@ impl PrefaceWatch {
 /// Frame type of SETTINGS.
 const SETTINGS_FRAME: u8 = 0x4;
 
-impl AsyncRead for PrefaceWatch {
+impl<S: AsyncRead + Unpin> AsyncRead for PrefaceWatch<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -329,7 +355,7 @@ impl AsyncRead for PrefaceWatch {
     }
 }
 
-impl AsyncWrite for PrefaceWatch {
+impl<S: AsyncWrite + Unpin> AsyncWrite for PrefaceWatch<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -407,10 +433,10 @@ mod tests {
     }
 
     async fn get_body(backends: &Backends) -> (String, bool) {
-        let H2cStream {
+        let H2Stream {
             mut sender, reused, ..
         } = backends
-            .get_h2c(Duration::from_secs(2))
+            .get_h2(Duration::from_secs(2))
             .await
             .expect("a session");
         let request = http::Request::get("http://backend/x")
@@ -443,7 +469,7 @@ mod tests {
     async fn a_burst_of_requests_opens_one_session() {
         let (addr, connections) = h2c_origin(None).await;
         let backends = h2c_group(vec![addr]);
-        let burst = (0..20).map(|_| backends.get_h2c(Duration::from_secs(2)));
+        let burst = (0..20).map(|_| backends.get_h2(Duration::from_secs(2)));
         let streams = futures_util::future::join_all(burst).await;
         assert!(streams.iter().all(Result::is_ok), "{streams:?}");
         assert_eq!(streams.iter().flatten().filter(|s| !s.reused).count(), 1);
@@ -482,7 +508,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let backends = h2c_group(vec![addr]);
-        let result = backends.get_h2c(Duration::from_millis(200)).await;
+        let result = backends.get_h2(Duration::from_millis(200)).await;
         assert!(
             matches!(result, Err(ConnectError::Timeout(a)) if a == addr),
             "{result:?}"
@@ -504,7 +530,7 @@ mod tests {
             }
         });
         let backends = h2c_group(vec![addr]);
-        let result = backends.get_h2c(Duration::from_secs(2)).await;
+        let result = backends.get_h2(Duration::from_secs(2)).await;
         assert!(matches!(result, Err(ConnectError::Io(..))), "{result:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! Active health checks: every interval, each server gets a real HTTP/1.1
 //! `GET <path>` on a fresh TCP connection (`Connection: close`; for h2c
-//! groups an HTTP/2 GET on a fresh session), and a
+//! and h2 groups an HTTP/2 GET on a fresh session, over TLS for h2), and a
 //! 2xx/3xx status within the timeout counts as a success. `rise` successes
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
@@ -9,13 +9,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::UpstreamShared;
-use crate::config::{BackendProtocol, HealthCheck};
+use crate::config::{BackendTls, HealthCheck};
 
 /// Most bytes read while looking for the status line.
 const MAX_STATUS_LINE: usize = 1024;
@@ -75,17 +75,20 @@ impl UpstreamShared {
 /// Checks every server of `shared` at once; each check is bounded by the
 /// check's timeout, so the round is too.
 async fn check_all(
-    shared: &UpstreamShared,
+    shared: &Arc<UpstreamShared>,
     check: &HealthCheck,
 ) -> Vec<(usize, Result<u16, CheckError>)> {
     let mut set = JoinSet::new();
     for (i, server) in shared.config.servers.iter().enumerate() {
         let (addr, path, timeout) = (server.addr, check.path.clone(), check.timeout);
-        let protocol = shared.config.protocol;
+        let shared = shared.clone();
         set.spawn(async move {
-            let result = match protocol {
-                BackendProtocol::H2c => check_once_h2c(addr, &path, timeout).await,
-                _ => check_once(addr, &path, timeout).await,
+            let config = &shared.config;
+            let result = if config.protocol.is_http2() {
+                let tls = config.tls.as_ref().map(|tls| (tls, i));
+                check_once_h2(addr, tls, &path, timeout).await
+            } else {
+                check_once(addr, &path, timeout).await
             };
             (i, result)
         });
@@ -104,6 +107,9 @@ async fn check_all(
 pub(super) enum CheckError {
     #[error("connect: {0}")]
     Connect(std::io::Error),
+    /// The TLS handshake failed or did not select h2 (the message says which).
+    #[error("{0}")]
+    Tls(std::io::Error),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
     #[error("I/O: {0}")]
@@ -162,11 +168,13 @@ pub(super) async fn check_once(
     }
 }
 
-/// One check of an h2c server: connect, HTTP/2 preface, `GET path` on a
-/// session of its own (so a check never queues behind requests),
-/// `Ok(status)` for 2xx and 3xx.
-pub(super) async fn check_once_h2c(
+/// One check of an HTTP/2 server (h2c, or h2 with `tls` = the group's TLS
+/// settings and the server's index): connect, TLS handshake for h2,
+/// HTTP/2 preface, `GET path` on a session of its own (so a check never
+/// queues behind requests), `Ok(status)` for 2xx and 3xx.
+pub(super) async fn check_once_h2(
     addr: SocketAddr,
+    tls: Option<(&BackendTls, usize)>,
     path: &str,
     timeout: Duration,
 ) -> Result<u16, CheckError> {
@@ -175,19 +183,15 @@ pub(super) async fn check_once_h2c(
             .await
             .map_err(CheckError::Connect)?;
         stream.set_nodelay(true).map_err(CheckError::Io)?;
-        let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
-        let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
-        // Ends with the check (dropping the sender closes the session),
-        // and never outlives its deadline.
-        tokio::spawn(tokio::time::timeout(timeout, connection));
-        let request = http::Request::get(format!("http://{addr}{path}"))
-            .header(http::header::USER_AGENT, "tern-health-check")
-            .body(())
-            .map_err(|_| CheckError::Malformed)?;
-        let mut sender = sender.ready().await.map_err(h2_error)?;
-        let (response, _) = sender.send_request(request, true).map_err(h2_error)?;
-        let response = response.await.map_err(h2_error)?;
-        Ok(response.status().as_u16())
+        match tls {
+            None => get_status_h2(stream, "http", addr, path, timeout).await,
+            Some((settings, server)) => {
+                let stream = super::tls::handshake(settings, server, stream)
+                    .await
+                    .map_err(CheckError::Tls)?;
+                get_status_h2(stream, "https", addr, path, timeout).await
+            }
+        }
     };
     let status = tokio::time::timeout(timeout, exchange)
         .await
@@ -197,6 +201,32 @@ pub(super) async fn check_once_h2c(
     } else {
         Err(CheckError::Status(status))
     }
+}
+
+/// The status of `GET path` on a new HTTP/2 session over `stream`. The
+/// session's connection task ends with the check (dropping the sender
+/// closes the session) and never outlives `timeout`.
+async fn get_status_h2<S>(
+    stream: S,
+    scheme: &str,
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<u16, CheckError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
+    let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
+    tokio::spawn(tokio::time::timeout(timeout, connection));
+    let request = http::Request::get(format!("{scheme}://{addr}{path}"))
+        .header(http::header::USER_AGENT, "tern-health-check")
+        .body(())
+        .map_err(|_| CheckError::Malformed)?;
+    let mut sender = sender.ready().await.map_err(h2_error)?;
+    let (response, _) = sender.send_request(request, true).map_err(h2_error)?;
+    let response = response.await.map_err(h2_error)?;
+    Ok(response.status().as_u16())
 }
 
 /// `HTTP/1.x SSS reason` → SSS.

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Module map: [`shared`] the process-wide state, [`balance`] the
-//! policies, [`pool`] idle connections, [`health`] active checks.
+//! policies, [`pool`] idle connections, [`health`] active checks,
+//! [`h2c`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2.
 
 mod balance;
 mod h2c;
@@ -20,6 +21,7 @@ mod pool;
 mod shared;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use std::cell::RefCell;
 use std::io;
@@ -31,7 +33,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
 
-pub use h2c::H2cStream;
+pub use h2c::H2Stream;
 pub use shared::UpstreamShared;
 
 use balance::SmoothWrr;
@@ -74,7 +76,7 @@ pub struct Backends {
     shared: Arc<UpstreamShared>,
     wrr: RefCell<SmoothWrr>,
     pool: IdlePool,
-    /// HTTP/2 sessions (`protocol = "h2c"` only).
+    /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
     sessions: h2c::Sessions,
 }
 
@@ -96,7 +98,7 @@ impl Backends {
     }
 
     /// The protocol the group's servers speak: [`Backends::get`] for
-    /// HTTP/1.1, [`Backends::get_h2c`] for h2c.
+    /// HTTP/1.1, [`Backends::get_h2`] for h2c and h2.
     pub fn protocol(&self) -> BackendProtocol {
         self.shared.config.protocol
     }

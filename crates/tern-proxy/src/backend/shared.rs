@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::config::{BackendProtocol, UpstreamConfig};
+use crate::config::UpstreamConfig;
 
 /// Process-wide state of one upstream group: its settings and, per
 /// server, what health checks and passive ejection decided. Shared by all
@@ -43,14 +43,6 @@ pub(super) struct ServerState {
 impl UpstreamShared {
     /// State for a group, every server initially up.
     pub fn new(config: UpstreamConfig) -> Arc<Self> {
-        if config.protocol == BackendProtocol::H2 {
-            // The configuration layer should refuse this; never pretend.
-            tracing::warn!(
-                upstream = %config.name,
-                "backend protocol {:?} is not implemented: tern speaks HTTP/1.1 to this group",
-                config.protocol
-            );
-        }
         let servers = config
             .servers
             .iter()

@@ -65,7 +65,7 @@ fn parse(path: &Path, text: &str, overrides: &GlobalOptions) -> Result<Config, C
         .unwrap_or(Path::new("."));
     let mut upstreams: Vec<UpstreamConfig> = Vec::with_capacity(global.upstream.len());
     for (index, options) in global.upstream.iter().enumerate() {
-        let group = resolve_upstream(options)
+        let group = resolve_upstream(options, base)
             .map_err(|e| located(path, text, Some(("upstream", index)), e))?;
         if upstreams.iter().any(|u| u.name == group.name) {
             let line = line_of_key(text, Some(("upstream", index)), "name");

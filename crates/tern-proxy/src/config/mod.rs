@@ -27,7 +27,8 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    BackendProtocol, Balance, HealthCheck, PassiveEjection, ServerConfig, UpstreamConfig,
+    BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
+    UpstreamConfig,
 };
 
 /// Listen address when none is given.

@@ -263,8 +263,14 @@ pub struct UpstreamOptions {
     pub servers: Vec<ServerOptions>,
     /// "round_robin" (weighted) or "least_conn". [default: round_robin]
     pub balance: Option<String>,
-    /// "http1" (default) or "h2c" (HTTP/2 cleartext); "h2" (HTTP/2 over TLS) is refused for now.
+    /// "http1" (default), "h2c" (HTTP/2 cleartext) or "h2" (HTTP/2 over TLS).
     pub protocol: Option<String>,
+    /// `protocol = "h2"`: PEM bundle of the CA certificates the servers'
+    /// certificates must chain to (required).
+    pub tls_ca: Option<String>,
+    /// `protocol = "h2"`: name the servers' certificates must carry.
+    /// [default: the host of each server's HOST:PORT]
+    pub tls_server_name: Option<String>,
     /// HTTP path for active health checks; off when absent.
     pub health_check_path: Option<String>,
     /// Time between health checks. [default: 2s]
@@ -294,6 +300,15 @@ pub enum ServerOptions {
         /// Relative share of requests (1..=100). [default: 1]
         weight: Option<u32>,
     },
+}
+
+impl ServerOptions {
+    /// Its `HOST:PORT`.
+    pub fn addr(&self) -> &str {
+        match self {
+            ServerOptions::Addr(addr) | ServerOptions::Weighted { addr, .. } => addr,
+        }
+    }
 }
 
 /// Accepts `key = "x"` as well as `key = ["x", "y"]`.

@@ -43,11 +43,13 @@ pub fn reference_markdown() -> String {
 }
 
 /// The keys of `[[upstream]]` (TOML only: a group has no flags).
-const UPSTREAM_KEYS: [(&str, &str); 12] = [
+const UPSTREAM_KEYS: [(&str, &str); 14] = [
     ("name", "Name listeners and routes refer to."),
     ("servers", "Servers: `\"HOST:PORT\"` or `{ addr = \"HOST:PORT\", weight = N }` (weight 1..=100, default 1)."),
     ("balance", "`\"round_robin\"` (smooth weighted) or `\"least_conn\"`. [default: round_robin]"),
-    ("protocol", "`\"http1\"` (HTTP/1.1, pooled keepalive) or `\"h2c\"` (HTTP/2 over cleartext TCP with prior knowledge: one multiplexed session per server and worker; health checks speak h2c too). `\"h2\"` (HTTP/2 over TLS) is refused for now. [default: http1]"),
+    ("protocol", "`\"http1\"` (HTTP/1.1, pooled keepalive), `\"h2c\"` (HTTP/2 over cleartext TCP with prior knowledge) or `\"h2\"` (HTTP/2 over TLS, ALPN `h2`, TLS 1.2/1.3, certificate checked against `tls_ca`). HTTP/2 groups keep one multiplexed session per server and worker; their health checks speak the same protocol. [default: http1]"),
+    ("tls_ca", "`protocol = \"h2\"` only, required: PEM bundle of the CA certificates the servers' certificates must chain to (relative to the config file; re-read on reload)."),
+    ("tls_server_name", "`protocol = \"h2\"` only: DNS name (sent as SNI) or IP address the servers' certificates must carry. [default: the host of each server's `HOST:PORT`; an IP address is checked against the certificate's IP addresses]"),
     ("health_check_path", "HTTP path for active health checks (GET; 2xx/3xx is healthy). Off when absent."),
     ("health_check_interval", "Time between checks. [default: 2s]"),
     ("health_check_timeout", "Deadline of one check. [default: 1s]"),

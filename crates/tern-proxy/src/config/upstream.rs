@@ -1,7 +1,12 @@
 //! Backend groups: typed settings and their resolution from options.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::options::{ServerOptions, UpstreamOptions};
 use super::resolve::{duration, key_err};
@@ -23,9 +28,52 @@ pub enum BackendProtocol {
     Http1,
     /// HTTP/2 over cleartext TCP (prior knowledge).
     H2c,
-    /// HTTP/2 over TLS.
+    /// HTTP/2 over TLS (ALPN `h2`).
     H2,
 }
+
+impl BackendProtocol {
+    /// True for the HTTP/2 protocols (one multiplexed session per server
+    /// and worker instead of a pool of HTTP/1.1 connections).
+    pub fn is_http2(self) -> bool {
+        matches!(self, BackendProtocol::H2c | BackendProtocol::H2)
+    }
+
+    /// The `:scheme` of requests sent to the group's servers: the scheme
+    /// of the hop from tern to the backend.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            BackendProtocol::H2 => "https",
+            BackendProtocol::Http1 | BackendProtocol::H2c => "http",
+        }
+    }
+}
+
+/// How tern speaks TLS to the servers of a `protocol = "h2"` group.
+#[derive(Debug, Clone)]
+pub struct BackendTls {
+    /// The `tls_ca` file, read when the configuration is (start and reload).
+    pub ca_file: PathBuf,
+    /// The name each server's certificate must carry (and the SNI sent),
+    /// parallel to [`UpstreamConfig::servers`].
+    pub server_names: Vec<ServerName<'static>>,
+    /// Client settings: tern's TLS policy (TLS 1.2/1.3, ECDHE, AEAD),
+    /// ALPN `h2` only, the `tls_ca` certificates as the only roots.
+    pub client: Arc<rustls::ClientConfig>,
+    /// The CA certificates, so that two configurations compare equal only
+    /// when they trust the same ones.
+    roots: Vec<CertificateDer<'static>>,
+}
+
+impl PartialEq for BackendTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.ca_file == other.ca_file
+            && self.server_names == other.server_names
+            && self.roots == other.roots
+    }
+}
+
+impl Eq for BackendTls {}
 
 /// Active health checking.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +123,8 @@ pub struct UpstreamConfig {
     pub health: Option<HealthCheck>,
     /// Passive ejection (always on).
     pub passive: PassiveEjection,
+    /// TLS to the servers (`protocol = "h2"` only).
+    pub tls: Option<BackendTls>,
 }
 
 impl UpstreamConfig {
@@ -93,6 +143,7 @@ impl UpstreamConfig {
                 max_fails: 3,
                 fail_timeout: Duration::from_secs(10),
             },
+            tls: None,
         }
     }
 }
@@ -137,8 +188,11 @@ pub(crate) fn check_health_path(path: &str, key: &'static str) -> Result<(), Key
     Ok(())
 }
 
-/// Resolves one `[[upstream]]` table.
-pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, KeyError> {
+/// Resolves one `[[upstream]]` table; relative file names are taken from `base`.
+pub(crate) fn resolve_upstream(
+    o: &UpstreamOptions,
+    base: &Path,
+) -> Result<UpstreamConfig, KeyError> {
     if o.name.is_empty() {
         return Err(key_err("name", "an upstream needs a name"));
     }
@@ -168,15 +222,7 @@ pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, Ke
     let protocol = match o.protocol.as_deref() {
         None | Some("http1") | Some("http/1.1") => BackendProtocol::Http1,
         Some("h2c") => BackendProtocol::H2c,
-        // HTTP/2 over TLS to backends needs a TLS client with its own
-        // trust settings; refuse rather than silently speak something else.
-        Some("h2") => {
-            return Err(key_err(
-                "protocol",
-                "protocol \"h2\" (HTTP/2 over TLS) to backends is not supported yet; \
-                 use \"h2c\" (cleartext HTTP/2) or \"http1\"",
-            ))
-        }
+        Some("h2") => BackendProtocol::H2,
         Some(other) => {
             return Err(key_err(
                 "protocol",
@@ -214,6 +260,7 @@ pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, Ke
             })
         }
     };
+    let tls = backend_tls(o, protocol, base)?;
     let max_fails = o.max_fails.unwrap_or(3);
     if max_fails == 0 {
         return Err(key_err("max_fails", "must be at least 1"));
@@ -232,5 +279,144 @@ pub(crate) fn resolve_upstream(o: &UpstreamOptions) -> Result<UpstreamConfig, Ke
                 Duration::from_secs(10),
             )?,
         },
+        tls,
     })
+}
+
+/// The TLS settings of a group: `Some` for `protocol = "h2"` (which needs
+/// `tls_ca`), `None` otherwise (where the `tls_*` keys are refused, since
+/// they would silently do nothing).
+fn backend_tls(
+    o: &UpstreamOptions,
+    protocol: BackendProtocol,
+    base: &Path,
+) -> Result<Option<BackendTls>, KeyError> {
+    if protocol != BackendProtocol::H2 {
+        for (key, set) in [
+            ("tls_ca", o.tls_ca.is_some()),
+            ("tls_server_name", o.tls_server_name.is_some()),
+        ] {
+            if set {
+                return Err(key_err(key, "only applies to protocol = \"h2\""));
+            }
+        }
+        return Ok(None);
+    }
+    let Some(ca) = &o.tls_ca else {
+        return Err(key_err(
+            "protocol",
+            "protocol \"h2\" (HTTP/2 over TLS) needs tls_ca: the PEM file of the CA \
+             certificates the servers' certificates chain to",
+        ));
+    };
+    let ca_file = base.join(ca);
+    let roots = load_ca(&ca_file)?;
+    let server_names = match &o.tls_server_name {
+        Some(name) => {
+            let name = ServerName::try_from(name.as_str())
+                .map(|n| n.to_owned())
+                .map_err(|_| {
+                    key_err(
+                        "tls_server_name",
+                        format!("{name:?} is neither a DNS name nor an IP address"),
+                    )
+                })?;
+            vec![name; o.servers.len()]
+        }
+        None => o
+            .servers
+            .iter()
+            .map(|s| default_server_name(s.addr()))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut store = rustls::RootCertStore::empty();
+    for cert in &roots {
+        store.add(cert.clone()).map_err(|e| {
+            key_err(
+                "tls_ca",
+                format!("{}: unusable CA certificate: {e}", ca_file.display()),
+            )
+        })?;
+    }
+    // tern's own policy (no CBC, no DHE, TLS 1.2 at least) holds on the
+    // backend side too.
+    let policy = tern_tls::TlsPolicy::default();
+    let mut client =
+        rustls::ClientConfig::builder_with_provider(Arc::new(policy.crypto_provider()))
+            .with_protocol_versions(&policy.versions())
+            .map_err(|e| key_err("protocol", format!("TLS client settings: {e}")))?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+    // Only h2: a backend that cannot speak it must fail the handshake (or
+    // select nothing, which tern refuses), never fall back to HTTP/1.1.
+    client.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(BackendTls {
+        ca_file,
+        server_names,
+        client: Arc::new(client),
+        roots,
+    }))
+}
+
+/// The CA certificates in the PEM file `path` (at least one).
+fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, KeyError> {
+    let pem =
+        std::fs::read(path).map_err(|e| key_err("tls_ca", format!("{}: {e}", path.display())))?;
+    let roots = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| key_err("tls_ca", format!("{}: not PEM: {e}", path.display())))?;
+    if roots.is_empty() {
+        return Err(key_err(
+            "tls_ca",
+            format!("{}: no CERTIFICATE in this PEM file", path.display()),
+        ));
+    }
+    Ok(roots)
+}
+
+/// The name a server's certificate is checked against when no
+/// `tls_server_name` is set: the host of `HOST:PORT`, which for an IP
+/// address means an IP address entry of the certificate.
+fn default_server_name(addr: &str) -> Result<ServerName<'static>, KeyError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(ServerName::IpAddress(ip.into()));
+    }
+    ServerName::try_from(host.to_string()).map_err(|_| {
+        key_err(
+            "servers",
+            format!(
+                "{host:?} is not a DNS name to check a certificate against; set tls_server_name"
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_server_name_is_the_host_of_host_port() {
+        let name = |addr: &str| default_server_name(addr).map_err(|e| e.message);
+        assert_eq!(
+            name("backend.internal:8443"),
+            Ok(ServerName::try_from("backend.internal")
+                .expect("name")
+                .to_owned())
+        );
+        assert_eq!(
+            name("10.0.0.7:8443"),
+            Ok(ServerName::IpAddress(
+                "10.0.0.7".parse::<IpAddr>().expect("ip").into()
+            ))
+        );
+        assert_eq!(
+            name("[::1]:8443"),
+            Ok(ServerName::IpAddress(
+                "::1".parse::<IpAddr>().expect("ip").into()
+            ))
+        );
+    }
 }

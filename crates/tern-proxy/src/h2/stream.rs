@@ -111,9 +111,9 @@ pub(super) async fn handle(
     mut respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
 ) -> End {
-    if let Some(backends) = crate::h2c_relay::h2c_group_for_h2(ctx, &request) {
+    if let Some(backends) = crate::h2c_relay::h2_group_for_h2(ctx, &request) {
         use crate::h2c_relay::{from_h2, StreamEnd};
-        // Boxed: the h2c relay's state would otherwise enlarge every
+        // Boxed: the HTTP/2 relay's state would otherwise enlarge every
         // stream's future (allocated and moved per stream).
         return match Box::pin(from_h2::handle(request, respond, ctx, backends)).await {
             StreamEnd::Answered => End::Done,

@@ -1,4 +1,4 @@
-//! One HTTP/1.1 request relayed as one stream to an h2c backend, its
+//! One HTTP/1.1 request relayed as one stream to an HTTP/2 (h2c or h2) backend, its
 //! response written back as HTTP/1.1.
 //!
 //! The request body (Content-Length or chunked, decoded) becomes DATA
@@ -56,7 +56,7 @@ enum Failure {
 }
 
 /// Runs one exchange for `head` (already consumed from `cbuf`) with
-/// `backends`, an h2c group, and logs it.
+/// `backends`, an HTTP/2 group, and logs it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run<C>(
     client: &mut C,
@@ -122,7 +122,7 @@ where
 {
     if wants_upgrade(head) || head.method() == "CONNECT" {
         tracing::warn!(client = %ctx.peer, upstream = %backends.name(),
-            "{} cannot be relayed to an h2c upstream: answered 501",
+            "{} cannot be relayed to an HTTP/2 upstream: answered 501",
             if wants_upgrade(head) { "Upgrade" } else { "CONNECT" });
         return Err(Failure::Status(501));
     }
@@ -140,12 +140,13 @@ where
     // Lives to the end of the exchange: it counts the request in flight
     // on its server (least_conn reads that).
     let mut stream = backends
-        .get_h2c(limits.backend_connect_timeout)
+        .get_h2(limits.backend_connect_timeout)
         .await
         .map_err(|e| Failure::Status(connect_failure_status(ctx, &e)))?;
     p.backend = Some(stream.addr);
     let addr = stream.addr;
     let request = backend_request(
+        backends.protocol(),
         &http::Method::from_bytes(head.method().as_bytes()).map_err(|_| Failure::Status(400))?,
         origin_form(head.target()),
         head.fields.first(FieldKind::Host),
@@ -154,7 +155,7 @@ where
         ctx,
     )
     .map_err(|e| {
-        tracing::debug!(client = %ctx.peer, "request not relayable over h2c: {e}");
+        tracing::debug!(client = %ctx.peer, "request not relayable over HTTP/2: {e}");
         Failure::Status(400)
     })?;
     let (response, mut upstream) = stream.sender.send_request(request, no_body).map_err(|e| {

@@ -1,4 +1,5 @@
-//! One HTTP/2 client stream relayed as one stream to an h2c backend.
+//! One HTTP/2 client stream relayed as one stream to an HTTP/2 (h2c or
+//! h2) backend.
 //!
 //! Phases: open a backend stream (raced against a client reset) → the
 //! request body goes up while tern waits for the response head → the
@@ -22,7 +23,7 @@ use super::{
     send_flow_controlled, SendError, StreamEnd,
 };
 use crate::access_log::Record;
-use crate::backend::{Backends, H2cStream};
+use crate::backend::{Backends, H2Stream};
 use crate::conn::ConnCtx;
 
 /// What the access log needs about a stream.
@@ -35,7 +36,7 @@ struct Outcome {
     backend_us: u64,
 }
 
-/// Relays one client stream to `backends` (an h2c group) and logs it.
+/// Relays one client stream to `backends` (an HTTP/2 group) and logs it.
 pub(crate) async fn handle(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
@@ -72,7 +73,7 @@ async fn relay(
 ) -> StreamEnd {
     if parts.method == http::Method::CONNECT {
         tracing::warn!(client = %ctx.peer, upstream = %backends.name(),
-            "CONNECT cannot be relayed to an h2c upstream: answered 501");
+            "CONNECT cannot be relayed to an HTTP/2 upstream: answered 501");
         return answer_status(respond, 501, o);
     }
     let opened = tokio::select! {
@@ -119,7 +120,7 @@ async fn open_stream(
     ctx: &ConnCtx<'_>,
     backends: &Backends,
     o: &mut Outcome,
-) -> Result<(ResponseFuture, SendStream<Bytes>, H2cStream), u16> {
+) -> Result<(ResponseFuture, SendStream<Bytes>, H2Stream), u16> {
     let connect_timeout = ctx.listener.config.limits.backend_connect_timeout;
     let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
     let authority = authority.or_else(|| {
@@ -134,7 +135,7 @@ async fn open_stream(
     let mut retried = false;
     loop {
         let mut stream = backends
-            .get_h2c(connect_timeout)
+            .get_h2(connect_timeout)
             .await
             .map_err(|e| connect_failure_status(ctx, &e))?;
         o.backend = Some(stream.addr);
@@ -143,15 +144,24 @@ async fn open_stream(
             .iter()
             .filter(|(n, _)| keeps_h2_request_field_for_h2(n.as_str()))
             .map(|(n, v)| (n.as_str(), v.as_bytes()));
-        let request = backend_request(&parts.method, path, authority, stream.addr, fields, ctx)
-            .map_err(|e| {
-                tracing::debug!(client = %ctx.peer, "request not relayable over h2c: {e}");
-                400u16
-            })?;
+        let protocol = backends.protocol();
+        let request = backend_request(
+            protocol,
+            &parts.method,
+            path,
+            authority,
+            stream.addr,
+            fields,
+            ctx,
+        )
+        .map_err(|e| {
+            tracing::debug!(client = %ctx.peer, "request not relayable over HTTP/2: {e}");
+            400u16
+        })?;
         match stream.sender.send_request(request, no_body) {
             Ok((response, upstream)) => return Ok((response, upstream, stream)),
             Err(e) if !retried => {
-                tracing::debug!(backend = %stream.addr, "h2c send failed, picking again: {e}");
+                tracing::debug!(backend = %stream.addr, "HTTP/2 send failed, picking again: {e}");
                 retried = true;
             }
             Err(e) => {

@@ -1,9 +1,11 @@
-//! Requests to `protocol = "h2c"` groups: each client request, from either
-//! front end, becomes one stream on the worker's HTTP/2 session to the
-//! chosen server ([`Backends::get_h2c`]).
+//! Requests to HTTP/2 groups (`protocol = "h2c"`, cleartext, and `"h2"`,
+//! over TLS): each client request, from either front end, becomes one
+//! stream on the worker's HTTP/2 session to the chosen server
+//! ([`Backends::get_h2`]). Only the session differs between the two; the
+//! relay is the same.
 //!
 //! ```text
-//!   HTTP/2 client stream ──▶ from_h2 ─┐                 ┌─▶ h2c server
+//!   HTTP/2 client stream ──▶ from_h2 ─┐                 ┌─▶ h2c/h2 server
 //!                                     ├─ backend stream ┤   (one session per
 //!   HTTP/1.1 client request ▶ from_h1 ┘                 └─   server and worker)
 //! ```
@@ -44,25 +46,22 @@ pub(crate) enum StreamEnd {
     ClientReset,
 }
 
-/// The group a request goes to when that group speaks h2c; `None` sends
-/// it down the HTTP/1.1 path. The scan of the listener's groups (usually
-/// one to three) spares the HTTP/1.1-only common case a second routing.
-pub(crate) fn h2c_group<'c>(ctx: &'c ConnCtx<'_>, host: Option<&[u8]>) -> Option<&'c Backends> {
+/// The group a request goes to when that group speaks HTTP/2 (h2c or
+/// h2); `None` sends it down the HTTP/1.1 path. The scan of the
+/// listener's groups (usually one to three) spares the HTTP/1.1-only
+/// common case a second routing.
+pub(crate) fn h2_group<'c>(ctx: &'c ConnCtx<'_>, host: Option<&[u8]>) -> Option<&'c Backends> {
     let listener = ctx.listener;
-    if !listener
-        .upstreams
-        .iter()
-        .any(|b| b.protocol() == BackendProtocol::H2c)
-    {
+    if !listener.upstreams.iter().any(|b| b.protocol().is_http2()) {
         return None;
     }
     let backends = listener.route(ctx.tls.sni.as_deref(), host);
-    (backends.protocol() == BackendProtocol::H2c).then_some(backends)
+    backends.protocol().is_http2().then_some(backends)
 }
 
-/// [`h2c_group`] for a request that arrived over HTTP/2 (routed by its
+/// [`h2_group`] for a request that arrived over HTTP/2 (routed by its
 /// `:authority`, else its `host` field, as the HTTP/1.1-backend path does).
-pub(crate) fn h2c_group_for_h2<'c, B>(
+pub(crate) fn h2_group_for_h2<'c, B>(
     ctx: &'c ConnCtx<'_>,
     request: &Request<B>,
 ) -> Option<&'c Backends> {
@@ -73,7 +72,7 @@ pub(crate) fn h2c_group_for_h2<'c, B>(
             .get(http::header::HOST)
             .map(HeaderValue::as_bytes)
     });
-    h2c_group(ctx, host)
+    h2_group(ctx, host)
 }
 
 /// The status for a request whose backend could not be reached (the same
@@ -98,11 +97,12 @@ pub(crate) enum BuildError {
     Field(String),
 }
 
-/// The HTTP/2 request head for a backend: `:scheme` http (the hop is
-/// cleartext), `:authority` from the client's Host or `:authority` (else
-/// the server's address), then `fields` (already filtered by the caller)
-/// and tern's forwarding fields.
+/// The HTTP/2 request head for a backend: `:scheme` that of the hop to
+/// the backend (`protocol`'s), `:authority` from the client's Host or
+/// `:authority` (else the server's address), then `fields` (already
+/// filtered by the caller) and tern's forwarding fields.
 pub(crate) fn backend_request<'f>(
+    protocol: BackendProtocol,
     method: &Method,
     path_and_query: &str,
     authority: Option<&[u8]>,
@@ -114,7 +114,7 @@ pub(crate) fn backend_request<'f>(
         Some(a) => Uri::builder().authority(a),
         None => Uri::builder().authority(server.to_string()),
     }
-    .scheme("http")
+    .scheme(protocol.scheme())
     .path_and_query(path_and_query)
     .build()?;
     let mut request = Request::builder()

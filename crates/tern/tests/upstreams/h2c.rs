@@ -23,7 +23,7 @@ fn h2c_front(workers: usize, addrs: &[std::net::SocketAddr], extra: &str) -> Fro
 }
 
 /// The values of field `name` in an echo backend's JSON answer.
-fn echoed(json: &serde_json::Value, name: &str) -> Vec<String> {
+pub(crate) fn echoed(json: &serde_json::Value, name: &str) -> Vec<String> {
     json["headers"]
         .as_array()
         .map(|headers| {
@@ -36,14 +36,17 @@ fn echoed(json: &serde_json::Value, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-const FORGED: [(&str, &str); 4] = [
+/// Forwarding fields a client forges; none may reach a backend.
+pub(crate) const FORGED: [(&str, &str); 4] = [
     ("x-forwarded-for", "6.6.6.6"),
     ("x-real-ip", "6.6.6.6"),
     ("forwarded", "for=6.6.6.6"),
     ("x-forwarded-proto", "gopher"),
 ];
 
-fn assert_true_forwarding_fields(json: &serde_json::Value) {
+/// Checks that an HTTP/2 backend saw tern's forwarding fields only, and
+/// no connection-specific ones.
+pub(crate) fn assert_true_forwarding_fields(json: &serde_json::Value) {
     let text = json.to_string();
     assert!(
         !text.contains("6.6.6.6"),
@@ -77,7 +80,7 @@ fn assert_true_forwarding_fields(json: &serde_json::Value) {
 }
 
 #[test]
-fn config_accepts_h2c_and_refuses_h2_naming_the_line() {
+fn config_accepts_h2c_and_refuses_h2_without_tls_ca_naming_the_line() {
     let dir = TempDir::new("h2c-config");
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
@@ -363,7 +366,7 @@ fn upgrade_to_an_h2c_group_is_501_with_a_log_line() {
     let response = conn.read_response(false).expect("response");
     assert_eq!(response.status, 501, "{}", response.text());
     front.wait_log(
-        &["Upgrade cannot be relayed to an h2c upstream"],
+        &["Upgrade cannot be relayed to an HTTP/2 upstream"],
         Duration::from_secs(2),
     );
     assert_eq!(backend.requests(), 0);
