@@ -27,7 +27,6 @@ mod demo;
 mod error;
 mod generation;
 mod h2;
-mod h2c_relay;
 mod http1;
 mod iobuf;
 pub mod metrics;
@@ -35,6 +34,7 @@ mod proxy_header;
 mod proxy_in;
 mod server;
 mod tcp;
+mod upstream_h2;
 mod worker;
 
 pub use error::ServeError;

@@ -349,7 +349,17 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
         .write_all(&[0x16, 0x03, 0x01])
         .expect("write a record header");
     drop(quitter);
-    let after = t.scrape_when_idle();
+    // tern may not have accepted the quitter yet when it looks idle: wait
+    // (bounded) until both failures are counted.
+    let failures = "tern_tls_handshake_failures_total";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        let after = t.scrape_when_idle();
+        if delta(&before, &after, failures, &[]) >= 2.0 || Instant::now() > deadline {
+            break after;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
 
     let d = |name, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
     let labels = |conn: &HttpConn, resumed| {
@@ -371,7 +381,6 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
     assert_eq!(d(handshakes, &labels(&full, "false")), 1.0);
     assert_eq!(d(handshakes, &labels(&resumed, "true")), 1.0);
     assert_eq!(d(handshakes, &[]), 2.0);
-    let failures = "tern_tls_handshake_failures_total";
     assert_eq!(d(failures, &[("reason", "not_tls")]), 1.0);
     assert_eq!(d(failures, &[("reason", "closed")]), 1.0);
     assert_eq!(d(failures, &[]), 2.0);

@@ -15,8 +15,8 @@
 //! [`h2c`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2.
 
 mod balance;
-mod h2c;
 mod health;
+mod http2;
 mod pool;
 mod shared;
 #[cfg(test)]
@@ -33,7 +33,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
 
-pub use h2c::H2Stream;
+pub use http2::H2Stream;
 pub use shared::UpstreamShared;
 
 use balance::SmoothWrr;
@@ -77,7 +77,7 @@ pub struct Backends {
     wrr: RefCell<SmoothWrr>,
     pool: IdlePool,
     /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
-    sessions: h2c::Sessions,
+    sessions: http2::Sessions,
 }
 
 impl Backends {
@@ -88,7 +88,7 @@ impl Backends {
             shared,
             wrr: RefCell::new(SmoothWrr::new(servers)),
             pool: IdlePool::new(servers, max_idle),
-            sessions: RefCell::new((0..servers).map(|_| h2c::Slot::Empty).collect()),
+            sessions: RefCell::new((0..servers).map(|_| http2::Slot::Empty).collect()),
         }
     }
 

@@ -111,8 +111,8 @@ pub(super) async fn handle(
     mut respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
 ) -> End {
-    if let Some(backends) = crate::h2c_relay::h2_group_for_h2(ctx, &request) {
-        use crate::h2c_relay::{from_h2, StreamEnd};
+    if let Some(backends) = crate::upstream_h2::h2_group_for_h2(ctx, &request) {
+        use crate::upstream_h2::{from_h2, StreamEnd};
         // Boxed: the HTTP/2 relay's state would otherwise enlarge every
         // stream's future (allocated and moved per stream).
         return match Box::pin(from_h2::handle(request, respond, ctx, backends)).await {

@@ -92,8 +92,8 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
 {
     let host = head.fields.first(FieldKind::Host);
-    if let Some(backends) = crate::h2c_relay::h2_group(ctx, host) {
-        use crate::h2c_relay::from_h1;
+    if let Some(backends) = crate::upstream_h2::h2_group(ctx, host) {
+        use crate::upstream_h2::from_h1;
         // Boxed so the HTTP/2 relay's state does not enlarge every exchange.
         return Box::pin(from_h1::run(
             client, cbuf, ctx, backends, head, framing, head_len, started,
