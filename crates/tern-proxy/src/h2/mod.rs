@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use crate::conn::ConnCtx;
+use crate::deadline::Watchdog;
 
 /// Request-body flow-control window per stream: how much a client may send
 /// before tern has forwarded it to the backend.
@@ -66,10 +67,17 @@ where
     };
     let mut streams = FuturesUnordered::new();
     let mut resets = ResetBudget::new(lim.max_resets_per_second);
-    let mut shutdown = ctx.worker.shutdown.clone();
+    // Made once: a fresh `wait_for` per turn of the loop would register
+    // (and drop) a waiter every time.
+    let mut shutdown_rx = ctx.worker.shutdown.clone();
+    let shutdown = async move {
+        let _ = shutdown_rx.wait_for(|s| *s).await;
+    };
+    tokio::pin!(shutdown);
     let mut going_away = false;
-    let idle = tokio::time::sleep(limits.idle_timeout);
-    tokio::pin!(idle);
+    // Moved each time the connection falls idle (every burst of streams):
+    // a store, not a timer-wheel update.
+    let mut idle = Watchdog::new(Instant::now() + limits.idle_timeout);
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
@@ -94,14 +102,14 @@ where
                     end = streams.next().now_or_never().flatten();
                 }
                 if streams.is_empty() {
-                    idle.as_mut().reset(Instant::now() + limits.idle_timeout);
+                    idle.set(Instant::now() + limits.idle_timeout);
                 }
             },
-            _ = shutdown.wait_for(|s| *s), if !going_away => {
+            _ = &mut shutdown, if !going_away => {
                 conn.graceful_shutdown();
                 going_away = true;
             }
-            _ = &mut idle, if streams.is_empty() && !going_away => {
+            _ = idle.run(std::future::pending::<()>()), if streams.is_empty() && !going_away => {
                 conn.graceful_shutdown();
                 going_away = true;
             }
