@@ -17,6 +17,7 @@
 
 pub mod chunked;
 mod error;
+pub mod forwarding;
 pub mod framing;
 pub mod head;
 pub mod rewrite;

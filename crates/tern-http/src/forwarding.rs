@@ -1,0 +1,202 @@
+//! The forwarding fields tern adds to every request it passes on
+//! (`X-Forwarded-For`, `X-Forwarded-Proto`, `Forwarded`), and the ones a
+//! client may not set. One source for every backend protocol, so HTTP/1.1
+//! and HTTP/2 backends are told the same thing; built without allocating,
+//! as this runs per request.
+
+use std::net::IpAddr;
+
+/// Forwarding fields a client may not set; always removed from requests.
+pub const CLIENT_FORWARDING_FIELDS: [&str; 6] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-real-ip",
+    "forwarded",
+];
+
+/// Which forwarding fields tern adds to requests it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedFields {
+    /// `X-Forwarded-For: <client ip>`.
+    pub x_forwarded_for: bool,
+    /// `X-Forwarded-Proto: https`.
+    pub x_forwarded_proto: bool,
+    /// `Forwarded: for=...;proto=https;host=...` (RFC 7239).
+    pub forwarded: bool,
+}
+
+impl Default for ForwardedFields {
+    fn default() -> Self {
+        ForwardedFields {
+            x_forwarded_for: true,
+            x_forwarded_proto: true,
+            forwarded: true,
+        }
+    }
+}
+
+/// What tern knows about the client, for the forwarding fields.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientFacts {
+    /// The client's address (from the socket, or a trusted PROXY header).
+    pub ip: IpAddr,
+    /// `"https"` for TLS listeners.
+    pub proto: &'static str,
+}
+
+/// True for the forwarding fields a client may not set.
+/// Underscore spellings (`X_Forwarded_For`) count too: CGI-style backends
+/// read them as the dashed names.
+pub fn is_client_forwarding_field(name: &str) -> bool {
+    crate::head::FieldKind::of(name) == crate::head::FieldKind::ClientForwarding
+}
+
+/// Calls `put(name, value)` for each of tern's forwarding fields for
+/// `client` (the ones `add` asks for), in the order HTTP/1.1 heads carry
+/// them. `host` (the request's Host or `:authority`) goes into `Forwarded`.
+/// Shared by every request path so HTTP/1.1 and HTTP/2 backends are told
+/// the same thing. Values are built on the stack: this runs per request.
+pub fn forwarding_fields(
+    client: &ClientFacts,
+    add: ForwardedFields,
+    host: Option<&[u8]>,
+    mut put: impl FnMut(&'static str, &[u8]),
+) {
+    let ip = IpText::new(client.ip);
+    if add.x_forwarded_for {
+        put("X-Forwarded-For", ip.as_bytes());
+    }
+    if add.x_forwarded_proto {
+        put("X-Forwarded-Proto", client.proto.as_bytes());
+    }
+    if add.forwarded {
+        let mut value = ForwardedValue::default();
+        value.push(b"for=");
+        if client.ip.is_ipv6() {
+            value.push(b"\"[");
+            value.push(ip.as_bytes());
+            value.push(b"]\"");
+        } else {
+            value.push(ip.as_bytes());
+        }
+        value.push(b";proto=");
+        value.push(client.proto.as_bytes());
+        if let Some(host) = host.filter(|h| is_safe_host(h)) {
+            // Host is checked to hold only host/port characters (at most
+            // 255), so quoting needs no escapes.
+            value.push(b";host=\"");
+            value.push(host);
+            value.push(b"\"");
+        }
+        put("Forwarded", value.as_bytes());
+    }
+}
+
+/// A `Forwarded` value: `for=` (at most 49 bytes), `;proto=`, `;host=`
+/// (at most 255) and quotes fit with room to spare.
+struct ForwardedValue {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Default for ForwardedValue {
+    fn default() -> Self {
+        ForwardedValue {
+            buf: [0; 512],
+            len: 0,
+        }
+    }
+}
+
+impl ForwardedValue {
+    fn push(&mut self, bytes: &[u8]) {
+        // The parts are bounded (see above); should one ever not be, the
+        // value is cut rather than the request failed.
+        let n = bytes.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// An IP address as text, formatted on the stack (it goes into every
+/// forwarded request).
+struct IpText {
+    buf: [u8; 45],
+    len: usize,
+}
+
+impl IpText {
+    fn new(ip: IpAddr) -> Self {
+        let mut t = IpText {
+            buf: [0; 45],
+            len: 0,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        t.push(b'.');
+                    }
+                    if octet >= 100 {
+                        t.push(b'0' + octet / 100);
+                    }
+                    if octet >= 10 {
+                        t.push(b'0' + octet / 10 % 10);
+                    }
+                    t.push(b'0' + octet % 10);
+                }
+            }
+            IpAddr::V6(v6) => {
+                let mut cursor = std::io::Cursor::new(&mut t.buf[..]);
+                // 45 bytes hold the longest IPv6 text (with an embedded IPv4).
+                let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{v6}"));
+                t.len = cursor.position() as usize;
+            }
+        }
+        t
+    }
+
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+fn is_safe_host(host: &[u8]) -> bool {
+    !host.is_empty()
+        && host.len() <= 255
+        && host
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_text_matches_the_standard_formatting() {
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "192.0.2.255",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+            "::ffff:1.2.3.4",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        ] {
+            let addr: IpAddr = ip.parse().unwrap();
+            assert_eq!(IpText::new(addr).as_bytes(), addr.to_string().as_bytes());
+        }
+    }
+}
