@@ -16,6 +16,8 @@
 
 mod stream;
 
+pub(crate) use stream::Outcome;
+
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -32,13 +32,35 @@ pub(super) enum End {
     ClientReset,
 }
 
-/// What the access log needs about a stream.
-struct Outcome {
-    status: u16,
-    bytes_in: u64,
-    bytes_out: u64,
-    backend: Option<std::net::SocketAddr>,
-    backend_us: u64,
+/// What the access log needs about a stream, whichever kind of backend
+/// served it.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    pub status: u16,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub backend: Option<std::net::SocketAddr>,
+    pub backend_us: u64,
+}
+
+impl Outcome {
+    /// Logs the stream of `parts`, begun at `started` (499 when it was
+    /// never answered: the client left first).
+    pub(crate) fn log(&self, ctx: &ConnCtx<'_>, parts: &http::request::Parts, started: Instant) {
+        ctx.log(&Record {
+            client: ctx.peer,
+            tls: &ctx.tls,
+            handshake_us: ctx.handshake_us,
+            method: parts.method.as_str(),
+            path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+            status: if self.status == 0 { 499 } else { self.status },
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            backend: self.backend,
+            backend_us: self.backend_us,
+            total_us: started.elapsed().as_micros() as u64,
+        });
+    }
 }
 
 /// A failure before the response head went out: answered with a status.
@@ -123,28 +145,10 @@ pub(super) async fn handle(
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let mut scratch = Scratch::take();
-    let mut o = Outcome {
-        status: 0,
-        bytes_in: 0,
-        bytes_out: 0,
-        backend: None,
-        backend_us: 0,
-    };
+    let mut o = Outcome::default();
     let end = relay(&parts, body, &mut respond, ctx, &mut scratch, &mut o).await;
     scratch.give_back();
-    ctx.log(&Record {
-        client: ctx.peer,
-        tls: &ctx.tls,
-        handshake_us: ctx.handshake_us,
-        method: parts.method.as_str(),
-        path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-        status: if o.status == 0 { 499 } else { o.status },
-        bytes_in: o.bytes_in,
-        bytes_out: o.bytes_out,
-        backend: o.backend,
-        backend_us: o.backend_us,
-        total_us: started.elapsed().as_micros() as u64,
-    });
+    o.log(ctx, &parts, started);
     end
 }
 

@@ -22,19 +22,9 @@ use super::{
     backend_request, backend_wait, connect_failure_status, end_stream, is_end_to_end,
     send_flow_controlled, SendError, StreamEnd,
 };
-use crate::access_log::Record;
 use crate::backend::{Backends, H2Stream};
 use crate::conn::ConnCtx;
-
-/// What the access log needs about a stream.
-#[derive(Default)]
-struct Outcome {
-    status: u16,
-    bytes_in: u64,
-    bytes_out: u64,
-    backend: Option<std::net::SocketAddr>,
-    backend_us: u64,
-}
+use crate::h2::Outcome;
 
 /// Relays one client stream to `backends` (an HTTP/2 group) and logs it.
 pub(crate) async fn handle(
@@ -47,19 +37,7 @@ pub(crate) async fn handle(
     let (parts, body) = request.into_parts();
     let mut o = Outcome::default();
     let end = relay(&parts, body, &mut respond, ctx, backends, &mut o).await;
-    ctx.log(&Record {
-        client: ctx.peer,
-        tls: &ctx.tls,
-        handshake_us: ctx.handshake_us,
-        method: parts.method.as_str(),
-        path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-        status: if o.status == 0 { 499 } else { o.status },
-        bytes_in: o.bytes_in,
-        bytes_out: o.bytes_out,
-        backend: o.backend,
-        backend_us: o.backend_us,
-        total_us: started.elapsed().as_micros() as u64,
-    });
+    o.log(ctx, &parts, started);
     end
 }
 
