@@ -111,7 +111,37 @@ pub(crate) struct ConnCtx<'a> {
     pub worker: &'a WorkerCtx,
 }
 
+/// What the access log and the metrics learn about one request while it
+/// is handled, on every path (HTTP/1.1 or HTTP/2 client, any backend).
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Status sent to the client; 0 while none was.
+    pub status: u16,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub backend: Option<SocketAddr>,
+    pub backend_us: u64,
+}
+
 impl ConnCtx<'_> {
+    /// Logs and counts a request (`method`, `path`) begun at `started`;
+    /// one never answered is logged 499 (the client left first).
+    pub(crate) fn log_request(&self, method: &str, path: &str, o: &Outcome, started: Instant) {
+        self.log(&Record {
+            client: self.peer,
+            tls: &self.tls,
+            handshake_us: self.handshake_us,
+            method,
+            path,
+            status: if o.status == 0 { 499 } else { o.status },
+            bytes_in: o.bytes_in,
+            bytes_out: o.bytes_out,
+            backend: o.backend,
+            backend_us: o.backend_us,
+            total_us: started.elapsed().as_micros() as u64,
+        });
+    }
+
     /// Writes an access-log record and counts the request.
     pub fn log(&self, r: &Record<'_>) {
         let protocol = if self.tls.alpn.as_deref() == Some("h2") {

@@ -16,7 +16,7 @@
 
 mod stream;
 
-pub(crate) use stream::Outcome;
+pub(crate) use stream::request_host;
 
 use std::time::Duration;
 

@@ -16,9 +16,8 @@ use tern_http::BodyFraming;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::access_log::Record;
 use crate::backend::{BackendConn, Backends, ConnectError};
-use crate::conn::ConnCtx;
+use crate::conn::{ConnCtx, Outcome};
 use crate::deadline::{within, Watchdog};
 use crate::http1::exchange::{read_one_head, ResponseError, MAX_RESPONSE_HEAD};
 use crate::iobuf::IoBuf;
@@ -30,37 +29,6 @@ pub(super) enum End {
     Done,
     /// The client reset it before it was answered in full.
     ClientReset,
-}
-
-/// What the access log needs about a stream, whichever kind of backend
-/// served it.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    pub status: u16,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    pub backend: Option<std::net::SocketAddr>,
-    pub backend_us: u64,
-}
-
-impl Outcome {
-    /// Logs the stream of `parts`, begun at `started` (499 when it was
-    /// never answered: the client left first).
-    pub(crate) fn log(&self, ctx: &ConnCtx<'_>, parts: &http::request::Parts, started: Instant) {
-        ctx.log(&Record {
-            client: ctx.peer,
-            tls: &ctx.tls,
-            handshake_us: ctx.handshake_us,
-            method: parts.method.as_str(),
-            path: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-            status: if self.status == 0 { 499 } else { self.status },
-            bytes_in: self.bytes_in,
-            bytes_out: self.bytes_out,
-            backend: self.backend,
-            backend_us: self.backend_us,
-            total_us: started.elapsed().as_micros() as u64,
-        });
-    }
 }
 
 /// A failure before the response head went out: answered with a status.
@@ -127,14 +95,32 @@ impl Scratch {
     }
 }
 
+/// The host a request that arrived over HTTP/2 names: its `:authority`,
+/// else its `host` field. It routes the request and becomes the backend's
+/// Host (or `:authority`).
+pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
+    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    authority.or_else(|| {
+        parts
+            .headers
+            .get(http::header::HOST)
+            .map(HeaderValue::as_bytes)
+    })
+}
+
 /// Handles one stream to the end.
 pub(super) async fn handle(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
 ) -> End {
-    if let Some(backends) = crate::upstream_h2::h2_group_for_h2(ctx, &request) {
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let host = request_host(&parts);
+    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), host);
+    if backends.protocol().is_http2() {
         use crate::upstream_h2::{from_h2, StreamEnd};
+        let request = Request::from_parts(parts, body);
         // Boxed: the HTTP/2 relay's state would otherwise enlarge every
         // stream's future (allocated and moved per stream).
         return match Box::pin(from_h2::handle(request, respond, ctx, backends)).await {
@@ -142,18 +128,38 @@ pub(super) async fn handle(
             StreamEnd::ClientReset => End::ClientReset,
         };
     }
-    let started = Instant::now();
-    let (parts, body) = request.into_parts();
     let mut scratch = Scratch::take();
     let mut o = Outcome::default();
-    let end = relay(&parts, body, &mut respond, ctx, &mut scratch, &mut o).await;
+    let target = Target { backends, host };
+    let end = relay(
+        &parts,
+        target,
+        body,
+        &mut respond,
+        ctx,
+        &mut scratch,
+        &mut o,
+    )
+    .await;
     scratch.give_back();
-    o.log(ctx, &parts, started);
+    ctx.log_request(
+        parts.method.as_str(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        &o,
+        started,
+    );
     end
+}
+
+/// Where a stream goes: the group it was routed to, and the host it named.
+struct Target<'a> {
+    backends: &'a Backends,
+    host: Option<&'a [u8]>,
 }
 
 async fn relay(
     parts: &http::request::Parts,
+    target: Target<'_>,
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
@@ -162,7 +168,7 @@ async fn relay(
 ) -> End {
     // Phase 1, raced against a client reset: request to the backend and its
     // response head.
-    let exchange = send_request(parts, &mut body, ctx, scratch, o);
+    let exchange = send_request(parts, target, &mut body, ctx, scratch, o);
     let result = tokio::select! {
         r = exchange => r,
         _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(Fail::Reset),
@@ -218,8 +224,9 @@ type Exchanged<'b> = (BackendConn, &'b Backends, BodyFraming);
 
 async fn send_request<'b>(
     parts: &http::request::Parts,
+    Target { backends, host }: Target<'b>,
     body: &mut RecvStream,
-    ctx: &'b ConnCtx<'_>,
+    ctx: &ConnCtx<'_>,
     scratch: &mut Scratch,
     o: &mut Outcome,
 ) -> Result<Exchanged<'b>, Fail> {
@@ -238,14 +245,6 @@ async fn send_request<'b>(
             None => H1BodyFraming::Chunked,
         }
     };
-    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
-    let host = authority.or_else(|| {
-        parts
-            .headers
-            .get(http::header::HOST)
-            .map(HeaderValue::as_bytes)
-    });
-    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), host);
     let facts = ClientFacts {
         ip: ctx.peer.ip(),
         proto: "https",

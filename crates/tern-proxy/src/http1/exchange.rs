@@ -19,9 +19,8 @@ use tokio::net::TcpStream;
 
 use super::body::{pump, tunnel, Pending, PumpError};
 use super::Next;
-use crate::access_log::Record;
 use crate::backend::{BackendConn, Backends, ConnectError};
-use crate::conn::ConnCtx;
+use crate::conn::{ConnCtx, Outcome};
 use crate::deadline::{within, Watchdog};
 use crate::iobuf::{HeadWaitError, IoBuf};
 
@@ -41,15 +40,6 @@ pub(crate) enum Side {
     BadRequest,
     /// The backend failed; the client gets this status if nothing was sent yet.
     Backend(u16),
-}
-
-/// What we know about a request while it is being handled.
-struct Progress {
-    status: u16,
-    bytes_in: u64,
-    bytes_out: u64,
-    backend: Option<std::net::SocketAddr>,
-    backend_us: u64,
 }
 
 /// Buffers an exchange uses, kept for the life of the client connection so
@@ -91,8 +81,10 @@ pub(super) async fn run<C>(
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
-    let host = head.fields.first(FieldKind::Host);
-    if let Some(backends) = crate::upstream_h2::h2_group(ctx, host) {
+    let backends = ctx
+        .listener
+        .route(ctx.tls.sni.as_deref(), head.fields.first(FieldKind::Host));
+    if backends.protocol().is_http2() {
         use crate::upstream_h2::from_h1;
         // Boxed so the HTTP/2 relay's state does not enlarge every exchange.
         return Box::pin(from_h1::run(
@@ -100,14 +92,11 @@ where
         ))
         .await;
     }
-    let mut p = Progress {
-        status: 0,
+    let mut p = Outcome {
         bytes_in: head_len,
-        bytes_out: 0,
-        backend: None,
-        backend_us: 0,
+        ..Outcome::default()
     };
-    let next = match forward(client, cbuf, bufs, ctx, head, framing, &mut p).await {
+    let next = match forward(client, cbuf, bufs, ctx, backends, head, framing, &mut p).await {
         Ok(next) => next,
         Err(Side::Client) => {
             if p.status == 0 {
@@ -119,58 +108,32 @@ where
         }
         Err(failure @ (Side::Backend(_) | Side::BadRequest)) => {
             if p.status == 0 {
-                let (status, reason) = match failure {
-                    Side::Backend(504) => (504, "Gateway Timeout"),
-                    Side::Backend(503) => (503, "Service Unavailable"),
-                    Side::Backend(_) => (502, "Bad Gateway"),
-                    _ => (400, "Bad Request"),
+                let status = match failure {
+                    Side::Backend(status @ (503 | 504)) => status,
+                    Side::Backend(_) => 502,
+                    _ => 400,
                 };
-                p.status = status;
-                let mut out = Vec::with_capacity(160);
-                write_simple_response(
-                    status,
-                    reason,
-                    &format!("{}\n", reason.to_ascii_lowercase()),
-                    true,
-                    &mut out,
-                );
-                let limits = &ctx.listener.config.limits;
-                let _ = tokio::time::timeout(limits.idle_timeout, async {
-                    client.write_all(&out).await?;
-                    client.flush().await
-                })
-                .await;
-                p.bytes_out += out.len() as u64;
+                answer_error(client, ctx, status, &mut p).await;
             }
             // The request body may be half read: the connection cannot be
             // trusted to be at a request boundary.
             Next::Close
         }
     };
-    ctx.log(&Record {
-        client: ctx.peer,
-        tls: &ctx.tls,
-        handshake_us: ctx.handshake_us,
-        method: head.method(),
-        path: head.target(),
-        status: p.status,
-        bytes_in: p.bytes_in,
-        bytes_out: p.bytes_out,
-        backend: p.backend,
-        backend_us: p.backend_us,
-        total_us: started.elapsed().as_micros() as u64,
-    });
+    ctx.log_request(head.method(), head.target(), &p, started);
     next
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn forward<C>(
     client: &mut C,
     cbuf: &mut IoBuf,
     bufs: &mut ExchangeBufs,
     ctx: &ConnCtx<'_>,
+    backends: &Backends,
     head: &RequestHead,
     framing: BodyFraming,
-    p: &mut Progress,
+    p: &mut Outcome,
 ) -> Result<Next, Side>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -216,9 +179,6 @@ where
             .first(FieldKind::Expect)
             .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
 
-    let backends = ctx
-        .listener
-        .route(ctx.tls.sni.as_deref(), head.fields.first(FieldKind::Host));
     let mut backend = connect(ctx, backends).await?;
     p.backend = Some(backend.addr);
     if expects_continue {
@@ -369,7 +329,7 @@ async fn upgrade_tunnel<C>(
     bbuf: &mut IoBuf,
     resp: &ResponseHead,
     ctx: &ConnCtx<'_>,
-    p: &mut Progress,
+    p: &mut Outcome,
 ) -> Result<Next, Side>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -439,7 +399,7 @@ async fn read_response_head<C>(
     ctx: &ConnCtx<'_>,
     sent_continue: bool,
     client: &mut C,
-    p: &mut Progress,
+    p: &mut Outcome,
 ) -> Result<(), ResponseError>
 where
     C: AsyncWrite + Unpin,
@@ -503,11 +463,51 @@ fn client_error(ctx: &ConnCtx<'_>, e: &HttpError) -> Side {
     Side::BadRequest
 }
 
-async fn write_client<C: AsyncWrite + Unpin>(
+/// The client did not take a write within the idle timeout, or its
+/// connection failed.
+pub(crate) struct ClientGone;
+
+impl From<ClientGone> for Side {
+    fn from(_: ClientGone) -> Side {
+        Side::Client
+    }
+}
+
+/// Answers a request tern could not forward with `status` (400, 501, 502,
+/// 503 or 504) and a one-line body, closing; counts what was written.
+pub(crate) async fn answer_error<C: AsyncWrite + Unpin>(
+    client: &mut C,
+    ctx: &ConnCtx<'_>,
+    status: u16,
+    o: &mut Outcome,
+) {
+    let reason = match status {
+        400 => "Bad Request",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Bad Gateway",
+    };
+    o.status = status;
+    let mut out = Vec::with_capacity(160);
+    write_simple_response(
+        status,
+        reason,
+        &format!("{}\n", reason.to_ascii_lowercase()),
+        true,
+        &mut out,
+    );
+    if write_client(client, &out, ctx).await.is_ok() {
+        o.bytes_out += out.len() as u64;
+    }
+}
+
+/// Writes and flushes `bytes` to the client within the idle timeout.
+pub(crate) async fn write_client<C: AsyncWrite + Unpin>(
     client: &mut C,
     bytes: &[u8],
     ctx: &ConnCtx<'_>,
-) -> Result<(), Side> {
+) -> Result<(), ClientGone> {
     let t = ctx.listener.config.limits.idle_timeout;
     match within(t, async {
         client.write_all(bytes).await?;
@@ -516,6 +516,6 @@ async fn write_client<C: AsyncWrite + Unpin>(
     .await
     {
         Some(Ok(())) => Ok(()),
-        _ => Err(Side::Client),
+        _ => Err(ClientGone),
     }
 }

@@ -195,19 +195,13 @@ async fn reject<S>(
     })
     .await;
     tracing::debug!(client = %ctx.peer, status, "refused request: {e}");
-    ctx.log(&crate::access_log::Record {
-        client: ctx.peer,
-        tls: &ctx.tls,
-        handshake_us: ctx.handshake_us,
-        method: "-",
-        path: "-",
+    let outcome = crate::conn::Outcome {
         status,
         bytes_in,
         bytes_out: out.len() as u64,
-        backend: None,
-        backend_us: 0,
-        total_us: started.elapsed().as_micros() as u64,
-    });
+        ..Default::default()
+    };
+    ctx.log_request("-", "-", &outcome, started);
 }
 
 /// Relays bytes both ways until a side closes or nothing moves for `idle`.

@@ -22,28 +22,23 @@ use tern_http::chunked::ChunkedScanner;
 use tern_http::head::FieldKind;
 use tern_http::rewrite::{
     h1_request_fields_for_h2, wants_close, wants_upgrade, write_response_head_from_h2,
-    write_simple_response,
 };
 use tern_http::{BodyFraming, RequestHead};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{
     backend_request, backend_wait, connect_failure_status, is_end_to_end, send_flow_controlled,
 };
-use crate::access_log::Record;
 use crate::backend::Backends;
-use crate::conn::ConnCtx;
+use crate::conn::{ConnCtx, Outcome};
+use crate::http1::exchange::{answer_error, write_client, ClientGone};
 use crate::http1::Next;
 use crate::iobuf::IoBuf;
 
-/// What we know about a request while it is being handled.
-#[derive(Default)]
-struct Progress {
-    status: u16,
-    bytes_in: u64,
-    bytes_out: u64,
-    backend: Option<std::net::SocketAddr>,
-    backend_us: u64,
+impl From<ClientGone> for Failure {
+    fn from(_: ClientGone) -> Failure {
+        Failure::Client
+    }
 }
 
 /// Which side failed before the client got a status line.
@@ -71,9 +66,9 @@ pub(crate) async fn run<C>(
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut p = Progress {
+    let mut p = Outcome {
         bytes_in: head_len,
-        ..Progress::default()
+        ..Outcome::default()
     };
     let next = match forward(client, cbuf, ctx, backends, head, framing, &mut p).await {
         Ok(next) => next,
@@ -92,19 +87,7 @@ where
             Next::Close
         }
     };
-    ctx.log(&Record {
-        client: ctx.peer,
-        tls: &ctx.tls,
-        handshake_us: ctx.handshake_us,
-        method: head.method(),
-        path: head.target(),
-        status: p.status,
-        bytes_in: p.bytes_in,
-        bytes_out: p.bytes_out,
-        backend: p.backend,
-        backend_us: p.backend_us,
-        total_us: started.elapsed().as_micros() as u64,
-    });
+    ctx.log_request(head.method(), head.target(), &p, started);
     next
 }
 
@@ -115,7 +98,7 @@ async fn forward<C>(
     backends: &Backends,
     head: &RequestHead,
     framing: BodyFraming,
-    p: &mut Progress,
+    p: &mut Outcome,
 ) -> Result<Next, Failure>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -294,7 +277,7 @@ async fn relay_response<C>(
     http10: bool,
     close: bool,
     ctx: &ConnCtx<'_>,
-    p: &mut Progress,
+    p: &mut Outcome,
 ) -> Result<(), Failure>
 where
     C: AsyncWrite + Unpin,
@@ -399,48 +382,5 @@ where
         if done {
             return Ok(());
         }
-    }
-}
-
-/// Answers with a short text error and `Connection: close`.
-async fn answer_error<C>(client: &mut C, ctx: &ConnCtx<'_>, status: u16, p: &mut Progress)
-where
-    C: AsyncWrite + Unpin,
-{
-    let reason = match status {
-        400 => "Bad Request",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Bad Gateway",
-    };
-    p.status = status;
-    let mut out = Vec::with_capacity(160);
-    write_simple_response(
-        status,
-        reason,
-        &format!("{}\n", reason.to_ascii_lowercase()),
-        true,
-        &mut out,
-    );
-    if write_client(client, &out, ctx).await.is_ok() {
-        p.bytes_out += out.len() as u64;
-    }
-}
-
-async fn write_client<C: AsyncWrite + Unpin>(
-    client: &mut C,
-    bytes: &[u8],
-    ctx: &ConnCtx<'_>,
-) -> Result<(), Failure> {
-    let t = ctx.listener.config.limits.idle_timeout;
-    match tokio::time::timeout(t, async {
-        client.write_all(bytes).await?;
-        client.flush().await
-    })
-    .await
-    {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(Failure::Client),
     }
 }

@@ -23,8 +23,7 @@ use super::{
     send_flow_controlled, SendError, StreamEnd,
 };
 use crate::backend::{Backends, H2Stream};
-use crate::conn::ConnCtx;
-use crate::h2::Outcome;
+use crate::conn::{ConnCtx, Outcome};
 
 /// Relays one client stream to `backends` (an HTTP/2 group) and logs it.
 pub(crate) async fn handle(
@@ -37,7 +36,12 @@ pub(crate) async fn handle(
     let (parts, body) = request.into_parts();
     let mut o = Outcome::default();
     let end = relay(&parts, body, &mut respond, ctx, backends, &mut o).await;
-    o.log(ctx, &parts, started);
+    ctx.log_request(
+        parts.method.as_str(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        &o,
+        started,
+    );
     end
 }
 
@@ -100,13 +104,7 @@ async fn open_stream(
     o: &mut Outcome,
 ) -> Result<(ResponseFuture, SendStream<Bytes>, H2Stream), u16> {
     let connect_timeout = ctx.listener.config.limits.backend_connect_timeout;
-    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
-    let authority = authority.or_else(|| {
-        parts
-            .headers
-            .get(http::header::HOST)
-            .map(HeaderValue::as_bytes)
-    });
+    let authority = crate::h2::request_host(parts);
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     // A session can die between the pick and the send (GOAWAY in flight);
     // nothing reached the backend then, so one more pick is safe.

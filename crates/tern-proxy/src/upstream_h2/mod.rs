@@ -1,7 +1,7 @@
 //! Requests to HTTP/2 groups (`protocol = "h2c"`, cleartext, and `"h2"`,
 //! over TLS): each client request, from either front end, becomes one
 //! stream on the worker's HTTP/2 session to the chosen server
-//! ([`Backends::get_h2`]). Only the session differs between the two; the
+//! ([`crate::backend::Backends::get_h2`]). Only the session differs between the two; the
 //! relay is the same.
 //!
 //! ```text
@@ -32,7 +32,7 @@ use h2::SendStream;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tern_http::rewrite::{forwarding_fields, ClientFacts};
 
-use crate::backend::{Backends, ConnectError};
+use crate::backend::ConnectError;
 use crate::config::BackendProtocol;
 use crate::conn::ConnCtx;
 
@@ -44,35 +44,6 @@ pub(crate) enum StreamEnd {
     Answered,
     /// The client reset it before it was answered in full.
     ClientReset,
-}
-
-/// The group a request goes to when that group speaks HTTP/2 (h2c or
-/// h2); `None` sends it down the HTTP/1.1 path. The scan of the
-/// listener's groups (usually one to three) spares the HTTP/1.1-only
-/// common case a second routing.
-pub(crate) fn h2_group<'c>(ctx: &'c ConnCtx<'_>, host: Option<&[u8]>) -> Option<&'c Backends> {
-    let listener = ctx.listener;
-    if !listener.upstreams.iter().any(|b| b.protocol().is_http2()) {
-        return None;
-    }
-    let backends = listener.route(ctx.tls.sni.as_deref(), host);
-    backends.protocol().is_http2().then_some(backends)
-}
-
-/// [`h2_group`] for a request that arrived over HTTP/2 (routed by its
-/// `:authority`, else its `host` field, as the HTTP/1.1-backend path does).
-pub(crate) fn h2_group_for_h2<'c, B>(
-    ctx: &'c ConnCtx<'_>,
-    request: &Request<B>,
-) -> Option<&'c Backends> {
-    let authority = request.uri().authority().map(|a| a.as_str().as_bytes());
-    let host = authority.or_else(|| {
-        request
-            .headers()
-            .get(http::header::HOST)
-            .map(HeaderValue::as_bytes)
-    });
-    h2_group(ctx, host)
 }
 
 /// The status for a request whose backend could not be reached (the same

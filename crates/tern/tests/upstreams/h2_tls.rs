@@ -16,7 +16,7 @@ use tern_testsupport::reload::{hangup, wait_stderr_lines};
 use tern_testsupport::tempdir::TempDir;
 use tern_testsupport::tern::{free_addr, run_to_exit};
 
-use crate::h2c::{assert_true_forwarding_fields, echoed, FORGED};
+use crate::h2c::{assert_true_forwarding_fields, echoed, get_200_concurrent_streams, FORGED};
 use crate::{servers, tern_bin, Front};
 
 /// An HTTP/2-over-TLS backend with a certificate for `names` from `ca`.
@@ -140,25 +140,7 @@ async fn concurrent_requests_share_one_tls_backend_connection() {
     let backend = h2_backend(&mut backend_ca, &["127.0.0.1"]);
     let front = h2_front(1, &[backend.addr()], backend_ca.ca_file(), "");
     let config = h2_client_config(front.ca_pem());
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        let client = H2Client::connect(front.addr, config.clone())
-            .await
-            .expect("h2 connect");
-        clients.push(std::sync::Arc::new(client));
-    }
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..200 {
-        let client = clients[i % clients.len()].clone();
-        tasks.spawn(async move { client.get("/slow/20").await.map(|r| r.status) });
-    }
-    let mut answered = 0;
-    while let Some(joined) = tasks.join_next().await {
-        let status = joined.expect("task").expect("response");
-        assert_eq!(status, 200);
-        answered += 1;
-    }
-    assert_eq!(answered, 200);
+    get_200_concurrent_streams(front.addr, config).await;
     assert_eq!(backend.requests(), 200);
     assert_eq!(
         backend.connections(),

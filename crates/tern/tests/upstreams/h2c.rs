@@ -294,14 +294,15 @@ fn curl_uploads_chunked_and_downloads_a_mebibyte_through_h2c() {
     assert_eq!(backend.connections(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_requests_share_one_backend_connection() {
-    let backend = Backend::start_h2c();
-    let front = h2c_front(1, &[backend.addr()], "");
-    let config = h2_client_config(front.ca_pem());
+/// 200 concurrent `GET /slow/20` over 4 h2 client connections to `front`;
+/// every one must be answered 200.
+pub(crate) async fn get_200_concurrent_streams(
+    front: std::net::SocketAddr,
+    config: std::sync::Arc<tern_testsupport::rustls::ClientConfig>,
+) {
     let mut clients = Vec::new();
     for _ in 0..4 {
-        let client = H2Client::connect(front.addr, config.clone())
+        let client = H2Client::connect(front, config.clone())
             .await
             .expect("h2 connect");
         clients.push(std::sync::Arc::new(client));
@@ -318,6 +319,14 @@ async fn concurrent_requests_share_one_backend_connection() {
         answered += 1;
     }
     assert_eq!(answered, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_share_one_backend_connection() {
+    let backend = Backend::start_h2c();
+    let front = h2c_front(1, &[backend.addr()], "");
+    let config = h2_client_config(front.ca_pem());
+    get_200_concurrent_streams(front.addr, config).await;
     assert_eq!(backend.requests(), 200);
     assert_eq!(
         backend.connections(),
