@@ -225,6 +225,11 @@ impl Fields {
         &self.raw
     }
 
+    /// Bytes held for raw heads (kept across refills).
+    pub fn raw_capacity(&self) -> usize {
+        self.raw.capacity()
+    }
+
     /// The value of the first field named `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.iter()

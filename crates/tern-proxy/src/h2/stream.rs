@@ -80,7 +80,7 @@ impl Scratch {
     fn give_back(mut self) {
         if self.bbuf.capacity() > SCRATCH_KEEP_LIMIT
             || self.out.capacity() > SCRATCH_KEEP_LIMIT
-            || self.head.fields.raw().len() > SCRATCH_KEEP_LIMIT
+            || self.head.fields.raw_capacity() > SCRATCH_KEEP_LIMIT
         {
             return;
         }
