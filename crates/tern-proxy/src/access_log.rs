@@ -49,6 +49,9 @@ pub struct Record<'a> {
     pub backend_us: u64,
     /// Time from the first byte of the request to the last byte of the response, µs.
     pub total_us: u64,
+    /// Why the request failed, as `side:kind` (`backend:timeout`,
+    /// `client:gone`, ...); `None` when it did not.
+    pub error: Option<&'static str>,
 }
 
 /// The shared destination of all workers' batches.
@@ -147,7 +150,7 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
     let t = r.tls;
     let _ = writeln!(
         buf,
-        "client={} sni={} tls={} cipher={} group={} alpn={} resumed={} handshake_us={} method={} path={} status={} bytes_in={} bytes_out={} backend={} backend_us={} total_us={}",
+        "client={} sni={} tls={} cipher={} group={} alpn={} resumed={} handshake_us={} method={} path={} status={} bytes_in={} bytes_out={} backend={} backend_us={} total_us={} error={}",
         r.client,
         t.sni.as_deref().unwrap_or("-"),
         or_dash(t.version),
@@ -164,6 +167,7 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.backend.map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
         r.backend_us,
         r.total_us,
+        r.error.unwrap_or("-"),
     );
 }
 
@@ -186,6 +190,7 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
         "backend": r.backend.map(|b| b.to_string()),
         "backend_us": r.backend_us,
         "total_us": r.total_us,
+        "error": r.error,
     });
     let _ = writeln!(buf, "{v}");
 }
@@ -215,6 +220,7 @@ mod tests {
             backend: Some("127.0.0.1:8080".parse().unwrap()),
             backend_us: 300,
             total_us: 500,
+            error: None,
         }
     }
 
@@ -233,7 +239,7 @@ mod tests {
         format_text(&mut text, &record(&tls));
         assert_eq!(
             text,
-            "client=127.0.0.1:5000 sni=localhost tls=TLSv1.3 cipher=TLS_AES_128_GCM_SHA256 group=X25519 alpn=http/1.1 resumed=yes handshake_us=800 method=GET path=/a\"b status=200 bytes_in=78 bytes_out=123 backend=127.0.0.1:8080 backend_us=300 total_us=500\n"
+            "client=127.0.0.1:5000 sni=localhost tls=TLSv1.3 cipher=TLS_AES_128_GCM_SHA256 group=X25519 alpn=http/1.1 resumed=yes handshake_us=800 method=GET path=/a\"b status=200 bytes_in=78 bytes_out=123 backend=127.0.0.1:8080 backend_us=300 total_us=500 error=-\n"
         );
         let mut json = String::new();
         format_json(&mut json, &record(&tls));

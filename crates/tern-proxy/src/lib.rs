@@ -18,24 +18,16 @@
 #![forbid(unsafe_code)]
 
 pub mod access_log;
-mod admin;
-mod backend;
 pub mod config;
-mod conn;
-mod deadline;
-mod demo;
+mod control;
 mod error;
-mod generation;
-mod h2;
-mod http1;
-mod iobuf;
+mod exchange;
+mod fault;
+mod front;
+mod io;
+mod message;
 pub mod metrics;
-mod proxy_header;
-mod proxy_in;
-mod server;
-mod tcp;
-mod upstream_h2;
-mod worker;
+mod upstream;
 
+pub use control::server::{run, Reloader};
 pub use error::ServeError;
-pub use server::{run, Reloader};

@@ -59,6 +59,8 @@ pub struct Metrics {
     bytes_in: ShardedCounters,
     /// Bytes written to clients, per protocol.
     bytes_out: ShardedCounters,
+    /// Failed requests by [`crate::fault::Kind`] (its side follows).
+    request_errors: ShardedCounters,
     /// Backend response times by upstream name, then server.
     backends: BackendLatency,
 }
@@ -85,6 +87,7 @@ impl Default for Metrics {
             requests: ShardedCounters::new(protocols.slots() * STATUS_SLOTS),
             bytes_in: ShardedCounters::new(protocols.slots()),
             bytes_out: ShardedCounters::new(protocols.slots()),
+            request_errors: ShardedCounters::new(crate::fault::Kind::ALL.len()),
             backends: BackendLatency::default(),
             versions,
             ciphers,
@@ -233,6 +236,11 @@ impl Metrics {
         self.bytes_out.add(p, bytes_out);
     }
 
+    /// A request failed (it is counted in `request` too, with its status).
+    pub(crate) fn request_error(&self, e: crate::fault::ExchangeError) {
+        self.request_errors.add(e.kind().index(), 1);
+    }
+
     /// A backend answered a request head after `took`.
     pub fn backend_response(&self, upstream: &str, server: SocketAddr, took: Duration) {
         self.backends.observe(upstream, server, took);
@@ -245,6 +253,7 @@ impl Metrics {
         self.render_connections(&mut e);
         self.render_handshakes(&mut e);
         self.render_requests(&mut e);
+        self.render_request_errors(&mut e);
         self.render_backends(&mut e, health);
         self.render_reloads(&mut e);
         e.family(
@@ -288,6 +297,21 @@ impl Metrics {
             &[],
             self.scalars.get(Scalar::REFUSED),
         );
+    }
+
+    fn render_request_errors(&self, e: &mut Exposition) {
+        e.family(
+            "tern_request_errors_total",
+            Kind::Counter,
+            "Requests that failed, by the side that failed (client, backend, tern) and what went wrong.",
+        );
+        for k in crate::fault::Kind::ALL {
+            let n = self.request_errors.get(k.index());
+            if n > 0 {
+                let labels = [("side", k.side().as_str()), ("kind", k.as_str())];
+                e.sample("tern_request_errors_total", &labels, n);
+            }
+        }
     }
 
     fn render_reloads(&self, e: &mut Exposition) {

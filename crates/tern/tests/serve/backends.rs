@@ -8,7 +8,7 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client;
 use tern_testsupport::tern::{free_addr, TernProcess};
 
-use crate::{cert_args, serve_args, tern_bin, Served};
+use crate::{cert_args, serve_args, tern_bin, Served, LOG_WAIT};
 
 #[test]
 fn refused_backend_gives_502_and_next_request_is_served() {
@@ -44,6 +44,18 @@ fn backend_slower_than_response_timeout_gives_504() {
         started.elapsed()
     );
     assert_eq!(served.get("/slow/10").status, 200);
+    // The log says whose fault the 504 was.
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/slow/4000", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    assert!(lines[0].contains(" status=504 "), "{}", lines[0]);
+    assert!(lines[0].ends_with(" error=backend:timeout"), "{}", lines[0]);
+    let ok = served
+        .tern
+        .wait_stdout_lines("path=/slow/10", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    assert!(ok[0].ends_with(" error=-"), "{}", ok[0]);
 }
 
 #[test]
@@ -120,6 +132,11 @@ fn backend_closing_without_response_gives_502() {
     let response = served.get("/drop");
     assert_eq!(response.status, 502, "{}", response.text());
     assert_eq!(served.get("/status/200").status, 200);
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/drop", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    assert!(lines[0].ends_with(" error=backend:closed"), "{}", lines[0]);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use tern_testsupport::tempdir::TempDir;
 use crate::{Served, LOG_WAIT};
 
 /// The keys of a text access-log line, in the documented order.
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "client",
     "sni",
     "tls",
@@ -26,6 +26,7 @@ const KEYS: [&str; 16] = [
     "backend",
     "backend_us",
     "total_us",
+    "error",
 ];
 
 const NUMERIC: [&str; 6] = [

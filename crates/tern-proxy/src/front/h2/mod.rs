@@ -1,5 +1,5 @@
-//! HTTP/2 front end: each client stream becomes an HTTP/1.1 request to a
-//! backend (pooled connections, the same forwarding rules as HTTP/1.1).
+//! HTTP/2 front end: each client stream becomes one exchange
+//! ([`crate::exchange::run`]) with whichever backend its route chooses.
 //!
 //! Abuse limits (each a config field, see `H2Limits`):
 //!
@@ -16,8 +16,6 @@
 
 mod stream;
 
-pub(crate) use stream::request_host;
-
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,8 +24,8 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use crate::conn::ConnCtx;
-use crate::deadline::Watchdog;
+use crate::exchange::ConnCtx;
+use crate::io::deadline::Watchdog;
 
 /// Request-body flow-control window per stream: how much a client may send
 /// before tern has forwarded it to the backend.

@@ -21,10 +21,11 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Sink, WorkerLog, FLUSH_INTERVAL};
-use crate::backend::Backends;
-use crate::conn::{handle, refuse_overloaded, ListenerCtx, WorkerCtx};
-use crate::generation::Generation;
+use crate::control::generation::Generation;
+use crate::exchange::{ListenerCtx, WorkerCtx};
+use crate::front::{handle, refuse_overloaded};
 use crate::metrics::Metrics;
+use crate::upstream::Backends;
 
 /// A new generation for a worker, with this worker's sockets for listen
 /// addresses the previous generation did not have.

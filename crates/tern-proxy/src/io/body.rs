@@ -1,17 +1,16 @@
-//! Moving bodies through bounded buffers, and tunnels after an upgrade.
+//! HTTP/1.1 message bodies: what of a buffer belongs to a body (as wire
+//! bytes or decoded payload), chunk encoding, and the byte tunnel used
+//! after an upgrade and in TCP mode.
 
-use std::io;
 use std::time::Duration;
 
 use tern_http::chunked::ChunkedScanner;
 use tern_http::{BodyFraming, HttpError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::iobuf::IoBuf;
-
 /// The part of a body still to come.
 #[derive(Debug)]
-pub(super) enum Pending {
+pub(crate) enum Pending {
     /// Nothing more.
     Done,
     /// This many bytes.
@@ -23,7 +22,7 @@ pub(super) enum Pending {
 }
 
 impl Pending {
-    pub(super) fn new(framing: BodyFraming) -> Self {
+    pub(crate) fn new(framing: BodyFraming) -> Self {
         match framing {
             BodyFraming::Empty | BodyFraming::Length(0) => Pending::Done,
             BodyFraming::Length(n) => Pending::Length(n),
@@ -32,13 +31,13 @@ impl Pending {
         }
     }
 
-    pub(super) fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         matches!(self, Pending::Done)
     }
 
     /// How many of the bytes at the front of `avail` belong to the body
     /// (at most `limit`), advancing past them.
-    pub(super) fn take(&mut self, avail: &[u8], limit: usize) -> Result<usize, HttpError> {
+    pub(crate) fn take(&mut self, avail: &[u8], limit: usize) -> Result<usize, HttpError> {
         let avail = &avail[..avail.len().min(limit)];
         let n = match self {
             Pending::Done => 0,
@@ -61,67 +60,62 @@ impl Pending {
         };
         Ok(n)
     }
-}
 
-/// Why a body could not be moved, and on which leg.
-#[derive(Debug)]
-pub(super) enum PumpError {
-    /// Reading the source failed, timed out or ended early.
-    Read(io::Error),
-    /// The source sent bytes that break the body's framing.
-    Framing(HttpError),
-    /// Writing to the destination failed or timed out.
-    Write(io::Error),
-}
-
-/// Moves the rest of a body from `src` (with bytes already in `sbuf`) to `dst`.
-/// Returns the body bytes moved.
-pub(super) async fn pump<R, W>(
-    src: &mut R,
-    sbuf: &mut IoBuf,
-    dst: &mut W,
-    pending: &mut Pending,
-    read_timeout: Duration,
-    write_timeout: Duration,
-) -> Result<u64, PumpError>
-where
-    R: AsyncRead + Unpin + ?Sized,
-    W: AsyncWrite + Unpin + ?Sized,
-{
-    let mut moved = 0u64;
-    while !pending.is_done() {
-        if sbuf.is_empty() {
-            match tokio::time::timeout(read_timeout, sbuf.fill_from(src)).await {
-                Err(_) => return Err(PumpError::Read(io::ErrorKind::TimedOut.into())),
-                Ok(Err(e)) => return Err(PumpError::Read(e)),
-                Ok(Ok(0)) => {
-                    if matches!(pending, Pending::UntilClose) {
-                        *pending = Pending::Done;
-                        break;
-                    }
-                    return Err(PumpError::Read(io::ErrorKind::UnexpectedEof.into()));
+    /// The next piece of the body at the front of `avail` (at most `limit`
+    /// wire bytes): the wire bytes themselves, or with `decode` and chunked
+    /// coding, the payload appended to `payload` (cleared first).
+    pub(crate) fn take_piece(
+        &mut self,
+        avail: &[u8],
+        limit: usize,
+        decode: bool,
+        payload: &mut Vec<u8>,
+    ) -> Result<Taken, HttpError> {
+        match self {
+            Pending::Chunked(scanner) if decode => {
+                payload.clear();
+                let avail = &avail[..avail.len().min(limit)];
+                let scan = scanner.decode(avail, payload)?;
+                if scan.done {
+                    *self = Pending::Done;
                 }
-                Ok(Ok(_)) => {}
+                Ok(Taken::Decoded {
+                    consumed: scan.consumed,
+                })
             }
+            _ => self.take(avail, limit).map(Taken::Wire),
         }
-        let n = pending
-            .take(sbuf.filled(), usize::MAX)
-            .map_err(PumpError::Framing)?;
-        match tokio::time::timeout(write_timeout, dst.write_all(&sbuf.filled()[..n])).await {
-            Err(_) => return Err(PumpError::Write(io::ErrorKind::TimedOut.into())),
-            Ok(Err(e)) => return Err(PumpError::Write(e)),
-            Ok(Ok(())) => {}
-        }
-        sbuf.consume(n);
-        moved += n as u64;
     }
-    Ok(moved)
+}
+
+/// Where a body piece taken from a buffer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The first this-many bytes of the buffer (consume them once used).
+    Wire(usize),
+    /// In the payload vector; this many buffer bytes were read for it
+    /// (consume them now).
+    Decoded { consumed: usize },
+}
+
+/// The end of a chunked body without trailers.
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Appends `data` as one chunk (nothing for empty data: an empty chunk
+/// would end the body).
+pub(crate) fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let _ = std::io::Write::write_fmt(out, format_args!("{:x}\r\n", data.len()));
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Relays bytes both ways until either side closes or nothing moves for
 /// `idle`. Used after a successful `Upgrade` (WebSocket and the like).
 /// Returns (client→backend, backend→client) byte counts.
-pub(super) async fn tunnel<C, B>(client: &mut C, backend: &mut B, idle: Duration) -> (u64, u64)
+pub(crate) async fn tunnel<C, B>(client: &mut C, backend: &mut B, idle: Duration) -> (u64, u64)
 where
     C: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
@@ -176,30 +170,36 @@ mod tests {
         assert!(!p.is_done());
     }
 
-    #[tokio::test]
-    async fn pump_moves_a_length_body_and_leaves_the_rest() {
-        let mut src: &[u8] = b"world and more";
-        let mut sbuf = IoBuf::new(4, 64);
-        let mut dst = Vec::new();
-        let mut p = Pending::new(BodyFraming::Length(5));
-        let t = Duration::from_secs(1);
-        let n = pump(&mut src, &mut sbuf, &mut dst, &mut p, t, t)
-            .await
-            .unwrap();
-        assert_eq!(n, 5);
-        assert_eq!(dst, b"world");
+    #[test]
+    fn pieces_are_wire_bytes_or_decoded_payload() {
+        let mut out = Vec::new();
+        let mut p = Pending::new(BodyFraming::Chunked);
+        let wire = b"3;x=1\r\nabc\r\n0\r\n\r\nNEXT";
+        assert_eq!(
+            p.take_piece(wire, usize::MAX, false, &mut out).unwrap(),
+            Taken::Wire(17)
+        );
+        let mut p = Pending::new(BodyFraming::Chunked);
+        assert_eq!(
+            p.take_piece(wire, usize::MAX, true, &mut out).unwrap(),
+            Taken::Decoded { consumed: 17 }
+        );
+        assert_eq!(out, b"abc");
+        assert!(p.is_done());
+        let mut p = Pending::new(BodyFraming::Length(4));
+        assert_eq!(
+            p.take_piece(b"abcdef", usize::MAX, true, &mut out).unwrap(),
+            Taken::Wire(4)
+        );
     }
 
-    #[tokio::test]
-    async fn pump_reports_a_short_body_as_a_read_error() {
-        let mut src: &[u8] = b"ab";
-        let mut sbuf = IoBuf::new(4, 64);
-        let mut dst = Vec::new();
-        let mut p = Pending::new(BodyFraming::Length(5));
-        let t = Duration::from_secs(1);
-        let e = pump(&mut src, &mut sbuf, &mut dst, &mut p, t, t)
-            .await
-            .unwrap_err();
-        assert!(matches!(e, PumpError::Read(_)));
+    #[test]
+    fn chunks_are_encoded_in_hex() {
+        let mut out = Vec::new();
+        encode_chunk(&mut out, &[7u8; 26]);
+        assert_eq!(&out[..4], b"1a\r\n");
+        assert_eq!(&out[out.len() - 2..], b"\r\n");
+        encode_chunk(&mut out, b"");
+        assert_eq!(out.len(), 4 + 26 + 2, "an empty chunk would end the body");
     }
 }

@@ -5,7 +5,7 @@
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::config::ProxyProtocol;
-use crate::conn::ConnCtx;
+use crate::exchange::ConnCtx;
 
 /// Relays a terminated TLS connection to a backend.
 pub(crate) async fn serve<S>(client: &mut S, ctx: &ConnCtx<'_>, proxy: Option<ProxyProtocol>)
@@ -23,7 +23,7 @@ where
     };
     if let Some(version) = proxy {
         let local = backend.stream.local_addr().ok();
-        let header = crate::proxy_header::encode(
+        let header = super::proxy_header::encode(
             version,
             ctx.peer,
             ctx.listener.config.listen,
@@ -40,5 +40,5 @@ where
             return;
         }
     }
-    crate::http1::tunnel_bytes(client, &mut backend.stream, limits.idle_timeout).await;
+    crate::io::body::tunnel(client, &mut backend.stream, limits.idle_timeout).await;
 }

@@ -6,19 +6,21 @@
 //! the client buffer. Bodies stream through bounded buffers in both
 //! directions; nothing buffers a whole body.
 
-pub(crate) mod body;
-pub(crate) mod exchange;
+mod client;
 
 use std::time::Instant;
 
-use tern_http::head::{parse_request_into, RequestHead};
-use tern_http::rewrite::write_simple_response;
-use tern_http::{framing, HttpError};
+use tern_http::head::{parse_request_into, FieldKind, RequestHead};
+use tern_http::rewrite::{wants_close, wants_upgrade, write_simple_response};
+use tern_http::{framing, BodyFraming, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::conn::ConnCtx;
-use crate::deadline::Watchdog;
-use crate::iobuf::{HeadWaitError, IoBuf};
+use crate::exchange::ConnCtx;
+use crate::fault::answer_text;
+use crate::io::deadline::Watchdog;
+use crate::io::iobuf::{HeadWaitError, IoBuf};
+use crate::message::{BodyLen, Request, RequestView};
+use client::H1Client;
 
 /// Initial size of a connection's client read buffer.
 const CLIENT_BUF_INITIAL: usize = 8 * 1024;
@@ -55,7 +57,6 @@ where
     // The buffer holds a whole head at most (plus what was pipelined behind
     // it); bodies pass through it in pieces.
     let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
-    let mut bufs = exchange::ExchangeBufs::new();
     let mut head = RequestHead::default();
     // Resolves when tern begins to shut down. Made once per connection:
     // a fresh `changed()` per request would register a waiter each time.
@@ -119,10 +120,9 @@ where
             // Linux would delay that ACK up to 40 ms. Acknowledge now.
             client.quickack();
         }
-        let next = exchange::run(
+        let next = exchange(
             client,
             &mut buf,
-            &mut bufs,
             ctx,
             &head,
             framing,
@@ -176,11 +176,7 @@ async fn reject<S>(
     S: AsyncWrite + Unpin,
 {
     let status = e.status();
-    let reason = if status == 431 {
-        "Request Header Fields Too Large"
-    } else {
-        "Bad Request"
-    };
+    let (reason, _) = answer_text(status);
     let mut out = Vec::with_capacity(256);
     write_simple_response(
         status,
@@ -195,7 +191,7 @@ async fn reject<S>(
     })
     .await;
     tracing::debug!(client = %ctx.peer, status, "refused request: {e}");
-    let outcome = crate::conn::Outcome {
+    let outcome = crate::exchange::Outcome {
         status,
         bytes_in,
         bytes_out: out.len() as u64,
@@ -204,15 +200,48 @@ async fn reject<S>(
     ctx.log_request("-", "-", &outcome, started);
 }
 
-/// Relays bytes both ways until a side closes or nothing moves for `idle`.
-pub(crate) async fn tunnel_bytes<C, B>(
-    client: &mut C,
-    backend: &mut B,
-    idle: std::time::Duration,
-) -> (u64, u64)
+/// Runs one exchange for `head` (already consumed from `buf`) and says
+/// whether the connection can carry another request.
+async fn exchange<S>(
+    client: &mut S,
+    buf: &mut IoBuf,
+    ctx: &ConnCtx<'_>,
+    head: &RequestHead,
+    framing: BodyFraming,
+    head_len: u64,
+    started: Instant,
+) -> Next
 where
-    C: AsyncRead + AsyncWrite + Unpin + ?Sized,
-    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
-    body::tunnel(client, backend, idle).await
+    let http10 = head.minor_version == 0;
+    let body = match framing {
+        BodyFraming::Empty | BodyFraming::Length(0) => BodyLen::Empty,
+        BodyFraming::Length(n) => BodyLen::Length(n),
+        _ => BodyLen::Unknown,
+    };
+    let req = Request {
+        method: head.method(),
+        target: head.target(),
+        authority: head.fields.first(FieldKind::Host),
+        head: RequestView::H1(head),
+        body,
+        http10,
+        upgrade: wants_upgrade(head),
+        expects_continue: body != BodyLen::Empty
+            && head
+                .fields
+                .first(FieldKind::Expect)
+                .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
+    };
+    let close = http10 || wants_close(&head.fields);
+    let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
+    let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
+    let closing = finished.error.is_some() || front.closing();
+    front.finish();
+    if closing {
+        Next::Close
+    } else {
+        Next::KeepAlive
+    }
 }

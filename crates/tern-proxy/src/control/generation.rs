@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::backend::UpstreamShared;
 use crate::config::{Config, ListenerConfig, Upstream, UpstreamConfig};
 use crate::error::ServeError;
+use crate::upstream::UpstreamShared;
 
 /// Certificates expiring sooner than this are warned about at start-up
 /// and on every reload.
@@ -84,9 +84,11 @@ impl Generation {
                         let addr = match *demo {
                             Some(a) => a,
                             None => {
-                                let a = crate::demo::start().map_err(|source| ServeError::Io {
-                                    context: "starting the demo origin",
-                                    source,
+                                let a = crate::control::demo::start().map_err(|source| {
+                                    ServeError::Io {
+                                        context: "starting the demo origin",
+                                        source,
+                                    }
                                 })?;
                                 *demo = Some(a);
                                 a

@@ -391,8 +391,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::backend::UpstreamShared;
     use crate::config::UpstreamConfig;
+    use crate::upstream::UpstreamShared;
     use tokio::net::TcpListener;
 
     /// An h2c origin answering every request `200` with body `from ADDR`;

@@ -11,7 +11,7 @@ use tern_http::head::parse_request;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::iobuf::IoBuf;
+use crate::io::iobuf::IoBuf;
 
 /// Starts the demo origin on 127.0.0.1 (an ephemeral port) in its own
 /// thread and returns its address.

@@ -28,9 +28,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::iobuf::{HeadWaitError, IoBuf};
+use crate::control::server::Current;
+use crate::io::iobuf::{HeadWaitError, IoBuf};
 use crate::metrics::Metrics;
-use crate::server::Current;
 
 /// Largest request head the admin listener reads. Scrapers send a few
 /// hundred bytes; anything near this is not a scraper.

@@ -22,10 +22,10 @@ use tokio::sync::{mpsc, watch};
 
 use crate::access_log::Sink;
 use crate::config::{AcceptMode, Config, ConfigError, ListenerConfig, Mode};
+use crate::control::generation::Generation;
+use crate::control::worker::{self, WorkerSpec, WorkerUpdate};
 use crate::error::ServeError;
-use crate::generation::Generation;
 use crate::metrics::Metrics;
-use crate::worker::{self, WorkerSpec, WorkerUpdate};
 
 /// Pending connections the kernel queues per listening socket.
 const LISTEN_BACKLOG: i32 = 4096;
@@ -104,7 +104,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
                 .await
                 .map_err(|source| ServeError::Bind { addr, source })?;
             tracing::info!("admin listener on http://{addr}/metrics and /health");
-            tokio::spawn(crate::admin::serve(
+            tokio::spawn(crate::control::admin::serve(
                 listener,
                 metrics.clone(),
                 current.clone(),

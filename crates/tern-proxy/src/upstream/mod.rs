@@ -1,5 +1,6 @@
-//! Backends: upstream groups, choosing a server, connecting to it, and
-//! keeping idle connections.
+//! Backends: upstream groups, choosing a server, connecting to it,
+//! keeping idle connections, and the backend clients the exchange core
+//! drives ([`h1`] over pooled connections, [`h2`] over h2c/h2 sessions).
 //!
 //! ```text
 //!              process-wide (atomics)                 per worker (no locks)
@@ -12,12 +13,15 @@
 //!
 //! Module map: [`shared`] the process-wide state, [`balance`] the
 //! policies, [`pool`] idle connections, [`health`] active checks,
-//! [`h2c`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2.
+//! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
+//! [`h1`] and [`h2`] the clients for one exchange.
 
 mod balance;
+pub(crate) mod h1;
+pub(crate) mod h2;
 mod health;
-mod http2;
 mod pool;
+mod sessions;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -32,8 +36,9 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
+use crate::fault::Kind;
 
-pub use http2::H2Stream;
+pub use sessions::H2Stream;
 pub use shared::UpstreamShared;
 
 use balance::SmoothWrr;
@@ -69,6 +74,17 @@ pub enum ConnectError {
     AllDown(String),
 }
 
+impl ConnectError {
+    /// The kind of failure (one mapping for both backend protocols).
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            ConnectError::Timeout(_) => Kind::ConnectTimeout,
+            ConnectError::AllDown(_) => Kind::AllDown,
+            ConnectError::Io(..) => Kind::Connect,
+        }
+    }
+}
+
 /// A worker's view of an upstream group: balancing state and the pool of
 /// idle connections (no locks: a worker is single-threaded).
 #[derive(Debug)]
@@ -77,7 +93,7 @@ pub struct Backends {
     wrr: RefCell<SmoothWrr>,
     pool: IdlePool,
     /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
-    sessions: http2::Sessions,
+    sessions: sessions::Sessions,
 }
 
 impl Backends {
@@ -88,7 +104,7 @@ impl Backends {
             shared,
             wrr: RefCell::new(SmoothWrr::new(servers)),
             pool: IdlePool::new(servers, max_idle),
-            sessions: RefCell::new((0..servers).map(|_| http2::Slot::Empty).collect()),
+            sessions: RefCell::new((0..servers).map(|_| sessions::Slot::Empty).collect()),
         }
     }
 

@@ -1,19 +1,21 @@
-//! One client connection: TLS handshake under a deadline, then the mode's
-//! protocol (HTTP/1.1 proxying or a TCP tunnel).
+//! What a connection's exchanges need to know: the listener (settings,
+//! TLS acceptor, this worker's upstream groups and the routes to them), the
+//! worker (metrics, access log, shutdown), and the connection itself
+//! (client address, what TLS negotiated).
 
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tern_http::rewrite::ClientFacts;
 use tern_tls::Negotiated;
-use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Record, WorkerLog};
-use crate::backend::Backends;
-use crate::config::{ListenerConfig, Mode};
-use crate::metrics::HandshakeFailure;
+use crate::config::ListenerConfig;
+use crate::fault::ExchangeError;
+use crate::upstream::Backends;
 
 /// A listener as one worker sees it.
 pub(crate) struct ListenerCtx {
@@ -121,9 +123,19 @@ pub(crate) struct Outcome {
     pub bytes_out: u64,
     pub backend: Option<SocketAddr>,
     pub backend_us: u64,
+    /// Why the exchange failed, if it did.
+    pub error: Option<ExchangeError>,
 }
 
 impl ConnCtx<'_> {
+    /// What tern tells backends about this client.
+    pub(crate) fn facts(&self) -> ClientFacts {
+        ClientFacts {
+            ip: self.peer.ip(),
+            proto: "https",
+        }
+    }
+
     /// Logs and counts a request (`method`, `path`) begun at `started`;
     /// one never answered is logged 499 (the client left first).
     pub(crate) fn log_request(&self, method: &str, path: &str, o: &Outcome, started: Instant) {
@@ -139,7 +151,11 @@ impl ConnCtx<'_> {
             backend: o.backend,
             backend_us: o.backend_us,
             total_us: started.elapsed().as_micros() as u64,
+            error: o.error.map(ExchangeError::label),
         });
+        if let Some(e) = o.error {
+            self.worker.metrics.request_error(e);
+        }
     }
 
     /// Writes an access-log record and counts the request.
@@ -154,95 +170,6 @@ impl ConnCtx<'_> {
             .request(r.status, r.bytes_in, r.bytes_out, protocol);
         self.worker.log.log(r);
     }
-}
-
-/// Handles one accepted connection to the end.
-pub(crate) async fn handle(
-    mut tcp: TcpStream,
-    mut peer: SocketAddr,
-    listener: Rc<ListenerCtx>,
-    worker: Rc<WorkerCtx>,
-) {
-    // Before the handshake: the server flight must not wait on Nagle.
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
-    }
-    let limits = &listener.config.limits;
-    let start = Instant::now();
-    if let Some(trusted) = &listener.config.accept_proxy {
-        match crate::proxy_in::read_header(&mut tcp, peer, trusted, limits.handshake_timeout).await
-        {
-            Ok(client) => peer = client,
-            Err(e) => {
-                tracing::debug!(source = %peer, "closing: {e}");
-                return;
-            }
-        }
-    }
-    let mut tls =
-        match tokio::time::timeout(limits.handshake_timeout, listener.acceptor.accept(tcp)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                // rustls has already sent the alert that says why.
-                tracing::debug!(client = %peer, "TLS handshake failed: {e}");
-                worker.metrics.handshake_failed(HandshakeFailure::of(&e));
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(client = %peer, "TLS handshake timed out");
-                worker.metrics.handshake_failed(HandshakeFailure::Timeout);
-                return;
-            }
-        };
-    let handshake_us = start.elapsed().as_micros() as u64;
-    let negotiated = tern_tls::negotiated(tls.get_ref().1);
-    worker.metrics.handshake(&negotiated, start.elapsed());
-    let ctx = ConnCtx {
-        peer,
-        tls: negotiated,
-        handshake_us,
-        listener: &listener,
-        worker: &worker,
-    };
-    match listener.config.mode {
-        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => crate::h2::serve(tls, &ctx).await,
-        Mode::Http => crate::http1::serve(&mut tls, &ctx).await,
-        Mode::Tcp { proxy_protocol } => crate::tcp::serve(&mut tls, &ctx, proxy_protocol).await,
-    }
-}
-
-/// How long an over-the-limit connection gets to finish its handshake and
-/// send a request head before it is closed.
-const OVERLOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Answers a connection over the connection limit with 503 and closes it.
-/// The request head is read first, so the close does not reset the
-/// connection under the client's unread response.
-pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener: Rc<ListenerCtx>) {
-    use tokio::io::AsyncWriteExt;
-    let _ = tcp.set_nodelay(true);
-    let _ = tokio::time::timeout(OVERLOAD_DEADLINE, async {
-        let mut tls = listener.acceptor.accept(tcp).await.ok()?;
-        if listener.config.mode == Mode::Http {
-            let mut buf = crate::iobuf::IoBuf::new(4096, 16 * 1024);
-            // Whatever arrives (or not) within the deadline, the answer is
-            // the same 503.
-            let deadline = tokio::time::Instant::now() + OVERLOAD_DEADLINE;
-            let _ = buf.read_head(&mut tls, 16 * 1024, deadline).await;
-            let mut out = Vec::with_capacity(160);
-            tern_http::rewrite::write_simple_response(
-                503,
-                "Service Unavailable",
-                "service unavailable: connection limit reached\n",
-                true,
-                &mut out,
-            );
-            tls.write_all(&out).await.ok()?;
-        }
-        tls.shutdown().await.ok()
-    })
-    .await;
-    tracing::debug!(client = %peer, "connection limit reached; answered 503");
 }
 
 #[cfg(test)]

@@ -1,0 +1,191 @@
+//! The exchange core: one request/response exchange, whatever protocol the
+//! client and the backend speak.
+//!
+//! ```text
+//!   front end (HTTP/1.1, HTTP/2)          exchange core                 backend client
+//!   parses the request into a       ──▶  route once; pick the   ──▶  upstream::h1 (pooled
+//!   message::Request; implements          group's client; move        HTTP/1.1 connections)
+//!   Front (body in, response out)         bodies both ways; retry     upstream::h2 (h2c/h2
+//!                                         a stale pooled connection;  sessions)
+//!                                         fault → status; log+metrics
+//! ```
+//!
+//! Each rule lives here once: routing ([`ctx::ListenerCtx::route`]), the
+//! one-write rule for a request head and the body at hand, the retry of a
+//! request written whole into a pooled connection the backend had closed,
+//! which failures are answered with which status ([`crate::fault`]), and
+//! the access-log record and request metrics. Imports point one way: front
+//! ends call this module, this module calls the backend clients, and
+//! neither of those imports it back.
+
+pub(crate) mod ctx;
+mod to_h1;
+mod to_h2;
+
+use std::future::Future;
+use std::time::Instant;
+
+use h2::RecvStream;
+use tern_http::ResponseHead;
+use tokio::net::TcpStream;
+
+pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
+
+use crate::fault::{ExchangeError, Kind, Side};
+use crate::message::{BodyForm, Piece, Request, ResponseView, Step};
+
+/// A client's request body, as its front end delivers it, and what a
+/// front end can tell the client before the response.
+pub(crate) trait ClientBody {
+    /// The next piece of the request body (payload: chunked coding
+    /// removed). Without `wait`, only what has already arrived
+    /// ([`Step::NotYet`] when nothing has). A piece stays valid until the
+    /// next call.
+    async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind>;
+
+    /// Lets a client that waits for it send its body (`100 Continue`;
+    /// nothing over HTTP/2).
+    async fn send_continue(&mut self) -> Result<(), Kind>;
+
+    /// Relays an interim (1xx) response head (HTTP/1.1 clients; HTTP/2
+    /// clients do not get them).
+    async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind>;
+}
+
+/// The client side of one exchange, implemented by each front end.
+pub(crate) trait Front {
+    /// The request body.
+    type Body: ClientBody;
+    /// Resolves when the client cancels the request (an HTTP/2 stream
+    /// reset); never over HTTP/1.1.
+    type ResetWatch<'a>: Future<Output = ()>
+    where
+        Self: 'a;
+
+    /// The request body, and a watch on the client cancelling, usable at
+    /// the same time (until the response starts).
+    fn split(&mut self) -> (&mut Self::Body, Self::ResetWatch<'_>);
+
+    /// An HTTP/2 client's request body as its stream, for an HTTP/2
+    /// backend to take whole: full duplex, DATA moved without a copy.
+    fn take_h2_body(&mut self) -> Option<RecvStream> {
+        None
+    }
+
+    /// Starts the response with `view`'s head; `close` when the client
+    /// connection cannot carry another request after it (the backend cut
+    /// it, or the request body was not read to its end). The head waits
+    /// for the first body piece so both leave in one write. Returns the
+    /// form body pieces must come in.
+    fn start_response(&mut self, view: ResponseView<'_>, close: bool) -> Result<BodyForm, Kind>;
+
+    /// Sends a piece of the response body (`last` ends it); the first
+    /// carries the head with it.
+    async fn send_body(&mut self, piece: Piece<'_>, last: bool) -> Result<(), Kind>;
+
+    /// Sends the head now: no body is at hand yet.
+    async fn flush(&mut self) -> Result<(), Kind>;
+
+    /// Answers with a status of tern's (nothing was sent yet).
+    async fn answer(&mut self, status: u16);
+
+    /// Marks a response whose backend failed mid-body as incomplete (an
+    /// HTTP/2 stream reset; over HTTP/1.1, the close that follows does).
+    fn abort(&mut self);
+
+    /// Relays a `101 Switching Protocols` head, then bytes both ways
+    /// (`early`: bytes the backend sent after the head).
+    async fn upgrade(
+        &mut self,
+        head: &ResponseHead,
+        backend: &mut TcpStream,
+        early: &[u8],
+    ) -> Result<(), Kind>;
+
+    /// The status sent to the client so far (0: none).
+    fn status(&self) -> u16;
+
+    /// Bytes read from and written to the client for this request.
+    fn bytes(&self) -> (u64, u64);
+}
+
+/// How an exchange ended, for the front end's next move.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Finished {
+    /// Why it failed, if it did.
+    pub error: Option<ExchangeError>,
+}
+
+/// Runs one exchange for `req` (begun at `started`): routes it, forwards it
+/// with the chosen group's backend client, answers a failure with its
+/// status when the client has had none, and logs and counts it.
+pub(crate) async fn run<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    started: Instant,
+) -> Finished {
+    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
+    let mut o = Outcome::default();
+    let result = if backends.protocol().is_http2() {
+        // Boxed so the HTTP/2 client's state does not enlarge every
+        // HTTP/1.1 exchange's future.
+        Box::pin(to_h2::exchange(front, req, ctx, backends, &mut o)).await
+    } else {
+        to_h1::exchange(front, req, ctx, backends, &mut o).await
+    };
+    let error = result.err().map(ExchangeError::new);
+    if let Some(e) = error {
+        match e.side() {
+            Side::Client => tracing::debug!(client = %ctx.peer, error = %e, "request failed"),
+            _ => tracing::warn!(client = %ctx.peer, backend = ?o.backend,
+                upstream = %backends.name(), error = %e, "request failed"),
+        }
+        match (front.status(), e.kind().status()) {
+            (0, Some(status)) => front.answer(status).await,
+            (0, None) => {}
+            // The status line is out: all that is left is to mark the
+            // response incomplete.
+            (_, _) => front.abort(),
+        }
+    }
+    o.error = error;
+    o.status = front.status();
+    let (bytes_in, bytes_out) = front.bytes();
+    o.bytes_in += bytes_in;
+    o.bytes_out += bytes_out;
+    ctx.log_request(req.method, req.target, &o, started);
+    Finished { error }
+}
+
+/// Moves a response body from a backend client to the front end: the
+/// pieces at hand leave with the head, then each piece as it comes.
+async fn relay_body<F, B>(front: &mut F, mut next: B, wait: std::time::Duration) -> Result<(), Kind>
+where
+    F: Front,
+    B: BodySteps,
+{
+    let mut t = None;
+    loop {
+        match next.step(t).await? {
+            Step::Data(piece, last) => {
+                front.send_body(piece, last).await?;
+                if last {
+                    return Ok(());
+                }
+                t = Some(wait);
+            }
+            Step::NotYet => {
+                front.flush().await?;
+                t = Some(wait);
+            }
+            Step::End => return front.send_body(Piece::Slice(&[]), true).await,
+        }
+    }
+}
+
+/// A backend client's response body, step by step.
+trait BodySteps {
+    /// The next step: what is at hand (`None`), or what comes within `t`.
+    async fn step(&mut self, t: Option<std::time::Duration>) -> Result<Step<'_>, Kind>;
+}

@@ -1,0 +1,242 @@
+//! An exchange with an HTTP/1.1 backend (pooled connections).
+//!
+//! Phases: the request head and the body at hand in one write → the rest
+//! of the body → the response head (interim ones relayed), raced against
+//! the client cancelling → the response head with the body at hand in one
+//! write → the rest of the body → the connection back to the pool when it
+//! is reusable.
+
+use std::time::{Duration, Instant};
+
+use tern_http::framing::response_framing;
+use tokio::net::TcpStream;
+
+use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
+use crate::fault::Kind;
+use crate::message::{
+    BodyForm, BodyLen, Request, RequestView, ResponseHeadView, ResponseView, Step,
+};
+use crate::upstream::h1::{self, H1Scratch, ResponseBody, INLINE_BODY};
+use crate::upstream::{BackendConn, Backends};
+
+pub(super) async fn exchange<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+) -> Result<(), Kind> {
+    let mut s = H1Scratch::take();
+    let result = exchange_in(front, req, ctx, backends, o, &mut s).await;
+    s.give_back();
+    result
+}
+
+async fn exchange_in<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+    s: &mut H1Scratch,
+) -> Result<(), Kind> {
+    let limits = &ctx.listener.config.limits;
+    let wait = limits.backend_response_timeout;
+    if req.is_connect() && matches!(req.head, RequestView::H2(_)) {
+        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take.
+        return Err(Kind::NotImplemented);
+    }
+    let (mut conn, sent_whole) = {
+        let (body, reset) = front.split();
+        let request = send_request(body, req, ctx, backends, o, s);
+        tokio::select! {
+            r = request => r?,
+            () = reset => return Err(Kind::ClientGone),
+        }
+    };
+
+    if s.head.status == 101 {
+        if !req.upgrade {
+            return Err(Kind::Invalid);
+        }
+        let early = s.bbuf.filled().len();
+        let result = front
+            .upgrade(&s.head, &mut conn.stream, &s.bbuf.filled()[..early])
+            .await;
+        s.bbuf.clear();
+        return result;
+    }
+    let framing =
+        response_framing(req.is_head(), req.is_connect(), &s.head).map_err(|_| Kind::Invalid)?;
+    let reusable = h1::reusable(&s.head, framing, req.http10, sent_whole, false);
+    let view = ResponseView {
+        head: ResponseHeadView::H1(&s.head),
+        body: framing,
+    };
+    // A close-delimited body, or a request body the backend answered
+    // before reading to its end, leaves the client connection unusable.
+    let form = front.start_response(view, framing.is_until_close() || !sent_whole)?;
+    let mut body = ResponseBody::new(framing, form == BodyForm::Payload);
+    relay_body(
+        front,
+        H1Steps {
+            body: &mut body,
+            conn: &mut conn.stream,
+            s,
+        },
+        wait,
+    )
+    .await?;
+    body.settle(s);
+    // Stray bytes after the response mean the backend and tern disagree on
+    // framing: never reuse such a connection.
+    if reusable && s.bbuf.is_empty() {
+        backends.put(conn);
+    }
+    Ok(())
+}
+
+/// Sends the request and waits for the final response head (in `s.head`).
+/// Returns the connection and whether the whole request was sent.
+async fn send_request<B: ClientBody>(
+    body: &mut B,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+    s: &mut H1Scratch,
+) -> Result<(BackendConn, bool), Kind> {
+    let limits = &ctx.listener.config.limits;
+    let t = limits.backend_response_timeout;
+    let chunked = h1::write_head(req, &ctx.facts(), ctx.listener.config.forwarded, &mut s.out);
+    // The body already at hand goes in the same write as the head.
+    let mut whole = req.body == BodyLen::Empty;
+    while !whole && s.out.len() < INLINE_BODY {
+        match body.step(false).await? {
+            Step::Data(piece, last) => {
+                h1::push_body(&mut s.out, piece.as_slice(), chunked, last);
+                whole = last;
+            }
+            Step::End => {
+                h1::push_body(&mut s.out, &[], chunked, true);
+                whole = true;
+            }
+            Step::NotYet => break,
+        }
+    }
+
+    let mut conn = backends
+        .get(limits.backend_connect_timeout)
+        .await
+        .map_err(|e| e.kind())?;
+    o.backend = Some(conn.addr);
+    if req.expects_continue && !whole {
+        // The backend is reachable: let the client send its body.
+        body.send_continue().await?;
+    }
+    let mut retried = false;
+    loop {
+        let sent = Instant::now();
+        let mut wrote = h1::write(&mut conn.stream, &s.out, t).await.is_ok();
+        if wrote && !whole {
+            send_rest(body, &mut conn.stream, s, chunked, t).await?;
+            wrote = true;
+        }
+        let head = if wrote {
+            let deadline = tokio::time::Instant::from_std(sent) + t;
+            final_head(body, &mut conn.stream, s, deadline, req.expects_continue).await
+        } else {
+            Err(h1::HeadError {
+                kind: Kind::Closed,
+                untouched: true,
+            })
+        };
+        match head {
+            Ok(()) => {
+                let took = sent.elapsed();
+                o.backend_us = took.as_micros() as u64;
+                ctx.worker
+                    .metrics
+                    .backend_response(backends.name(), conn.addr, took);
+                return Ok((conn, true));
+            }
+            // A pooled connection the backend had closed: the request never
+            // reached it, so one fresh attempt is safe when the whole request
+            // is still in hand.
+            Err(e) if e.untouched && conn.reused && whole && !retried => {
+                retried = true;
+                tracing::debug!(backend = %conn.addr, "pooled connection was closed; retrying on a new one");
+                conn = backends
+                    .connect(conn.addr, limits.backend_connect_timeout)
+                    .await
+                    .map_err(|e| e.kind())?;
+                s.bbuf.clear();
+            }
+            Err(e) => return Err(e.kind),
+        }
+    }
+}
+
+/// Sends the part of the request body that was not at hand with the head,
+/// a piece per write.
+async fn send_rest<B: ClientBody>(
+    body: &mut B,
+    conn: &mut TcpStream,
+    s: &mut H1Scratch,
+    chunked: bool,
+    t: Duration,
+) -> Result<(), Kind> {
+    loop {
+        let (piece, last) = match body.step(true).await? {
+            Step::Data(piece, last) => (piece, last),
+            Step::End => (crate::message::Piece::Slice(&[]), true),
+            Step::NotYet => continue,
+        };
+        if chunked {
+            s.out.clear();
+            h1::push_body(&mut s.out, piece.as_slice(), true, last);
+            h1::write(conn, &s.out, t).await?;
+        } else if !piece.is_empty() {
+            h1::write(conn, piece.as_slice(), t).await?;
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads response heads until the final one, relaying interim ones; a
+/// backend's own `100 Continue` is dropped when the client had one.
+async fn final_head<B: ClientBody>(
+    body: &mut B,
+    conn: &mut TcpStream,
+    s: &mut H1Scratch,
+    deadline: tokio::time::Instant,
+    sent_continue: bool,
+) -> Result<(), h1::HeadError> {
+    loop {
+        h1::read_head(conn, s, deadline).await?;
+        if !s.head.is_interim() {
+            return Ok(());
+        }
+        if !(s.head.status == 100 && sent_continue) {
+            body.interim(&s.head).await.map_err(|kind| h1::HeadError {
+                kind,
+                untouched: false,
+            })?;
+        }
+    }
+}
+
+/// An HTTP/1.1 response body as steps.
+struct H1Steps<'a> {
+    body: &'a mut ResponseBody,
+    conn: &'a mut TcpStream,
+    s: &'a mut H1Scratch,
+}
+
+impl BodySteps for H1Steps<'_> {
+    async fn step(&mut self, t: Option<Duration>) -> Result<Step<'_>, Kind> {
+        self.body.step(self.conn, self.s, t).await
+    }
+}

@@ -1,0 +1,316 @@
+//! An exchange with an HTTP/2 backend (`protocol = "h2c"` or `"h2"`).
+//!
+//! Phases: open a backend stream (raced against the client cancelling) →
+//! the request body goes up while tern waits for the response head → the
+//! response head goes down → the response body goes down. An HTTP/2 client
+//! hands its body over whole ([`Front::take_h2_body`]) and it keeps going
+//! up beside the response (full duplex); an HTTP/1.1 client's body is
+//! pulled piece by piece, and a response that comes before the body ended
+//! leaves the client connection to be closed after it.
+
+use std::cell::Cell;
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::client::ResponseFuture;
+use h2::{RecvStream, SendStream};
+use tern_http::BodyFraming;
+
+use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
+use crate::fault::Kind;
+use crate::io::h2data;
+use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step};
+use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
+use crate::upstream::Backends;
+
+pub(super) async fn exchange<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+) -> Result<(), Kind> {
+    if req.upgrade || req.is_connect() {
+        tracing::warn!(client = %ctx.peer, upstream = %backends.name(),
+            "{} cannot be relayed to an HTTP/2 upstream: answered 501",
+            if req.upgrade { "Upgrade" } else { "CONNECT" });
+        return Err(Kind::NotImplemented);
+    }
+    let limits = &ctx.listener.config.limits;
+    let mut duplex = front.take_h2_body();
+    let facts = ctx.facts();
+    let opening = open(
+        backends,
+        req,
+        &facts,
+        ctx.listener.config.forwarded,
+        limits.backend_connect_timeout,
+    );
+    let opened = {
+        let (_, reset) = front.split();
+        tokio::select! {
+            r = opening => r,
+            () = reset => return Err(Kind::ClientGone),
+        }
+    };
+    // `held` keeps the request counted in flight on its server (for
+    // least_conn) until the exchange is over.
+    let Opened {
+        response,
+        mut upstream,
+        stream: held,
+    } = opened.map_err(|(kind, addr)| {
+        o.backend = addr;
+        kind
+    })?;
+    o.backend = Some(held.addr);
+    let up = Cell::new(0);
+    let result = match duplex.as_mut() {
+        Some(body) => {
+            with_duplex_body(
+                front,
+                req,
+                ctx,
+                backends,
+                o,
+                response,
+                &mut upstream,
+                body,
+                &up,
+            )
+            .await
+        }
+        None => with_pulled_body(front, req, ctx, backends, o, response, &mut upstream).await,
+    };
+    o.bytes_in += up.get();
+    drop(held);
+    if !matches!(result, Ok(false)) {
+        // Whatever is left of the exchange is of no use to anyone: stop the
+        // backend's work on it.
+        upstream.send_reset(h2::Reason::CANCEL);
+    }
+    result.map(|_| ())
+}
+
+/// An HTTP/2 client's body, going up beside the response. Ok(true): the
+/// response ended before the request body did (the rest is cancelled).
+#[allow(clippy::too_many_arguments)]
+async fn with_duplex_body<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+    response: ResponseFuture,
+    upstream: &mut SendStream<Bytes>,
+    body: &mut RecvStream,
+    up: &Cell<u64>,
+) -> Result<bool, Kind> {
+    let limits = &ctx.listener.config.limits;
+    let wait = limits.backend_response_timeout;
+    let sent = Instant::now();
+    let mut upload_done = body.is_end_stream();
+    let mut upload = pin!(upload_stream(body, upstream, limits.idle_timeout, wait, up));
+    let mut head = pin!(tokio::time::timeout(wait, response));
+    let head = {
+        let (_, reset) = front.split();
+        let mut reset = pin!(reset);
+        loop {
+            tokio::select! {
+                r = &mut upload, if !upload_done => {
+                    upload_done = true;
+                    match r {
+                        Ok(()) => {}
+                        Err(UploadEnd::ClientReset) => return Err(Kind::ClientGone),
+                        Err(UploadEnd::ClientStalled) => return Err(Kind::UploadStalled),
+                        // The backend may have answered and reset the rest of
+                        // the request: its head (or its error) decides.
+                        Err(UploadEnd::Backend) => {}
+                    }
+                }
+                r = &mut head => break r,
+                () = &mut reset => return Err(Kind::ClientGone),
+            }
+        }
+    };
+    let answer = response_head(head, ctx, backends, o, sent)?;
+    let (parts, recv) = answer.into_parts();
+    let framing = body_framing(req, &parts, &recv);
+    let view = ResponseView {
+        head: ResponseHeadView::H2(&parts),
+        body: framing,
+    };
+    front.start_response(view, false)?;
+    let relay = relay_response(front, framing, recv, wait);
+    let mut relay = pin!(relay);
+    let relayed = loop {
+        tokio::select! {
+            r = &mut upload, if !upload_done => {
+                upload_done = true;
+                if r == Err(UploadEnd::ClientReset) {
+                    return Err(Kind::ClientGone);
+                }
+            }
+            r = &mut relay => break r,
+        }
+    };
+    relayed?;
+    // A response that ended before the request body did: the rest of the
+    // body is of no use to the backend.
+    Ok(!upload_done)
+}
+
+/// An HTTP/1.1 client's body, pulled piece by piece until the response
+/// head comes.
+async fn with_pulled_body<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+    response: ResponseFuture,
+    upstream: &mut SendStream<Bytes>,
+) -> Result<bool, Kind> {
+    let limits = &ctx.listener.config.limits;
+    let wait = limits.backend_response_timeout;
+    let sent = Instant::now();
+    let mut head = pin!(tokio::time::timeout(wait, response));
+    let mut answered_early = false;
+    let head = {
+        let (body, reset) = front.split();
+        if req.expects_continue && req.body != BodyLen::Empty {
+            // The backend is reachable: let the client send its body.
+            body.send_continue().await?;
+        }
+        if req.body == BodyLen::Empty {
+            tokio::select! {
+                r = &mut head => r,
+                () = reset => return Err(Kind::ClientGone),
+            }
+        } else {
+            let pull = pull_upload(body, upstream, wait);
+            tokio::select! {
+                r = pull => {
+                    r?;
+                    (&mut head).await
+                }
+                r = &mut head => {
+                    answered_early = true;
+                    r
+                }
+            }
+        }
+    };
+    let answer = response_head(head, ctx, backends, o, sent)?;
+    if answered_early {
+        // The rest of the request body is of no use to the backend.
+        upstream.send_reset(h2::Reason::CANCEL);
+    }
+    let (parts, recv) = answer.into_parts();
+    let framing = body_framing(req, &parts, &recv);
+    let view = ResponseView {
+        head: ResponseHeadView::H2(&parts),
+        body: framing,
+    };
+    // The client's body was not read to its end: its connection is not at
+    // a request boundary.
+    front.start_response(view, answered_early)?;
+    relay_response(front, framing, recv, wait).await?;
+    Ok(false)
+}
+
+/// Sends the response body (none for a bodiless response, even if the
+/// backend sent one anyway).
+async fn relay_response<F: Front>(
+    front: &mut F,
+    framing: BodyFraming,
+    recv: RecvStream,
+    wait: Duration,
+) -> Result<(), Kind> {
+    if framing == BodyFraming::Empty {
+        return front
+            .send_body(crate::message::Piece::Slice(&[]), true)
+            .await;
+    }
+    relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
+}
+
+/// Moves a request body the front end delivers in pieces up the backend
+/// stream.
+async fn pull_upload<B: ClientBody>(
+    body: &mut B,
+    upstream: &mut SendStream<Bytes>,
+    wait: Duration,
+) -> Result<(), Kind> {
+    loop {
+        let (data, last) = match body.step(true).await? {
+            Step::Data(piece, last) => (piece.into_bytes(), last),
+            Step::End => (Bytes::new(), true),
+            Step::NotYet => continue,
+        };
+        h2data::send(upstream, data, last, wait)
+            .await
+            .map_err(|_| Kind::Upload)?;
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// The response head, or the failure that took its place; records the
+/// backend's time.
+fn response_head(
+    head: Result<Result<http::Response<RecvStream>, h2::Error>, tokio::time::error::Elapsed>,
+    ctx: &ConnCtx<'_>,
+    backends: &Backends,
+    o: &mut Outcome,
+    sent: Instant,
+) -> Result<http::Response<RecvStream>, Kind> {
+    let answer = match head {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            tracing::debug!(backend = ?o.backend, "backend stream failed: {e}");
+            return Err(Kind::Closed);
+        }
+        Err(_) => return Err(Kind::Timeout),
+    };
+    let took = sent.elapsed();
+    o.backend_us = took.as_micros() as u64;
+    if let Some(addr) = o.backend {
+        ctx.worker
+            .metrics
+            .backend_response(backends.name(), addr, took);
+    }
+    Ok(answer)
+}
+
+/// The body a response from an HTTP/2 backend has, as tern delivers it.
+fn body_framing(
+    req: &Request<'_>,
+    parts: &http::response::Parts,
+    recv: &RecvStream,
+) -> BodyFraming {
+    let status = parts.status.as_u16();
+    let bodiless = req.is_head() || (100..200).contains(&status) || status == 204 || status == 304;
+    if bodiless || recv.is_end_stream() {
+        return BodyFraming::Empty;
+    }
+    match parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok())
+    {
+        Some(n) => BodyFraming::Length(n),
+        None => BodyFraming::Chunked,
+    }
+}
+
+/// An HTTP/2 response body as steps.
+struct H2Steps(ResponseBody);
+
+impl BodySteps for H2Steps {
+    async fn step(&mut self, t: Option<Duration>) -> Result<Step<'_>, Kind> {
+        self.0.step(t).await
+    }
+}

@@ -1,0 +1,356 @@
+//! The HTTP/1.1 client side of one exchange: the request body read from
+//! the client buffer, the response written back in as few writes as the
+//! one-write rule allows.
+
+use std::cell::RefCell;
+
+use tern_http::rewrite::{
+    is_connection_specific, write_response_head, write_response_head_from_h2, write_simple_response,
+};
+use tern_http::{BodyFraming, ResponseHead};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::exchange::{ClientBody, ConnCtx, Front};
+use crate::fault::{answer_text, Kind};
+use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
+use crate::io::deadline::within;
+use crate::io::iobuf::IoBuf;
+use crate::message::{BodyForm, Piece, ResponseHeadView, ResponseView, Step};
+
+/// Body bytes sent in the same write as a response head.
+const INLINE_BODY: usize = 16 * 1024;
+
+/// One exchange's view of an HTTP/1.1 client connection.
+pub(super) struct H1Client<'x, 'c, C> {
+    client: &'x mut C,
+    cbuf: &'x mut IoBuf,
+    ctx: &'x ConnCtx<'c>,
+    /// The request body still to come.
+    pending: Pending,
+    /// Client-buffer bytes of the body piece handed out last (consumed at
+    /// the next step).
+    handed: usize,
+    /// Decoded chunked payload.
+    payload: Vec<u8>,
+    /// The response head waiting for its first body bytes, then chunk
+    /// framing.
+    out: Vec<u8>,
+    head_pending: bool,
+    chunk_encode: bool,
+    /// An HTTP/1.0 client.
+    http10: bool,
+    /// The connection closes after this exchange.
+    pub close: bool,
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+impl<'x, 'c, C> H1Client<'x, 'c, C>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    /// An exchange for a request whose head (`head_len` bytes) was taken
+    /// from `cbuf`; `close` when the client asked for it.
+    pub(super) fn new(
+        client: &'x mut C,
+        cbuf: &'x mut IoBuf,
+        ctx: &'x ConnCtx<'c>,
+        framing: BodyFraming,
+        head_len: u64,
+        http10: bool,
+        close: bool,
+    ) -> Self {
+        H1Client {
+            client,
+            cbuf,
+            ctx,
+            pending: Pending::new(framing),
+            handed: 0,
+            payload: Vec::new(),
+            out: spare_out(),
+            head_pending: false,
+            chunk_encode: false,
+            http10,
+            close,
+            status: 0,
+            bytes_in: head_len,
+            bytes_out: 0,
+        }
+    }
+
+    /// Ends the exchange: what of the request body was used leaves the
+    /// buffer, the response buffer goes back to the worker's spares.
+    pub(super) fn finish(mut self) {
+        self.cbuf.consume(std::mem::take(&mut self.handed));
+        if !self.pending.is_done() {
+            // The body was not read to its end: the next bytes are not a
+            // request head.
+            self.close = true;
+        }
+        give_back_out(std::mem::take(&mut self.out));
+    }
+
+    /// True when the connection must close after this exchange.
+    pub(super) fn closing(&self) -> bool {
+        self.close || !self.pending.is_done()
+    }
+
+    /// Writes and flushes `bytes` within the idle timeout.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), Kind> {
+        write_client(self.client, bytes, self.ctx).await?;
+        self.bytes_out += bytes.len() as u64;
+        Ok(())
+    }
+
+    async fn write_out(&mut self) -> Result<(), Kind> {
+        let out = std::mem::take(&mut self.out);
+        let result = self.write(&out).await;
+        self.out = out;
+        self.out.clear();
+        result
+    }
+}
+
+/// Writes and flushes `bytes` to the client within the idle timeout.
+pub(super) async fn write_client<C: AsyncWrite + Unpin>(
+    client: &mut C,
+    bytes: &[u8],
+    ctx: &ConnCtx<'_>,
+) -> Result<(), Kind> {
+    let t = ctx.listener.config.limits.idle_timeout;
+    match within(t, async {
+        client.write_all(bytes).await?;
+        client.flush().await
+    })
+    .await
+    {
+        Some(Ok(())) => Ok(()),
+        _ => Err(Kind::ClientGone),
+    }
+}
+
+impl<C> ClientBody for H1Client<'_, '_, C>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
+        self.cbuf.consume(std::mem::take(&mut self.handed));
+        if self.pending.is_done() {
+            return Ok(Step::End);
+        }
+        if self.cbuf.is_empty() {
+            if !wait {
+                return Ok(Step::NotYet);
+            }
+            let idle = self.ctx.listener.config.limits.idle_timeout;
+            match tokio::time::timeout(idle, self.cbuf.fill_from(self.client)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(Kind::ClientGone),
+            }
+        }
+        let taken = self
+            .pending
+            .take_piece(self.cbuf.filled(), usize::MAX, true, &mut self.payload)
+            .map_err(|e| {
+                tracing::debug!(client = %self.ctx.peer, "bad request body: {e}");
+                Kind::BadBody
+            })?;
+        let last = self.pending.is_done();
+        Ok(match taken {
+            Taken::Wire(n) => {
+                self.handed = n;
+                self.bytes_in += n as u64;
+                Step::Data(Piece::Slice(&self.cbuf.filled()[..n]), last)
+            }
+            Taken::Decoded { consumed } => {
+                self.cbuf.consume(consumed);
+                self.bytes_in += consumed as u64;
+                Step::Data(Piece::Slice(&self.payload), last)
+            }
+        })
+    }
+
+    async fn send_continue(&mut self) -> Result<(), Kind> {
+        if !self.cbuf.is_empty() {
+            // The client did not wait: its body is arriving already.
+            return Ok(());
+        }
+        self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await
+    }
+
+    async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind> {
+        let mut out = Vec::with_capacity(256);
+        write_response_head(head, false, &mut out);
+        self.write(&out).await
+    }
+}
+
+impl<C> Front for H1Client<'_, '_, C>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    type Body = Self;
+    type ResetWatch<'a>
+        = std::future::Pending<()>
+    where
+        Self: 'a;
+
+    fn split(&mut self) -> (&mut Self, std::future::Pending<()>) {
+        (self, std::future::pending())
+    }
+
+    fn start_response(&mut self, view: ResponseView<'_>, close: bool) -> Result<BodyForm, Kind> {
+        let shutting_down = *self.ctx.worker.shutdown.borrow();
+        self.close |= close || shutting_down;
+        self.out.clear();
+        let form = match view.head {
+            ResponseHeadView::H1(head) => {
+                write_response_head(head, self.close, &mut self.out);
+                BodyForm::Wire
+            }
+            ResponseHeadView::H2(parts) => {
+                // Without a length, HTTP/1.1 clients get chunked coding;
+                // HTTP/1.0 clients cannot read it and get a body delimited
+                // by the close.
+                let unknown = view.body == BodyFraming::Chunked;
+                self.chunk_encode = unknown && !self.http10;
+                self.close |= unknown && self.http10;
+                write_response_head_from_h2(
+                    parts.status.as_u16(),
+                    parts.status.canonical_reason().unwrap_or(""),
+                    parts
+                        .headers
+                        .iter()
+                        .filter(|(n, _)| !is_connection_specific(n.as_str()))
+                        .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                    self.chunk_encode,
+                    self.close,
+                    &mut self.out,
+                );
+                BodyForm::Payload
+            }
+        };
+        self.status = view.status();
+        self.head_pending = true;
+        Ok(form)
+    }
+
+    async fn send_body(&mut self, piece: Piece<'_>, last: bool) -> Result<(), Kind> {
+        let data = piece.as_slice();
+        if self.chunk_encode {
+            if !self.head_pending {
+                self.out.clear();
+            }
+            self.head_pending = false;
+            encode_chunk(&mut self.out, data);
+            if last {
+                self.out.extend_from_slice(LAST_CHUNK);
+            }
+            return self.write_out().await;
+        }
+        if self.head_pending {
+            self.head_pending = false;
+            if data.len() <= INLINE_BODY {
+                self.out.extend_from_slice(data);
+                return self.write_out().await;
+            }
+            self.write_out().await?;
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.write(data).await
+    }
+
+    async fn flush(&mut self) -> Result<(), Kind> {
+        if self.head_pending {
+            self.head_pending = false;
+            self.write_out().await?;
+        }
+        Ok(())
+    }
+
+    async fn answer(&mut self, status: u16) {
+        let (reason, body) = answer_text(status);
+        self.out.clear();
+        write_simple_response(status, reason, body, true, &mut self.out);
+        self.status = status;
+        self.close = true;
+        let _ = self.write_out().await;
+    }
+
+    fn abort(&mut self) {
+        // The close that follows tells the client the response is cut short.
+        self.close = true;
+    }
+
+    async fn upgrade(
+        &mut self,
+        head: &ResponseHead,
+        backend: &mut TcpStream,
+        early: &[u8],
+    ) -> Result<(), Kind> {
+        let idle = self.ctx.listener.config.limits.idle_timeout;
+        self.status = 101;
+        self.close = true;
+        self.out.clear();
+        write_response_head(head, false, &mut self.out);
+        self.out.extend_from_slice(early);
+        self.write_out().await?;
+        self.cbuf.consume(std::mem::take(&mut self.handed));
+        if !self.cbuf.is_empty() {
+            let early_up = self.cbuf.filled().len();
+            if tokio::time::timeout(idle, backend.write_all(self.cbuf.filled()))
+                .await
+                .is_err()
+            {
+                return Ok(());
+            }
+            self.bytes_in += early_up as u64;
+            self.cbuf.consume(early_up);
+        }
+        let (up, down) = tunnel(self.client, backend, idle).await;
+        self.bytes_in += up;
+        self.bytes_out += down;
+        Ok(())
+    }
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn bytes(&self) -> (u64, u64) {
+        (self.bytes_in, self.bytes_out)
+    }
+}
+
+/// Response buffers kept per worker: an idle connection holds none.
+const SPARE_OUT: usize = 256;
+
+/// A response buffer that grew past this is freed rather than kept.
+const OUT_KEEP_LIMIT: usize = 32 * 1024;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn spare_out() -> Vec<u8> {
+    SPARE
+        .with(|spare| spare.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(1024))
+}
+
+fn give_back_out(mut out: Vec<u8>) {
+    if out.capacity() > OUT_KEEP_LIMIT {
+        return;
+    }
+    out.clear();
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_OUT {
+            spare.push(out);
+        }
+    });
+}

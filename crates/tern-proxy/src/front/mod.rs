@@ -1,0 +1,109 @@
+//! Front ends: one client connection from accept to close. The TLS
+//! handshake under a deadline (after an optional PROXY header), then the
+//! listener mode's protocol: HTTP/1.1 ([`h1`]) or HTTP/2 ([`h2`]), which
+//! turn client traffic into exchanges for [`crate::exchange`], or a TCP
+//! tunnel ([`tcp`]).
+
+mod h1;
+mod h2;
+mod proxy_header;
+mod proxy_in;
+mod tcp;
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+
+use tokio::net::TcpStream;
+
+use crate::config::Mode;
+use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
+use crate::metrics::HandshakeFailure;
+
+/// Handles one accepted connection to the end.
+pub(crate) async fn handle(
+    mut tcp: TcpStream,
+    mut peer: SocketAddr,
+    listener: Rc<ListenerCtx>,
+    worker: Rc<WorkerCtx>,
+) {
+    // Before the handshake: the server flight must not wait on Nagle.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
+    }
+    let limits = &listener.config.limits;
+    let start = Instant::now();
+    if let Some(trusted) = &listener.config.accept_proxy {
+        match proxy_in::read_header(&mut tcp, peer, trusted, limits.handshake_timeout).await {
+            Ok(client) => peer = client,
+            Err(e) => {
+                tracing::debug!(source = %peer, "closing: {e}");
+                return;
+            }
+        }
+    }
+    let mut tls =
+        match tokio::time::timeout(limits.handshake_timeout, listener.acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                // rustls has already sent the alert that says why.
+                tracing::debug!(client = %peer, "TLS handshake failed: {e}");
+                worker.metrics.handshake_failed(HandshakeFailure::of(&e));
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(client = %peer, "TLS handshake timed out");
+                worker.metrics.handshake_failed(HandshakeFailure::Timeout);
+                return;
+            }
+        };
+    let handshake_us = start.elapsed().as_micros() as u64;
+    let negotiated = tern_tls::negotiated(tls.get_ref().1);
+    worker.metrics.handshake(&negotiated, start.elapsed());
+    let ctx = ConnCtx {
+        peer,
+        tls: negotiated,
+        handshake_us,
+        listener: &listener,
+        worker: &worker,
+    };
+    match listener.config.mode {
+        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => h2::serve(tls, &ctx).await,
+        Mode::Http => h1::serve(&mut tls, &ctx).await,
+        Mode::Tcp { proxy_protocol } => tcp::serve(&mut tls, &ctx, proxy_protocol).await,
+    }
+}
+
+/// How long an over-the-limit connection gets to finish its handshake and
+/// send a request head before it is closed.
+const OVERLOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answers a connection over the connection limit with 503 and closes it.
+/// The request head is read first, so the close does not reset the
+/// connection under the client's unread response.
+pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener: Rc<ListenerCtx>) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tcp.set_nodelay(true);
+    let _ = tokio::time::timeout(OVERLOAD_DEADLINE, async {
+        let mut tls = listener.acceptor.accept(tcp).await.ok()?;
+        if listener.config.mode == Mode::Http {
+            let mut buf = crate::io::iobuf::IoBuf::new(4096, 16 * 1024);
+            // Whatever arrives (or not) within the deadline, the answer is
+            // the same 503.
+            let deadline = tokio::time::Instant::now() + OVERLOAD_DEADLINE;
+            let _ = buf.read_head(&mut tls, 16 * 1024, deadline).await;
+            let mut out = Vec::with_capacity(160);
+            tern_http::rewrite::write_simple_response(
+                503,
+                "Service Unavailable",
+                "service unavailable: connection limit reached\n",
+                true,
+                &mut out,
+            );
+            tls.write_all(&out).await.ok()?;
+        }
+        tls.shutdown().await.ok()
+    })
+    .await;
+    tracing::debug!(client = %peer, "connection limit reached; answered 503");
+}

@@ -1,0 +1,294 @@
+//! The HTTP/1.1 backend client: one request on a pooled connection, in
+//! steps the exchange core drives (head, body pieces, response head,
+//! response body pieces, reuse).
+//!
+//! Latency rule: the request head and the body already at hand go to the
+//! backend in one write ([`INLINE_BODY`]); a message split over two writes
+//! can stall on Nagle + delayed ACK.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use tern_http::forwarding::ForwardedFields;
+use tern_http::head::{parse_response_into, ResponseHead};
+use tern_http::rewrite::{
+    wants_close, write_request_head, write_request_head_from_h2, BackendConnection, ClientFacts,
+    H1BodyFraming,
+};
+use tern_http::BodyFraming;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::fault::Kind;
+use crate::io::body::{encode_chunk, Pending, Taken, LAST_CHUNK};
+use crate::io::deadline::{within, Watchdog};
+use crate::io::iobuf::{HeadWaitError, IoBuf};
+use crate::message::{BodyLen, Piece, Request, RequestView, Step};
+
+/// Body bytes sent in the same write as a head (request or response).
+/// Larger bodies follow in further writes.
+pub(crate) const INLINE_BODY: usize = 16 * 1024;
+
+/// Largest response head accepted from a backend.
+pub(crate) const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// The buffers one HTTP/1.1 exchange works in: the outgoing head (with
+/// inline body), the backend's bytes, its parsed response head, decoded
+/// chunked payload, and the timer bounding the wait for the head.
+///
+/// Exchanges are short and many, and an idle client connection should hold
+/// no buffers: each worker keeps spare sets, taken for one exchange and
+/// given back after it.
+pub(crate) struct H1Scratch {
+    /// Request head plus inline body, for the one-write rule.
+    pub out: Vec<u8>,
+    /// Backend read buffer.
+    pub bbuf: IoBuf,
+    /// The backend's response head, refilled per response.
+    pub head: ResponseHead,
+    /// Decoded chunked payload (only when a front end wants payload).
+    pub payload: Vec<u8>,
+    /// Bounds the waits for response heads.
+    pub wait: Option<Watchdog>,
+}
+
+/// Spare scratch sets kept per worker (each about 5 KiB).
+const SPARE_SCRATCH: usize = 256;
+
+/// A scratch set that grew past this (a large response head) is freed
+/// rather than kept, so the per-worker bound holds.
+const SCRATCH_KEEP_LIMIT: usize = 16 * 1024;
+
+thread_local! {
+    static SPARE: RefCell<Vec<H1Scratch>> = const { RefCell::new(Vec::new()) };
+}
+
+impl H1Scratch {
+    /// A spare set, or a new one.
+    pub(crate) fn take() -> H1Scratch {
+        SPARE
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_else(|| H1Scratch {
+                out: Vec::with_capacity(1024),
+                // Small at first: most responses are small, and the buffer
+                // grows (to its bound) for large ones.
+                bbuf: IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD),
+                head: ResponseHead::default(),
+                payload: Vec::new(),
+                wait: None,
+            })
+    }
+
+    /// Keeps the set for the next exchange, unless it grew too large.
+    pub(crate) fn give_back(mut self) {
+        if self.bbuf.capacity() > SCRATCH_KEEP_LIMIT
+            || self.out.capacity() > SCRATCH_KEEP_LIMIT
+            || self.payload.capacity() > SCRATCH_KEEP_LIMIT
+            || self.head.fields.raw_capacity() > SCRATCH_KEEP_LIMIT
+        {
+            return;
+        }
+        self.out.clear();
+        self.bbuf.clear();
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_SCRATCH {
+                spare.push(self);
+            }
+        });
+    }
+}
+
+/// Writes the backend request head for `req` into `out` (cleared first):
+/// hop-by-hop and client-sent forwarding fields dropped, tern's own added.
+/// Returns true when body pieces must be chunk-encoded.
+pub(crate) fn write_head(
+    req: &Request<'_>,
+    facts: &ClientFacts,
+    forwarded: ForwardedFields,
+    out: &mut Vec<u8>,
+) -> bool {
+    out.clear();
+    match req.head {
+        RequestView::H1(head) => {
+            let mode = if req.upgrade {
+                BackendConnection::Upgrade
+            } else if req.http10 {
+                BackendConnection::Close
+            } else {
+                BackendConnection::KeepAlive
+            };
+            write_request_head(head, facts, forwarded, mode, out);
+        }
+        RequestView::H2(parts) => {
+            let framing = match req.body {
+                BodyLen::Empty => H1BodyFraming::Empty,
+                BodyLen::Length(n) => H1BodyFraming::Length(n),
+                BodyLen::Unknown => H1BodyFraming::Chunked,
+            };
+            write_request_head_from_h2(
+                req.method,
+                req.target,
+                req.authority,
+                parts
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                framing,
+                facts,
+                forwarded,
+                out,
+            );
+        }
+    }
+    req.body == BodyLen::Unknown
+}
+
+/// Appends a request body piece to `out`, chunk-encoded when `chunked`;
+/// with `last`, the body's end too.
+pub(crate) fn push_body(out: &mut Vec<u8>, data: &[u8], chunked: bool, last: bool) {
+    if chunked {
+        encode_chunk(out, data);
+        if last {
+            out.extend_from_slice(LAST_CHUNK);
+        }
+    } else {
+        out.extend_from_slice(data);
+    }
+}
+
+/// Writes `bytes` to the backend within `t`.
+pub(crate) async fn write(conn: &mut TcpStream, bytes: &[u8], t: Duration) -> Result<(), Kind> {
+    match within(t, conn.write_all(bytes)).await {
+        Some(Ok(())) => Ok(()),
+        _ => Err(Kind::Upload),
+    }
+}
+
+/// Why no response head came.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeadError {
+    /// What went wrong.
+    pub kind: Kind,
+    /// The backend closed before sending a byte: a request written whole
+    /// into a pooled connection never reached it, and may be sent again.
+    pub untouched: bool,
+}
+
+/// Reads the next response head (interim or final) into `s.head`,
+/// consuming it from `s.bbuf`, bounded by `deadline`.
+pub(crate) async fn read_head(
+    conn: &mut TcpStream,
+    s: &mut H1Scratch,
+    deadline: tokio::time::Instant,
+) -> Result<(), HeadError> {
+    let watchdog = Watchdog::set_in(&mut s.wait, deadline);
+    let fail = |kind| HeadError {
+        kind,
+        untouched: false,
+    };
+    let len = s
+        .bbuf
+        .read_head_watched(conn, MAX_RESPONSE_HEAD, watchdog)
+        .await
+        .map_err(|e| match e {
+            HeadWaitError::Invalid(_) => fail(Kind::Invalid),
+            HeadWaitError::TimedOut => fail(Kind::Timeout),
+            HeadWaitError::Closed { any_bytes } => HeadError {
+                kind: Kind::Closed,
+                untouched: !any_bytes,
+            },
+        })?;
+    parse_response_into(&s.bbuf.filled()[..len], &mut s.head).map_err(|_| fail(Kind::Invalid))?;
+    s.bbuf.consume(len);
+    Ok(())
+}
+
+/// Whether a backend connection may go back to the pool after a response
+/// with `head` and `framing` was relayed: the body was delimited (not by
+/// the close), neither side asked to close, the request was sent whole, and
+/// no stray bytes followed (tern and the backend would disagree on framing).
+pub(crate) fn reusable(
+    head: &ResponseHead,
+    framing: BodyFraming,
+    client_http10: bool,
+    request_sent: bool,
+    leftover: bool,
+) -> bool {
+    !framing.is_until_close()
+        && !wants_close(&head.fields)
+        && head.minor_version >= 1
+        && !client_http10
+        && request_sent
+        && head.status != 101
+        && !leftover
+}
+
+/// A response body being read from the backend.
+#[derive(Debug)]
+pub(crate) struct ResponseBody {
+    pending: Pending,
+    /// Wire bytes of the piece handed out last, consumed at the next step.
+    handed: usize,
+    /// Payload pieces (chunked coding removed) rather than wire bytes.
+    decode: bool,
+}
+
+impl ResponseBody {
+    /// A body framed by `framing`, delivered as payload when `decode`.
+    pub(crate) fn new(framing: BodyFraming, decode: bool) -> Self {
+        ResponseBody {
+            pending: Pending::new(framing),
+            handed: 0,
+            decode,
+        }
+    }
+
+    /// Consumes the piece handed out last (call once the body is done).
+    pub(crate) fn settle(&mut self, s: &mut H1Scratch) {
+        s.bbuf.consume(std::mem::take(&mut self.handed));
+    }
+
+    /// The next piece: what is in the buffer, or (with `wait`) what the
+    /// backend sends within that time. A piece stays valid until the next
+    /// call, which consumes it.
+    pub(crate) async fn step<'s>(
+        &mut self,
+        conn: &mut TcpStream,
+        s: &'s mut H1Scratch,
+        wait: Option<Duration>,
+    ) -> Result<Step<'s>, Kind> {
+        s.bbuf.consume(std::mem::take(&mut self.handed));
+        if self.pending.is_done() {
+            return Ok(Step::End);
+        }
+        if s.bbuf.is_empty() {
+            let Some(t) = wait else {
+                return Ok(Step::NotYet);
+            };
+            match tokio::time::timeout(t, s.bbuf.fill_from(conn)).await {
+                Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
+                    self.pending = Pending::Done;
+                    return Ok(Step::Data(Piece::Slice(&[]), true));
+                }
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(Kind::Body),
+            }
+        }
+        let taken = self
+            .pending
+            .take_piece(s.bbuf.filled(), usize::MAX, self.decode, &mut s.payload)
+            .map_err(|_| Kind::Body)?;
+        let last = self.pending.is_done();
+        Ok(match taken {
+            Taken::Wire(n) => {
+                self.handed = n;
+                Step::Data(Piece::Slice(&s.bbuf.filled()[..n]), last)
+            }
+            Taken::Decoded { consumed } => {
+                s.bbuf.consume(consumed);
+                Step::Data(Piece::Slice(&s.payload), last)
+            }
+        })
+    }
+}

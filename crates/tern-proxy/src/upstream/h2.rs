@@ -1,0 +1,259 @@
+//! The HTTP/2 backend client (`protocol = "h2c"`, cleartext, and `"h2"`,
+//! over TLS): one request as one stream on the worker's session to the
+//! chosen server ([`Backends::get_h2`]), in steps the exchange core drives.
+//!
+//! Not carried: HTTP/1.1 `Upgrade` and `CONNECT` (HTTP/2 has neither in
+//! the form a backend would understand), interim 1xx responses, and
+//! trailers.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use h2::client::ResponseFuture;
+use h2::{RecvStream, SendStream};
+use http::{HeaderName, HeaderValue, Method, Uri};
+use tern_http::forwarding::ForwardedFields;
+use tern_http::rewrite::{
+    forwarding_fields, h1_request_fields_for_h2, keeps_h2_request_field_for_h2, ClientFacts,
+};
+
+use super::{Backends, H2Stream};
+use crate::fault::Kind;
+use crate::io::h2data;
+use crate::message::{BodyLen, Piece, Request, RequestView, Step};
+
+/// A stream on a backend session with the request head sent, and the
+/// session handle that counts it in flight on its server (for least_conn)
+/// until dropped.
+pub(crate) struct Opened {
+    /// The response head, when it comes.
+    pub response: ResponseFuture,
+    /// The request body's way up.
+    pub upstream: SendStream<Bytes>,
+    /// The session handle (server address, in-flight count).
+    pub stream: H2Stream,
+}
+
+/// Opens a stream for `req` on a session of `backends` and sends the head.
+/// A session can die between the pick and the send (GOAWAY in flight);
+/// nothing reached the backend then, so one more pick is safe.
+pub(crate) async fn open(
+    backends: &Backends,
+    req: &Request<'_>,
+    facts: &ClientFacts,
+    forwarded: ForwardedFields,
+    connect_timeout: Duration,
+) -> Result<Opened, (Kind, Option<std::net::SocketAddr>)> {
+    let method =
+        Method::from_bytes(req.method.as_bytes()).map_err(|_| (Kind::Unrelayable, None))?;
+    let mut retried = false;
+    loop {
+        let mut stream = backends
+            .get_h2(connect_timeout)
+            .await
+            .map_err(|e| (e.kind(), None))?;
+        let addr = stream.addr;
+        let request =
+            backend_request(backends, &method, req, addr, facts, forwarded).map_err(|e| {
+                tracing::debug!("request not relayable over HTTP/2: {e}");
+                (Kind::Unrelayable, Some(addr))
+            })?;
+        match stream
+            .sender
+            .send_request(request, req.body == BodyLen::Empty)
+        {
+            Ok((response, upstream)) => {
+                return Ok(Opened {
+                    response,
+                    upstream,
+                    stream,
+                })
+            }
+            Err(e) if !retried => {
+                tracing::debug!(backend = %addr, "HTTP/2 send failed, picking again: {e}");
+                retried = true;
+            }
+            Err(e) => {
+                tracing::warn!(backend = %addr, "backend failed: {e}");
+                return Err((Kind::Closed, Some(addr)));
+            }
+        }
+    }
+}
+
+/// Why a request could not be turned into an HTTP/2 request.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildError {
+    /// The authority or path does not form a URI.
+    #[error("request target: {0}")]
+    Target(#[from] http::Error),
+    /// A field name or value HTTP/2 cannot carry.
+    #[error("field {0:?} cannot be sent over HTTP/2")]
+    Field(String),
+}
+
+/// The HTTP/2 request head for a backend: `:scheme` that of the hop to the
+/// backend, `:authority` from the client's Host or `:authority` (else the
+/// server's address), the client's end-to-end fields, and tern's
+/// forwarding fields.
+fn backend_request(
+    backends: &Backends,
+    method: &Method,
+    req: &Request<'_>,
+    server: std::net::SocketAddr,
+    facts: &ClientFacts,
+    forwarded: ForwardedFields,
+) -> Result<http::Request<()>, BuildError> {
+    let uri = match req.authority {
+        Some(a) => Uri::builder().authority(a),
+        None => Uri::builder().authority(server.to_string()),
+    }
+    .scheme(backends.protocol().scheme())
+    .path_and_query(origin_form(req.target))
+    .build()?;
+    let mut request = http::Request::builder()
+        .method(method.clone())
+        .uri(uri)
+        .body(())?;
+    let headers = request.headers_mut();
+    let mut bad = None;
+    let mut put = |name: &str, value: &[u8]| match (
+        HeaderName::from_bytes(name.as_bytes()),
+        HeaderValue::from_bytes(value),
+    ) {
+        (Ok(n), Ok(v)) => {
+            headers.append(n, v);
+        }
+        _ => bad = Some(name.to_string()),
+    };
+    match req.head {
+        RequestView::H1(head) => {
+            for (name, value) in h1_request_fields_for_h2(head) {
+                put(name, value);
+            }
+        }
+        RequestView::H2(parts) => {
+            for (name, value) in parts
+                .headers
+                .iter()
+                .filter(|(n, _)| keeps_h2_request_field_for_h2(n.as_str()))
+            {
+                put(name.as_str(), value.as_bytes());
+            }
+        }
+    }
+    forwarding_fields(facts, forwarded, req.authority, |n, v| put(n, v));
+    match bad {
+        Some(name) => Err(BuildError::Field(name)),
+        None => Ok(request),
+    }
+}
+
+/// The request target in origin form: a client may send absolute form
+/// (`http://host/path`), whose authority already went into `:authority`
+/// via Host (RFC 9112 section 3.2.2 makes them agree).
+fn origin_form(target: &str) -> &str {
+    if target.starts_with('/') || target == "*" {
+        return target;
+    }
+    match target.find("://") {
+        Some(i) => {
+            let rest = &target[i + 3..];
+            rest.find('/').map_or("/", |slash| &rest[slash..])
+        }
+        None => target,
+    }
+}
+
+/// Why the request body stopped going up a duplex upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UploadEnd {
+    /// The client reset its stream.
+    ClientReset,
+    /// The client sent nothing for the idle timeout.
+    ClientStalled,
+    /// The backend reset the stream or held its window shut.
+    Backend,
+}
+
+/// Moves an HTTP/2 client's request body (DATA payloads, moved, not
+/// copied) to the backend stream, releasing the client's window only as
+/// pieces are handed on. Runs beside the response: HTTP/2 on both sides is
+/// full duplex.
+pub(crate) async fn upload_stream(
+    body: &mut RecvStream,
+    upstream: &mut SendStream<Bytes>,
+    idle: Duration,
+    backend_wait: Duration,
+    moved: &std::cell::Cell<u64>,
+) -> Result<(), UploadEnd> {
+    loop {
+        let chunk = match tokio::time::timeout(idle, body.data()).await {
+            // A stalled upload is not a reset: it must not count against
+            // the client's reset budget.
+            Err(_) => return Err(UploadEnd::ClientStalled),
+            Ok(None) => return h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+            Ok(Some(Err(_))) => return Err(UploadEnd::ClientReset),
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        let n = chunk.len();
+        // h2 has checked the DATA against any Content-Length already.
+        let last = body.is_end_stream();
+        h2data::send(upstream, chunk, last, backend_wait)
+            .await
+            .map_err(|_| UploadEnd::Backend)?;
+        moved.set(moved.get() + n as u64);
+        let _ = body.flow_control().release_capacity(n);
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// A response body being read from a backend stream.
+pub(crate) struct ResponseBody {
+    recv: RecvStream,
+    /// Bytes of the piece handed out last, whose window is released at
+    /// the next step (so a slow client holds back its backend stream, not
+    /// tern's memory).
+    handed: usize,
+}
+
+impl ResponseBody {
+    /// The body of a response.
+    pub(crate) fn new(recv: RecvStream) -> Self {
+        ResponseBody { recv, handed: 0 }
+    }
+
+    /// The next piece: one already received, or (with `wait`) the next the
+    /// backend sends within that time.
+    pub(crate) async fn step(&mut self, wait: Option<Duration>) -> Result<Step<'static>, Kind> {
+        let _ = self
+            .recv
+            .flow_control()
+            .release_capacity(std::mem::take(&mut self.handed));
+        let next = match wait {
+            None => match self.recv.data().now_or_never() {
+                Some(next) => next,
+                None => return Ok(Step::NotYet),
+            },
+            Some(t) => match tokio::time::timeout(t, self.recv.data()).await {
+                Ok(next) => next,
+                Err(_) => return Err(Kind::Body),
+            },
+        };
+        match next {
+            None => Ok(Step::End),
+            Some(Err(e)) => {
+                tracing::debug!("backend stream failed: {e}");
+                Err(Kind::Body)
+            }
+            Some(Ok(chunk)) => {
+                self.handed = chunk.len();
+                let last = self.recv.is_end_stream();
+                Ok(Step::Data(Piece::Shared(chunk), last))
+            }
+        }
+    }
+}
