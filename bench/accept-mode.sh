@@ -8,6 +8,8 @@
 set -euo pipefail
 TERN="${TERN:-target/release/tern}"
 BACKEND="${BACKEND:-127.0.0.1:8081}"
+CERT="${CERT:?set CERT to a PEM certificate file}"
+KEY="${KEY:?set KEY to its PEM key file}"
 HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=bench/lib.sh

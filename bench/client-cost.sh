@@ -66,7 +66,7 @@ http {
 EOF
 taskset -c "$SERVER_CPU" nginx -c "$work/nginx.conf" -p "$work" &
 for _ in $(seq 50); do
-  (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
   sleep 0.1
 done
 
@@ -93,6 +93,8 @@ PY
 
 declare -A samples
 add() { samples[$1]="${samples[$1]:-} $2"; }
+# median "1.0 2.0 3.0": the list is split into arguments on purpose.
+# shellcheck disable=SC2086
 median() { python3 -c 'import sys,statistics; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' $1; }
 
 echo "client cost per request, µs of client CPU (utime+stime); server nginx $(nginx -v 2>&1 | cut -d/ -f2) on CPU $SERVER_CPU, clients on CPU $CLIENT_CPU"
@@ -110,7 +112,8 @@ done
 echo
 echo "median µs/request over $ROUNDS rounds (ratio tern/peer; target <= 1.00)"
 for pair in "tern-h1 wrk" "tern-h2 h2load" "tern-new hey"; do
-  set -- $pair
+  read -r -a names <<< "$pair"
+  set -- "${names[@]}"
   t=$(median "${samples[$1]}"); p=$(median "${samples[$2]}")
   printf '  %-9s %8s   %-7s %8s   ratio %s\n' "$1" "$t" "$2" "$p" "$(python3 -c "print(f'{$t/$p:.2f}')")"
 done

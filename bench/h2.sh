@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # HTTP/2 terminators compared: tern, nginx, haproxy in front of one HTTP/1.1
-# backend (nginx serving 100 bytes). One worker each pinned to CPU 0, load
-# (h2load) and backend on CPU 1, same ECDSA P-256 certificate, TLS 1.3,
-# TLS_AES_128_GCM_SHA256, X25519 (h2load is OpenSSL-based and offers it first).
+# backend (nginx serving 100 bytes). hitch is left out: an L4 terminator in
+# front of an HTTP/1.1 backend cannot speak h2 to clients.
+#
+# Every server: one worker pinned to CPU 0, the same ECDSA P-256 certificate,
+# TLS 1.3 only, TLS_AES_128_GCM_SHA256 only, X25519 only, ALPN h2,http/1.1,
+# access logs off, up to SRV_POOL (512) idle backend connections kept.
+# h2load runs on CPU 1; the backend on CPU 1 (BACKEND_CPU=load, default) or,
+# in the strict layout, on CPU 0 with the server (BACKEND_CPU=server).
 # Workload: h2load -c50 -m10 (10 concurrent streams per connection) for
 # DURATION seconds. Reports requests/s and server CPU µs per request
-# (utime+stime from /proc), median of RUNS interleaved runs.
+# (utime+stime of all the server's processes from /proc), median of RUNS
+# interleaved rounds, and ratios of tern against each peer and the best peer.
 #
-# Usage: bench/h2.sh   (env: DURATION=10 RUNS=3 TERN=target/release/tern SERVERS="tern nginx haproxy")
-# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, python3.
+# Usage: bench/h2.sh   (env: DURATION=10 RUNS=3 TERN=target/release/tern
+#                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server)
+# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl, python3.
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
@@ -21,130 +28,114 @@ DURATION="${DURATION:-10}"
 RUNS="${RUNS:-3}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
+BACKEND_CPU="${BACKEND_CPU:-load}"
 SERVER_CPU=0
 LOAD_CPU=1
-for tool in nginx haproxy h2load openssl python3 taskset; do need "$tool"; done
-[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+case "$BACKEND_CPU" in
+    load) backend_cpu=$LOAD_CPU ;;
+    server) backend_cpu=$SERVER_CPU ;;
+    *) die "BACKEND_CPU must be load (backend on CPU $LOAD_CPU) or server (on CPU $SERVER_CPU)" ;;
+esac
+SRV_POOL=512
+SRV_ALPN=h2
+for tool in nginx h2load openssl curl python3 taskset; do need "$tool"; done
 
 work="$(mktemp -d /tmp/tern-h2bench.XXXXXX)"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    rm -rf "$work"
+    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
 }
 trap cleanup EXIT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
-    -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-    -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
-cat "$work/cert.pem" "$work/key.pem" > "$work/haproxy.pem"
-
-backend_port="$(free_port)"
-mkdir -p "$work/www" "$work/tmp"
+make_cert ecdsa
+mkdir -p "$work/www"
 head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-cat > "$work/backend.conf" <<CONF
-user root; worker_processes 1; daemon off; pid $work/backend.pid;
-error_log $work/backend.err warn;
-events { worker_connections 4096; }
-http { access_log off; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$backend_port; root $work/www; location / { index index.html; } } }
-CONF
-taskset -c "$LOAD_CPU" nginx -e "$work/backend.err" -c "$work/backend.conf" &
-pids+=($!)
-wait_port "$backend_port"
+backend_port="$(free_port)"
+start_backend "$backend_port" "$backend_cpu"
+backend_pid=$STARTED_PID
 
-declare -A port pid
-start_tern() {
-    port[tern]="$(free_port)"
-    taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:${port[tern]}" \
-        --backend "127.0.0.1:$backend_port" --cert "$work/cert.pem" --key "$work/key.pem" \
-        --workers 1 --access-log off --backend-pool-size 512 \
-        --ciphers TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 2>"$work/tern.err" &
-    pid[tern]=$!
-    pids+=($!)
-    wait_port "${port[tern]}"
-}
-start_nginx() {
-    port[nginx]="$(free_port)"
-    cat > "$work/front.conf" <<CONF
-user root; worker_processes 1; daemon off; pid $work/front.pid;
-error_log $work/front.err warn;
-events { worker_connections 4096; }
-http { access_log off; client_body_temp_path $work/tmp; proxy_temp_path $work/tmp;
-  keepalive_requests 1000000; http2_max_requests 1000000;
-  upstream backend { server 127.0.0.1:$backend_port; keepalive 512; }
-  server { listen 127.0.0.1:${port[nginx]} ssl http2;
-    ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem;
-    ssl_protocols TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
-    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For \$remote_addr; } } }
-CONF
-    taskset -c "$SERVER_CPU" nginx -e "$work/front.err" -c "$work/front.conf" &
-    pid[nginx]=$!
-    pids+=($!)
-    wait_port "${port[nginx]}"
-}
-start_haproxy() {
-    port[haproxy]="$(free_port)"
-    cat > "$work/haproxy.cfg" <<CONF
-global
-    nbthread 1
-    maxconn 4000
-    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    http-reuse always
-frontend fe
-    bind 127.0.0.1:${port[haproxy]} ssl crt $work/haproxy.pem alpn h2,http/1.1 ssl-min-ver TLSv1.3
-    option forwardfor
-    default_backend be
-backend be
-    server s1 127.0.0.1:$backend_port
-CONF
-    taskset -c "$SERVER_CPU" haproxy -f "$work/haproxy.cfg" -db &
-    pid[haproxy]=$!
-    pids+=($!)
-    wait_port "${port[haproxy]}"
-}
-for s in $SERVERS; do "start_$s"; done
-
-echo "## HTTP/2, 100-byte body, h2load -c50 -m10, ${DURATION}s x ${RUNS} interleaved runs"
-echo
-for s in $SERVERS; do
-    echo "- $s negotiates: $(negotiation "${port[$s]}") ALPN $(echo | openssl s_client -connect "127.0.0.1:${port[$s]}" -alpn h2 2>/dev/null | awk -F': ' '/ALPN protocol/ {print $2; exit}')"
+declare -A server_pid=() server_port=()
+active=()
+for server in $SERVERS; do
+    if [[ "$server" == hitch ]]; then
+        echo "hitch skipped: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2" >&2
+        continue
+    fi
+    if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
+        echo "$server is not installed; skipped" >&2
+        continue
+    fi
+    server_port[$server]="$(free_port)"
+    if start_server "$server" "${server_port[$server]}" "$backend_port"; then
+        server_pid[$server]=$STARTED_PID
+        active+=("$server")
+    else
+        echo "$server did not start; skipped" >&2
+    fi
 done
+[[ ${#active[@]} -gt 0 ]] || die "no server started"
+for server in "${active[@]}"; do
+    body="$(curl -sS -k --http2 "https://127.0.0.1:${server_port[$server]}/")"
+    [[ ${#body} -eq 100 ]] || die "$server did not proxy the 100-byte body over h2 (got ${#body} bytes)"
+done
+
+negotiation_report="$work/negotiation.md"
+check_negotiation h2,http/1.1 "${active[@]}" > "$negotiation_report" || true
+cat "$negotiation_report" >&2
+
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 results="$work/results.tsv"
+: > "$results"
+declare -A h2load_saw=()
 for run in $(seq 1 "$RUNS"); do
-    for s in $SERVERS; do
-        before="$(cpu_ticks "${pid[$s]}")"
-        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:${port[$s]}/" 2>&1)"
-        after="$(cpu_ticks "${pid[$s]}")"
+    for server in "${active[@]}"; do
+        before="$(cpu_ticks "${server_pid[$server]}")"
+        backend_before="$(cpu_ticks "$backend_pid")"
+        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
+        after="$(cpu_ticks "${server_pid[$server]}")"
+        backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
         done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
         failed="$(printf '%s\n' "$out" | awk '/^requests:/ {print $10 + $12}')"
         rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
-        printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$done_n" "$rate" "$((after - before))" "$failed" >> "$results"
-        echo "run $run $s requests=$done_n rate=$rate ticks=$((after - before)) failed=$failed" >&2
+        # What h2load itself negotiated in this run.
+        h2load_saw[$server]="$(printf '%s\n' "$out" | awk -F': ' '
+            /^TLS Protocol/ {p = $2} /^Cipher/ {c = $2} /^Server Temp Key/ {split($2, k, " "); g = k[1]}
+            /^Application protocol/ {a = $2} END {print p, c, g, "alpn=" a}')"
+        record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks"
     done
 done
-python3 - "$results" "$(getconf CLK_TCK)" <<'PY'
-import statistics, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-tck = int(sys.argv[2])
-by = {}
-for s, n, rate, ticks, failed in rows:
-    n = int(n or 0)
-    by.setdefault(s, []).append((float(rate or 0), int(ticks) * 1e6 / tck / n if n else float("nan"), int(failed or 0)))
-print()
-print("| server | req/s (median) | CPU µs/req (median) | failed | CPU / tern |")
-print("|---|---|---|---|---|")
-base = statistics.median(x[1] for x in by["tern"]) if "tern" in by else None
-for s, xs in by.items():
-    cpu = statistics.median(x[1] for x in xs)
-    ratio = f"{cpu / base:.2f}" if base else "-"
-    print(f"| {s} | {statistics.median(x[0] for x in xs):.0f} | {cpu:.1f} | {sum(x[2] for x in xs)} | {ratio} |")
-PY
+
+{
+    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, ${DURATION}s x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
+    echo
+    echo "Negotiated (\`openssl s_client -alpn h2,http/1.1\`):"
+    echo
+    cat "$negotiation_report"
+    echo
+    echo "h2load itself negotiated (last round):"
+    echo
+    first=""
+    for server in "${active[@]}"; do
+        echo "- $server: ${h2load_saw[$server]}"
+        [[ -n "$first" ]] || first="${h2load_saw[$server]}"
+        if [[ "${h2load_saw[$server]}" != "$first" ]] || [[ "$first" != "$EXPECTED_TLS alpn=h2" ]]; then
+            echo "!!!!!!!! WARNING: h2load negotiated '${h2load_saw[$server]}' with $server, expected '$EXPECTED_TLS alpn=h2' for all !!!!!!!!" | tee /dev/stderr
+        fi
+    done
+    echo
+    python3 "$here/table.py" "$results" "$(getconf CLK_TCK)"
+    echo
+    echo "Conditions:"
+    echo
+    echo "- CPU: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores; kernel $(uname -r); load average before the runs: $load_before"
+    for server in "${active[@]}"; do
+        echo "- $server: $(server_version "$server")"
+    done
+    echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1)"
+    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $DURATION https://127.0.0.1:PORT/"
+    echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
+    echo "- idle backend connections kept: tern --backend-pool-size $SRV_POOL, nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
+    echo "- backend: nginx serving a 100-byte file over HTTP/1.1 on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"
+}

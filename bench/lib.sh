@@ -1,4 +1,5 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154
+# (SC2154: work, cert, key, pids, server_port, TERN, SERVER_CPU are the caller's globals.)
 # Helpers for bench scripts (sourced, not run).
 
 die() {
@@ -38,25 +39,14 @@ cpu_ticks() {
     echo "$total"
 }
 
-# negotiation PORT: "TLSv1.3 TLS_AES_256_GCM_SHA384 X25519" as seen by an
-# X25519-only OpenSSL client.
-negotiation() {
-    local out
-    out="$(openssl s_client -connect "127.0.0.1:$1" -tls1_3 -groups X25519 </dev/null 2>&1)" || true
-    local proto cipher group
-    proto="$(printf '%s\n' "$out" | awk -F', ' '/^(New|Reused), / {print $2; exit}')"
-    cipher="$(printf '%s\n' "$out" | awk '/Cipher is/ {print $NF; exit}')"
-    group="$(printf '%s\n' "$out" | awk -F'[:,] *' '/Server Temp Key/ {print $2; exit}')"
-    echo "${proto:-?} ${cipher:-?} ${group:-?}"
-}
-
-# record FILE WORKLOAD SERVER RUN REQUESTS RATE TICKS_BEFORE TICKS_AFTER ERRORS
+# record FILE WORKLOAD SERVER RUN REQUESTS RATE TICKS_BEFORE TICKS_AFTER ERRORS BACKEND_TICKS
+# One result row (TSV, read by table.py); a progress line on stderr.
 record() {
     local file="$1"
     shift
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$file"
-    printf 'run %s %-9s %-6s requests=%s rate=%s cpu_ticks=%s errors=%s\n' \
-        "$3" "$1" "$2" "$4" "$5" "$(($7 - $6))" "$8" >&2
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$file"
+    printf 'run %s %-9s %-7s requests=%s rate=%s cpu_ticks=%s errors=%s backend_ticks=%s\n' \
+        "$3" "$1" "$2" "$4" "$5" "$(($7 - $6))" "$8" "$9" >&2
 }
 
 # crypto_floor_us CPU KEY: µs of one signature (KEY=ecdsa: P-256, rsa: RSA-2048)
@@ -79,4 +69,266 @@ crypto_floor_us() {
 # free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# tls_params PORT OFFER [ALPN]: "TLSv1.3 TLS_AES_128_GCM_SHA256 X25519 ECDSA-256
+# alpn=h2" as negotiated by `openssl s_client` offering:
+#   default  what an OpenSSL 3 client offers by default, as wrk and h2load do
+#   others   TLS 1.2 and 1.3, AES-256-GCM and ChaCha20 before AES-128-GCM,
+#            P-256 before X25519: a server that still answers with the pinned
+#            suite and group is pinned, whatever the client prefers.
+tls_params() {
+    local port="$1" offer="$2" alpn="${3:-}" out
+    local args=(-connect "127.0.0.1:$port" -servername localhost)
+    [[ "$offer" == others ]] && args+=(-groups P-256:X25519
+        -ciphersuites TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256)
+    [[ -n "$alpn" ]] && args+=(-alpn "$alpn")
+    # tr: an h2 server's first frames reach stdout as binary.
+    out="$(openssl s_client "${args[@]}" </dev/null 2>&1 | tr -d '\0')" || true
+    printf '%s\n' "$out" | awk -F'[:,] *' '
+        /^(New|Reused), / { proto = $2; cipher = $NF }
+        /Server Temp Key/ { group = $2 }
+        /Peer signature type/ { sig = $2 }
+        /Server public key is/ { split($0, w, " "); bits = w[5] }
+        /ALPN protocol:/ { alpn = $2 }
+        /No ALPN negotiated/ { alpn = "none" }
+        END {
+            sub(/^Cipher is /, "", cipher); sub(/^RSA-PSS$/, "RSA", sig)
+            printf "%s %s %s %s-%s alpn=%s\n", proto ? proto : "?", cipher ? cipher : "?",
+                group ? group : "?", sig ? sig : "?", bits ? bits : "?", alpn ? alpn : "?"
+        }'
+}
+
+# check_negotiation ALPN SERVER...: prints, for each server (ports from the
+# global associative array server_port), what a default OpenSSL client and a
+# client preferring other parameters negotiated; returns 1 and warns loudly on
+# stderr and stdout when a server negotiated anything but EXPECTED_TLS or the
+# servers differ.
+check_negotiation() {
+    local alpn="$1" server first="" bad=0 seen plain others
+    shift
+    for server in "$@"; do
+        plain="$(tls_params "${server_port[$server]}" default "$alpn")"
+        others="$(tls_params "${server_port[$server]}" others "$alpn")"
+        echo "- $server: $plain (default OpenSSL client); $others (client preferring AES-256-GCM, P-256)"
+        for seen in "$plain" "$others"; do
+            [[ "$seen" == "$EXPECTED_TLS "* ]] || bad=1
+        done
+        # The certificate type must match too; the ALPN answer of hitch (an
+        # L4 terminator) is compared like the rest.
+        [[ -z "$first" ]] && first="$plain"
+        [[ "$plain" == "$first" ]] || bad=1
+    done
+    if [[ $bad -ne 0 ]]; then
+        local banner="!!!!!!!! WARNING: the servers did NOT all negotiate $EXPECTED_TLS with the same key type and ALPN: their figures are not comparable !!!!!!!!"
+        echo
+        echo "$banner"
+        echo "$banner" >&2
+        return 1
+    fi
+}
+
+# --- servers under test -------------------------------------------------------
+# Every server gets the same conditions: one worker (process or thread) pinned
+# to SERVER_CPU, the same certificate, TLS 1.3 only with one suite and one
+# group, access logs off, the same forwarding fields added (an L4 terminator,
+# hitch, adds none). The pinned parameters:
+TLS_SUITE=TLS_AES_128_GCM_SHA256
+TLS_GROUP=X25519
+EXPECTED_TLS="TLSv1.3 $TLS_SUITE $TLS_GROUP"
+
+# Knobs read by start_backend and start_server (set them before calling):
+#   SRV_MAX_CONNS  connections a server must hold at once      (default 4096)
+#   SRV_IDLE_S     idle keepalive timeout in seconds            (default 60)
+#   SRV_POOL       idle backend connections a proxy keeps       (default 256)
+#   SRV_ALPN       "http/1.1" or "h2" (h2 and http/1.1 offered) (default http/1.1)
+# and the globals: work (scratch folder), SERVER_CPU, TERN (for tern),
+# cert, key (PEM paths), pids (array of started PIDs, killed on exit).
+
+# make_cert KEY: a self-signed certificate for localhost/127.0.0.1 in
+# $work/cert.pem, $work/key.pem (and $work/both.pem for haproxy and hitch).
+# KEY: ecdsa (P-256) or rsa (2048).
+make_cert() {
+    local key_args
+    case "$1" in
+        ecdsa) key_args=(-newkey ec -pkeyopt ec_paramgen_curve:P-256) ;;
+        rsa) key_args=(-newkey rsa:2048) ;;
+        *) die "KEY must be ecdsa or rsa" ;;
+    esac
+    openssl req -x509 "${key_args[@]}" -nodes -days 30 \
+        -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+        -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+    cat "$work/cert.pem" "$work/key.pem" > "$work/both.pem"
+    cert="$work/cert.pem"
+    key="$work/key.pem"
+}
+
+# start_backend PORT CPU: nginx serving $work/www on 127.0.0.1:PORT, one
+# worker pinned to CPU. Sets STARTED_PID.
+start_backend() {
+    local port="$1" cpu="$2" dir="$work/backend"
+    mkdir -p "$dir/tmp"
+    cat > "$dir/nginx.conf" <<CONF
+user root;
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections $((${SRV_MAX_CONNS:-4096} + 1024)); }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;
+    keepalive_requests 1000000;
+    keepalive_timeout ${SRV_IDLE_S:-60}s;
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        root $work/www;
+        location / { index index.html; }
+    }
+}
+CONF
+    taskset -c "$cpu" nginx -e "$dir/error.log" -c "$dir/nginx.conf" &
+    STARTED_PID=$!
+    pids+=("$STARTED_PID")
+    wait_port "$port" || { cat "$dir/error.log" >&2; return 1; }
+}
+
+# start_server NAME PORT BACKEND_PORT: start tern, nginx, haproxy or hitch on
+# 127.0.0.1:PORT in front of 127.0.0.1:BACKEND_PORT, pinned to SERVER_CPU.
+# Sets STARTED_PID (the process whose children are counted too); returns 1,
+# with the server's log on stderr, if it does not listen.
+start_server() {
+    local name="$1" port="$2" backend="$3" dir="$work/$1"
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
+    local alpn="${SRV_ALPN:-http/1.1}"
+    mkdir -p "$dir/tmp"
+    case "$name" in
+        tern)
+            [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
+            local tern_alpn=http/1.1
+            [[ "$alpn" == h2 ]] && tern_alpn=h2,http/1.1
+            taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$port" \
+                --backend "127.0.0.1:$backend" --cert "$cert" --key "$key" \
+                --workers 1 --access-log off \
+                --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn" \
+                --forwarded x-forwarded-for,x-forwarded-proto \
+                --backend-pool-size "$pool" --max-connections "$((conns + 1024))" \
+                --idle-timeout "${idle}s" --backend-response-timeout "${idle}s" \
+                2> "$dir/log" &
+            ;;
+        nginx)
+            local h2=""
+            [[ "$alpn" == h2 ]] && h2=" http2"
+            cat > "$dir/nginx.conf" <<CONF
+user root;
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/log warn;
+events { worker_connections $((conns + 1024)); }
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp;
+    proxy_temp_path $dir/tmp;
+    fastcgi_temp_path $dir/tmp;
+    uwsgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;
+    keepalive_requests 1000000;
+    keepalive_timeout ${idle}s;
+    upstream backend {
+        server 127.0.0.1:$backend;
+        keepalive $pool;
+    }
+    server {
+        listen 127.0.0.1:$port ssl$h2 backlog=4096;
+        ssl_certificate $cert;
+        ssl_certificate_key $key;
+        ssl_protocols TLSv1.3;
+        ssl_ecdh_curve $TLS_GROUP;
+        ssl_conf_command Ciphersuites $TLS_SUITE;
+        ssl_session_cache shared:SSL:10m;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_read_timeout ${idle}s;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For \$remote_addr;
+            proxy_set_header X-Forwarded-Proto https;
+        }
+    }
+}
+CONF
+            taskset -c "$SERVER_CPU" nginx -e "$dir/log" -c "$dir/nginx.conf" &
+            ;;
+        haproxy)
+            local hap_alpn=http/1.1
+            [[ "$alpn" == h2 ]] && hap_alpn=h2,http/1.1
+            # maxconn: haproxy wants two descriptors per connection (client and
+            # server side) under the open-file limit; "no strict-limits" lets it
+            # run when idle connections (one descriptor each) need more than half.
+            cat > "$dir/haproxy.cfg" <<CONF
+global
+    nbthread 1
+    maxconn $((conns + 1024))
+    no strict-limits
+defaults
+    mode http
+    timeout connect 5s
+    timeout client ${idle}s
+    timeout server ${idle}s
+    timeout http-keep-alive ${idle}s
+    timeout http-request 10s
+    http-reuse always
+frontend fe
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP
+    option forwardfor
+    http-request set-header X-Forwarded-Proto https
+    default_backend be
+backend be
+    server s1 127.0.0.1:$backend
+CONF
+            taskset -c "$SERVER_CPU" haproxy -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
+            ;;
+        hitch)
+            [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
+            # hitch refuses to run as root; it reads the key before dropping to nobody.
+            cat > "$dir/hitch.conf" <<CONF
+frontend = "[127.0.0.1]:$port"
+backend = "[127.0.0.1]:$backend"
+pem-file = "$work/both.pem"
+workers = 1
+backlog = 4096
+user = "nobody"
+daemon = off
+tls-protos = TLSv1.3
+ciphersuites = "$TLS_SUITE"
+ecdh-curve = "$TLS_GROUP"
+alpn-protos = "http/1.1"
+log-level = 1
+CONF
+            taskset -c "$SERVER_CPU" hitch --config="$dir/hitch.conf" 2> "$dir/log" > /dev/null &
+            ;;
+        *)
+            echo "unknown server $name (tern, nginx, haproxy, hitch)" >&2
+            return 1
+            ;;
+    esac
+    STARTED_PID=$!
+    pids+=("$STARTED_PID")
+    wait_port "$port" || { cat "$dir/log" >&2; return 1; }
+}
+
+# server_version NAME: one line naming the server's version and TLS library.
+server_version() {
+    case "$1" in
+        tern) echo "$("$TERN" --version 2>/dev/null || echo 'tern ?') (rustls, aws-lc-rs), binary $TERN built $(date -u -r "$TERN" +%FT%TZ)" ;;
+        nginx) echo "$(nginx -v 2>&1 | sed 's/^nginx version: //') ($(nginx -V 2>&1 | awk '/built with OpenSSL/ {print "OpenSSL " $4; exit}'))" ;;
+        haproxy) echo "haproxy $(haproxy -v 2>&1 | awk 'NR==1 {print $3}') ($(haproxy -vv 2>&1 | awk -F' : ' '/^Running on OpenSSL version/ {print $2; exit}' | awk '{print $1, $2}'))" ;;
+        hitch) echo "$(hitch --version 2>&1 | head -1) ($(openssl version | awk '{print $1, $2}') at run time)" ;;
+        *) echo "$1 ?" ;;
+    esac
 }
