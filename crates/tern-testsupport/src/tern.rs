@@ -1,17 +1,150 @@
 //! Running the real `tern` binary: start it, wait until it listens, read what
 //! it printed, signal it, and kill it when the test is over.
 //!
-//! The binary's path comes from the test (`env!("CARGO_BIN_EXE_tern")`),
-//! because only the binary crate's own tests know it.
+//! [`tern_bin`] finds the binary cargo built for the running test;
+//! [`Served`] is the harness most tests want: tern in front of a backend,
+//! with a CA its clients trust, built by [`ServedBuilder`]. The waits here
+//! ([`wait_until`], [`listening`]) are how a test says "until this is true,
+//! within a deadline" instead of sleeping.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::certs::CertFiles;
+
+mod served;
+
+pub use served::{ConfigContext, PlainResponse, Served, ServedBuilder};
+
+/// The `tern` binary under test: `CARGO_BIN_EXE_tern` when cargo set it for
+/// the running test, else `tern` next to the test executable's `deps`
+/// folder (where cargo puts both when the test binary is run by hand).
+///
+/// Panics when neither exists: only the `tern` package's integration tests
+/// make cargo build the binary.
+pub fn tern_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let from_cargo = std::env::var_os("CARGO_BIN_EXE_tern").map(PathBuf::from);
+        let beside_deps = std::env::current_exe().ok().and_then(|exe| {
+            let profile_dir = exe.parent()?.parent()?;
+            Some(profile_dir.join(format!("tern{}", std::env::consts::EXE_SUFFIX)))
+        });
+        from_cargo
+            .into_iter()
+            .chain(beside_deps)
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no tern binary: run the tern package's tests with cargo (cargo test -p tern)"
+                )
+            })
+    })
+}
+
+/// `--cert CHAIN --key KEY` for `files`.
+pub fn cert_args(files: &CertFiles) -> Vec<String> {
+    vec![
+        "--cert".into(),
+        files.chain.display().to_string(),
+        "--key".into(),
+        files.key.display().to_string(),
+    ]
+}
+
+/// The value of field `key` in a text access-log line (`key=value` fields
+/// separated by spaces).
+pub fn log_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Polls `done` every 10 ms until it is true; panics naming `what` when
+/// `timeout` passes first. The way to wait for something to happen (a
+/// log line, a counter, a socket state) instead of sleeping and hoping.
+pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Like [`wait_until`], returning whether `done` became true in time
+/// instead of panicking.
+pub fn eventually(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a socket of this network namespace is in the LISTEN state on
+/// `addr`, read from `/proc/net/tcp` (or `tcp6`) without connecting, so
+/// the check itself never becomes a connection the server must handle.
+pub fn listening(addr: SocketAddr) -> bool {
+    const LISTEN: &str = "0A";
+    let (table, local) = match addr {
+        SocketAddr::V4(a) => (
+            "/proc/net/tcp",
+            // The kernel prints the address as the u32 in host byte order.
+            format!(
+                "{:08X}:{:04X}",
+                u32::from_ne_bytes(a.ip().octets()),
+                a.port()
+            ),
+        ),
+        SocketAddr::V6(a) => {
+            let words: String = a
+                .ip()
+                .octets()
+                .chunks(4)
+                .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+                .collect();
+            ("/proc/net/tcp6", format!("{words}:{:04X}", a.port()))
+        }
+    };
+    let text = std::fs::read_to_string(table).unwrap_or_else(|e| panic!("read {table}: {e}"));
+    text.lines().skip(1).any(|line| {
+        let mut fields = line.split_whitespace();
+        let local_field = fields.nth(1);
+        let state = fields.nth(1);
+        local_field == Some(local.as_str()) && state == Some(LISTEN)
+    })
+}
+
+/// Waits until `addr` accepts a TCP connection; panics after `timeout`.
+pub fn wait_accepting(addr: SocketAddr, timeout: Duration) {
+    wait_until(&format!("a listener on {addr}"), timeout, || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+    });
+}
+
+/// Resident set size of process `pid` in KiB (`VmRSS` of
+/// `/proc/<pid>/status`), `None` when it cannot be read.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
 
 /// A free port on 127.0.0.1: bound, read, released. Another process may take
 /// it in between, which is rare enough for tests.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
-use tern_testsupport::tern::TernProcess;
+use tern_testsupport::tern::{tern_bin, TernProcess};
 
 #[path = "operations/fleet.rs"]
 mod fleet;
@@ -21,11 +21,6 @@ mod proxy_in;
 mod reload;
 #[path = "operations/tcp_mode.rs"]
 mod tcp_mode;
-
-/// The binary under test, built by cargo for this test target.
-pub fn tern_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tern"))
-}
 
 /// How long tests wait for tern to log a reload or an access-log line.
 pub const LOG_WAIT: Duration = Duration::from_secs(10);
@@ -45,16 +40,6 @@ where
     let tern = TernProcess::start(tern_bin(), addr, args);
     std::thread::sleep(SIGNAL_SETUP);
     tern
-}
-
-/// `--cert CHAIN --key KEY` for `files`.
-pub fn cert_args(files: &CertFiles) -> Vec<String> {
-    vec![
-        "--cert".into(),
-        files.chain.display().to_string(),
-        "--key".into(),
-        files.key.display().to_string(),
-    ]
 }
 
 /// A test CA with one ECDSA leaf for `localhost` and `127.0.0.1`.
@@ -89,22 +74,4 @@ pub fn write_atomically(path: &Path, text: &str) {
     let tmp: PathBuf = path.with_extension("tmp");
     std::fs::write(&tmp, text).expect("write config");
     std::fs::rename(&tmp, path).expect("rename config into place");
-}
-
-/// The values of header `name` the echo backend received, in order.
-pub fn echoed_header(echo: &serde_json::Value, name: &str) -> Vec<String> {
-    echo["headers"]
-        .as_array()
-        .map(|headers| {
-            headers
-                .iter()
-                .filter(|pair| {
-                    pair[0]
-                        .as_str()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
-                })
-                .map(|pair| pair[1].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -13,10 +13,10 @@ use tern_testsupport::certs::KeyKind;
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::reload::{hangup, stderr_lines, wait_stderr_lines};
 use tern_testsupport::rustls::ClientConfig;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{free_addr, tern_bin, TernProcess};
 
 use super::{
-    ca_and_leaf, config_toml, listener_toml, start_reloadable, tern_bin, write_atomically, LOG_WAIT,
+    ca_and_leaf, config_toml, listener_toml, start_reloadable, write_atomically, LOG_WAIT,
 };
 
 /// Requests sent on one connection before the load client opens a new one:

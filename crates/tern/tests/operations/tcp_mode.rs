@@ -8,9 +8,9 @@ use std::time::Duration;
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::haproxy::{self, Haproxy};
 use tern_testsupport::proxy_protocol::PpBackend;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{cert_args, free_addr, tern_bin, TernProcess};
 
-use super::{ca_and_leaf, cert_args, tern_bin};
+use super::ca_and_leaf;
 
 /// tern in TCP mode with `--proxy-protocol version` in front of `backend`,
 /// with `extra` flags.

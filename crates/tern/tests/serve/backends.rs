@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{cert_args, free_addr, tern_bin, Served, TernProcess};
 
-use crate::{cert_args, serve_args, tern_bin, Served};
+use crate::serve_args;
 
 #[test]
 fn refused_backend_gives_502_and_next_request_is_served() {
@@ -108,9 +108,9 @@ fn backend_connections_are_reused_across_client_connections() {
         assert_eq!(served.get("/bytes/10").status, 200);
     }
     assert!(
-        served.backend.connections() < 10,
+        served.backend().connections() < 10,
         "10 sequential requests opened {} backend connections",
-        served.backend.connections()
+        served.backend().connections()
     );
 }
 
@@ -136,7 +136,7 @@ fn backend_connection_close_is_honoured_and_client_stays_connected() {
         assert_eq!(next.status, 200, "{}", next.text());
     }
     assert!(
-        served.backend.connections() >= 2,
+        served.backend().connections() >= 2,
         "tern reused a closed backend connection"
     );
 }

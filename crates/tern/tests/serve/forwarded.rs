@@ -1,11 +1,11 @@
 //! Forwarded headers: the client's claims are removed, tern's truth is added.
 
-use tern_testsupport::backend::Backend;
+use tern_testsupport::backend::{echoed_header, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::{self, HttpConn};
-use tern_testsupport::tern::{free_addr_v6, TernProcess};
+use tern_testsupport::tern::{cert_args, free_addr_v6, tern_bin, Served, TernProcess};
 
-use crate::{cert_args, echoed_header, serve_args, tern_bin, Served};
+use crate::serve_args;
 
 const FORGED: &str = "GET /echo HTTP/1.1\r\n\
 Host: localhost\r\n\

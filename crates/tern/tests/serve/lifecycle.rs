@@ -7,28 +7,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_testsupport::client::HttpConn;
-use tern_testsupport::tern::TernProcess;
+use tern_testsupport::tern::{rss_kib, tern_bin, wait_until, Served, TernProcess};
 use tern_testsupport::tools::curl;
-
-use crate::{tern_bin, Served};
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn sigterm_finishes_in_flight_request_and_exits_0() {
     let mut served = Served::start(&["--shutdown-timeout", "10s"]);
     let mut conn = served.connect();
     let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1000"));
-    wait_for(
+    wait_until(
         "the request to reach the backend",
         Duration::from_secs(5),
-        || served.backend.requests() >= 1,
+        || served.backend().requests() >= 1,
     );
     served.tern.terminate();
     std::thread::sleep(Duration::from_millis(200));
@@ -144,7 +134,7 @@ fn incomplete_head_is_dropped_after_header_timeout() {
         "slow head kept open"
     );
     assert!(started.elapsed() < Duration::from_secs(4));
-    assert_eq!(served.backend.requests(), 0);
+    assert_eq!(served.backend().requests(), 0);
 }
 
 #[test]
@@ -219,7 +209,7 @@ fn garbage_client_does_not_disturb_others() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     assert!(started.elapsed() < Duration::from_secs(30));
-    assert_eq!(served.backend.requests(), 12 * 20);
+    assert_eq!(served.backend().requests(), 12 * 20);
 }
 
 #[test]
@@ -250,10 +240,10 @@ fn shutdown_timeout_bounds_a_slow_drain() {
     let mut served = Served::start(&["--shutdown-timeout", "1s"]);
     let mut conn = served.connect();
     let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/8000"));
-    wait_for(
+    wait_until(
         "the request to reach the backend",
         Duration::from_secs(5),
-        || served.backend.requests() >= 1,
+        || served.backend().requests() >= 1,
     );
     let started = Instant::now();
     served.tern.terminate();
@@ -299,28 +289,17 @@ fn silent_and_stalled_clients_do_not_block_new_ones() {
     drop(idle);
 }
 
-/// Resident memory of a process in KiB, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn client_not_reading_is_backpressured_not_buffered() {
     let served = Served::start(&[]);
     assert_eq!(served.get("/bytes/100").status, 200);
-    let before = rss_kib(served.tern.pid());
+    let before = rss_kib(served.tern.pid()).unwrap_or(0);
     let mut hog = served.connect();
     // 64 MiB, streamed lazily by the backend; the client never reads it.
     hog.send(b"GET /chunked/67108864 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("send");
     std::thread::sleep(Duration::from_millis(1500));
-    let after = rss_kib(served.tern.pid());
+    let after = rss_kib(served.tern.pid()).unwrap_or(0);
     eprintln!("tern RSS {before} KiB -> {after} KiB");
     assert!(before > 0, "cannot read tern's RSS");
     assert!(

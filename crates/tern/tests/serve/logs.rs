@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tern_testsupport::tempdir::TempDir;
+use tern_testsupport::tern::Served;
 
-use crate::{Served, LOG_WAIT};
+use crate::LOG_WAIT;
 
 /// The keys of a text access-log line, in the documented order.
 const KEYS: [&str; 16] = [
@@ -79,7 +80,7 @@ fn text_access_log_line_has_documented_keys_in_order() {
     assert_eq!(fields["resumed"], "no");
     assert_eq!(fields["method"], "GET");
     assert_eq!(fields["status"], "200");
-    assert_eq!(fields["backend"], served.backend.addr().to_string());
+    assert_eq!(fields["backend"], served.backend().addr().to_string());
     for key in NUMERIC {
         assert!(
             fields[key].parse::<u64>().is_ok(),

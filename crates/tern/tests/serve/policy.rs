@@ -8,9 +8,9 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::rustls::{self, HandshakeKind};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{cert_args, free_addr, tern_bin, Served, TernProcess};
 
-use crate::{cert_args, serve_args, tern_bin, Served};
+use crate::serve_args;
 
 #[test]
 fn groups_flag_picks_the_key_exchange_group() {

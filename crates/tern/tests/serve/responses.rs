@@ -6,9 +6,9 @@
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::{self, Response};
 use tern_testsupport::raw_backend::RawBackend;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{cert_args, free_addr, tern_bin, TernProcess};
 
-use crate::{cert_args, serve_args, tern_bin};
+use crate::serve_args;
 
 /// GET /x through tern in front of a backend that answers with `raw`;
 /// then a second request on the same client connection, if it stays open.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tern_testsupport::backend::Backend;
 use tern_testsupport::tern::free_addr;
 
-use crate::{echo_answers, servers, Front};
+use crate::{echo_answers, servers, start_front};
 
 #[test]
 fn closed_port_backend_fails_no_request() {
@@ -17,7 +17,7 @@ fn closed_port_backend_fails_no_request() {
         "[[upstream]]\nname = \"app\"\n{}\n",
         servers(&[dead, live.addr()])
     );
-    let front = Front::start(2, &upstreams, "app", "");
+    let front = start_front(2, &upstreams, "app", "");
     let counts = echo_answers(&front, 60, 3);
     assert_eq!(
         counts.get(&live.addr().to_string()).copied(),
@@ -37,7 +37,7 @@ fn ejected_server_is_not_tried_until_fail_timeout() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"60s\"\n{}\n",
         servers(&[dead, live.addr()])
     );
-    let front = Front::start(1, &upstreams, "app", "");
+    let front = start_front(1, &upstreams, "app", "");
     echo_answers(&front, 4, 4);
     let refusals = |text: &str| {
         text.lines()
@@ -62,7 +62,7 @@ fn every_server_down_gives_503_at_once() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"60s\"\n{}\n",
         servers(&[dead])
     );
-    let front = Front::start(1, &upstreams, "app", "backend_connect_timeout = \"5s\"\n");
+    let front = start_front(1, &upstreams, "app", "backend_connect_timeout = \"5s\"\n");
     let mut conn = front.connect();
     let first = conn.get("localhost", "/echo").expect("first response");
     assert_eq!(
@@ -98,7 +98,7 @@ fn server_back_after_fail_timeout_is_used_again() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"500ms\"\n{}\n",
         servers(&[dead_addr])
     );
-    let front = Front::start(1, &upstreams, "app", "");
+    let front = start_front(1, &upstreams, "app", "");
     assert_eq!(front.get("/echo").status, 502);
     assert_eq!(front.get("/echo").status, 503);
     let backend = Backend::start_on(dead_addr);
