@@ -94,38 +94,74 @@ pub fn eventually(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Whether a socket of this network namespace is in the LISTEN state on
-/// `addr`, read from `/proc/net/tcp` (or `tcp6`) without connecting, so
-/// the check itself never becomes a connection the server must handle.
-pub fn listening(addr: SocketAddr) -> bool {
-    const LISTEN: &str = "0A";
-    let (table, local) = match addr {
-        SocketAddr::V4(a) => (
-            "/proc/net/tcp",
-            // The kernel prints the address as the u32 in host byte order.
-            format!(
-                "{:08X}:{:04X}",
-                u32::from_ne_bytes(a.ip().octets()),
-                a.port()
-            ),
-        ),
-        SocketAddr::V6(a) => {
-            let words: String = a
-                .ip()
-                .octets()
-                .chunks(4)
-                .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
-                .collect();
-            ("/proc/net/tcp6", format!("{words}:{:04X}", a.port()))
+/// A TCP socket of this network namespace, as `/proc/net/tcp` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSocket {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// The kernel's state number: 0x01 ESTABLISHED, 0x08 CLOSE_WAIT,
+    /// 0x0A LISTEN (see `include/net/tcp_states.h`).
+    pub state: u8,
+}
+
+impl TcpSocket {
+    pub const ESTABLISHED: u8 = 0x01;
+    pub const CLOSE_WAIT: u8 = 0x08;
+    pub const LISTEN: u8 = 0x0A;
+}
+
+/// Every TCP socket of this network namespace (IPv4 and IPv6), read from
+/// `/proc/net/tcp` and `/proc/net/tcp6` without touching any of them.
+pub fn tcp_sockets() -> Vec<TcpSocket> {
+    let mut sockets = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(remote), Some(state)) = (
+                fields.get(1).and_then(|f| proc_net_addr(f)),
+                fields.get(2).and_then(|f| proc_net_addr(f)),
+                fields.get(3).and_then(|f| u8::from_str_radix(f, 16).ok()),
+            ) else {
+                continue;
+            };
+            sockets.push(TcpSocket {
+                local,
+                remote,
+                state,
+            });
         }
+    }
+    sockets
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the address
+/// as the kernel prints it, 32-bit words in host byte order.
+fn proc_net_addr(field: &str) -> Option<SocketAddr> {
+    let (addr, port) = field.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut octets = Vec::with_capacity(16);
+    for i in (0..addr.len()).step_by(8) {
+        let word = u32::from_str_radix(addr.get(i..i + 8)?, 16).ok()?;
+        octets.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip: std::net::IpAddr = match octets.len() {
+        4 => <[u8; 4]>::try_from(octets.as_slice()).ok()?.into(),
+        16 => <[u8; 16]>::try_from(octets.as_slice()).ok()?.into(),
+        _ => return None,
     };
-    let text = std::fs::read_to_string(table).unwrap_or_else(|e| panic!("read {table}: {e}"));
-    text.lines().skip(1).any(|line| {
-        let mut fields = line.split_whitespace();
-        let local_field = fields.nth(1);
-        let state = fields.nth(1);
-        local_field == Some(local.as_str()) && state == Some(LISTEN)
-    })
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Whether a socket of this network namespace is in the LISTEN state on
+/// `addr`. Read from /proc ([`tcp_sockets`]), so the check itself never
+/// becomes a connection the server must handle.
+pub fn listening(addr: SocketAddr) -> bool {
+    tcp_sockets()
+        .iter()
+        .any(|s| s.state == TcpSocket::LISTEN && s.local == addr)
 }
 
 /// Waits until `addr` accepts a TCP connection; panics after `timeout`.

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
-use tern_testsupport::tern::{tern_bin, TernProcess};
 
 #[path = "operations/fleet.rs"]
 mod fleet;
@@ -25,22 +24,10 @@ mod tcp_mode;
 /// How long tests wait for tern to log a reload or an access-log line.
 pub const LOG_WAIT: Duration = Duration::from_secs(10);
 
-/// How long after `listening on` tern may still lack its signal handlers:
-/// it announces its listeners first, and a SIGHUP in that window kills it
-/// (the default action). Tests that reload wait this long after start;
-/// `sighup_right_after_listening_reloads` shows the window.
-pub const SIGNAL_SETUP: Duration = Duration::from_millis(300);
-
-/// Starts `tern <args>`, waits until it listens on `addr` and can take SIGHUP.
-pub fn start_reloadable<I, S>(addr: SocketAddr, args: I) -> TernProcess
-where
-    I: IntoIterator<Item = S>,
-    S: Into<std::ffi::OsString>,
-{
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    std::thread::sleep(SIGNAL_SETUP);
-    tern
-}
+// No test waits between start and SIGHUP: tern installs its signal
+// handlers before it announces `listening on`, which `TernProcess::start`
+// waits for, and `reload::sighup_right_after_listening_reloads` holds it
+// to that.
 
 /// A test CA with one ECDSA leaf for `localhost` and `127.0.0.1`.
 pub fn ca_and_leaf() -> (TestCa, CertFiles) {

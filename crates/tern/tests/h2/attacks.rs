@@ -193,8 +193,12 @@ async fn resets_within_the_budget_keep_the_connection() {
     let served = Served::start(&["--h2-max-resets-per-second", "50"]);
     let (_, mut reader, mut writer) = served.h2_raw(&[]).await;
     reset_accepted_streams(&served, &mut writer, 1, 40).await;
-    // Give tern time to see every reset, then use the connection.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // tern has seen every reset: each reset stream ends with its
+    // access-log line. Then use the connection.
+    served
+        .tern
+        .wait_stdout_lines("path=/slow/10000", 40, Duration::from_secs(10))
+        .unwrap_or_else(|log| panic!("not every reset stream was logged:\n{log}"));
     writer
         .write(&HeaderBlock::request("GET", "/bytes/10").frames(81, true))
         .await
@@ -307,10 +311,17 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let all_at_backend = sent.elapsed();
-    // Let every backend connection fill whatever tern is willing to buffer.
+    // Let every backend connection fill whatever tern is willing to buffer:
+    // the backend makes its bodies only as tern reads them, so once they
+    // make no progress tern holds all it is going to.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(served.tern.pid(), stop.clone());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let made = {
+        let backend = served.backend();
+        tokio::task::block_in_place(|| {
+            backend.wait_chunked_stalled(Duration::from_millis(500), Duration::from_secs(20))
+        })
+    };
 
     // Other clients are served meanwhile.
     let other = served.h2_client().await;
@@ -323,7 +334,7 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
     let peak = watcher.join().expect("RSS watcher");
     let grown = peak.saturating_sub(rss_before);
     eprintln!(
-        "slow readers: {streams} streams of 64 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB); all at the backend after {all_at_backend:?}"
+        "slow readers: {streams} streams of 64 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB); all at the backend after {all_at_backend:?}; the backend made {made} bytes before the streams stalled"
     );
     served.assert_alive();
     assert!(

@@ -14,7 +14,7 @@ use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
 use tern_testsupport::tern::Served;
 use tern_testsupport::tools::run_tool;
 
-use super::{ca_and_leaf, SIGNAL_SETUP};
+use super::ca_and_leaf;
 
 /// A key line as docs/fleet.md says to make one: `openssl rand -hex 48`.
 fn new_key_line() -> String {
@@ -41,13 +41,11 @@ fn write_keys(path: &Path, keys: &[&str]) {
 /// front of the shared backend.
 fn instance(ca: &TestCa, cert: &CertFiles, keys: &Path, backend: &Backend) -> Served {
     let keys = keys.display().to_string();
-    let served = Served::builder()
+    Served::builder()
         .shared_cert(ca, cert)
         .backend_addr(backend.addr())
         .args(&["--ticket-keys-file", &keys])
-        .start();
-    std::thread::sleep(SIGNAL_SETUP);
-    served
+        .start()
 }
 
 /// A new client (empty session store) that gets its tickets from `from`.

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client;
-use tern_testsupport::tern::{cert_args, free_addr, tern_bin, Served, TernProcess};
+use tern_testsupport::tern::{
+    cert_args, free_addr, tcp_sockets, tern_bin, wait_until, Served, TcpSocket, TernProcess,
+};
 
 use crate::serve_args;
 
@@ -158,7 +160,17 @@ fn stale_pooled_backend_connection_is_not_used() {
     // The backend restarts: every connection tern pooled is now closed.
     drop(backend);
     let backend = Backend::start_on(backend_addr);
-    std::thread::sleep(Duration::from_millis(100));
+    // The old backend's close has reached tern: no connection to its
+    // address is still established (tern's pooled one is in CLOSE_WAIT).
+    wait_until(
+        "the old backend connections to close",
+        Duration::from_secs(5),
+        || {
+            !tcp_sockets()
+                .iter()
+                .any(|s| s.remote == backend_addr && s.state == TcpSocket::ESTABLISHED)
+        },
+    );
     for i in 0..3 {
         let response = client::get(addr, "localhost", config.clone(), "/echo")
             .unwrap_or_else(|e| panic!("request {i}: {e}\n{}", tern.stderr_text()));

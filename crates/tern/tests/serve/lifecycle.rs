@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_testsupport::client::HttpConn;
-use tern_testsupport::tern::{rss_kib, tern_bin, wait_until, Served, TernProcess};
+use tern_testsupport::tern::{listening, rss_kib, tern_bin, wait_until, Served, TernProcess};
 use tern_testsupport::tools::curl;
 
 #[test]
@@ -21,7 +21,17 @@ fn sigterm_finishes_in_flight_request_and_exits_0() {
         || served.backend().requests() >= 1,
     );
     served.tern.terminate();
-    std::thread::sleep(Duration::from_millis(200));
+    // tern acknowledges the signal, then its accept loops stop and drop
+    // the listening socket (read from /proc: a probe connection would
+    // itself be new work).
+    wait_until("the SIGTERM log line", Duration::from_secs(5), || {
+        served.tern.stderr_text().contains("SIGTERM received")
+    });
+    wait_until(
+        "the listener to close after SIGTERM",
+        Duration::from_secs(5),
+        || !listening(served.addr),
+    );
 
     // While draining, tern accepts no new work.
     let late = HttpConn::connect(served.addr, "localhost", served.client.clone())
@@ -276,7 +286,13 @@ fn silent_and_stalled_clients_do_not_block_new_ones() {
     let mut hog = served.connect();
     hog.send(b"GET /bytes/8388608 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    // The hog's request is at the backend: its 8 MiB answer is now backing
+    // up behind a client that does not read.
+    wait_until(
+        "the hog's request at the backend",
+        Duration::from_secs(5),
+        || served.backend().requests() >= 1,
+    );
 
     let started = Instant::now();
     let response = served.get("/bytes/100");
@@ -298,7 +314,13 @@ fn client_not_reading_is_backpressured_not_buffered() {
     // 64 MiB, streamed lazily by the backend; the client never reads it.
     hog.send(b"GET /chunked/67108864 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("send");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Measure once the stream has stopped: the backend makes its body only
+    // as tern reads it, so no progress for a while means tern holds all it
+    // is going to hold (or has read all 64 MiB, which the bound catches).
+    let made = served
+        .backend()
+        .wait_chunked_stalled(Duration::from_millis(500), Duration::from_secs(20));
+    eprintln!("the backend made {made} bytes before the stream stalled");
     let after = rss_kib(served.tern.pid()).unwrap_or(0);
     eprintln!("tern RSS {before} KiB -> {after} KiB");
     assert!(before > 0, "cannot read tern's RSS");
@@ -330,7 +352,10 @@ fn stalled_request_body_is_dropped_after_idle_timeout() {
 
 #[test]
 fn connection_slots_are_released_on_every_path() {
-    let served = Served::start(&["--max-connections", "4"]);
+    let served = Served::builder()
+        .args(&["--max-connections", "4"])
+        .admin()
+        .start();
     // Every way a connection can end, several times over the limit.
     for round in 0..6 {
         // Not TLS at all.
@@ -357,7 +382,12 @@ fn connection_slots_are_released_on_every_path() {
             "round {round}: a slot leaked"
         );
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // tern has closed its side of every connection above.
+    wait_until(
+        "no open connection in /metrics",
+        Duration::from_secs(5),
+        || served.scrape().get("tern_connections_open", &[]) == Some(0.0),
+    );
     // All four slots are free again.
     let mut open: Vec<HttpConn> = (0..4)
         .map(|i| {

@@ -162,9 +162,17 @@ fn access_log_file_receives_lines() {
 
 #[test]
 fn access_log_off_writes_nothing() {
-    let served = Served::start(&["--access-log", "off"]);
+    let mut served = Served::start(&["--access-log", "off"]);
     assert_eq!(served.get("/bytes/100").status, 200);
-    std::thread::sleep(Duration::from_millis(300));
+    // tern flushes its access log on the way out: once it has exited,
+    // everything it would ever have logged is in stdout.
+    served.tern.terminate();
+    let status = served.tern.wait_exit(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}\n{}",
+        served.tern.stderr_text()
+    );
     assert!(
         !served.tern.stdout_text().contains("/bytes/100"),
         "{}",

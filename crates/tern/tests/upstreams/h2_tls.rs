@@ -14,7 +14,7 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, request, Body, H2Client};
 use tern_testsupport::reload::{hangup, wait_stderr_lines};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, Served};
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_until, Served};
 
 use crate::h2c::{assert_true_forwarding_fields, get_200_concurrent_streams, FORGED};
 
@@ -260,7 +260,14 @@ fn health_checks_speak_h2_over_tls() {
         &["backend down", "certificate", &untrusted.addr().to_string()],
         Duration::from_secs(3),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Three more checks of the live server (fall = 1: one failed check
+    // would mark it down).
+    let checked = live.requests();
+    wait_until(
+        "three more health checks of the live server",
+        Duration::from_secs(5),
+        || live.requests() >= checked + 3,
+    );
     let text = front.tern.stderr_text();
     assert!(
         !text

@@ -8,7 +8,7 @@ use tern_testsupport::backend::{echoed_header, pattern, sha256_hex, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, request, Body, H2Client};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, Served};
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_until, Served};
 use tern_testsupport::tools::curl;
 
 use crate::{servers, start_front};
@@ -387,8 +387,14 @@ fn health_checks_speak_h2c() {
                  rise = 1\nfall = 1\n";
     let front = h2c_front(1, &[live.addr(), dead], extra);
     front.wait_log(&["backend down", &dead.to_string()], Duration::from_secs(3));
-    // The live server passes its checks: it is never marked down.
-    std::thread::sleep(Duration::from_millis(300));
+    // The live server passes its checks: it is never marked down, over
+    // three more checks (fall = 1: one failed check would say so).
+    let checked = live.requests();
+    wait_until(
+        "three more health checks of the live server",
+        Duration::from_secs(5),
+        || live.requests() >= checked + 3,
+    );
     let text = front.tern.stderr_text();
     assert!(
         !text
