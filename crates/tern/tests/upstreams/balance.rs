@@ -82,8 +82,10 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
     };
     let started = Instant::now();
     let counts = echo_answers(&front, 10, 1);
+    // The premise, as a state rather than a wall-clock bound: the slow
+    // request was in flight for all ten quick ones.
     assert!(
-        started.elapsed() < Duration::from_millis(2500),
+        !slow.is_finished(),
         "the quick requests took {:?}: the slow one ended before the check",
         started.elapsed()
     );

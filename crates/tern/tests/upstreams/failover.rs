@@ -71,13 +71,16 @@ fn every_server_down_gives_503_at_once() {
         "a refused connect is a bad gateway: {}",
         first.text()
     );
-    // The refusal ejected the only server: nothing is tried any more.
+    // The refusal ejected the only server: nothing is tried any more. The
+    // time bounds are generous (tern is a debug build in its own process
+    // on a shared machine) yet far below the 5 s connect timeout a new
+    // attempt on the dead server could cost.
     let started = Instant::now();
     let second = front.get("/echo");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(2),
         "503 took {took:?} (handshake included)"
     );
     let mut conn = front.connect();
@@ -86,7 +89,7 @@ fn every_server_down_gives_503_at_once() {
     let took = started.elapsed();
     assert_eq!(third.status, 503, "{}", third.text());
     assert!(
-        took < Duration::from_millis(50),
+        took < Duration::from_secs(1),
         "503 on an open connection took {took:?}"
     );
 }

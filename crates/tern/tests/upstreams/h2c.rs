@@ -344,7 +344,9 @@ fn unreachable_h2c_backend_gives_502_then_503_at_once() {
     let second = conn.get("localhost", "/echo").expect("second response");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
-    assert!(took < Duration::from_millis(100), "503 took {took:?}");
+    // Generous: tern is a debug build in its own process on a shared
+    // machine; the 503 itself shows the dead server was not tried.
+    assert!(took < Duration::from_secs(1), "503 took {took:?}");
 }
 
 #[test]
