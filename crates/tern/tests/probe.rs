@@ -13,7 +13,7 @@ use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
 use tern_testsupport::tern::{
-    free_addr, run_to_exit, tern_bin, wait_accepting, Finished, TernProcess,
+    free_addr, run_to_exit, tern_bin, wait_accepting, Finished, Served, TernProcess,
 };
 use tern_testsupport::tools::KillOnDrop;
 
@@ -107,32 +107,13 @@ fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
     );
 }
 
-fn start_tern_serve() -> (TestCa, Backend, TernProcess, SocketAddr) {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
-    let backend = Backend::start();
-    let addr = free_addr();
-    let args = vec![
-        "serve".to_string(),
-        "--listen".into(),
-        addr.to_string(),
-        "--backend".into(),
-        backend.addr().to_string(),
-        "--cert".into(),
-        cert.chain.display().to_string(),
-        "--key".into(),
-        cert.key.display().to_string(),
-    ];
-    let served = TernProcess::start(tern_bin(), addr, args);
-    (ca, backend, served, addr)
-}
-
 /// tern serve's defaults pass every negotiation, round-trip, resumption and
 /// certificate check. (HTTP/2 and the split-write penalty are held to the
 /// stricter test below.)
 #[test]
 fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
-    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let served = Served::start(&[]);
+    let addr = served.addr;
     let out = tern(&[
         "probe",
         &addr.to_string(),
@@ -161,7 +142,8 @@ fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
 /// ACK at once; Linux clears it again by itself).
 #[test]
 fn probe_of_tern_serve_with_defaults_exits_0() {
-    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let served = Served::start(&[]);
+    let addr = served.addr;
     let out = tern(&["probe", &addr.to_string(), "--sni", "localhost"]);
     assert_eq!(code(&out), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("No performance traps found"));

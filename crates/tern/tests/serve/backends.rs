@@ -4,32 +4,23 @@
 use std::time::{Duration, Instant};
 
 use tern_testsupport::backend::Backend;
-use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client;
-use tern_testsupport::tern::{
-    cert_args, free_addr, tcp_sockets, tern_bin, wait_until, Served, TcpSocket, TernProcess,
-};
-
-use crate::serve_args;
+use tern_testsupport::tern::{free_addr, tcp_sockets, wait_until, Served, TcpSocket};
 
 #[test]
 fn refused_backend_gives_502_and_next_request_is_served() {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     // Nothing listens here yet: connecting is refused.
     let backend_addr = free_addr();
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend_addr.to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .backend_addr(backend_addr)
+        .start();
 
-    let response = client::get(addr, "localhost", config.clone(), "/echo").expect("response");
+    let response = served.get("/echo");
     assert_eq!(response.status, 502, "{}", response.text());
 
     let backend = Backend::start_on(backend_addr);
-    let response = client::get(addr, "localhost", config, "/echo")
-        .unwrap_or_else(|e| panic!("after a 502: {e}\n{}", tern.stderr_text()));
+    let response = served.get("/echo");
     assert_eq!(response.status, 200, "{}", response.text());
     assert_eq!(backend.requests(), 1);
 }
@@ -55,26 +46,17 @@ fn backend_within_response_timeout_is_served() {
 }
 
 fn round_robin_answers(workers: &str, requests: usize) -> (Vec<String>, Backend, Backend) {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let first = Backend::start();
     let second = Backend::start();
-    let addr = free_addr();
-    let mut args = serve_args(
-        addr,
-        &[
-            first.addr().to_string().as_str(),
-            second.addr().to_string().as_str(),
-        ],
-    );
-    args.extend(cert_args(&cert));
-    args.extend(["--workers".into(), workers.to_string()]);
-    let _tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
+    let (a, b) = (first.addr().to_string(), second.addr().to_string());
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .no_backend()
+        .args(&["--backend", &a, "--backend", &b, "--workers", workers])
+        .start();
     let answered_by = (0..requests)
         .map(|_| {
-            let response =
-                client::get(addr, "localhost", config.clone(), "/echo").expect("response");
+            let response = served.get("/echo");
             response.json()["backend"]
                 .as_str()
                 .unwrap_or("")
@@ -145,16 +127,13 @@ fn backend_connection_close_is_honoured_and_client_stays_connected() {
 
 #[test]
 fn stale_pooled_backend_connection_is_not_used() {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let backend = Backend::start();
     let backend_addr = backend.addr();
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend_addr.to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
-    let response = client::get(addr, "localhost", config.clone(), "/echo").expect("first");
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .backend_addr(backend_addr)
+        .start();
+    let response = served.get("/echo");
     assert_eq!(response.status, 200);
 
     // The backend restarts: every connection tern pooled is now closed.
@@ -172,8 +151,7 @@ fn stale_pooled_backend_connection_is_not_used() {
         },
     );
     for i in 0..3 {
-        let response = client::get(addr, "localhost", config.clone(), "/echo")
-            .unwrap_or_else(|e| panic!("request {i}: {e}\n{}", tern.stderr_text()));
+        let response = served.get("/echo");
         assert_eq!(
             response.status,
             200,
