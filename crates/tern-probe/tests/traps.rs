@@ -2,15 +2,17 @@
 //! show it: `openssl s_server` on loopback, and the project's trap servers
 //! behind a 25 ms-each-way delay link between two network namespaces.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use tern_probe::{probe, ProbeOptions, Report};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
 use tern_testsupport::tempdir::TempDir;
+use tern_testsupport::tern::wait_accepting;
+use tern_testsupport::tools::KillOnDrop;
 use tern_testsupport::trap_servers::{FlightOptions, FlightServer};
 
 const ONE_WAY: Duration = Duration::from_millis(25);
@@ -165,15 +167,6 @@ fn split_write_penalty_is_measured_and_flagged() {
     assert_eq!(report.exit_code(), 1);
 }
 
-struct OpenSsl(Child);
-
-impl Drop for OpenSsl {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -182,17 +175,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_listening(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "openssl s_server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// `openssl s_server -www` with an RSA-2048 certificate for probe.test and
 /// `extra` flags, on a free loopback port.
-fn openssl_server(extra: &[&str]) -> (OpenSsl, SocketAddr, TestCa) {
+fn openssl_server(extra: &[&str]) -> (KillOnDrop, SocketAddr, TestCa) {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -208,8 +193,8 @@ fn openssl_server(extra: &[&str]) -> (OpenSsl, SocketAddr, TestCa) {
         .stderr(Stdio::null())
         .spawn()
         .expect("openssl s_server (package openssl)");
-    let server = OpenSsl(child);
-    wait_listening(addr);
+    let server = KillOnDrop(child);
+    wait_accepting(addr, Duration::from_secs(10));
     (server, addr, ca)
 }
 
@@ -443,8 +428,8 @@ fn stapled_ocsp_response_is_read_and_judged_fresh() {
         .stderr(Stdio::null())
         .spawn()
         .expect("openssl s_server");
-    let _server = OpenSsl(child);
-    wait_listening(addr);
+    let _server = KillOnDrop(child);
+    wait_accepting(addr, Duration::from_secs(10));
     let mut opts = options(addr.to_string());
     opts.timeout = Duration::from_secs(1);
     let report = probe(&opts).expect("probe");

@@ -56,11 +56,31 @@ pub fn sha256_hex(data: &[u8]) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The values of header `name` (any case) an `/echo` answer says the
+/// backend received, in arrival order.
+pub fn echoed_header(echo: &serde_json::Value, name: &str) -> Vec<String> {
+    echo["headers"]
+        .as_array()
+        .map(|headers| {
+            headers
+                .iter()
+                .filter(|pair| {
+                    pair[0]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                })
+                .map(|pair| pair[1].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Counters the backend keeps, shared with the test.
 #[derive(Debug, Default)]
 pub struct BackendStats {
     connections: AtomicUsize,
     requests: AtomicUsize,
+    chunked_bytes: AtomicUsize,
 }
 
 /// A running backend; stops on drop.
@@ -158,6 +178,35 @@ impl Backend {
     pub fn requests(&self) -> usize {
         self.stats.requests.load(Ordering::SeqCst)
     }
+
+    /// Bytes of `/chunked` bodies handed to the connections so far. Bodies
+    /// are made only as the socket drains, so this stops growing once the
+    /// reader (tern, or tern's client behind it) stops taking bytes.
+    pub fn chunked_bytes(&self) -> usize {
+        self.stats.chunked_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `/chunked` bodies have begun and then made no progress
+    /// for `quiet`: every reader downstream is full (backpressure reached),
+    /// or the bodies ended. Returns the bytes made; panics after `timeout`.
+    pub fn wait_chunked_stalled(&self, quiet: Duration, timeout: Duration) -> usize {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut last = self.chunked_bytes();
+        let mut since = std::time::Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = self.chunked_bytes();
+            if now != last {
+                (last, since) = (now, std::time::Instant::now());
+            } else if now > 0 && since.elapsed() >= quiet {
+                return now;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "/chunked bodies still moving (or never began) after {timeout:?}: {now} bytes"
+            );
+        }
+    }
 }
 
 impl Drop for Backend {
@@ -206,7 +255,7 @@ async fn serve(
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 stats.requests.fetch_add(1, Ordering::SeqCst);
-                handle(req, addr)
+                handle(req, addr, stats.clone())
             });
             match protocol {
                 Protocol::Http1 => serve_http1(stream, service).await,
@@ -300,6 +349,7 @@ type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 async fn handle(
     req: Request<Incoming>,
     addr: SocketAddr,
+    stats: Arc<BackendStats>,
 ) -> Result<Response<ResponseBody>, HandlerError> {
     let path = req.uri().path().to_string();
     let mut segments = path.trim_start_matches('/').splitn(2, '/');
@@ -310,7 +360,7 @@ async fn handle(
     let response = match (first, number) {
         ("echo", _) => echo(req, addr).await?,
         ("bytes", Some(n)) => Response::new(full(pattern(n as usize))),
-        ("chunked", Some(n)) => Response::new(PatternChunks::new(n as usize).boxed()),
+        ("chunked", Some(n)) => Response::new(PatternChunks::new(n as usize, stats).boxed()),
         ("sha", _) => {
             let body = req.into_body().collect().await?.to_bytes();
             json_response(serde_json::json!({
@@ -414,13 +464,18 @@ fn upgrade(mut req: Request<Incoming>) -> Response<ResponseBody> {
 struct PatternChunks {
     sent: usize,
     total: usize,
+    stats: Arc<BackendStats>,
 }
 
 impl PatternChunks {
     const CHUNK: usize = 16 * 1024;
 
-    fn new(total: usize) -> PatternChunks {
-        PatternChunks { sent: 0, total }
+    fn new(total: usize, stats: Arc<BackendStats>) -> PatternChunks {
+        PatternChunks {
+            sent: 0,
+            total,
+            stats,
+        }
     }
 }
 
@@ -437,6 +492,9 @@ impl Body for PatternChunks {
         }
         let end = (self.sent + Self::CHUNK).min(self.total);
         let chunk: Vec<u8> = (self.sent..end).map(pattern_byte).collect();
+        self.stats
+            .chunked_bytes
+            .fetch_add(chunk.len(), Ordering::SeqCst);
         self.sent = end;
         std::task::Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))))
     }

@@ -12,7 +12,8 @@
 //! - [`certs`]: a test CA and leaf certificates (ECDSA P-256, RSA-2048, expired) as PEM files
 //! - [`backend`]: an HTTP/1.1 origin that reports what it received
 //! - [`raw_backend`]: a scripted origin for malformed or unusual responses
-//! - [`tern`]: spawning the tern binary, readiness, captured output, signals
+//! - [`tern`]: spawning the tern binary, readiness, captured output, signals;
+//!   [`tern::Served`], the harness that starts tern in front of a backend
 //! - [`client`]: a raw TLS HTTP/1.1 client and a TLS record counter
 //! - [`tools`]: `openssl s_client` and `curl` runners
 

@@ -8,6 +8,7 @@
 //! `le="+Inf"` equal to its `_count`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 /// One `name{labels} value` line.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,6 +254,33 @@ fn check_histograms(scrape: &Scrape) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Prometheus's own linter (`promtool check metrics`, Debian package
+/// `prometheus`) over `exposition`, when it is installed; panics with its
+/// complaint. [`parse`] checks every exposition either way.
+pub fn promtool_check(exposition: &str) {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let present = *PRESENT.get_or_init(|| {
+        std::process::Command::new("promtool")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !present {
+        return;
+    }
+    let out = crate::tools::run_tool(
+        "promtool",
+        ["check", "metrics"],
+        exposition.as_bytes(),
+        Duration::from_secs(20),
+    );
+    assert!(
+        out.success(),
+        "promtool check metrics: {}\n{exposition}",
+        out.all()
+    );
 }
 
 #[cfg(test)]

@@ -1,17 +1,186 @@
 //! Running the real `tern` binary: start it, wait until it listens, read what
 //! it printed, signal it, and kill it when the test is over.
 //!
-//! The binary's path comes from the test (`env!("CARGO_BIN_EXE_tern")`),
-//! because only the binary crate's own tests know it.
+//! [`tern_bin`] finds the binary cargo built for the running test;
+//! [`Served`] is the harness most tests want: tern in front of a backend,
+//! with a CA its clients trust, built by [`ServedBuilder`]. The waits here
+//! ([`wait_until`], [`listening`]) are how a test says "until this is true,
+//! within a deadline" instead of sleeping.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::certs::CertFiles;
+
+mod served;
+
+pub use served::{ConfigContext, PlainResponse, Served, ServedBuilder};
+
+/// The `tern` binary under test: `CARGO_BIN_EXE_tern` when cargo set it for
+/// the running test, else `tern` next to the test executable's `deps`
+/// folder (where cargo puts both when the test binary is run by hand).
+///
+/// Panics when neither exists: only the `tern` package's integration tests
+/// make cargo build the binary.
+pub fn tern_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let from_cargo = std::env::var_os("CARGO_BIN_EXE_tern").map(PathBuf::from);
+        let beside_deps = std::env::current_exe().ok().and_then(|exe| {
+            let profile_dir = exe.parent()?.parent()?;
+            Some(profile_dir.join(format!("tern{}", std::env::consts::EXE_SUFFIX)))
+        });
+        from_cargo
+            .into_iter()
+            .chain(beside_deps)
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no tern binary: run the tern package's tests with cargo (cargo test -p tern)"
+                )
+            })
+    })
+}
+
+/// `--cert CHAIN --key KEY` for `files`.
+pub fn cert_args(files: &CertFiles) -> Vec<String> {
+    vec![
+        "--cert".into(),
+        files.chain.display().to_string(),
+        "--key".into(),
+        files.key.display().to_string(),
+    ]
+}
+
+/// The value of field `key` in a text access-log line (`key=value` fields
+/// separated by spaces).
+pub fn log_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|field| field.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Polls `done` every 10 ms until it is true; panics naming `what` when
+/// `timeout` passes first. The way to wait for something to happen (a
+/// log line, a counter, a socket state) instead of sleeping and hoping.
+pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Like [`wait_until`], returning whether `done` became true in time
+/// instead of panicking.
+pub fn eventually(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A TCP socket of this network namespace, as `/proc/net/tcp` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSocket {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// The kernel's state number: 0x01 ESTABLISHED, 0x08 CLOSE_WAIT,
+    /// 0x0A LISTEN (see `include/net/tcp_states.h`).
+    pub state: u8,
+}
+
+impl TcpSocket {
+    pub const ESTABLISHED: u8 = 0x01;
+    pub const CLOSE_WAIT: u8 = 0x08;
+    pub const LISTEN: u8 = 0x0A;
+}
+
+/// Every TCP socket of this network namespace (IPv4 and IPv6), read from
+/// `/proc/net/tcp` and `/proc/net/tcp6` without touching any of them.
+pub fn tcp_sockets() -> Vec<TcpSocket> {
+    let mut sockets = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(remote), Some(state)) = (
+                fields.get(1).and_then(|f| proc_net_addr(f)),
+                fields.get(2).and_then(|f| proc_net_addr(f)),
+                fields.get(3).and_then(|f| u8::from_str_radix(f, 16).ok()),
+            ) else {
+                continue;
+            };
+            sockets.push(TcpSocket {
+                local,
+                remote,
+                state,
+            });
+        }
+    }
+    sockets
+}
+
+/// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): the address
+/// as the kernel prints it, 32-bit words in host byte order.
+fn proc_net_addr(field: &str) -> Option<SocketAddr> {
+    let (addr, port) = field.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let mut octets = Vec::with_capacity(16);
+    for i in (0..addr.len()).step_by(8) {
+        let word = u32::from_str_radix(addr.get(i..i + 8)?, 16).ok()?;
+        octets.extend_from_slice(&word.to_ne_bytes());
+    }
+    let ip: std::net::IpAddr = match octets.len() {
+        4 => <[u8; 4]>::try_from(octets.as_slice()).ok()?.into(),
+        16 => <[u8; 16]>::try_from(octets.as_slice()).ok()?.into(),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Whether a socket of this network namespace is in the LISTEN state on
+/// `addr`. Read from /proc ([`tcp_sockets`]), so the check itself never
+/// becomes a connection the server must handle.
+pub fn listening(addr: SocketAddr) -> bool {
+    tcp_sockets()
+        .iter()
+        .any(|s| s.state == TcpSocket::LISTEN && s.local == addr)
+}
+
+/// Waits until `addr` accepts a TCP connection; panics after `timeout`.
+pub fn wait_accepting(addr: SocketAddr, timeout: Duration) {
+    wait_until(&format!("a listener on {addr}"), timeout, || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+    });
+}
+
+/// Resident set size of process `pid` in KiB (`VmRSS` of
+/// `/proc/<pid>/status`), `None` when it cannot be read.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
 
 /// A free port on 127.0.0.1: bound, read, released. Another process may take
 /// it in between, which is rare enough for tests.

@@ -1,8 +1,9 @@
-//! Running real TLS peers (`openssl s_client`, `curl`) with a time limit.
+//! Running real TLS peers (`openssl s_client`, `curl`) with a time limit,
+//! and keeping long-running ones (`openssl s_server`) from outliving a test.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// What a tool printed and how it ended.
@@ -96,4 +97,15 @@ pub fn s_client(addr: std::net::SocketAddr, args: &[&str], stdin: &[u8]) -> Tool
 /// Runs `curl <args>` (add `-sS` yourself if you want quiet output with errors).
 pub fn curl(args: &[&str]) -> ToolOutput {
     run_tool("curl", args, b"", Duration::from_secs(30))
+}
+
+/// A child process (a peer server such as `openssl s_server`) killed and
+/// reaped when the test drops it.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -167,3 +167,24 @@ fn first_flight_tells_one_write_from_many() {
         assert!(!many.complete, "{version:?}: {many:?}");
     }
 }
+
+#[test]
+fn tcp_sockets_see_a_listener_and_both_ends_of_a_connection() {
+    use tern_testsupport::tern::{listening, tcp_sockets, TcpSocket};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    assert!(listening(addr), "{addr} not seen listening");
+    let client = std::net::TcpStream::connect(addr).expect("connect");
+    let (_server, _) = listener.accept().expect("accept");
+    let local = client.local_addr().expect("client addr");
+    let sockets = tcp_sockets();
+    assert!(sockets
+        .iter()
+        .any(|s| s.local == local && s.remote == addr && s.state == TcpSocket::ESTABLISHED));
+    drop(listener);
+    assert!(!listening(addr), "{addr} still listening after drop");
+    if let Ok(v6) = std::net::TcpListener::bind("[::1]:0") {
+        let addr = v6.local_addr().expect("addr");
+        assert!(listening(addr), "{addr} not seen listening");
+    }
+}

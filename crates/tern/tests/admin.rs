@@ -5,22 +5,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tern_testsupport::backend::Backend;
-use tern_testsupport::certs::{KeyKind, TestCa};
-use tern_testsupport::client::{self, HttpConn};
-use tern_testsupport::prometheus::{self, Scrape};
-use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::client::HttpConn;
+use tern_testsupport::prometheus::Scrape;
+use tern_testsupport::rustls::HandshakeKind;
+use tern_testsupport::tern::{free_addr, Served};
 use tern_testsupport::tools;
-
-/// The binary under test, built by cargo for this test target.
-fn tern_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tern"))
-}
 
 /// The admin listener's head-read deadline (`admin::READ_TIMEOUT`).
 const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,218 +19,46 @@ const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections the admin listener serves at once (`admin::MAX_CONNECTIONS`).
 const ADMIN_MAX_CONNECTIONS: usize = 32;
 
-/// tern with one backend and its admin listener on.
-struct Admin {
-    ca: TestCa,
-    backend: Backend,
-    addr: SocketAddr,
-    admin: SocketAddr,
-    tern: TernProcess,
-    client: Arc<ClientConfig>,
+/// tern with `--backend`, `--cert` (for `localhost`) and `--admin` on
+/// the command line.
+fn admin_tern() -> Served {
+    admin_tern_with(&[])
 }
 
-impl Admin {
-    /// tern with `--backend`, `--cert` and `--admin` on the command line.
-    fn start() -> Admin {
-        Admin::start_with(&[])
-    }
+/// Like [`admin_tern`], with `extra` flags.
+fn admin_tern_with(extra: &[&str]) -> Served {
+    Served::builder()
+        .cert_names(&["localhost"])
+        .admin()
+        .args(extra)
+        .start()
+}
 
-    /// Like [`Admin::start`], with `extra` flags.
-    fn start_with(extra: &[&str]) -> Admin {
-        let mut ca = TestCa::new();
-        let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-        let backend = Backend::start();
-        let addr = free_addr();
-        let admin = free_addr();
-        let mut args = vec![
-            "serve".to_string(),
-            "--listen".into(),
-            addr.to_string(),
-            "--backend".into(),
-            backend.addr().to_string(),
-            "--cert".into(),
-            cert.chain.display().to_string(),
-            "--key".into(),
-            cert.key.display().to_string(),
-            "--admin".into(),
-            admin.to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        Admin::launch(ca, backend, addr, admin, args)
-    }
-
-    /// tern from a config file: one listener forwarding to the group
-    /// named `upstream`, which `upstream_toml` (given the test backend's
-    /// address) defines as an `[[upstream]]` table.
-    fn start_config(upstream: &str, upstream_toml: impl FnOnce(SocketAddr) -> String) -> Admin {
-        let mut ca = TestCa::new();
-        let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-        let backend = Backend::start();
-        let upstream_toml = upstream_toml(backend.addr());
-        let addr = free_addr();
-        let admin = free_addr();
-        let config = format!(
-            "admin = \"{admin}\"\n\
-             [[listener]]\nlisten = \"{addr}\"\nupstream = {upstream:?}\n\
-             cert = {:?}\nkey = {:?}\n\n{upstream_toml}\n",
-            cert.chain.display().to_string(),
-            cert.key.display().to_string(),
-        );
-        let path = ca.dir().join("tern.toml");
-        std::fs::write(&path, config).expect("write the config");
-        let args = vec![
-            "serve".to_string(),
-            "--config".into(),
-            path.display().to_string(),
-        ];
-        Admin::launch(ca, backend, addr, admin, args)
-    }
-
-    fn launch(
-        ca: TestCa,
-        backend: Backend,
-        addr: SocketAddr,
-        admin: SocketAddr,
-        args: Vec<String>,
-    ) -> Admin {
-        let tern = TernProcess::start(tern_bin(), addr, args);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect_timeout(&admin, Duration::from_millis(200)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "admin listener not up on {admin}\n{}",
-                tern.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let client = client::client_config(ca.ca_pem());
-        Admin {
-            ca,
-            backend,
-            addr,
-            admin,
-            tern,
-            client,
-        }
-    }
-
-    fn connect(&self) -> HttpConn {
-        HttpConn::connect(self.addr, "localhost", self.client.clone())
-            .unwrap_or_else(|e| panic!("TLS connect: {e}\n{}", self.tern.stderr_text()))
-    }
-
-    /// Sends `request` on a new TLS connection and returns every byte tern
-    /// wrote back until it closed, with the connection (for its TLS state).
-    fn exchange(&self, request: &str) -> (Vec<u8>, HttpConn) {
-        let mut conn = self.connect();
-        conn.send(request.as_bytes()).expect("send request");
-        let bytes = conn.read_to_close().expect("read response");
-        (bytes, conn)
-    }
-
-    /// One request to the admin listener over plain TCP.
-    fn admin_raw(&self, request: &[u8]) -> PlainResponse {
-        let mut tcp = TcpStream::connect(self.admin).expect("connect to admin");
-        tcp.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        tcp.write_all(request).expect("write admin request");
-        let mut raw = Vec::new();
-        tcp.read_to_end(&mut raw).expect("read admin response");
-        PlainResponse::parse(&raw)
-    }
-
-    fn admin_get(&self, path: &str) -> PlainResponse {
-        self.admin_raw(format!("GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n").as_bytes())
-    }
-
-    fn scrape(&self) -> Scrape {
-        let response = self.admin_get("/metrics");
-        assert_eq!(response.status, 200, "{}", response.body);
-        promtool_check(&response.body);
-        prometheus::parse(&response.body).unwrap_or_else(|e| {
-            panic!(
-                "/metrics is not valid Prometheus text: {e}\n{}",
-                response.body
+/// tern from a config file: one listener forwarding to the group named
+/// `upstream`, which `upstream_toml` (given the test backend's address)
+/// defines as an `[[upstream]]` table.
+fn admin_tern_config(upstream: &str, upstream_toml: impl Fn(SocketAddr) -> String) -> Served {
+    Served::builder()
+        .cert_names(&["localhost"])
+        .admin()
+        .config(move |c| {
+            let backend = c
+                .backend
+                .as_deref()
+                .and_then(|b| b.parse().ok())
+                .expect("the harness's backend address");
+            format!(
+                "admin = \"{admin}\"\n\
+                 [[listener]]\nlisten = \"{addr}\"\nupstream = {upstream:?}\n\
+                 cert = {:?}\nkey = {:?}\n\n{}\n",
+                c.chain(),
+                c.key(),
+                upstream_toml(backend),
+                admin = c.admin(),
+                addr = c.listen,
             )
         })
-    }
-
-    /// Scrapes until `tern_connections_open` is 0 (connections end a
-    /// little after the client sees the close) and the readiness probe
-    /// (`TernProcess::start` connects once and hangs up) has been counted,
-    /// so the next scrape moves only by what the test does.
-    fn scrape_when_idle(&self) -> Scrape {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let scrape = self.scrape();
-            let idle = scrape.get("tern_connections_open", &[]) == Some(0.0)
-                && scrape.get("tern_connections_total", &[]) >= Some(1.0);
-            if idle || Instant::now() > deadline {
-                return scrape;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// A response read from a plain socket until close.
-struct PlainResponse {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl PlainResponse {
-    fn parse(raw: &[u8]) -> PlainResponse {
-        let text = String::from_utf8_lossy(raw).into_owned();
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no complete head in {text:?}"));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status in {head:?}"));
-        PlainResponse {
-            status,
-            head: head.to_ascii_lowercase(),
-            body: body.to_string(),
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().find_map(|line| {
-            let (n, v) = line.split_once(':')?;
-            (n == name).then_some(v.trim())
-        })
-    }
-}
-
-/// Prometheus's own linter (`promtool check metrics`, Debian package
-/// `prometheus`) when it is installed; the strict parser in testsupport
-/// checks every scrape either way.
-fn promtool_check(exposition: &str) {
-    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let present = *PRESENT.get_or_init(|| {
-        std::process::Command::new("promtool")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if !present {
-        return;
-    }
-    let out = tools::run_tool(
-        "promtool",
-        ["check", "metrics"],
-        exposition.as_bytes(),
-        Duration::from_secs(20),
-    );
-    assert!(
-        out.success(),
-        "promtool check metrics: {}\n{exposition}",
-        out.all()
-    );
+        .start()
 }
 
 fn get_closing(path: &str) -> String {
@@ -253,7 +72,7 @@ fn delta(before: &Scrape, after: &Scrape, name: &str, labels: &[(&str, &str)]) -
 
 #[test]
 fn scrape_counts_connections_requests_bytes_and_backend_latency() {
-    let t = Admin::start();
+    let t = admin_tern();
     let before = t.scrape_when_idle();
 
     let requests = [get_closing("/bytes/100"), get_closing("/status/404")];
@@ -277,7 +96,7 @@ fn scrape_counts_connections_requests_bytes_and_backend_latency() {
     assert_eq!(d("tern_http_sent_bytes_total", &[h1]), bytes_written as f64);
 
     // One backend, answering twice; it is up.
-    let server = t.backend.addr().to_string();
+    let server = t.backend().addr().to_string();
     let at_backend = [("server", server.as_str())];
     let count = "tern_backend_response_duration_seconds_count";
     assert_eq!(d(count, &at_backend), 2.0);
@@ -329,7 +148,7 @@ fn scrape_counts_connections_requests_bytes_and_backend_latency() {
 
 #[test]
 fn scrape_counts_full_resumed_and_failed_handshakes() {
-    let t = Admin::start();
+    let t = admin_tern();
     let before = t.scrape_when_idle();
 
     let (_, full) = t.exchange(&get_closing("/echo"));
@@ -392,7 +211,7 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
 
 #[test]
 fn connections_over_the_limit_are_counted_as_refused() {
-    let t = Admin::start_with(&["--max-connections", "1"]);
+    let t = admin_tern_with(&["--max-connections", "1"]);
     let before = t.scrape_when_idle();
     let mut held = t.connect();
     let response = held
@@ -415,13 +234,13 @@ fn connections_over_the_limit_are_counted_as_refused() {
 
 #[test]
 fn h2_requests_are_counted_under_their_protocol() {
-    let t = Admin::start();
+    let t = admin_tern();
     let before = t.scrape_when_idle();
     let port = t.addr.port();
     let resolve = format!("localhost:{port}:127.0.0.1");
     let url = |path| format!("https://localhost:{port}{path}");
     let (ok, missing) = (url("/echo"), url("/status/404"));
-    let ca = t.ca.ca_file().display().to_string();
+    let ca = t.ca().ca_file().display().to_string();
     // Two requests on one h2 connection.
     let out = tools::curl(&[
         "--silent",
@@ -453,7 +272,7 @@ fn h2_requests_are_counted_under_their_protocol() {
     );
     assert_eq!(d("tern_connections_total", &[]), 1.0);
     assert!(d("tern_http_sent_bytes_total", &[h2]) > 0.0);
-    let server = t.backend.addr().to_string();
+    let server = t.backend().addr().to_string();
     let count = "tern_backend_response_duration_seconds_count";
     assert_eq!(d(count, &[("server", server.as_str())]), 2.0);
 }
@@ -463,14 +282,14 @@ fn backend_up_follows_health_checks_per_upstream_and_server() {
     // Nothing listens on `dead`; the upstream name needs escaping.
     let dead = free_addr();
     let name = "api \"v2\"";
-    let t = Admin::start_config(name, |backend| {
+    let t = admin_tern_config(name, |backend| {
         format!(
             "[[upstream]]\nname = {name:?}\nservers = [\"{backend}\", \"{dead}\"]\n\
              health_check_path = \"/echo\"\nhealth_check_interval = \"100ms\"\n\
              health_check_timeout = \"500ms\"\nrise = 1\nfall = 1\n"
         )
     });
-    let good = t.backend.addr().to_string();
+    let good = t.backend().addr().to_string();
     let dead = dead.to_string();
     let up = |s: &Scrape, server: &str| {
         s.get("tern_backend_up", &[("upstream", name), ("server", server)])
@@ -507,7 +326,7 @@ fn backend_up_follows_health_checks_per_upstream_and_server() {
 
 #[test]
 fn health_answers_ok_head_has_no_body_and_other_paths_are_404() {
-    let t = Admin::start();
+    let t = admin_tern();
     let health = t.admin_get("/health");
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
 
@@ -535,7 +354,7 @@ fn health_answers_ok_head_has_no_body_and_other_paths_are_404() {
 
 #[test]
 fn admin_refuses_oversized_malformed_and_stalled_requests() {
-    let t = Admin::start();
+    let t = admin_tern();
     let big = format!(
         "GET /metrics HTTP/1.1\r\nHost: admin\r\nX-Pad: {}\r\n\r\n",
         "a".repeat(9 * 1024)
@@ -553,7 +372,7 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
     let started = Instant::now();
     let mut stalled: Vec<TcpStream> = (0..ADMIN_MAX_CONNECTIONS)
         .map(|_| {
-            let mut s = TcpStream::connect(t.admin).expect("connect to admin");
+            let mut s = TcpStream::connect(t.admin_addr()).expect("connect to admin");
             s.write_all(b"GET /metr").expect("write");
             s.set_read_timeout(Some(ADMIN_READ_TIMEOUT + Duration::from_secs(5)))
                 .expect("timeout");
@@ -564,7 +383,7 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
     // then a probe may still be taking the last free slot.
     let deadline = Instant::now() + Duration::from_secs(3);
     let refused = loop {
-        let mut probe = TcpStream::connect(t.admin).expect("connect to admin");
+        let mut probe = TcpStream::connect(t.admin_addr()).expect("connect to admin");
         probe
             .set_read_timeout(Some(Duration::from_secs(1)))
             .expect("timeout");
@@ -596,12 +415,12 @@ fn admin_refuses_oversized_malformed_and_stalled_requests() {
 
 #[test]
 fn health_says_draining_while_in_flight_requests_finish_after_sigterm() {
-    let mut t = Admin::start_with(&["--shutdown-timeout", "10s"]);
+    let mut t = admin_tern_with(&["--shutdown-timeout", "10s"]);
     assert_eq!(t.admin_get("/health").status, 200);
     let mut conn = t.connect();
     let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1500"));
     let deadline = Instant::now() + Duration::from_secs(5);
-    while t.backend.requests() < 1 {
+    while t.backend().requests() < 1 {
         assert!(
             Instant::now() < deadline,
             "the request never reached the backend"

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
-use tern_testsupport::tern::TernProcess;
 
 #[path = "operations/fleet.rs"]
 mod fleet;
@@ -22,40 +21,13 @@ mod reload;
 #[path = "operations/tcp_mode.rs"]
 mod tcp_mode;
 
-/// The binary under test, built by cargo for this test target.
-pub fn tern_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tern"))
-}
-
 /// How long tests wait for tern to log a reload or an access-log line.
 pub const LOG_WAIT: Duration = Duration::from_secs(10);
 
-/// How long after `listening on` tern may still lack its signal handlers:
-/// it announces its listeners first, and a SIGHUP in that window kills it
-/// (the default action). Tests that reload wait this long after start;
-/// `sighup_right_after_listening_reloads` shows the window.
-pub const SIGNAL_SETUP: Duration = Duration::from_millis(300);
-
-/// Starts `tern <args>`, waits until it listens on `addr` and can take SIGHUP.
-pub fn start_reloadable<I, S>(addr: SocketAddr, args: I) -> TernProcess
-where
-    I: IntoIterator<Item = S>,
-    S: Into<std::ffi::OsString>,
-{
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    std::thread::sleep(SIGNAL_SETUP);
-    tern
-}
-
-/// `--cert CHAIN --key KEY` for `files`.
-pub fn cert_args(files: &CertFiles) -> Vec<String> {
-    vec![
-        "--cert".into(),
-        files.chain.display().to_string(),
-        "--key".into(),
-        files.key.display().to_string(),
-    ]
-}
+// No test waits between start and SIGHUP: tern installs its signal
+// handlers before it announces `listening on`, which `TernProcess::start`
+// waits for, and `reload::sighup_right_after_listening_reloads` holds it
+// to that.
 
 /// A test CA with one ECDSA leaf for `localhost` and `127.0.0.1`.
 pub fn ca_and_leaf() -> (TestCa, CertFiles) {
@@ -89,22 +61,4 @@ pub fn write_atomically(path: &Path, text: &str) {
     let tmp: PathBuf = path.with_extension("tmp");
     std::fs::write(&tmp, text).expect("write config");
     std::fs::rename(&tmp, path).expect("rename config into place");
-}
-
-/// The values of header `name` the echo backend received, in order.
-pub fn echoed_header(echo: &serde_json::Value, name: &str) -> Vec<String> {
-    echo["headers"]
-        .as_array()
-        .map(|headers| {
-            headers
-                .iter()
-                .filter(|pair| {
-                    pair[0]
-                        .as_str()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
-                })
-                .map(|pair| pair[1].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }

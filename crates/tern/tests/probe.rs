@@ -3,22 +3,21 @@
 //! The findings themselves are proven one by one in
 //! `crates/tern-probe/tests/traps.rs`, behind a delay link.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
-use tern_testsupport::tern::{free_addr, run_to_exit, Finished, TernProcess};
+use tern_testsupport::tern::{
+    free_addr, run_to_exit, tern_bin, wait_accepting, Finished, Served, TernProcess,
+};
+use tern_testsupport::tools::KillOnDrop;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
-
-fn tern_bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tern"))
-}
 
 fn tern(args: &[&str]) -> Finished {
     run_to_exit(tern_bin(), args, RUN_LIMIT)
@@ -40,23 +39,6 @@ fn finding_ids(report: &Value) -> Vec<String> {
         .iter()
         .map(|f| f["id"].as_str().expect("id").to_string())
         .collect()
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_listening(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "server on {addr} did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -90,8 +72,8 @@ fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
         .stderr(Stdio::null())
         .spawn()
         .expect("openssl s_server (package openssl)");
-    let _server = Killed(server);
-    wait_listening(addr);
+    let _server = KillOnDrop(server);
+    wait_accepting(addr, Duration::from_secs(10));
     let target = addr.to_string();
     let out = tern(&[
         "probe",
@@ -125,32 +107,13 @@ fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
     );
 }
 
-fn start_tern_serve() -> (TestCa, Backend, TernProcess, SocketAddr) {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
-    let backend = Backend::start();
-    let addr = free_addr();
-    let args = vec![
-        "serve".to_string(),
-        "--listen".into(),
-        addr.to_string(),
-        "--backend".into(),
-        backend.addr().to_string(),
-        "--cert".into(),
-        cert.chain.display().to_string(),
-        "--key".into(),
-        cert.key.display().to_string(),
-    ];
-    let served = TernProcess::start(tern_bin(), addr, args);
-    (ca, backend, served, addr)
-}
-
 /// tern serve's defaults pass every negotiation, round-trip, resumption and
 /// certificate check. (HTTP/2 and the split-write penalty are held to the
 /// stricter test below.)
 #[test]
 fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
-    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let served = Served::start(&[]);
+    let addr = served.addr;
     let out = tern(&[
         "probe",
         &addr.to_string(),
@@ -179,7 +142,8 @@ fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
 /// ACK at once; Linux clears it again by itself).
 #[test]
 fn probe_of_tern_serve_with_defaults_exits_0() {
-    let (_ca, _backend, _served, addr) = start_tern_serve();
+    let served = Served::start(&[]);
+    let addr = served.addr;
     let out = tern(&["probe", &addr.to_string(), "--sni", "localhost"]);
     assert_eq!(code(&out), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("No performance traps found"));

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
+use tern_testsupport::tern::wait_until;
 
 use crate::support::{bench_json, num, summary, tern};
 
@@ -125,7 +126,13 @@ fn ctrl_c_prints_the_report_so_far() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Interrupt once the run is under way: requests are arriving (tern
+    // bench starts its Ctrl-C listener before the run begins).
+    wait_until(
+        "bench requests at the server",
+        Duration::from_secs(10),
+        || server.requests() >= 20,
+    );
     let status = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

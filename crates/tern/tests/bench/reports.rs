@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
+use tern_testsupport::tern::tern_bin;
 
 use crate::support::{artifact, bench, num, summary, tern};
 
@@ -229,7 +230,7 @@ fn progress_bar_only_on_a_terminal() {
     // script(1) gives tern a pseudo-terminal; the bar goes to it.
     let line = format!(
         "{} bench -n 400 -c 2 {} > /dev/null",
-        env!("CARGO_BIN_EXE_tern"),
+        tern_bin().display(),
         server.url("/slow/5")
     );
     let tty = Command::new("script")

@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use tern_testsupport::tern::tern_bin;
 
 /// The tern binary under test.
 pub fn tern() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tern"));
+    let mut cmd = Command::new(tern_bin());
     cmd.env_remove("RUST_LOG");
     cmd
 }

@@ -7,9 +7,8 @@
 use std::time::Duration;
 
 use tern_testsupport::h2frames::{self, code, kind, rst_stream, setting, Ending, HeaderBlock};
+use tern_testsupport::tern::{rss_kib, Served};
 use tokio::time::Instant;
-
-use crate::H2Served;
 
 /// Percentile `p` (0..=100) of `samples` (sorted in place).
 fn percentile(samples: &mut [Duration], p: usize) -> Duration {
@@ -43,12 +42,7 @@ fn watch_rss(
     std::thread::spawn(move || {
         let mut peak = 0;
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                let rss = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                    .unwrap_or(0);
+            if let Some(rss) = rss_kib(pid) {
                 peak = peak.max(rss);
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -59,8 +53,8 @@ fn watch_rss(
 
 /// One rapid-reset connection: 1000 HEADERS+RST_STREAM pairs written as fast
 /// as the socket takes them; returns how the connection ended.
-async fn rapid_reset_once(served: &H2Served) -> Ending {
-    let (_, mut reader, mut writer) = served.raw(&[]).await;
+async fn rapid_reset_once(served: &Served) -> Ending {
+    let (_, mut reader, mut writer) = served.h2_raw(&[]).await;
     let mut flood = Vec::with_capacity(1000 * 64);
     let request = HeaderBlock::request("GET", "/bytes/100");
     for i in 0..1000u32 {
@@ -84,8 +78,8 @@ async fn rapid_reset_once(served: &H2Served) -> Ending {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_reset_gets_goaway_and_other_clients_keep_their_latency() {
-    let served = H2Served::start(&[]);
-    let good = served.client().await;
+    let served = Served::start(&[]);
+    let good = served.h2_client().await;
     latencies(&good, 20, None).await;
     let mut baseline = latencies(&good, 200, None).await;
     let baseline_p99 = percentile(&mut baseline, 99);
@@ -149,7 +143,7 @@ async fn rapid_reset_gets_goaway_and_other_clients_keep_their_latency() {
 /// Opens `count` streams to `/slow/10000`, waits until the backend holds
 /// all of them (so tern has accepted each), then resets them all.
 async fn reset_accepted_streams(
-    served: &H2Served,
+    served: &Served,
     writer: &mut h2frames::FrameWriter,
     first_stream: u32,
     count: u32,
@@ -177,8 +171,8 @@ async fn reset_accepted_streams(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resets_of_accepted_streams_beyond_the_budget_get_goaway() {
-    let served = H2Served::start(&["--h2-max-resets-per-second", "50"]);
-    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    let served = Served::start(&["--h2-max-resets-per-second", "50"]);
+    let (_, mut reader, mut writer) = served.h2_raw(&[]).await;
     reset_accepted_streams(&served, &mut writer, 1, 100).await;
     let ending = reader.ending(Duration::from_secs(10)).await;
     assert!(
@@ -196,11 +190,15 @@ async fn resets_of_accepted_streams_beyond_the_budget_get_goaway() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resets_within_the_budget_keep_the_connection() {
-    let served = H2Served::start(&["--h2-max-resets-per-second", "50"]);
-    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    let served = Served::start(&["--h2-max-resets-per-second", "50"]);
+    let (_, mut reader, mut writer) = served.h2_raw(&[]).await;
     reset_accepted_streams(&served, &mut writer, 1, 40).await;
-    // Give tern time to see every reset, then use the connection.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // tern has seen every reset: each reset stream ends with its
+    // access-log line. Then use the connection.
+    served
+        .tern
+        .wait_stdout_lines("path=/slow/10000", 40, Duration::from_secs(10))
+        .unwrap_or_else(|log| panic!("not every reset stream was logged:\n{log}"));
     writer
         .write(&HeaderBlock::request("GET", "/bytes/10").frames(81, true))
         .await
@@ -214,14 +212,14 @@ async fn resets_within_the_budget_keep_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuation_flood_is_cut_off_at_the_header_list_limit() {
-    let mut served = H2Served::start(&["--h2-max-header-list-size", "16384"]);
-    let warm = served.client().await;
+    let mut served = Served::start(&["--h2-max-header-list-size", "16384"]);
+    let warm = served.h2_client().await;
     warm.get("/bytes/100").await.expect("warm-up request");
     let rss_before = served.rss_kib();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(served.tern.pid(), stop.clone());
 
-    let (_, mut reader, mut writer) = served.raw(&[]).await;
+    let (_, mut reader, mut writer) = served.h2_raw(&[]).await;
     // HEADERS without END_HEADERS, then CONTINUATION frames of valid literal
     // fields, never ending: 64 MiB at most.
     let mut fields = HeaderBlock::new();
@@ -274,7 +272,7 @@ async fn continuation_flood_is_cut_off_at_the_header_list_limit() {
         "tern's RSS grew by {grown} KiB during the flood"
     );
     served.assert_alive();
-    let other = served.client().await;
+    let other = served.h2_client().await;
     let response = other.get("/bytes/100").await.expect("GET after the flood");
     assert_eq!(response.body.len(), 100);
     assert_eq!(
@@ -286,8 +284,8 @@ async fn continuation_flood_is_cut_off_at_the_header_list_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
-    let mut served = H2Served::start(&[]);
-    let good = served.client().await;
+    let mut served = Served::start(&[]);
+    let good = served.h2_client().await;
     let big = good.get("/bytes/1048576").await.expect("warm-up 1 MiB");
     assert_eq!(big.body.len(), 1 << 20);
     let rss_before = served.rss_kib();
@@ -295,7 +293,7 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
     // A window of one byte per stream and never a WINDOW_UPDATE: each
     // response can move one byte, while the backend has 64 MiB for each
     // (made chunk by chunk as its socket drains, so the test stays cheap).
-    let (_, _reader, mut writer) = served.raw(&[(setting::INITIAL_WINDOW_SIZE, 1)]).await;
+    let (_, _reader, mut writer) = served.h2_raw(&[(setting::INITIAL_WINDOW_SIZE, 1)]).await;
     let streams = 50u32;
     let mut requests = Vec::new();
     for i in 0..streams {
@@ -313,13 +311,20 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let all_at_backend = sent.elapsed();
-    // Let every backend connection fill whatever tern is willing to buffer.
+    // Let every backend connection fill whatever tern is willing to buffer:
+    // the backend makes its bodies only as tern reads them, so once they
+    // make no progress tern holds all it is going to.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(served.tern.pid(), stop.clone());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let made = {
+        let backend = served.backend();
+        tokio::task::block_in_place(|| {
+            backend.wait_chunked_stalled(Duration::from_millis(500), Duration::from_secs(20))
+        })
+    };
 
     // Other clients are served meanwhile.
-    let other = served.client().await;
+    let other = served.h2_client().await;
     let response = other
         .get("/bytes/1048576")
         .await
@@ -329,7 +334,7 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
     let peak = watcher.join().expect("RSS watcher");
     let grown = peak.saturating_sub(rss_before);
     eprintln!(
-        "slow readers: {streams} streams of 64 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB); all at the backend after {all_at_backend:?}"
+        "slow readers: {streams} streams of 64 MiB with a 1-byte window; tern RSS {rss_before} KiB before, peak {peak} KiB (+{grown} KiB); all at the backend after {all_at_backend:?}; the backend made {made} bytes before the streams stalled"
     );
     served.assert_alive();
     assert!(

@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tern_testsupport::chromium::{dump_dom, find_chromium, AssetSite, SCRIPT_MARKER};
+use tern_testsupport::tern::{log_field, Served};
 
-use crate::{log_field, skip_without, H2Served};
+use crate::skip_without;
 
 const SCRIPTS: usize = 30;
 const IMAGES: usize = 30;
@@ -21,7 +22,7 @@ fn chromium_loads_a_page_of_sixty_resources_over_h2_on_few_connections() {
     }
     let Some(chromium) = found else { return };
     let site = AssetSite::start(SCRIPTS, IMAGES);
-    let served = H2Served::start_to(&site.addr().to_string(), &[]);
+    let served = Served::builder().backend_addr(site.addr()).start();
     let url = format!("https://localhost:{}/", served.addr.port());
     let out = dump_dom(&chromium, &url, Duration::from_secs(90));
     assert!(

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tern_testsupport::tempdir::TempDir;
+use tern_testsupport::tern::Served;
 use tern_testsupport::tools::run_tool;
 
-use crate::{skip_without, H2Served};
+use crate::skip_without;
 
 /// h2spec on PATH, in $GOPATH/bin, or in ~/go/bin.
 fn find_h2spec() -> Option<PathBuf> {
@@ -46,7 +47,7 @@ fn h2spec_passes_every_case() {
         return;
     }
     let Some(h2spec) = found else { return };
-    let served = H2Served::start(&[]);
+    let served = Served::start(&[]);
     let dir = TempDir::new("h2spec");
     let report = dir.path().join("report.xml");
     let port = served.addr.port().to_string();

@@ -7,8 +7,7 @@ use std::time::Duration;
 use tern_testsupport::h2frames::{
     code, flag, kind, setting, Ending, Frame, FrameReader, HeaderBlock,
 };
-
-use crate::H2Served;
+use tern_testsupport::tern::Served;
 
 /// How long a test waits for tern's answer on a stream.
 const ANSWER_WAIT: Duration = Duration::from_secs(20);
@@ -43,8 +42,8 @@ async fn response_headers(reader: &mut FrameReader, stream: u32) -> Frame {
 
 #[tokio::test]
 async fn max_concurrent_streams_is_advertised_and_extra_streams_are_refused() {
-    let served = H2Served::start(&["--h2-max-concurrent-streams", "4"]);
-    let (settings, mut reader, mut writer) = served.raw(&[]).await;
+    let served = Served::start(&["--h2-max-concurrent-streams", "4"]);
+    let (settings, mut reader, mut writer) = served.h2_raw(&[]).await;
     assert_eq!(
         value_of(&settings, setting::MAX_CONCURRENT_STREAMS),
         Some(4),
@@ -87,8 +86,8 @@ async fn max_concurrent_streams_is_advertised_and_extra_streams_are_refused() {
 
 #[tokio::test]
 async fn max_header_list_size_is_advertised_and_larger_lists_are_refused() {
-    let mut served = H2Served::start(&["--h2-max-header-list-size", "8192"]);
-    let (settings, mut reader, mut writer) = served.raw(&[]).await;
+    let mut served = Served::start(&["--h2-max-header-list-size", "8192"]);
+    let (settings, mut reader, mut writer) = served.h2_raw(&[]).await;
     assert_eq!(
         value_of(&settings, setting::MAX_HEADER_LIST_SIZE),
         Some(8192),
@@ -114,7 +113,7 @@ async fn max_header_list_size_is_advertised_and_larger_lists_are_refused() {
 
     // tern lives, and a fresh connection is served.
     served.assert_alive();
-    let other = served.client().await;
+    let other = served.h2_client().await;
     let response = other
         .get("/bytes/100")
         .await
@@ -129,8 +128,8 @@ async fn max_header_list_size_is_advertised_and_larger_lists_are_refused() {
 
 #[tokio::test]
 async fn header_table_size_is_advertised_as_configured_and_enforced() {
-    let served = H2Served::start(&["--h2-header-table-size", "1024"]);
-    let (settings, mut reader, mut writer) = served.raw(&[]).await;
+    let served = Served::start(&["--h2-header-table-size", "1024"]);
+    let (settings, mut reader, mut writer) = served.h2_raw(&[]).await;
     assert_eq!(
         value_of(&settings, setting::HEADER_TABLE_SIZE),
         Some(1024),

@@ -2,40 +2,26 @@
 //! methods, bodies both ways, many streams on one connection, the forwarding
 //! rules and the RFC 9113 mapping rules (cookies, connection-specific fields).
 
-use tern_testsupport::backend::{pattern, sha256_hex};
+use tern_testsupport::backend::{echoed_header, pattern, sha256_hex};
 use tern_testsupport::h2client::bytes::Bytes;
 use tern_testsupport::h2client::http::{self, Request, StatusCode};
 use tern_testsupport::h2client::{request, Body};
 use tern_testsupport::raw_backend::RawBackend;
+use tern_testsupport::tern::{log_field, Served};
 
-use crate::{join_all, log_field, H2Served, LOG_WAIT};
-
-/// The values of header `name` the echo backend received, in order.
-fn echoed(echo: &serde_json::Value, name: &str) -> Vec<String> {
-    echo["headers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|pair| {
-            pair[0]
-                .as_str()
-                .is_some_and(|n| n.eq_ignore_ascii_case(name))
-        })
-        .map(|pair| pair[1].as_str().unwrap_or("").to_string())
-        .collect()
-}
+use crate::{join_all, LOG_WAIT};
 
 #[tokio::test]
 async fn get_reaches_the_backend_as_http11_with_host_from_authority() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let response = client.get("/echo?q=1").await.expect("GET /echo");
     assert_eq!(response.status, StatusCode::OK, "{}", response.text());
     let echo = response.json();
     assert_eq!(echo["method"], "GET", "{echo}");
     assert_eq!(echo["path"], "/echo?q=1", "{echo}");
     assert_eq!(echo["version"], "HTTP/1.1", "{echo}");
-    assert_eq!(echoed(&echo, "host"), ["localhost"], "{echo}");
+    assert_eq!(echoed_header(&echo, "host"), ["localhost"], "{echo}");
     let lines = served
         .tern
         .wait_stdout_lines("path=/echo?q=1", 1, LOG_WAIT)
@@ -46,8 +32,8 @@ async fn get_reaches_the_backend_as_http11_with_host_from_authority() {
 
 #[tokio::test]
 async fn head_gets_headers_without_body() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let response = client
         .send(request("HEAD", "/bytes/1000"), Body::Empty)
         .await
@@ -60,8 +46,8 @@ async fn head_gets_headers_without_body() {
 /// GET would have; HTTP/1.1 clients of tern get it, h2 clients do not.
 #[tokio::test]
 async fn head_response_keeps_content_length() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let response = client
         .send(request("HEAD", "/bytes/1000"), Body::Empty)
         .await
@@ -71,8 +57,8 @@ async fn head_response_keeps_content_length() {
 
 #[tokio::test]
 async fn post_with_content_length_arrives_intact() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let body = pattern(300 * 1024);
     let mut req = request("POST", "/sha");
     req.headers_mut()
@@ -91,8 +77,8 @@ async fn post_with_content_length_arrives_intact() {
 
 #[tokio::test]
 async fn post_without_content_length_is_chunked_to_the_backend_intact() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let body = pattern(300 * 1024 + 17);
     let chunks = body.chunks(16 * 1024).map(Bytes::copy_from_slice).collect();
     let response = client
@@ -112,14 +98,18 @@ async fn post_without_content_length_is_chunked_to_the_backend_intact() {
         .await
         .expect("POST /echo")
         .json();
-    assert_eq!(echoed(&echo, "transfer-encoding"), ["chunked"], "{echo}");
+    assert_eq!(
+        echoed_header(&echo, "transfer-encoding"),
+        ["chunked"],
+        "{echo}"
+    );
     assert_eq!(echo["body_len"], 3, "{echo}");
 }
 
 #[tokio::test]
 async fn body_longer_than_content_length_is_refused() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let mut req = request("POST", "/sha");
     req.headers_mut()
         .insert(http::header::CONTENT_LENGTH, 10.into());
@@ -134,8 +124,8 @@ async fn body_longer_than_content_length_is_refused() {
 
 #[tokio::test]
 async fn one_mebibyte_download_is_intact() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     for path in ["/bytes/1048576", "/chunked/1048576"] {
         let response = client.get(path).await.expect("GET 1 MiB");
         assert_eq!(response.status, StatusCode::OK, "{path}");
@@ -146,8 +136,8 @@ async fn one_mebibyte_download_is_intact() {
 
 #[tokio::test]
 async fn many_concurrent_streams_share_one_connection() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let streams = 100;
     let requests = (0..streams).map(|i| {
         let path = format!("/bytes/{}", 1000 + i * 37);
@@ -178,8 +168,8 @@ async fn many_concurrent_streams_share_one_connection() {
 
 #[tokio::test]
 async fn forged_forwarding_fields_are_replaced() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let mut req = request("GET", "/echo");
     let headers = req.headers_mut();
     for (name, value) in [
@@ -196,17 +186,25 @@ async fn forged_forwarding_fields_are_replaced() {
         .await
         .expect("GET /echo")
         .json();
-    assert_eq!(echoed(&echo, "x-forwarded-for"), ["127.0.0.1"], "{echo}");
-    assert_eq!(echoed(&echo, "x-forwarded-proto"), ["https"], "{echo}");
-    assert!(echoed(&echo, "x-real-ip").is_empty(), "{echo}");
+    assert_eq!(
+        echoed_header(&echo, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{echo}"
+    );
+    assert_eq!(
+        echoed_header(&echo, "x-forwarded-proto"),
+        ["https"],
+        "{echo}"
+    );
+    assert!(echoed_header(&echo, "x-real-ip").is_empty(), "{echo}");
     assert!(!echo.to_string().contains("6.6.6.6"), "{echo}");
     assert!(!echo.to_string().contains("evil.example"), "{echo}");
 }
 
 #[tokio::test]
 async fn cookie_fields_are_joined_into_one() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let mut req = request("GET", "/echo");
     // RFC 9113 8.2.3: a client may split cookies into separate fields; an
     // HTTP/1.1 hop must see them joined with "; ".
@@ -219,15 +217,18 @@ async fn cookie_fields_are_joined_into_one() {
         .await
         .expect("GET /echo")
         .json();
-    assert_eq!(echoed(&echo, "cookie"), ["a=1; b=2; c=3"], "{echo}");
+    assert_eq!(echoed_header(&echo, "cookie"), ["a=1; b=2; c=3"], "{echo}");
 }
 
 #[tokio::test]
 async fn backend_down_is_a_502_on_the_stream_only() {
     // A port nothing listens on: bound, read, released.
     let dead = tern_testsupport::tern::free_addr().to_string();
-    let served = H2Served::start_to(&dead, &["--backend-connect-timeout", "2s"]);
-    let client = served.client().await;
+    let served = Served::builder()
+        .backend_addr(&dead)
+        .args(&["--backend-connect-timeout", "2s"])
+        .start();
+    let client = served.h2_client().await;
     let response = client
         .get("/anything")
         .await
@@ -247,8 +248,8 @@ async fn backend_down_is_a_502_on_the_stream_only() {
 
 #[tokio::test]
 async fn response_status_and_end_to_end_headers_are_relayed() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     for code in [201u16, 404, 418, 503] {
         let response = client
             .get(&format!("/status/{code}"))
@@ -275,8 +276,8 @@ async fn connection_specific_response_headers_are_not_relayed() {
           Set-Cookie: b=2\r\n\
           \r\nhello",
     );
-    let served = H2Served::start_to(&backend.addr().to_string(), &[]);
-    let client = served.client().await;
+    let served = Served::builder().backend_addr(backend.addr()).start();
+    let client = served.h2_client().await;
     // The h2 client itself treats connection-specific fields in a response as
     // malformed (RFC 9113 8.2.2), so an error here means tern relayed them.
     let response = client
@@ -309,8 +310,8 @@ async fn response_fields_named_by_connection_are_not_relayed() {
     let backend = RawBackend::start(
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: X-Hop\r\nX-Hop: secret\r\n\r\nok",
     );
-    let served = H2Served::start_to(&backend.addr().to_string(), &[]);
-    let client = served.client().await;
+    let served = Served::builder().backend_addr(backend.addr()).start();
+    let client = served.h2_client().await;
     let response = client.get("/").await.expect("GET /");
     assert_eq!(response.text(), "ok");
     assert!(response.headers.get("x-hop").is_none(), "X-Hop was relayed");
@@ -318,8 +319,8 @@ async fn response_fields_named_by_connection_are_not_relayed() {
 
 #[tokio::test]
 async fn te_request_field_stays_on_the_h2_hop() {
-    let served = H2Served::start(&[]);
-    let client = served.client().await;
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
     let mut req = Request::builder()
         .uri("https://localhost/echo")
         .body(())
@@ -334,7 +335,7 @@ async fn te_request_field_stays_on_the_h2_hop() {
         .await
         .expect("GET /echo")
         .json();
-    assert_eq!(echoed(&echo, "x-end-to-end"), ["kept"], "{echo}");
-    assert!(echoed(&echo, "te").is_empty(), "{echo}");
-    assert!(echoed(&echo, "connection").is_empty(), "{echo}");
+    assert_eq!(echoed_header(&echo, "x-end-to-end"), ["kept"], "{echo}");
+    assert!(echoed_header(&echo, "te").is_empty(), "{echo}");
+    assert!(echoed_header(&echo, "connection").is_empty(), "{echo}");
 }

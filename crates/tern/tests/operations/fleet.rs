@@ -3,7 +3,6 @@
 //! resumption, even with one instance reloading late, and deleting the old
 //! key really ends resumption of tickets made with it.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +10,11 @@ use std::time::Duration;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{CertFiles, TestCa};
 use tern_testsupport::client::{self, HttpConn};
-use tern_testsupport::reload::{hangup, wait_stderr_lines};
 use tern_testsupport::rustls::{ClientConfig, HandshakeKind};
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::Served;
 use tern_testsupport::tools::run_tool;
 
-use super::{ca_and_leaf, cert_args, start_reloadable, LOG_WAIT};
+use super::ca_and_leaf;
 
 /// A key line as docs/fleet.md says to make one: `openssl rand -hex 48`.
 fn new_key_line() -> String {
@@ -39,44 +37,19 @@ fn write_keys(path: &Path, keys: &[&str]) {
     std::fs::rename(&tmp, path).expect("rename keys into place");
 }
 
-/// One instance of the fleet.
-struct Instance {
-    addr: SocketAddr,
-    tern: TernProcess,
-    reloads: usize,
-}
-
-impl Instance {
-    fn start(cert: &CertFiles, keys: &Path, backend: &Backend) -> Instance {
-        let addr = free_addr();
-        let mut args = vec![
-            "serve".to_string(),
-            "--listen".into(),
-            addr.to_string(),
-            "--backend".into(),
-            backend.addr().to_string(),
-            "--ticket-keys-file".into(),
-            keys.display().to_string(),
-        ];
-        args.extend(cert_args(cert));
-        Instance {
-            addr,
-            tern: start_reloadable(addr, args),
-            reloads: 0,
-        }
-    }
-
-    fn reload(&mut self) {
-        hangup(&mut self.tern);
-        self.reloads += 1;
-        if let Err(stderr) = wait_stderr_lines(&self.tern, "reloaded", self.reloads, LOG_WAIT) {
-            panic!("reload {} not applied:\n{stderr}", self.reloads);
-        }
-    }
+/// One instance of the fleet: the shared certificate and keys file, in
+/// front of the shared backend.
+fn instance(ca: &TestCa, cert: &CertFiles, keys: &Path, backend: &Backend) -> Served {
+    let keys = keys.display().to_string();
+    Served::builder()
+        .shared_cert(ca, cert)
+        .backend_addr(backend.addr())
+        .args(&["--ticket-keys-file", &keys])
+        .start()
 }
 
 /// A new client (empty session store) that gets its tickets from `from`.
-fn client_with_ticket_from(ca: &TestCa, from: &Instance) -> Arc<ClientConfig> {
+fn client_with_ticket_from(ca: &TestCa, from: &Served) -> Arc<ClientConfig> {
     let config = client::client_config(ca.ca_pem());
     assert_eq!(visit(&config, from), Some(HandshakeKind::Full));
     config
@@ -84,7 +57,7 @@ fn client_with_ticket_from(ca: &TestCa, from: &Instance) -> Arc<ClientConfig> {
 
 /// One connection with a request (so the TLS 1.3 tickets arrive); how the
 /// handshake went.
-fn visit(config: &Arc<ClientConfig>, to: &Instance) -> Option<HandshakeKind> {
+fn visit(config: &Arc<ClientConfig>, to: &Served) -> Option<HandshakeKind> {
     let mut conn = HttpConn::connect(to.addr, "localhost", config.clone())
         .unwrap_or_else(|e| panic!("connect: {e}\n{}", to.tern.stderr_text()));
     let response = conn.get("localhost", "/echo").expect("GET");
@@ -99,8 +72,8 @@ fn fleet_ticket_key_rotation_by_reload_never_loses_resumption() {
     let keys = ca.dir().join("ticket-keys.txt");
     let (old, new) = (new_key_line(), new_key_line());
     write_keys(&keys, &[&old]);
-    let mut one = Instance::start(&cert, &keys, &backend);
-    let mut two = Instance::start(&cert, &keys, &backend);
+    let mut one = instance(&ca, &cert, &keys, &backend);
+    let mut two = instance(&ca, &cert, &keys, &backend);
 
     let before_rotation = client_with_ticket_from(&ca, &one);
 

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use tern_testsupport::backend::Backend;
 use tern_testsupport::openssl_pki::{backdated, OcspStatus, OpensslCa, OpensslLeaf};
 use tern_testsupport::reload::{hangup, wait_stderr_lines};
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{free_addr, tern_bin, TernProcess};
 use tern_testsupport::tools::s_client;
 
-use super::{start_reloadable, LOG_WAIT};
+use super::LOG_WAIT;
 
 /// A week, in minutes: a staple's usual validity.
 const WEEK_MINUTES: u32 = 7 * 24 * 60;
@@ -37,7 +37,7 @@ fn stapling_tern(
         "--ocsp".into(),
         staple.display().to_string(),
     ];
-    (start_reloadable(addr, args), addr)
+    (TernProcess::start(tern_bin(), addr, args), addr)
 }
 
 /// What `openssl s_client -status` printed about the stapled response.

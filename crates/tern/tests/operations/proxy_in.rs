@@ -4,74 +4,47 @@
 
 use std::net::SocketAddr;
 
-use tern_testsupport::backend::Backend;
-use tern_testsupport::client;
+use tern_testsupport::backend::echoed_header;
 use tern_testsupport::proxy_protocol::{
     get_after_header, refused_after_header, v1_header, v2_header,
 };
-use tern_testsupport::rustls::ClientConfig;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::Served;
 
-use super::{ca_and_leaf, cert_args, echoed_header, tern_bin, LOG_WAIT};
+use super::LOG_WAIT;
 
 /// tern accepting PROXY headers from `trusted`, in front of an echo backend.
-struct ProxiedTern {
-    tern: TernProcess,
-    addr: SocketAddr,
-    client: std::sync::Arc<ClientConfig>,
-    _backend: Backend,
-    _ca: tern_testsupport::certs::TestCa,
+fn proxied_tern(trusted: &str) -> Served {
+    Served::start(&["--accept-proxy", "--trusted-proxies", trusted])
 }
 
-impl ProxiedTern {
-    fn start(trusted: &str) -> ProxiedTern {
-        let (ca, cert) = ca_and_leaf();
-        let backend = Backend::start();
-        let addr = free_addr();
-        let mut args: Vec<String> = [
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--backend",
-            &backend.addr().to_string(),
-            "--accept-proxy",
-            "--trusted-proxies",
-            trusted,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(cert_args(&cert));
-        ProxiedTern {
-            tern: TernProcess::start(tern_bin(), addr, args),
-            addr,
-            client: client::client_config(ca.ca_pem()),
-            _backend: backend,
-            _ca: ca,
-        }
-    }
+/// GET /echo after `header`; the backend's JSON.
+fn echo_after(served: &Served, header: &[u8]) -> serde_json::Value {
+    let response = get_after_header(
+        served.addr,
+        header,
+        "localhost",
+        served.client.clone(),
+        "/echo",
+    )
+    .unwrap_or_else(|e| {
+        panic!(
+            "GET after a PROXY header: {e}\n{}",
+            served.tern.stderr_text()
+        )
+    });
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
 
-    /// GET /echo after `header`; the backend's JSON.
-    fn echo_after(&self, header: &[u8]) -> serde_json::Value {
-        let response =
-            get_after_header(self.addr, header, "localhost", self.client.clone(), "/echo")
-                .unwrap_or_else(|e| {
-                    panic!("GET after a PROXY header: {e}\n{}", self.tern.stderr_text())
-                });
-        assert_eq!(response.status, 200, "{}", response.text());
-        response.json()
-    }
-
-    fn refuses(&self, header: &[u8]) -> bool {
-        refused_after_header(self.addr, header, "localhost", self.client.clone())
-    }
+fn refuses(served: &Served, header: &[u8]) -> bool {
+    refused_after_header(served.addr, header, "localhost", served.client.clone())
 }
 
 /// The client named in the header reaches the backend and the access log.
 fn header_client_is_the_client(header_for: fn(SocketAddr, SocketAddr) -> Vec<u8>, claimed: &str) {
-    let served = ProxiedTern::start("127.0.0.0/8");
+    let served = proxied_tern("127.0.0.0/8");
     let claimed: SocketAddr = claimed.parse().expect("literal address");
-    let echo = served.echo_after(&header_for(claimed, served.addr));
+    let echo = echo_after(&served, &header_for(claimed, served.addr));
     assert_eq!(
         echoed_header(&echo, "x-forwarded-for"),
         vec![claimed.ip().to_string()],
@@ -96,8 +69,8 @@ fn proxy_v2_from_a_trusted_source_names_the_client() {
 
 #[test]
 fn proxy_v1_exact_bytes_from_the_issue() {
-    let served = ProxiedTern::start("127.0.0.0/8");
-    let echo = served.echo_after(b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 443\r\n");
+    let served = proxied_tern("127.0.0.0/8");
+    let echo = echo_after(&served, b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 443\r\n");
     assert_eq!(echoed_header(&echo, "x-forwarded-for"), vec!["203.0.113.9"]);
     let forwarded = echoed_header(&echo, "forwarded");
     assert!(
@@ -112,7 +85,7 @@ fn proxy_v1_exact_bytes_from_the_issue() {
 
 #[test]
 fn malformed_proxy_headers_are_closed() {
-    let served = ProxiedTern::start("127.0.0.0/8");
+    let served = proxied_tern("127.0.0.0/8");
     let cases: [(&str, &[u8]); 4] = [
         ("garbage v1", b"PROXY TCP4 not-an-address 127.0.0.1 1 2\r\n"),
         (
@@ -126,13 +99,16 @@ fn malformed_proxy_headers_are_closed() {
         ("no header, TLS at once", b""),
     ];
     for (what, header) in cases {
-        assert!(served.refuses(header), "{what}: the connection was served");
+        assert!(
+            refuses(&served, header),
+            "{what}: the connection was served"
+        );
     }
     // The listener still serves well-formed headers afterwards.
-    let echo = served.echo_after(&v1_header(
-        "203.0.113.10:1000".parse().expect("literal"),
-        served.addr,
-    ));
+    let echo = echo_after(
+        &served,
+        &v1_header("203.0.113.10:1000".parse().expect("literal"), served.addr),
+    );
     assert_eq!(
         echoed_header(&echo, "x-forwarded-for"),
         vec!["203.0.113.10"]
@@ -141,14 +117,14 @@ fn malformed_proxy_headers_are_closed() {
 
 #[test]
 fn proxy_header_from_an_untrusted_source_is_closed() {
-    let served = ProxiedTern::start("10.0.0.0/8");
+    let served = proxied_tern("10.0.0.0/8");
     let claimed: SocketAddr = "203.0.113.9:5555".parse().expect("literal");
     assert!(
-        served.refuses(&v1_header(claimed, served.addr)),
+        refuses(&served, &v1_header(claimed, served.addr)),
         "a v1 header from 127.0.0.1 (not in 10.0.0.0/8) was accepted"
     );
     assert!(
-        served.refuses(&v2_header(claimed, served.addr)),
+        refuses(&served, &v2_header(claimed, served.addr)),
         "a v2 header from 127.0.0.1 (not in 10.0.0.0/8) was accepted"
     );
     assert!(

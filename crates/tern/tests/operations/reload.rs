@@ -6,23 +6,27 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::KeyKind;
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::reload::{hangup, stderr_lines, wait_stderr_lines};
 use tern_testsupport::rustls::ClientConfig;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{eventually, free_addr, tern_bin, TernProcess};
 
-use super::{
-    ca_and_leaf, config_toml, listener_toml, start_reloadable, tern_bin, write_atomically, LOG_WAIT,
-};
+use super::{ca_and_leaf, config_toml, listener_toml, write_atomically, LOG_WAIT};
 
 /// Requests sent on one connection before the load client opens a new one:
 /// the stream mixes new connections (handshakes during reloads) with
 /// keepalive reuse (connections that straddle reloads).
 const REQUESTS_PER_CONNECTION: usize = 4;
+
+/// Successful requests the load must make before the first reload and
+/// after each one, so every generation serves part of the stream. (The
+/// test used to sleep 150-200 ms instead, which a loaded machine could
+/// fill with no request at all.)
+const REQUESTS_BETWEEN_RELOADS: usize = 20;
 
 /// A client thread sending requests until told to stop, counting successes
 /// and keeping a description of every failure.
@@ -84,6 +88,18 @@ impl SteadyLoad {
         }
     }
 
+    /// Waits until `n` more requests have succeeded than when called, so
+    /// the load has really run (on the current generation); panics with
+    /// the failures so far after `LOG_WAIT`.
+    fn wait_for_more(&self, n: usize) {
+        let target = self.ok.load(Ordering::SeqCst) + n;
+        assert!(
+            eventually(LOG_WAIT, || self.ok.load(Ordering::SeqCst) >= target),
+            "the load did not complete {n} more requests within {LOG_WAIT:?}; failures: {:?}",
+            self.failures.lock().map(|f| f.clone()).unwrap_or_default()
+        );
+    }
+
     /// Stops the clients; returns (successful requests, failures).
     fn finish(self) -> (usize, Vec<String>) {
         self.stop.store(true, Ordering::SeqCst);
@@ -126,20 +142,6 @@ fn reload_and_wait(tern: &mut TernProcess, count: usize) {
     }
 }
 
-/// Polls `condition` for up to `timeout`.
-fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn ten_reloads_under_load_fail_no_request() {
     let (mut ca, cert_a) = ca_and_leaf();
@@ -150,10 +152,10 @@ fn ten_reloads_under_load_fail_no_request() {
     let path = ca.dir().join("tern.toml");
     write_atomically(&path, &config_toml(&[listener_toml(addr, &[b1], &cert_a)]));
     let path_text = path.display().to_string();
-    let mut tern = start_reloadable(addr, ["serve", "--config", &path_text]);
+    let mut tern = TernProcess::start(tern_bin(), addr, ["serve", "--config", &path_text]);
     let client = client::client_config(ca.ca_pem());
     let load = SteadyLoad::start(addr, client.clone());
-    std::thread::sleep(Duration::from_millis(200));
+    load.wait_for_more(REQUESTS_BETWEEN_RELOADS);
 
     // (backends, certificate) after each of the 10 reloads.
     let plan: [(&[SocketAddr], bool); 10] = [
@@ -198,9 +200,8 @@ fn ten_reloads_under_load_fail_no_request() {
                 "a new connection after the reload still gets the old certificate"
             );
         }
-        std::thread::sleep(Duration::from_millis(150));
+        load.wait_for_more(REQUESTS_BETWEEN_RELOADS);
     }
-    std::thread::sleep(Duration::from_millis(200));
     let (ok, failures) = load.finish();
 
     assert!(
@@ -228,7 +229,7 @@ fn broken_reload_is_refused_and_the_old_config_keeps_serving() {
     let good = config_toml(&[listener_toml(addr, &[backend.addr()], &cert)]);
     write_atomically(&path, &good);
     let path_text = path.display().to_string();
-    let mut tern = start_reloadable(addr, ["serve", "--config", &path_text]);
+    let mut tern = TernProcess::start(tern_bin(), addr, ["serve", "--config", &path_text]);
     let client = client::client_config(ca.ca_pem());
     let get = |tern: &TernProcess| {
         client::get(addr, "localhost", client.clone(), "/echo")
@@ -306,7 +307,7 @@ fn reload_adds_and_removes_a_listener() {
     ]);
     write_atomically(&path, &one);
     let path_text = path.display().to_string();
-    let mut tern = start_reloadable(first, ["serve", "--config", &path_text]);
+    let mut tern = TernProcess::start(tern_bin(), first, ["serve", "--config", &path_text]);
     let client = client::client_config(ca.ca_pem());
     assert!(
         TcpStream::connect(second).is_err(),
@@ -364,7 +365,7 @@ fn certificate_renewed_in_place_is_served_after_sighup() {
         "--key".into(),
         key.display().to_string(),
     ];
-    let mut tern = start_reloadable(addr, args);
+    let mut tern = TernProcess::start(tern_bin(), addr, args);
     let leaf_seen = || {
         // A fresh client each time: a resumed session reports its first certificate.
         let conn = HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
@@ -400,7 +401,7 @@ fn reloaded_limits_apply_to_new_connections_only() {
     let listener = listener_toml(addr, &[backend.addr()], &cert);
     write_atomically(&path, &config_toml(std::slice::from_ref(&listener)));
     let path_text = path.display().to_string();
-    let mut tern = start_reloadable(addr, ["serve", "--config", &path_text]);
+    let mut tern = TernProcess::start(tern_bin(), addr, ["serve", "--config", &path_text]);
     let client = client::client_config(ca.ca_pem());
     let request = format!(
         "GET /echo HTTP/1.1\r\nHost: localhost\r\nX-Big: {}\r\n\r\n",
@@ -436,7 +437,7 @@ fn request_in_flight_during_reload_completes_on_its_backend() {
         &config_toml(&[listener_toml(addr, &[old_backend.addr()], &cert)]),
     );
     let path_text = path.display().to_string();
-    let mut tern = start_reloadable(addr, ["serve", "--config", &path_text]);
+    let mut tern = TernProcess::start(tern_bin(), addr, ["serve", "--config", &path_text]);
     let client = client::client_config(ca.ca_pem());
 
     let slow_client = client.clone();

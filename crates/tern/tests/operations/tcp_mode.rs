@@ -8,36 +8,14 @@ use std::time::Duration;
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::haproxy::{self, Haproxy};
 use tern_testsupport::proxy_protocol::PpBackend;
-use tern_testsupport::tern::{free_addr, TernProcess};
-
-use super::{ca_and_leaf, cert_args, tern_bin};
+use tern_testsupport::tern::Served;
 
 /// tern in TCP mode with `--proxy-protocol version` in front of `backend`,
 /// with `extra` flags.
-fn tcp_tern(
-    version: &str,
-    backend: std::net::SocketAddr,
-    cert: &tern_testsupport::certs::CertFiles,
-    extra: &[&str],
-) -> (TernProcess, std::net::SocketAddr) {
-    let addr = free_addr();
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        &addr.to_string(),
-        "--mode",
-        "tcp",
-        "--proxy-protocol",
-        version,
-        "--backend",
-        &backend.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(cert_args(cert));
-    args.extend(extra.iter().map(|s| s.to_string()));
-    (TernProcess::start(tern_bin(), addr, args), addr)
+fn tcp_tern(version: &str, backend: std::net::SocketAddr, extra: &[&str]) -> Served {
+    let mut args = vec!["--mode", "tcp", "--proxy-protocol", version];
+    args.extend(extra);
+    Served::builder().backend_addr(backend).args(&args).start()
 }
 
 /// HAProxy behind tern answers `SRC_IP SRC_PORT AUTHORITY`; the source must
@@ -47,10 +25,9 @@ fn haproxy_sees_the_client(version: &str) -> String {
         panic!("HAProxy is part of the test environment: {why}");
     }
     let haproxy = Haproxy::start_address_echo();
-    let (ca, cert) = ca_and_leaf();
-    let (tern, addr) = tcp_tern(version, haproxy.addr(), &cert, &[]);
-    let mut conn = HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
-        .unwrap_or_else(|e| panic!("connect: {e}\n{}", tern.stderr_text()));
+    let served = tcp_tern(version, haproxy.addr(), &[]);
+    let tern = &served.tern;
+    let mut conn = served.connect();
     let me = conn.local_addr().expect("client address");
     let response = conn
         .get("localhost", "/")
@@ -82,11 +59,11 @@ fn tcp_mode_proxy_v2_gives_haproxy_the_client_address_and_sni() {
 #[test]
 fn tcp_mode_proxy_v2_carries_alpn_and_sni_tlvs() {
     let backend = PpBackend::start();
-    let (ca, cert) = ca_and_leaf();
     // TCP mode offers no ALPN unless told: the backend decides what it speaks.
-    let (tern, addr) = tcp_tern("v2", backend.addr(), &cert, &["--alpn", "h2,http/1.1"]);
+    let served = tcp_tern("v2", backend.addr(), &["--alpn", "h2,http/1.1"]);
+    let (tern, addr) = (&served.tern, served.addr);
     let config = client::client_config_with(
-        ca.ca_pem(),
+        served.ca().ca_pem(),
         &[&tern_testsupport::rustls::version::TLS13],
         &[b"h2", b"http/1.1"],
     );

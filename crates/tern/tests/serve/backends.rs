@@ -4,30 +4,25 @@
 use std::time::{Duration, Instant};
 
 use tern_testsupport::backend::Backend;
-use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::{free_addr, tcp_sockets, wait_until, Served, TcpSocket};
 
-use crate::{cert_args, serve_args, tern_bin, Served, LOG_WAIT};
+use crate::LOG_WAIT;
 
 #[test]
 fn refused_backend_gives_502_and_next_request_is_served() {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     // Nothing listens here yet: connecting is refused.
     let backend_addr = free_addr();
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend_addr.to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .backend_addr(backend_addr)
+        .start();
 
-    let response = client::get(addr, "localhost", config.clone(), "/echo").expect("response");
+    let response = served.get("/echo");
     assert_eq!(response.status, 502, "{}", response.text());
 
     let backend = Backend::start_on(backend_addr);
-    let response = client::get(addr, "localhost", config, "/echo")
-        .unwrap_or_else(|e| panic!("after a 502: {e}\n{}", tern.stderr_text()));
+    let response = served.get("/echo");
     assert_eq!(response.status, 200, "{}", response.text());
     assert_eq!(backend.requests(), 1);
 }
@@ -65,26 +60,17 @@ fn backend_within_response_timeout_is_served() {
 }
 
 fn round_robin_answers(workers: &str, requests: usize) -> (Vec<String>, Backend, Backend) {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let first = Backend::start();
     let second = Backend::start();
-    let addr = free_addr();
-    let mut args = serve_args(
-        addr,
-        &[
-            first.addr().to_string().as_str(),
-            second.addr().to_string().as_str(),
-        ],
-    );
-    args.extend(cert_args(&cert));
-    args.extend(["--workers".into(), workers.to_string()]);
-    let _tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
+    let (a, b) = (first.addr().to_string(), second.addr().to_string());
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .no_backend()
+        .args(&["--backend", &a, "--backend", &b, "--workers", workers])
+        .start();
     let answered_by = (0..requests)
         .map(|_| {
-            let response =
-                client::get(addr, "localhost", config.clone(), "/echo").expect("response");
+            let response = served.get("/echo");
             response.json()["backend"]
                 .as_str()
                 .unwrap_or("")
@@ -120,9 +106,9 @@ fn backend_connections_are_reused_across_client_connections() {
         assert_eq!(served.get("/bytes/10").status, 200);
     }
     assert!(
-        served.backend.connections() < 10,
+        served.backend().connections() < 10,
         "10 sequential requests opened {} backend connections",
-        served.backend.connections()
+        served.backend().connections()
     );
 }
 
@@ -153,32 +139,38 @@ fn backend_connection_close_is_honoured_and_client_stays_connected() {
         assert_eq!(next.status, 200, "{}", next.text());
     }
     assert!(
-        served.backend.connections() >= 2,
+        served.backend().connections() >= 2,
         "tern reused a closed backend connection"
     );
 }
 
 #[test]
 fn stale_pooled_backend_connection_is_not_used() {
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let backend = Backend::start();
     let backend_addr = backend.addr();
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend_addr.to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let config = client::client_config(ca.ca_pem());
-    let response = client::get(addr, "localhost", config.clone(), "/echo").expect("first");
+    let served = Served::builder()
+        .cert_names(&["localhost"])
+        .backend_addr(backend_addr)
+        .start();
+    let response = served.get("/echo");
     assert_eq!(response.status, 200);
 
     // The backend restarts: every connection tern pooled is now closed.
     drop(backend);
     let backend = Backend::start_on(backend_addr);
-    std::thread::sleep(Duration::from_millis(100));
+    // The old backend's close has reached tern: no connection to its
+    // address is still established (tern's pooled one is in CLOSE_WAIT).
+    wait_until(
+        "the old backend connections to close",
+        Duration::from_secs(5),
+        || {
+            !tcp_sockets()
+                .iter()
+                .any(|s| s.remote == backend_addr && s.state == TcpSocket::ESTABLISHED)
+        },
+    );
     for i in 0..3 {
-        let response = client::get(addr, "localhost", config.clone(), "/echo")
-            .unwrap_or_else(|e| panic!("request {i}: {e}\n{}", tern.stderr_text()));
+        let response = served.get("/echo");
         assert_eq!(
             response.status,
             200,

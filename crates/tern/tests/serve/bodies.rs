@@ -7,8 +7,7 @@ use std::time::Duration;
 use tern_testsupport::backend::{pattern, sha256_hex};
 use tern_testsupport::client::{self, count_response_records};
 use tern_testsupport::rustls;
-
-use crate::Served;
+use tern_testsupport::tern::Served;
 
 #[test]
 fn download_of_1_mib_is_intact() {
@@ -196,7 +195,7 @@ fn small_response_arrives_in_one_tls_record() {
     let served = Served::start(&["--no-tickets"]);
     assert_one_record(&served, served.client.clone());
     let tls12 = client::client_config_with(
-        served.ca.ca_pem(),
+        served.ca().ca_pem(),
         &[&rustls::version::TLS12],
         &[b"http/1.1"],
     );
@@ -249,7 +248,7 @@ fn http10_request_is_answered_and_closed() {
 fn client_offering_h2_gets_h2_by_default_and_http11_when_configured() {
     let served = Served::start(&[]);
     let config = client::client_config_with(
-        served.ca.ca_pem(),
+        served.ca().ca_pem(),
         &[&rustls::version::TLS13],
         &[b"h2", b"http/1.1"],
     );
@@ -260,7 +259,7 @@ fn client_offering_h2_gets_h2_by_default_and_http11_when_configured() {
 
     let served = Served::start(&["--alpn", "http/1.1"]);
     let config = client::client_config_with(
-        served.ca.ca_pem(),
+        served.ca().ca_pem(),
         &[&rustls::version::TLS13],
         &[b"h2", b"http/1.1"],
     );
@@ -305,7 +304,7 @@ fn server_handshake_flight_arrives_in_one_read() {
         (
             "TLS 1.3",
             client::client_config_with(
-                served.ca.ca_pem(),
+                served.ca().ca_pem(),
                 &[&rustls::version::TLS13],
                 &[b"http/1.1"],
             ),
@@ -313,7 +312,7 @@ fn server_handshake_flight_arrives_in_one_read() {
         (
             "TLS 1.2",
             client::client_config_with(
-                served.ca.ca_pem(),
+                served.ca().ca_pem(),
                 &[&rustls::version::TLS12],
                 &[b"http/1.1"],
             ),

@@ -8,9 +8,7 @@ use std::time::Duration;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
 use tern_testsupport::client;
-use tern_testsupport::tern::{free_addr, run_to_exit, Finished, TernProcess};
-
-use crate::tern_bin;
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, Finished, TernProcess};
 
 const EXIT_WAIT: Duration = Duration::from_secs(15);
 
@@ -299,7 +297,7 @@ fn tls11_version_is_refused() {
 fn dhe_cipher_flag_is_refused_with_one_line() {
     let dir = ConfigDir::new();
     let mut args = crate::serve_args(free_addr(), &[free_addr().to_string().as_str()]);
-    args.extend(crate::cert_args(&dir.cert));
+    args.extend(tern_testsupport::tern::cert_args(&dir.cert));
     args.extend([
         "--ciphers".into(),
         "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256".into(),
@@ -384,7 +382,7 @@ fn expired_certificate_flag_is_refused_with_one_line_naming_it() {
     let mut dir = ConfigDir::new();
     let expired = dir.ca.expired_leaf(&["localhost"], KeyKind::EcdsaP256);
     let mut args = crate::serve_args(free_addr(), &[free_addr().to_string().as_str()]);
-    args.extend(crate::cert_args(&expired));
+    args.extend(tern_testsupport::tern::cert_args(&expired));
     let finished = run_to_exit(tern_bin(), args, EXIT_WAIT);
     assert_eq!(
         finished.status.and_then(|s| s.code()),

@@ -1,11 +1,7 @@
 //! Forwarded headers: the client's claims are removed, tern's truth is added.
 
-use tern_testsupport::backend::Backend;
-use tern_testsupport::certs::{KeyKind, TestCa};
-use tern_testsupport::client::{self, HttpConn};
-use tern_testsupport::tern::{free_addr_v6, TernProcess};
-
-use crate::{cert_args, echoed_header, serve_args, tern_bin, Served};
+use tern_testsupport::backend::echoed_header;
+use tern_testsupport::tern::{free_addr_v6, Served};
 
 const FORGED: &str = "GET /echo HTTP/1.1\r\n\
 Host: localhost\r\n\
@@ -132,15 +128,11 @@ fn forwarded_quotes_and_brackets_ipv6_client() {
         eprintln!("skipped: no IPv6 loopback on this machine");
         return;
     };
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost", "::1"], KeyKind::EcdsaP256);
-    let backend = Backend::start();
-    let backend_addr = backend.addr().to_string();
-    let mut args = serve_args(addr, &[backend_addr.as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let mut conn = HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
-        .unwrap_or_else(|e| panic!("connect over ::1: {e}\n{}", tern.stderr_text()));
+    let served = Served::builder()
+        .cert_names(&["localhost", "::1"])
+        .listen(addr)
+        .start();
+    let mut conn = served.connect();
     let response = conn.get("localhost", "/echo").expect("response over ::1");
     let echo = response.json();
     assert_eq!(echoed_header(&echo, "x-forwarded-for"), ["::1"], "{echo}");

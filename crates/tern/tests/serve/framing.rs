@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::Served;
+use tern_testsupport::tern::Served;
 
 /// Sends `request`, expects `status`, a body saying why, and a closed connection.
 fn expect_rejected(served: &Served, request: &[u8], status: u16) {
@@ -31,7 +31,7 @@ fn expect_head_rejected(request: &str) {
     let served = Served::start(&[]);
     expect_rejected(&served, request.as_bytes(), 400);
     assert_eq!(
-        served.backend.requests(),
+        served.backend().requests(),
         0,
         "a bad request reached the backend"
     );
@@ -148,7 +148,7 @@ fn head_over_max_head_bytes_is_431() {
     let request = format!("GET /echo HTTP/1.1\r\nHost: localhost\r\nX-Big: {big}\r\n\r\n");
     expect_rejected(&served, request.as_bytes(), 431);
     assert_eq!(
-        served.backend.requests(),
+        served.backend().requests(),
         0,
         "an oversized head reached the backend"
     );

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::{echoed_header, Served};
+use tern_testsupport::backend::echoed_header;
+use tern_testsupport::tern::Served;
 
 #[test]
 fn hop_by_hop_headers_are_not_forwarded() {
@@ -44,7 +45,7 @@ fn request_without_host_is_400() {
     let served = Served::start(&[]);
     let (response, _conn) = served.raw(b"GET /echo HTTP/1.1\r\nX-No-Host: 1\r\n\r\n");
     assert_eq!(response.status, 400, "{}", response.text());
-    assert_eq!(served.backend.requests(), 0);
+    assert_eq!(served.backend().requests(), 0);
 }
 
 #[test]
@@ -53,7 +54,7 @@ fn request_with_two_hosts_is_400() {
     let (response, _conn) =
         served.raw(b"GET /echo HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n");
     assert_eq!(response.status, 400, "{}", response.text());
-    assert_eq!(served.backend.requests(), 0);
+    assert_eq!(served.backend().requests(), 0);
 }
 
 #[test]
@@ -70,7 +71,7 @@ fn request_after_a_rejected_one_in_a_pipeline_is_not_served() {
         "a request behind a rejected one was answered"
     );
     assert_eq!(
-        served.backend.requests(),
+        served.backend().requests(),
         0,
         "the smuggled request reached the backend"
     );

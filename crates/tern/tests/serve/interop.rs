@@ -1,19 +1,17 @@
 //! Real TLS clients against tern: curl, openssl s_client and rustls;
 //! protocol and cipher policy, resumption, SNI and key type selection.
 
-use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::rustls;
 use tern_testsupport::tempdir::TempDir;
+use tern_testsupport::tern::Served;
 use tern_testsupport::tools::{curl, s_client, ToolOutput};
-
-use crate::Served;
 
 const CLOSE_REQUEST: &[u8] = b"GET /echo HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
 
 fn s_client_with(served: &Served, args: &[&str]) -> ToolOutput {
-    let ca = served.ca.ca_file().display().to_string();
+    let ca = served.ca().ca_file().display().to_string();
     let mut all = vec![
         "-servername",
         "localhost",
@@ -28,7 +26,7 @@ fn s_client_with(served: &Served, args: &[&str]) -> ToolOutput {
 fn curl_with(served: &Served, args: &[&str]) -> ToolOutput {
     let resolve = format!("localhost:{}:127.0.0.1", served.addr.port());
     let url = format!("https://localhost:{}/echo", served.addr.port());
-    let ca = served.ca.ca_file().display().to_string();
+    let ca = served.ca().ca_file().display().to_string();
     let mut all = vec![
         "-sS",
         "--cacert",
@@ -84,7 +82,7 @@ fn alpn_http11_is_negotiated() {
 fn rsa_served() -> Served {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::Rsa2048);
-    Served::start_with(ca, cert, &[], Backend::start(), &[])
+    Served::builder().cert(ca, cert).start()
 }
 
 #[test]
@@ -126,7 +124,7 @@ fn tls11_client_is_refused() {
 fn tls_versions_flag_narrows_protocols() {
     let served = Served::start(&["--tls-versions", "TLSv1.2"]);
     let tls13_only = client::client_config_with(
-        served.ca.ca_pem(),
+        served.ca().ca_pem(),
         &[&rustls::version::TLS13],
         &[b"http/1.1"],
     );
@@ -183,7 +181,10 @@ fn sni_picks_matching_certificate() {
     let mut ca = TestCa::new();
     let default = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
     let other = ca.leaf(&["other.test"], KeyKind::EcdsaP256);
-    let served = Served::start_with(ca, default, &[&other], Backend::start(), &[]);
+    let served = Served::builder()
+        .cert(ca, default)
+        .more_certs(&[&other])
+        .start();
     let conn = HttpConn::connect(served.addr, "other.test", served.client.clone())
         .unwrap_or_else(|e| panic!("SNI other.test: {e}\n{}", served.tern.stderr_text()));
     let presented = conn.tls().peer_certificates().expect("certificates");
@@ -199,14 +200,17 @@ fn missing_or_unknown_sni_gets_default_certificate() {
     let mut ca = TestCa::new();
     let default = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
     let other = ca.leaf(&["other.test"], KeyKind::EcdsaP256);
-    let served = Served::start_with(ca, default, &[&other], Backend::start(), &[]);
+    let served = Served::builder()
+        .cert(ca, default)
+        .more_certs(&[&other])
+        .start();
     // rustls sends no SNI for an IP address.
     let conn = HttpConn::connect(served.addr, "127.0.0.1", served.client.clone())
         .unwrap_or_else(|e| panic!("no SNI: {e}\n{}", served.tern.stderr_text()));
     let presented = conn.tls().peer_certificates().expect("certificates");
     assert_eq!(presented[0].as_ref(), served.cert.leaf_der.as_slice());
 
-    let ca_file = served.ca.ca_file().display().to_string();
+    let ca_file = served.ca().ca_file().display().to_string();
     let out = s_client(
         served.addr,
         &[
@@ -230,7 +234,10 @@ fn ecdsa_or_rsa_certificate_follows_client_signature_algorithms() {
     let mut ca = TestCa::new();
     let ecdsa = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
     let rsa = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::Rsa2048);
-    let served = Served::start_with(ca, ecdsa, &[&rsa], Backend::start(), &[]);
+    let served = Served::builder()
+        .cert(ca, ecdsa)
+        .more_certs(&[&rsa])
+        .start();
     for version in ["-tls1_3", "-tls1_2"] {
         let out = s_client_with(&served, &[version, "-sigalgs", "ECDSA+SHA256"]);
         assert!(
@@ -260,8 +267,11 @@ fn sni_match_ignores_case() {
     let mut ca = TestCa::new();
     let default = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
     let other = ca.leaf(&["other.test"], KeyKind::EcdsaP256);
-    let served = Served::start_with(ca, default, &[&other], Backend::start(), &[]);
-    let ca_file = served.ca.ca_file().display().to_string();
+    let served = Served::builder()
+        .cert(ca, default)
+        .more_certs(&[&other])
+        .start();
+    let ca_file = served.ca().ca_file().display().to_string();
     let out = s_client(
         served.addr,
         &[
@@ -340,8 +350,11 @@ fn ocsp_response_is_stapled() {
     assert!(response.exists(), "openssl ocsp failed: {}", made.all());
 
     let ocsp = text(&response);
-    let served = Served::start_with(ca, cert, &[], Backend::start(), &["--ocsp", ocsp.as_str()]);
-    let ca_file = served.ca.ca_file().display().to_string();
+    let served = Served::builder()
+        .cert(ca, cert)
+        .args(&["--ocsp", ocsp.as_str()])
+        .start();
+    let ca_file = served.ca().ca_file().display().to_string();
     let out = s_client(
         served.addr,
         &[

@@ -7,31 +7,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_testsupport::client::HttpConn;
-use tern_testsupport::tern::TernProcess;
+use tern_testsupport::tern::{listening, rss_kib, tern_bin, wait_until, Served, TernProcess};
 use tern_testsupport::tools::curl;
-
-use crate::{tern_bin, Served};
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn sigterm_finishes_in_flight_request_and_exits_0() {
     let mut served = Served::start(&["--shutdown-timeout", "10s"]);
     let mut conn = served.connect();
     let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1000"));
-    wait_for(
+    wait_until(
         "the request to reach the backend",
         Duration::from_secs(5),
-        || served.backend.requests() >= 1,
+        || served.backend().requests() >= 1,
     );
     served.tern.terminate();
-    std::thread::sleep(Duration::from_millis(200));
+    // tern acknowledges the signal, then its accept loops stop and drop
+    // the listening socket (read from /proc: a probe connection would
+    // itself be new work).
+    wait_until("the SIGTERM log line", Duration::from_secs(5), || {
+        served.tern.stderr_text().contains("SIGTERM received")
+    });
+    wait_until(
+        "the listener to close after SIGTERM",
+        Duration::from_secs(5),
+        || !listening(served.addr),
+    );
 
     // While draining, tern accepts no new work.
     let late = HttpConn::connect(served.addr, "localhost", served.client.clone())
@@ -144,7 +144,7 @@ fn incomplete_head_is_dropped_after_header_timeout() {
         "slow head kept open"
     );
     assert!(started.elapsed() < Duration::from_secs(4));
-    assert_eq!(served.backend.requests(), 0);
+    assert_eq!(served.backend().requests(), 0);
 }
 
 #[test]
@@ -219,7 +219,7 @@ fn garbage_client_does_not_disturb_others() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     assert!(started.elapsed() < Duration::from_secs(30));
-    assert_eq!(served.backend.requests(), 12 * 20);
+    assert_eq!(served.backend().requests(), 12 * 20);
 }
 
 #[test]
@@ -250,10 +250,10 @@ fn shutdown_timeout_bounds_a_slow_drain() {
     let mut served = Served::start(&["--shutdown-timeout", "1s"]);
     let mut conn = served.connect();
     let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/8000"));
-    wait_for(
+    wait_until(
         "the request to reach the backend",
         Duration::from_secs(5),
-        || served.backend.requests() >= 1,
+        || served.backend().requests() >= 1,
     );
     let started = Instant::now();
     served.tern.terminate();
@@ -286,7 +286,13 @@ fn silent_and_stalled_clients_do_not_block_new_ones() {
     let mut hog = served.connect();
     hog.send(b"GET /bytes/8388608 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    // The hog's request is at the backend: its 8 MiB answer is now backing
+    // up behind a client that does not read.
+    wait_until(
+        "the hog's request at the backend",
+        Duration::from_secs(5),
+        || served.backend().requests() >= 1,
+    );
 
     let started = Instant::now();
     let response = served.get("/bytes/100");
@@ -299,28 +305,23 @@ fn silent_and_stalled_clients_do_not_block_new_ones() {
     drop(idle);
 }
 
-/// Resident memory of a process in KiB, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn client_not_reading_is_backpressured_not_buffered() {
     let served = Served::start(&[]);
     assert_eq!(served.get("/bytes/100").status, 200);
-    let before = rss_kib(served.tern.pid());
+    let before = rss_kib(served.tern.pid()).unwrap_or(0);
     let mut hog = served.connect();
     // 64 MiB, streamed lazily by the backend; the client never reads it.
     hog.send(b"GET /chunked/67108864 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("send");
-    std::thread::sleep(Duration::from_millis(1500));
-    let after = rss_kib(served.tern.pid());
+    // Measure once the stream has stopped: the backend makes its body only
+    // as tern reads it, so no progress for a while means tern holds all it
+    // is going to hold (or has read all 64 MiB, which the bound catches).
+    let made = served
+        .backend()
+        .wait_chunked_stalled(Duration::from_millis(500), Duration::from_secs(20));
+    eprintln!("the backend made {made} bytes before the stream stalled");
+    let after = rss_kib(served.tern.pid()).unwrap_or(0);
     eprintln!("tern RSS {before} KiB -> {after} KiB");
     assert!(before > 0, "cannot read tern's RSS");
     assert!(
@@ -351,7 +352,10 @@ fn stalled_request_body_is_dropped_after_idle_timeout() {
 
 #[test]
 fn connection_slots_are_released_on_every_path() {
-    let served = Served::start(&["--max-connections", "4"]);
+    let served = Served::builder()
+        .args(&["--max-connections", "4"])
+        .admin()
+        .start();
     // Every way a connection can end, several times over the limit.
     for round in 0..6 {
         // Not TLS at all.
@@ -378,7 +382,12 @@ fn connection_slots_are_released_on_every_path() {
             "round {round}: a slot leaked"
         );
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // tern has closed its side of every connection above.
+    wait_until(
+        "no open connection in /metrics",
+        Duration::from_secs(5),
+        || served.scrape().get("tern_connections_open", &[]) == Some(0.0),
+    );
     // All four slots are free again.
     let mut open: Vec<HttpConn> = (0..4)
         .map(|i| {

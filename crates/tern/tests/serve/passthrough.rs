@@ -2,9 +2,10 @@
 //! order, valid chunk extensions and trailers; and every request, even a
 //! rejected one, is logged.
 
-use tern_testsupport::backend::{pattern, sha256_hex};
+use tern_testsupport::backend::{echoed_header, pattern, sha256_hex};
+use tern_testsupport::tern::Served;
 
-use crate::{echoed_header, Served, LOG_WAIT};
+use crate::LOG_WAIT;
 
 #[test]
 fn request_target_is_forwarded_verbatim() {

@@ -3,14 +3,11 @@
 
 use std::path::Path;
 
-use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::{self, HttpConn};
 use tern_testsupport::rustls::{self, HandshakeKind};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, TernProcess};
-
-use crate::{cert_args, serve_args, tern_bin, Served};
+use tern_testsupport::tern::Served;
 
 #[test]
 fn groups_flag_picks_the_key_exchange_group() {
@@ -63,14 +60,15 @@ fn write_keys(path: &Path, seed: u8) {
     std::fs::write(path, format!("# test ticket key\n{key}\n")).expect("write keys file");
 }
 
-fn tern_with_keys(ca: &mut TestCa, keys: &Path) -> (std::net::SocketAddr, TernProcess, Backend) {
+/// tern with a certificate of `ca` (which several instances share) and
+/// the ticket keys in `keys`.
+fn tern_with_keys(ca: &mut TestCa, keys: &Path) -> Served {
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-    let backend = Backend::start();
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    args.extend(["--ticket-keys-file".into(), keys.display().to_string()]);
-    (addr, TernProcess::start(tern_bin(), addr, args), backend)
+    let keys = keys.display().to_string();
+    Served::builder()
+        .shared_cert(ca, &cert)
+        .args(&["--ticket-keys-file", &keys])
+        .start()
 }
 
 fn handshake_kind(
@@ -94,28 +92,28 @@ fn shared_ticket_keys_resume_across_instances() {
     write_keys(&shared, 1);
     write_keys(&other, 2);
     let mut ca = TestCa::new();
-    let (first, _t1, _b1) = tern_with_keys(&mut ca, &shared);
-    let (second, _t2, _b2) = tern_with_keys(&mut ca, &shared);
-    let (stranger, _t3, _b3) = tern_with_keys(&mut ca, &other);
+    let first = tern_with_keys(&mut ca, &shared);
+    let second = tern_with_keys(&mut ca, &shared);
+    let stranger = tern_with_keys(&mut ca, &other);
 
     // rustls caches sessions per server name, so all three see the same ticket.
     let config = client::client_config(ca.ca_pem());
     assert_eq!(
-        handshake_kind(first, config.clone()),
+        handshake_kind(first.addr, config.clone()),
         Some(HandshakeKind::Full)
     );
     assert_eq!(
-        handshake_kind(second, config.clone()),
+        handshake_kind(second.addr, config.clone()),
         Some(HandshakeKind::Resumed)
     );
 
     let config = client::client_config(ca.ca_pem());
     assert_eq!(
-        handshake_kind(first, config.clone()),
+        handshake_kind(first.addr, config.clone()),
         Some(HandshakeKind::Full)
     );
     assert_ne!(
-        handshake_kind(stranger, config),
+        handshake_kind(stranger.addr, config),
         Some(HandshakeKind::Resumed),
         "an instance with other keys resumed a session"
     );

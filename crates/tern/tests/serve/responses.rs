@@ -3,28 +3,27 @@
 //! (Beyond the written contract, which names 502 for refused/reset backends:
 //! these hold tern to RFC 9112 section 6 as an intermediary.)
 
-use tern_testsupport::certs::{KeyKind, TestCa};
-use tern_testsupport::client::{self, Response};
+use tern_testsupport::client::Response;
 use tern_testsupport::raw_backend::RawBackend;
-use tern_testsupport::tern::{free_addr, TernProcess};
+use tern_testsupport::tern::Served;
 
-use crate::{cert_args, serve_args, tern_bin};
+/// tern (certificate for `localhost`) in front of a scripted backend.
+fn in_front_of(backend: &RawBackend) -> Served {
+    Served::builder()
+        .cert_names(&["localhost"])
+        .backend_addr(backend.addr())
+        .start()
+}
 
 /// GET /x through tern in front of a backend that answers with `raw`;
 /// then a second request on the same client connection, if it stays open.
 fn through_tern(raw: &[u8]) -> (Response, Option<Response>) {
     let backend = RawBackend::start(raw);
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let tern = TernProcess::start(tern_bin(), addr, args);
-    let mut conn = client::HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
-        .expect("connect");
+    let served = in_front_of(&backend);
+    let mut conn = served.connect();
     let first = conn
         .get("localhost", "/x")
-        .unwrap_or_else(|e| panic!("{e}\n{}", tern.stderr_text()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", served.tern.stderr_text()));
     let second = conn.get("localhost", "/y").ok();
     (first, second)
 }
@@ -117,14 +116,8 @@ fn bytes_after_a_backend_response_are_not_a_second_response() {
 #[test]
 fn truncated_backend_response_is_not_completed() {
     let backend = RawBackend::start(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let _tern = TernProcess::start(tern_bin(), addr, args);
-    let mut conn = client::HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
-        .expect("connect");
+    let served = in_front_of(&backend);
+    let mut conn = served.connect();
     conn.set_read_timeout(std::time::Duration::from_secs(5))
         .expect("timeout");
     let result = conn.get("localhost", "/x");
@@ -142,14 +135,8 @@ fn truncated_backend_response_is_not_completed() {
 #[test]
 fn small_request_reaches_backend_in_one_write() {
     let backend = RawBackend::start(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-    let mut ca = TestCa::new();
-    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
-    let addr = free_addr();
-    let mut args = serve_args(addr, &[backend.addr().to_string().as_str()]);
-    args.extend(cert_args(&cert));
-    let _tern = TernProcess::start(tern_bin(), addr, args);
-    let mut conn = client::HttpConn::connect(addr, "localhost", client::client_config(ca.ca_pem()))
-        .expect("connect");
+    let served = in_front_of(&backend);
+    let mut conn = served.connect();
     let body = "b".repeat(100);
     conn.send(
         format!("POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{body}")

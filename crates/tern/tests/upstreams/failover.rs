@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tern_testsupport::backend::Backend;
 use tern_testsupport::tern::free_addr;
 
-use crate::{echo_answers, servers, Front};
+use crate::{echo_answers, servers, start_front};
 
 #[test]
 fn closed_port_backend_fails_no_request() {
@@ -17,7 +17,7 @@ fn closed_port_backend_fails_no_request() {
         "[[upstream]]\nname = \"app\"\n{}\n",
         servers(&[dead, live.addr()])
     );
-    let front = Front::start(2, &upstreams, "app", "");
+    let front = start_front(2, &upstreams, "app", "");
     let counts = echo_answers(&front, 60, 3);
     assert_eq!(
         counts.get(&live.addr().to_string()).copied(),
@@ -37,7 +37,7 @@ fn ejected_server_is_not_tried_until_fail_timeout() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"60s\"\n{}\n",
         servers(&[dead, live.addr()])
     );
-    let front = Front::start(1, &upstreams, "app", "");
+    let front = start_front(1, &upstreams, "app", "");
     echo_answers(&front, 4, 4);
     let refusals = |text: &str| {
         text.lines()
@@ -62,7 +62,7 @@ fn every_server_down_gives_503_at_once() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"60s\"\n{}\n",
         servers(&[dead])
     );
-    let front = Front::start(1, &upstreams, "app", "backend_connect_timeout = \"5s\"\n");
+    let front = start_front(1, &upstreams, "app", "backend_connect_timeout = \"5s\"\n");
     let mut conn = front.connect();
     let first = conn.get("localhost", "/echo").expect("first response");
     assert_eq!(
@@ -71,13 +71,16 @@ fn every_server_down_gives_503_at_once() {
         "a refused connect is a bad gateway: {}",
         first.text()
     );
-    // The refusal ejected the only server: nothing is tried any more.
+    // The refusal ejected the only server: nothing is tried any more. The
+    // time bounds are generous (tern is a debug build in its own process
+    // on a shared machine) yet far below the 5 s connect timeout a new
+    // attempt on the dead server could cost.
     let started = Instant::now();
     let second = front.get("/echo");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(2),
         "503 took {took:?} (handshake included)"
     );
     let mut conn = front.connect();
@@ -86,7 +89,7 @@ fn every_server_down_gives_503_at_once() {
     let took = started.elapsed();
     assert_eq!(third.status, 503, "{}", third.text());
     assert!(
-        took < Duration::from_millis(50),
+        took < Duration::from_secs(1),
         "503 on an open connection took {took:?}"
     );
 }
@@ -98,10 +101,13 @@ fn server_back_after_fail_timeout_is_used_again() {
         "[[upstream]]\nname = \"app\"\nmax_fails = 1\nfail_timeout = \"500ms\"\n{}\n",
         servers(&[dead_addr])
     );
-    let front = Front::start(1, &upstreams, "app", "");
+    let front = start_front(1, &upstreams, "app", "");
     assert_eq!(front.get("/echo").status, 502);
     assert_eq!(front.get("/echo").status, 503);
     let backend = Backend::start_on(dead_addr);
+    // Kept: the ejection ends by tern's own clock (fail_timeout 500 ms, in
+    // another process, with nothing logged), and the test counts the
+    // backend's requests exactly, so it cannot poll with requests.
     std::thread::sleep(Duration::from_millis(600));
     let response = front.get("/echo");
     assert_eq!(response.status, 200, "{}", response.text());

@@ -9,15 +9,16 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use tern_testsupport::backend::{pattern, sha256_hex, Backend};
+use tern_testsupport::backend::{echoed_header, pattern, sha256_hex, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, request, Body, H2Client};
 use tern_testsupport::reload::{hangup, wait_stderr_lines};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, run_to_exit};
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_until, Served};
 
-use crate::h2c::{assert_true_forwarding_fields, echoed, get_200_concurrent_streams, FORGED};
-use crate::{servers, tern_bin, Front};
+use crate::h2c::{assert_true_forwarding_fields, get_200_concurrent_streams, FORGED};
+
+use crate::{servers, start_front};
 
 /// An HTTP/2-over-TLS backend with a certificate for `names` from `ca`.
 fn h2_backend(ca: &mut TestCa, names: &[&str]) -> Backend {
@@ -27,13 +28,13 @@ fn h2_backend(ca: &mut TestCa, names: &[&str]) -> Backend {
 
 /// tern (`workers` workers) in front of one h2 group `app` of `addrs`
 /// trusting the CA file `tls_ca`, with `extra` keys in the group.
-fn h2_front(workers: usize, addrs: &[SocketAddr], tls_ca: &Path, extra: &str) -> Front {
+fn h2_front(workers: usize, addrs: &[SocketAddr], tls_ca: &Path, extra: &str) -> Served {
     let upstreams = format!(
         "[[upstream]]\nname = \"app\"\nprotocol = \"h2\"\ntls_ca = {:?}\n{extra}{}\n",
         tls_ca.display().to_string(),
         servers(addrs)
     );
-    Front::start(workers, &upstreams, "app", "")
+    start_front(workers, &upstreams, "app", "")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,7 +42,7 @@ async fn h2_client_reaches_h2_tls_backend_with_true_forwarding_fields() {
     let mut backend_ca = TestCa::new();
     let backend = h2_backend(&mut backend_ca, &["127.0.0.1"]);
     let front = h2_front(1, &[backend.addr()], backend_ca.ca_file(), "");
-    let client = H2Client::connect(front.addr, h2_client_config(front.ca_pem()))
+    let client = H2Client::connect(front.addr, h2_client_config(front.ca().ca_pem()))
         .await
         .expect("h2 connect");
     let mut get = request("GET", "/echo?q=1");
@@ -113,7 +114,7 @@ fn http1_client_reaches_h2_tls_backend_checked_by_tls_server_name() {
     );
     let json = response.json();
     assert_true_forwarding_fields(&json);
-    assert!(echoed(&json, "x-hop").is_empty(), "{json}");
+    assert!(echoed_header(&json, "x-hop").is_empty(), "{json}");
 
     // A POST body and a 1 MiB download on the same client connection.
     let body = pattern(200_000);
@@ -139,7 +140,7 @@ async fn concurrent_requests_share_one_tls_backend_connection() {
     let mut backend_ca = TestCa::new();
     let backend = h2_backend(&mut backend_ca, &["127.0.0.1"]);
     let front = h2_front(1, &[backend.addr()], backend_ca.ca_file(), "");
-    let config = h2_client_config(front.ca_pem());
+    let config = h2_client_config(front.ca().ca_pem());
     get_200_concurrent_streams(front.addr, config).await;
     assert_eq!(backend.requests(), 200);
     assert_eq!(
@@ -211,7 +212,7 @@ fn silent_tls_backend_times_out_within_the_connect_timeout() {
         backend_ca.ca_file().display().to_string(),
         servers(&[addr])
     );
-    let front = Front::start(
+    let front = start_front(
         1,
         &upstreams,
         "app",
@@ -259,7 +260,14 @@ fn health_checks_speak_h2_over_tls() {
         &["backend down", "certificate", &untrusted.addr().to_string()],
         Duration::from_secs(3),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Three more checks of the live server (fall = 1: one failed check
+    // would mark it down).
+    let checked = live.requests();
+    wait_until(
+        "three more health checks of the live server",
+        Duration::from_secs(5),
+        || live.requests() >= checked + 3,
+    );
     let text = front.tern.stderr_text();
     assert!(
         !text

@@ -4,36 +4,22 @@
 
 use std::time::{Duration, Instant};
 
-use tern_testsupport::backend::{pattern, sha256_hex, Backend};
+use tern_testsupport::backend::{echoed_header, pattern, sha256_hex, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, request, Body, H2Client};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::{free_addr, run_to_exit};
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_until, Served};
 use tern_testsupport::tools::curl;
 
-use crate::{servers, tern_bin, Front};
+use crate::{servers, start_front};
 
 /// tern (`workers` workers) in front of one h2c group `app` of `addrs`.
-fn h2c_front(workers: usize, addrs: &[std::net::SocketAddr], extra: &str) -> Front {
+fn h2c_front(workers: usize, addrs: &[std::net::SocketAddr], extra: &str) -> Served {
     let upstreams = format!(
         "[[upstream]]\nname = \"app\"\nprotocol = \"h2c\"\n{extra}{}\n",
         servers(addrs)
     );
-    Front::start(workers, &upstreams, "app", "")
-}
-
-/// The values of field `name` in an echo backend's JSON answer.
-pub(crate) fn echoed(json: &serde_json::Value, name: &str) -> Vec<String> {
-    json["headers"]
-        .as_array()
-        .map(|headers| {
-            headers
-                .iter()
-                .filter(|pair| pair[0].as_str() == Some(name))
-                .filter_map(|pair| pair[1].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    start_front(workers, &upstreams, "app", "")
 }
 
 /// Forwarding fields a client forges; none may reach a backend.
@@ -56,10 +42,18 @@ pub(crate) fn assert_true_forwarding_fields(json: &serde_json::Value) {
         !text.contains("gopher"),
         "a forged field got through: {text}"
     );
-    assert_eq!(echoed(json, "x-forwarded-for"), ["127.0.0.1"], "{text}");
-    assert_eq!(echoed(json, "x-forwarded-proto"), ["https"], "{text}");
     assert_eq!(
-        echoed(json, "forwarded"),
+        echoed_header(json, "x-forwarded-for"),
+        ["127.0.0.1"],
+        "{text}"
+    );
+    assert_eq!(
+        echoed_header(json, "x-forwarded-proto"),
+        ["https"],
+        "{text}"
+    );
+    assert_eq!(
+        echoed_header(json, "forwarded"),
         ["for=127.0.0.1;proto=https;host=\"localhost\""],
         "{text}"
     );
@@ -73,7 +67,7 @@ pub(crate) fn assert_true_forwarding_fields(json: &serde_json::Value) {
         "host",
     ] {
         assert!(
-            echoed(json, hop).is_empty(),
+            echoed_header(json, hop).is_empty(),
             "{hop} reached the backend: {text}"
         );
     }
@@ -124,7 +118,7 @@ fn config_accepts_h2c_and_refuses_h2_without_tls_ca_naming_the_line() {
 async fn h2_client_reaches_h2c_backend_with_true_forwarding_fields() {
     let backend = Backend::start_h2c();
     let front = h2c_front(1, &[backend.addr()], "");
-    let client = H2Client::connect(front.addr, h2_client_config(front.ca_pem()))
+    let client = H2Client::connect(front.addr, h2_client_config(front.ca().ca_pem()))
         .await
         .expect("h2 connect");
     let mut get = request("GET", "/echo?q=1");
@@ -143,7 +137,11 @@ async fn h2_client_reaches_h2c_backend_with_true_forwarding_fields() {
     let json = response.json();
     assert_true_forwarding_fields(&json);
     assert_eq!(json["path"], "/echo?q=1");
-    assert_eq!(echoed(&json, "cookie").len(), 2, "split cookies stay split");
+    assert_eq!(
+        echoed_header(&json, "cookie").len(),
+        2,
+        "split cookies stay split"
+    );
 
     // A 300 KB upload in pieces and a 1 MiB download, intact.
     let upload = pattern(300_000);
@@ -187,7 +185,7 @@ fn http1_client_reaches_h2c_backend_and_keeps_its_connection() {
     assert_eq!(response.status, 200, "{}", response.text());
     let json = response.json();
     assert_true_forwarding_fields(&json);
-    assert!(echoed(&json, "x-hop").is_empty(), "{json}");
+    assert!(echoed_header(&json, "x-hop").is_empty(), "{json}");
 
     // The same connection carries a Content-Length upload, a HEAD, a 304
     // and a body the backend sent without a length (chunked to us).
@@ -230,7 +228,7 @@ fn curl_uploads_chunked_and_downloads_a_mebibyte_through_h2c() {
     let download_path = dir.path().join("download.bin");
     let port = front.addr.port();
     let resolve = format!("localhost:{port}:127.0.0.1");
-    let ca = front.ca_file().display().to_string();
+    let ca = front.ca().ca_file().display().to_string();
     let data = format!("@{}", upload_path.display());
     let sha_url = format!("https://localhost:{port}/sha");
     let out = curl(&[
@@ -325,7 +323,7 @@ pub(crate) async fn get_200_concurrent_streams(
 async fn concurrent_requests_share_one_backend_connection() {
     let backend = Backend::start_h2c();
     let front = h2c_front(1, &[backend.addr()], "");
-    let config = h2_client_config(front.ca_pem());
+    let config = h2_client_config(front.ca().ca_pem());
     get_200_concurrent_streams(front.addr, config).await;
     assert_eq!(backend.requests(), 200);
     assert_eq!(
@@ -346,7 +344,9 @@ fn unreachable_h2c_backend_gives_502_then_503_at_once() {
     let second = conn.get("localhost", "/echo").expect("second response");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
-    assert!(took < Duration::from_millis(100), "503 took {took:?}");
+    // Generous: tern is a debug build in its own process on a shared
+    // machine; the 503 itself shows the dead server was not tried.
+    assert!(took < Duration::from_secs(1), "503 took {took:?}");
 }
 
 #[test]
@@ -389,8 +389,14 @@ fn health_checks_speak_h2c() {
                  rise = 1\nfall = 1\n";
     let front = h2c_front(1, &[live.addr(), dead], extra);
     front.wait_log(&["backend down", &dead.to_string()], Duration::from_secs(3));
-    // The live server passes its checks: it is never marked down.
-    std::thread::sleep(Duration::from_millis(300));
+    // The live server passes its checks: it is never marked down, over
+    // three more checks (fall = 1: one failed check would say so).
+    let checked = live.requests();
+    wait_until(
+        "three more health checks of the live server",
+        Duration::from_secs(5),
+        || live.requests() >= checked + 3,
+    );
     let text = front.tern.stderr_text();
     assert!(
         !text

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::raw_backend::RawBackend;
 
-use crate::{echo_answers, servers, Front};
+use crate::{echo_answers, servers, start_front};
 
 const TRANSITION_WAIT: Duration = Duration::from_secs(5);
 
@@ -24,7 +24,7 @@ fn stopped_backend_is_marked_down_and_up_again_when_it_returns() {
     let a = Backend::start();
     let b = Backend::start();
     let b_addr = b.addr();
-    let front = Front::start(2, &checked_group(&[a.addr(), b_addr]), "app", "");
+    let front = start_front(2, &checked_group(&[a.addr(), b_addr]), "app", "");
     let both = echo_answers(&front, 8, 2);
     assert_eq!(both.len(), 2, "both backends serve while healthy: {both:?}");
 
@@ -59,7 +59,7 @@ fn stopped_backend_is_marked_down_and_up_again_when_it_returns() {
 fn backend_answering_500_to_the_check_gets_no_requests() {
     let good = Backend::start();
     let bad = RawBackend::start(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n");
-    let front = Front::start(2, &checked_group(&[good.addr(), bad.addr()]), "app", "");
+    let front = start_front(2, &checked_group(&[good.addr(), bad.addr()]), "app", "");
     front.wait_log(
         &["backend down", &bad.addr().to_string(), "status 500"],
         TRANSITION_WAIT,

@@ -2,11 +2,12 @@
 //! behind one listener.
 
 use tern_testsupport::backend::Backend;
+use tern_testsupport::tern::Served;
 
-use crate::{servers, Front};
+use crate::{servers, start_front};
 
 struct Routed {
-    front: Front,
+    front: Served,
     web: Backend,
     api: Backend,
     wild: Backend,
@@ -23,7 +24,7 @@ fn routed() -> Routed {
     );
     let routes = "\n[[listener.route]]\nhost = \"api.test\"\nupstream = \"api\"\n\n\
                   [[listener.route]]\nhost = \"*.example.test\"\nupstream = \"wild\"\n";
-    let front = Front::start(1, &upstreams, "web", routes);
+    let front = start_front(1, &upstreams, "web", routes);
     Routed {
         front,
         web,
