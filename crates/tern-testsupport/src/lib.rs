@@ -37,5 +37,9 @@ pub mod proxy_protocol;
 pub mod reload;
 pub mod trap_servers;
 
+pub mod matrix_backends;
+pub mod split_backend;
+pub mod until_exit;
+
 pub use rustls;
 pub use serde_json;
