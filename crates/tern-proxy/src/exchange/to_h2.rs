@@ -13,6 +13,7 @@ use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
 use tern_http::BodyFraming;
@@ -39,61 +40,180 @@ pub(super) async fn exchange<F: Front>(
     }
     let limits = &ctx.listener.config.limits;
     let mut duplex = front.take_h2_body();
-    let facts = ctx.facts();
-    let opening = open(
-        backends,
-        req,
-        &facts,
-        ctx.listener.config.forwarded,
-        limits.backend_connect_timeout,
-    );
-    let opened = {
-        let (_, reset) = front.split();
-        tokio::select! {
-            r = opening => r,
-            () = reset => return Err(Kind::ClientGone),
-        }
-    };
-    // `held` keeps the request counted in flight on its server (for
-    // least_conn) until the exchange is over.
-    let Opened {
-        response,
-        mut upstream,
-        stream: held,
-    } = opened.map_err(|(kind, addr)| {
-        o.backend = addr;
-        kind
-    })?;
-    o.backend = Some(held.addr);
     let up = Cell::new(0);
-    let result = match duplex.as_mut() {
-        Some(body) => {
-            with_duplex_body(
-                front,
-                req,
-                ctx,
-                backends,
-                o,
-                response,
-                &mut upstream,
-                body,
-                &up,
-            )
-            .await
+    // The body at hand goes up with the head (one write when the session
+    // next flushes); a request that is whole with it can be sent again.
+    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up).await?;
+    let facts = ctx.facts();
+    let mut retried = false;
+    loop {
+        let opening = open(
+            backends,
+            req,
+            &facts,
+            ctx.listener.config.forwarded,
+            limits.backend_connect_timeout,
+        );
+        let opened = {
+            let (_, reset) = front.split();
+            tokio::select! {
+                r = opening => r,
+                () = reset => return Err(Kind::ClientGone),
+            }
+        };
+        // `held` keeps the request counted in flight on its server (for
+        // least_conn) until the exchange is over.
+        let Opened {
+            response,
+            mut upstream,
+            stream: held,
+        } = opened.map_err(|(kind, addr)| {
+            o.backend = addr;
+            kind
+        })?;
+        o.backend = Some(held.addr);
+        send_inline(&mut upstream, &inline, whole && req.body != BodyLen::Empty)?;
+        let result = if whole {
+            let sent = Instant::now();
+            let wait = limits.backend_response_timeout;
+            let head = {
+                let (_, reset) = front.split();
+                tokio::select! {
+                    r = tokio::time::timeout(wait, response) => r,
+                    () = reset => return Err(Kind::ClientGone),
+                }
+            };
+            if let Ok(Err(e)) = &head {
+                if !retried && unprocessed(e, req) {
+                    // The backend says it never processed the stream: the
+                    // whole request is still in hand, send it once more
+                    // (on a new session: this one is going away).
+                    tracing::debug!(backend = %held.addr, "stream refused ({e}); retrying");
+                    retried = true;
+                    continue;
+                }
+            }
+            match response_head(head, ctx, backends, o, sent) {
+                Ok(answer) => relay(front, req, answer, false, limits.backend_response_timeout)
+                    .await
+                    .map(|()| false),
+                Err(kind) => Err(kind),
+            }
+        } else {
+            match duplex.as_mut() {
+                Some(body) => {
+                    with_duplex_body(
+                        front,
+                        req,
+                        ctx,
+                        backends,
+                        o,
+                        response,
+                        &mut upstream,
+                        body,
+                        &up,
+                    )
+                    .await
+                }
+                None => {
+                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream).await
+                }
+            }
+        };
+        o.bytes_in += up.get();
+        drop(held);
+        if !matches!(result, Ok(false)) {
+            // Whatever is left of the exchange is of no use to anyone: stop
+            // the backend's work on it.
+            upstream.send_reset(h2::Reason::CANCEL);
         }
-        None => with_pulled_body(front, req, ctx, backends, o, response, &mut upstream).await,
-    };
-    o.bytes_in += up.get();
-    drop(held);
-    if !matches!(result, Ok(false)) {
-        // Whatever is left of the exchange is of no use to anyone: stop the
-        // backend's work on it.
-        upstream.send_reset(h2::Reason::CANCEL);
+        return result.map(|_| ());
     }
-    result.map(|_| ())
 }
 
-/// An HTTP/2 client's body, going up beside the response. Ok(true): the
+/// Body bytes sent with the request head without waiting for the
+/// backend's window (within the initial stream window of 64 KiB that every
+/// HTTP/2 peer grants, so nothing waits in tern's send buffer for long).
+const INLINE_BODY: usize = 16 * 1024;
+
+/// The request body already at hand (at most [`INLINE_BODY`]), and whether
+/// it is the whole body.
+async fn gather_inline<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    duplex: Option<&mut RecvStream>,
+    up: &Cell<u64>,
+) -> Result<(Vec<Bytes>, bool), Kind> {
+    let mut pieces = Vec::new();
+    if req.body == BodyLen::Empty {
+        return Ok((pieces, true));
+    }
+    let mut size = 0;
+    if let Some(body) = duplex {
+        while size < INLINE_BODY && !body.is_end_stream() {
+            match body.data().now_or_never() {
+                Some(Some(Ok(chunk))) => {
+                    size += chunk.len();
+                    up.set(up.get() + chunk.len() as u64);
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    pieces.push(chunk);
+                }
+                Some(Some(Err(_))) => return Err(Kind::ClientGone),
+                Some(None) | None => break,
+            }
+        }
+        return Ok((pieces, body.is_end_stream()));
+    }
+    let (body, _) = front.split();
+    while size < INLINE_BODY {
+        match body.step(false).await? {
+            Step::Data(piece, last) => {
+                size += piece.len();
+                pieces.push(piece.into_bytes());
+                if last {
+                    return Ok((pieces, true));
+                }
+            }
+            Step::End => return Ok((pieces, true)),
+            Step::NotYet => break,
+        }
+    }
+    Ok((pieces, false))
+}
+
+/// Queues the inline body on the new stream (ending it when `end`).
+fn send_inline(upstream: &mut SendStream<Bytes>, pieces: &[Bytes], end: bool) -> Result<(), Kind> {
+    let n = pieces.len();
+    for (i, piece) in pieces.iter().enumerate() {
+        upstream
+            .send_data(piece.clone(), end && i + 1 == n)
+            .map_err(|_| Kind::Closed)?;
+    }
+    if end && n == 0 {
+        upstream
+            .send_data(Bytes::new(), true)
+            .map_err(|_| Kind::Closed)?;
+    }
+    Ok(())
+}
+
+/// True when the backend did not process the stream, so sending the
+/// request again cannot do it twice: it refused the stream, or (for an
+/// idempotent method, RFC 9110 section 9.2.2) its GOAWAY left the stream
+/// out.
+fn unprocessed(e: &h2::Error, req: &Request<'_>) -> bool {
+    if e.reason() == Some(h2::Reason::REFUSED_STREAM) && e.is_remote() {
+        return true;
+    }
+    let idempotent = matches!(
+        req.method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    );
+    idempotent && e.is_go_away() && e.is_remote()
+}
+
+/// An HTTP/2 client's body (the part not sent with the head), going up
+/// beside the response. Ok(true): the
 /// response ended before the request body did (the rest is cancelled).
 #[allow(clippy::too_many_arguments)]
 async fn with_duplex_body<F: Front>(
@@ -161,8 +281,8 @@ async fn with_duplex_body<F: Front>(
     Ok(!upload_done)
 }
 
-/// An HTTP/1.1 client's body, pulled piece by piece until the response
-/// head comes.
+/// An HTTP/1.1 client's body (the part not sent with the head), pulled
+/// piece by piece until the response head comes.
 async fn with_pulled_body<F: Front>(
     front: &mut F,
     req: &Request<'_>,
@@ -183,22 +303,16 @@ async fn with_pulled_body<F: Front>(
             // The backend is reachable: let the client send its body.
             body.send_continue().await?;
         }
-        if req.body == BodyLen::Empty {
-            tokio::select! {
-                r = &mut head => r,
-                () = reset => return Err(Kind::ClientGone),
+        drop(reset);
+        let pull = pull_upload(body, upstream, wait);
+        tokio::select! {
+            r = pull => {
+                r?;
+                (&mut head).await
             }
-        } else {
-            let pull = pull_upload(body, upstream, wait);
-            tokio::select! {
-                r = pull => {
-                    r?;
-                    (&mut head).await
-                }
-                r = &mut head => {
-                    answered_early = true;
-                    r
-                }
+            r = &mut head => {
+                answered_early = true;
+                r
             }
         }
     };
@@ -207,16 +321,9 @@ async fn with_pulled_body<F: Front>(
         // The rest of the request body is of no use to the backend.
         upstream.send_reset(h2::Reason::CANCEL);
     }
-    let (parts, recv) = answer.into_parts();
-    let framing = body_framing(req, &parts, &recv);
-    let view = ResponseView {
-        head: ResponseHeadView::H2(&parts),
-        body: framing,
-    };
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    front.start_response(view, answered_early)?;
-    relay_response(front, framing, recv, wait).await?;
+    relay(front, req, answer, answered_early, wait).await?;
     Ok(false)
 }
 
@@ -234,6 +341,24 @@ async fn relay_response<F: Front>(
             .await;
     }
     relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
+}
+
+/// Starts the response with `answer`'s head and relays its body.
+async fn relay<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    answer: http::Response<RecvStream>,
+    close: bool,
+    wait: Duration,
+) -> Result<(), Kind> {
+    let (parts, recv) = answer.into_parts();
+    let framing = body_framing(req, &parts, &recv);
+    let view = ResponseView {
+        head: ResponseHeadView::H2(&parts),
+        body: framing,
+    };
+    front.start_response(view, close)?;
+    relay_response(front, framing, recv, wait).await
 }
 
 /// Moves a request body the front end delivers in pieces up the backend
