@@ -32,12 +32,29 @@ enum Until<'w> {
 }
 
 /// Bytes read but not yet used, in a buffer that never grows past its bound.
+///
+/// A buffer made with [`IoBuf::lazy`] holds no memory until bytes come, and
+/// [`IoBuf::release`] hands an empty one's memory back to a per-worker spare
+/// list: an idle keepalive connection then holds no read buffer at all, and
+/// the next request takes one without allocating or zeroing.
 #[derive(Debug)]
 pub struct IoBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    /// Size of the first allocation.
+    initial: usize,
     max: usize,
+}
+
+/// Size of the buffers the spare list keeps (client read buffers).
+const SPARE_SIZE: usize = 8 * 1024;
+
+/// Spare buffers kept per worker (at most 2 MiB).
+const SPARE_COUNT: usize = 256;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl IoBuf {
@@ -47,8 +64,49 @@ impl IoBuf {
             data: vec![0; initial.min(max)],
             start: 0,
             end: 0,
+            initial: initial.min(max),
             max,
         }
+    }
+
+    /// Like [`IoBuf::new`], but nothing is allocated until the first read.
+    pub fn lazy(initial: usize, max: usize) -> Self {
+        IoBuf {
+            data: Vec::new(),
+            start: 0,
+            end: 0,
+            initial: initial.min(max),
+            max,
+        }
+    }
+
+    /// Gives an empty buffer's memory back (to the worker's spare list when
+    /// it has the spare size); the next read takes memory again.
+    pub fn release(&mut self) {
+        if !self.is_empty() || self.data.is_empty() {
+            return;
+        }
+        let data = std::mem::take(&mut self.data);
+        self.start = 0;
+        self.end = 0;
+        if data.len() == SPARE_SIZE {
+            SPARE.with(|spare| {
+                let mut spare = spare.borrow_mut();
+                if spare.len() < SPARE_COUNT {
+                    spare.push(data);
+                }
+            });
+        }
+    }
+
+    /// Memory for a buffer that has none.
+    fn take_memory(&mut self) {
+        let spare = if self.initial == SPARE_SIZE {
+            SPARE.with(|spare| spare.borrow_mut().pop())
+        } else {
+            None
+        };
+        self.data = spare.unwrap_or_else(|| vec![0; self.initial.max(1)]);
     }
 
     /// The unread bytes.
@@ -153,6 +211,9 @@ impl IoBuf {
         &mut self,
         r: &mut R,
     ) -> io::Result<usize> {
+        if self.data.is_empty() {
+            self.take_memory();
+        }
         if self.end == self.data.len() {
             if self.start > 0 {
                 self.data.copy_within(self.start..self.end, 0);
@@ -186,5 +247,22 @@ mod tests {
         buf.consume(6);
         assert_eq!(buf.fill_from(&mut src).await.unwrap(), 2);
         assert_eq!(buf.filled(), b"6789");
+    }
+
+    #[tokio::test]
+    async fn a_lazy_buffer_takes_memory_when_read_into_and_gives_it_back_empty() {
+        let mut buf = IoBuf::lazy(SPARE_SIZE, 64 * 1024);
+        assert_eq!(buf.capacity(), 0);
+        let mut src: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+        assert_eq!(buf.fill_from(&mut src).await.unwrap(), 18);
+        assert_eq!(buf.capacity(), SPARE_SIZE);
+        buf.release();
+        assert_eq!(buf.capacity(), SPARE_SIZE, "not empty: kept");
+        buf.consume(18);
+        buf.release();
+        assert_eq!(buf.capacity(), 0);
+        let mut src: &[u8] = b"next";
+        assert_eq!(buf.fill_from(&mut src).await.unwrap(), 4);
+        assert_eq!(buf.filled(), b"next");
     }
 }

@@ -34,16 +34,30 @@ pub(crate) enum Next {
     Close,
 }
 
-/// A client stream whose socket can be told to acknowledge at once.
-pub(crate) trait QuickAck {
+/// What the HTTP/1.1 front end needs of a client stream beyond reads and
+/// writes.
+pub(crate) trait ClientStream {
     /// Sends the pending ACK now instead of after the delayed-ACK timer.
     fn quickack(&self);
+
+    /// Waits until a read would find something (decrypted bytes already
+    /// buffered, or bytes on the socket), without holding a read buffer.
+    async fn readable(&self) -> std::io::Result<()>;
 }
 
-impl QuickAck for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
     fn quickack(&self) {
         // Best effort: on failure the client only waits for the timer.
         let _ = socket2::SockRef::from(self.get_ref().0).set_tcp_quickack(true);
+    }
+
+    async fn readable(&self) -> std::io::Result<()> {
+        let (tcp, tls) = self.get_ref();
+        if !tls.wants_read() {
+            // Plaintext (or a close) is buffered in rustls already.
+            return Ok(());
+        }
+        tcp.readable().await
     }
 }
 
@@ -51,12 +65,12 @@ impl QuickAck for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
 /// shuts down.
 pub(crate) async fn serve<S>(client: &mut S, ctx: &ConnCtx<'_>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + QuickAck,
+    S: AsyncRead + AsyncWrite + Unpin + ClientStream,
 {
     let limits = &ctx.listener.config.limits;
     // The buffer holds a whole head at most (plus what was pipelined behind
     // it); bodies pass through it in pieces.
-    let mut buf = IoBuf::new(CLIENT_BUF_INITIAL, limits.max_head_bytes);
+    let mut buf = IoBuf::lazy(CLIENT_BUF_INITIAL, limits.max_head_bytes);
     let mut head = RequestHead::default();
     // Resolves when tern begins to shut down. Made once per connection:
     // a fresh `changed()` per request would register a waiter each time.
@@ -82,8 +96,15 @@ where
             };
             let watchdog =
                 Watchdog::set_in(&mut next_request_wait, tokio::time::Instant::now() + wait);
+            // An idle connection holds no read buffer: it takes one when
+            // bytes arrive.
+            buf.release();
+            let next = async {
+                client.readable().await?;
+                buf.fill_from(client).await
+            };
             let read = tokio::select! {
-                r = watchdog.run(buf.fill_from(client)) => r,
+                r = watchdog.run(next) => r,
                 _ = &mut shutdown => break,
             };
             match read {
