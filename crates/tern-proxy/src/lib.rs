@@ -1,13 +1,33 @@
 //! `tern serve`: a TLS terminator for HTTP.
 //!
 //! ```text
-//!  accept (per-worker SO_REUSEPORT socket, TCP_NODELAY)
-//!    └▶ TLS handshake under a deadline (SNI → certificate, ALPN)
-//!         ├▶ http: read head (bounded) → strict checks (400/431) → rewrite
-//!         │        forwarding fields → backend (pooled) in one write →
-//!         │        stream bodies both ways → keep the client alive
-//!         └▶ tcp:  optional PROXY header → bytes both ways
+//!  control/   server (start-up, signals, reload), workers (one thread and
+//!    │        accept loop per core), generations, admin listener, demo origin
+//!    ▼
+//!  front/     accept → PROXY header in → TLS handshake under a deadline →
+//!    │          h1: read head (bounded) → strict checks (400/431)
+//!    │          h2: each stream, under the abuse limits
+//!    │          tcp: PROXY header out → bytes both ways
+//!    ▼        (h1 and h2 build a message::Request and implement exchange::Front)
+//!  exchange/  one exchange, any protocol pair: route once → backend client
+//!    │        → bodies both ways (one write for a head and the body at hand)
+//!    │        → retry a stale pooled connection once → fault → status →
+//!    ▼        access-log record and metrics
+//!  upstream/  groups, balancing, health, idle pools and HTTP/2 sessions; the
+//!             HTTP/1.1 (h1) and HTTP/2 (h2) backend clients
+//!
+//!  leaves, used by all and using none of the above:
+//!  io/ (bounded buffers, cheap timers, body pieces, h2 sends), fault (which
+//!  side failed, and the status), message (the protocol-neutral request and
+//!  response views), config, metrics, access_log
 //! ```
+//!
+//! Imports point down the picture only: front ends know the exchange core,
+//! the core knows the backend clients, and nothing below imports what is
+//! above it. A rule about HTTP semantics (what is forwarded, which failure
+//! gets which status, when a backend connection may be reused) is written
+//! in one place; front ends and backend clients only translate their
+//! protocol.
 //!
 //! This crate owns configuration (typed, validated once), listeners and
 //! workers, the connection lifecycle, backends, access logs and shutdown.
