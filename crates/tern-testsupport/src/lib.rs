@@ -34,6 +34,7 @@ pub mod netlink_delay;
 pub mod openssl_pki;
 pub mod prometheus;
 pub mod proxy_protocol;
+pub mod python_origin;
 pub mod reload;
 pub mod trap_servers;
 

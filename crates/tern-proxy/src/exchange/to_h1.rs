@@ -88,6 +88,9 @@ async fn exchange_in<F: Front>(
     )
     .await?;
     body.settle(s);
+    if body.was_split() {
+        note_split(ctx, backends, conn.addr);
+    }
     // Stray bytes after the response mean the backend and tern disagree on
     // framing: never reuse such a connection.
     if reusable && s.bbuf.is_empty() {
@@ -238,5 +241,37 @@ struct H1Steps<'a> {
 impl BodySteps for H1Steps<'_> {
     async fn step(&mut self, t: Option<Duration>) -> Result<Step<'_>, Kind> {
         self.body.step(self.conn, self.s, t).await
+    }
+}
+
+/// Servers each worker has warned about (bounded: past it, no more warnings).
+const SPLIT_WARNED_MAX: usize = 256;
+
+thread_local! {
+    static SPLIT_WARNED: std::cell::RefCell<Vec<std::net::SocketAddr>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Counts a response whose small body the backend wrote apart from its
+/// head, and warns once per server and worker: tern cuts the stall short,
+/// but every other client of that backend (and tern's own latency budget)
+/// pays for it, and the fix is on the backend.
+fn note_split(ctx: &ConnCtx<'_>, backends: &Backends, server: std::net::SocketAddr) {
+    ctx.worker.metrics.backend_split_response();
+    let first = SPLIT_WARNED.with(|warned| {
+        let mut warned = warned.borrow_mut();
+        if warned.contains(&server) || warned.len() >= SPLIT_WARNED_MAX {
+            return false;
+        }
+        warned.push(server);
+        true
+    });
+    if first {
+        tracing::warn!(backend = %server, upstream = %backends.name(),
+            "backend writes response heads and small bodies in separate writes: \
+             with Nagle on its side each response would wait for a delayed ACK (~40 ms); \
+             tern acknowledges at once (TCP_QUICKACK), but the backend should write \
+             head and body together or set TCP_NODELAY \
+             (counted in tern_backend_split_responses_total)");
     }
 }

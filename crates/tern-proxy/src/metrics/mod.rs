@@ -106,7 +106,8 @@ impl Scalar {
     const REFUSED: usize = 2;
     const RELOADS_APPLIED: usize = 3;
     const RELOADS_REFUSED: usize = 4;
-    const COUNT: usize = 5;
+    const BACKEND_SPLIT: usize = 5;
+    const COUNT: usize = 6;
 }
 
 /// Why a TLS handshake failed: the `reason` label of
@@ -236,6 +237,11 @@ impl Metrics {
         self.bytes_out.add(p, bytes_out);
     }
 
+    /// A backend wrote a small response's head and body in separate writes.
+    pub(crate) fn backend_split_response(&self) {
+        self.scalars.add(Scalar::BACKEND_SPLIT, 1);
+    }
+
     /// A request failed (it is counted in `request` too, with its status).
     pub(crate) fn request_error(&self, e: crate::fault::ExchangeError) {
         self.request_errors.add(e.kind().index(), 1);
@@ -254,6 +260,7 @@ impl Metrics {
         self.render_handshakes(&mut e);
         self.render_requests(&mut e);
         self.render_request_errors(&mut e);
+        self.render_backend_splits(&mut e);
         self.render_backends(&mut e, health);
         self.render_reloads(&mut e);
         e.family(
@@ -296,6 +303,19 @@ impl Metrics {
             "tern_connections_refused_total",
             &[],
             self.scalars.get(Scalar::REFUSED),
+        );
+    }
+
+    fn render_backend_splits(&self, e: &mut Exposition) {
+        e.family(
+            "tern_backend_split_responses_total",
+            Kind::Counter,
+            "Responses of at most 16 KiB whose body a backend wrote apart from its head (with Nagle on, each costs a delayed-ACK wait that tern cuts short with TCP_QUICKACK).",
+        );
+        e.sample(
+            "tern_backend_split_responses_total",
+            &[],
+            self.scalars.get(Scalar::BACKEND_SPLIT),
         );
     }
 

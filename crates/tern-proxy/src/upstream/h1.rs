@@ -224,6 +224,25 @@ pub(crate) fn reusable(
         && !leftover
 }
 
+/// Acknowledge at once what the backend sent while a response has read
+/// less than this: past it, a bulk transfer gets its ACKs anyway.
+const QUICKACK_BELOW: u64 = 64 * 1024;
+
+/// A body up to this size that arrives after its head, in a later write, is
+/// counted as a split response: writing it with the head would cost the
+/// backend nothing.
+const SPLIT_BODY_MAX: u64 = 16 * 1024;
+
+/// Tells the kernel to acknowledge what arrived on `conn` now rather than
+/// after the delayed-ACK timer. A backend that wrote a response head and
+/// then its body, with Nagle on (Python's http.server, many frameworks),
+/// holds the body until the head is acknowledged, and Linux delays that
+/// ACK up to 40 ms on a request/response connection.
+pub(crate) fn quickack(conn: &TcpStream) {
+    // Best effort: on failure the backend only waits for the timer.
+    let _ = socket2::SockRef::from(conn).set_tcp_quickack(true);
+}
+
 /// A response body being read from the backend.
 #[derive(Debug)]
 pub(crate) struct ResponseBody {
@@ -232,6 +251,10 @@ pub(crate) struct ResponseBody {
     handed: usize,
     /// Payload pieces (chunked coding removed) rather than wire bytes.
     decode: bool,
+    /// Body bytes read so far.
+    read: u64,
+    /// A small body came in a later write than its head.
+    split: bool,
 }
 
 impl ResponseBody {
@@ -241,7 +264,15 @@ impl ResponseBody {
             pending: Pending::new(framing),
             handed: 0,
             decode,
+            read: 0,
+            split: false,
         }
+    }
+
+    /// True when a small body (Content-Length up to 16 KiB) did not come
+    /// with its head: the backend wrote them apart.
+    pub(crate) fn was_split(&self) -> bool {
+        self.split
     }
 
     /// Consumes the piece handed out last (call once the body is done).
@@ -266,6 +297,12 @@ impl ResponseBody {
             let Some(t) = wait else {
                 return Ok(Step::NotYet);
             };
+            if self.read < QUICKACK_BELOW {
+                quickack(conn);
+                if self.read == 0 {
+                    self.split |= matches!(self.pending, Pending::Length(n) if n <= SPLIT_BODY_MAX);
+                }
+            }
             match tokio::time::timeout(t, s.bbuf.fill_from(conn)).await {
                 Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
                     self.pending = Pending::Done;
@@ -282,10 +319,12 @@ impl ResponseBody {
         let last = self.pending.is_done();
         Ok(match taken {
             Taken::Wire(n) => {
+                self.read += n as u64;
                 self.handed = n;
                 Step::Data(Piece::Slice(&s.bbuf.filled()[..n]), last)
             }
             Taken::Decoded { consumed } => {
+                self.read += consumed as u64;
                 s.bbuf.consume(consumed);
                 Step::Data(Piece::Slice(&s.payload), last)
             }

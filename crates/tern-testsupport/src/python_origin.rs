@@ -1,0 +1,75 @@
+//! A real Python origin in the style of `http.server`: HTTP/1.1 keepalive,
+//! Nagle left on, and every response written as its head and then its
+//! body (`end_headers()` flushes the head in one write). This is the
+//! backend of the split-write trap on the backend leg: its body waits for
+//! the ACK of its head, which a proxy's kernel delays up to 40 ms.
+//!
+//! Paths: `/split` (100-byte body after the head), `/dribble` (a chunked
+//! body of five 20-byte chunks, each its own write).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use crate::tools::KillOnDrop;
+
+const SCRIPT: &str = r#"
+import http.server, socketserver
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path == "/dribble":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(5):
+                self.wfile.write(b"14\r\n" + b"d" * 20 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        body = b"s" * 100
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+server = Server(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// The running origin; killed when dropped.
+pub struct PythonOrigin {
+    addr: SocketAddr,
+    _child: KillOnDrop,
+}
+
+impl PythonOrigin {
+    /// Starts `python3` with the origin on a free loopback port.
+    pub fn start() -> PythonOrigin {
+        let mut child = Command::new("python3")
+            .args(["-c", SCRIPT])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 (the split-write origin) starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let child = KillOnDrop(child);
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the origin prints its port");
+        let port: u16 = line.trim().parse().expect("a port number");
+        PythonOrigin {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            _child: child,
+        }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}

@@ -1,0 +1,70 @@
+//! The split-write trap on the backend leg: a backend that writes a
+//! response's head and body apart, with Nagle on, holds the body until the
+//! head is acknowledged. Without TCP_QUICKACK on tern's backend socket each
+//! response through a pooled connection waits for the delayed-ACK timer
+//! (~40 ms on Linux); nginx and haproxy both pay it.
+
+use std::time::{Duration, Instant};
+
+use tern_testsupport::python_origin::PythonOrigin;
+use tern_testsupport::tern::Served;
+
+/// Requests timed on one kept-alive connection (one backend connection).
+const REQUESTS: u32 = 20;
+
+/// Mean latency above which the responses waited for delayed ACKs: the
+/// stall is 40 ms a response, a loopback exchange well under 5 ms.
+const STALL_FREE: Duration = Duration::from_millis(20);
+
+fn mean_latency(served: &Served, path: &str) -> Duration {
+    let mut conn = served.connect();
+    // The first exchange opens the backend connection (in quick-ACK mode,
+    // as every new connection is): the stall shows on the pooled ones.
+    let first = conn.get("localhost", path).expect("first request");
+    assert_eq!(first.status, 200, "{}", first.text());
+    let started = Instant::now();
+    for _ in 0..REQUESTS {
+        let r = conn.get("localhost", path).expect("request");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.text().len() == 100, "body: {:?}", r.text());
+    }
+    started.elapsed() / REQUESTS
+}
+
+#[test]
+fn backend_writing_head_and_body_apart_costs_no_delayed_ack() {
+    let origin = PythonOrigin::start();
+    let served = Served::builder()
+        .backend_addr(origin.addr())
+        .admin()
+        .start();
+    let mean = mean_latency(&served, "/split");
+    assert!(
+        mean < STALL_FREE,
+        "mean {mean:?} per request through tern: the backend's body waited for a delayed ACK"
+    );
+    // Seen, said, and counted: the fix belongs on the backend.
+    served.wait_log(
+        &["separate writes", &origin.addr().to_string()],
+        Duration::from_secs(5),
+    );
+    let split = served
+        .scrape()
+        .get("tern_backend_split_responses_total", &[])
+        .unwrap_or(0.0);
+    assert!(
+        split >= f64::from(REQUESTS),
+        "split responses counted: {split}"
+    );
+}
+
+#[test]
+fn backend_dribbling_chunks_costs_no_delayed_ack() {
+    let origin = PythonOrigin::start();
+    let served = Served::builder().backend_addr(origin.addr()).start();
+    let mean = mean_latency(&served, "/dribble");
+    assert!(
+        mean < STALL_FREE,
+        "mean {mean:?} per request through tern: chunks waited for delayed ACKs"
+    );
+}
