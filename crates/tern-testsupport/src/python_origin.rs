@@ -13,32 +13,8 @@ use std::process::{Command, Stdio};
 
 use crate::tools::KillOnDrop;
 
-const SCRIPT: &str = r#"
-import http.server, socketserver
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        if self.path == "/dribble":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for _ in range(5):
-                self.wfile.write(b"14\r\n" + b"d" * 20 + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-            return
-        body = b"s" * 100
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-server = Server(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"#;
+/// The origin, shared with `bench/split-backend.sh`.
+const SCRIPT: &str = include_str!("../../../bench/split_origin.py");
 
 /// The running origin; killed when dropped.
 pub struct PythonOrigin {
