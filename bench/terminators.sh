@@ -133,7 +133,8 @@ for run in $(seq 1 "$RUNS"); do
 
         before="$(cpu_ticks "$pid")"
         backend_before="$(cpu_ticks "$backend_pid")"
-        # -host: hey otherwise sends SNI "127.0.0.1:PORT", which rustls refuses as illegal.
+        # -host: hey otherwise sends SNI "127.0.0.1:PORT" (not a DNS name); every
+        # server gets the same valid name.
         out="$(taskset -c "$LOAD_CPU" "$HEY" -z "${DURATION}s" -c "$CONNS" -disable-keepalive \
             -host localhost "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"

@@ -36,6 +36,8 @@ mod passthrough;
 mod policy;
 #[path = "serve/responses.rs"]
 mod responses;
+#[path = "serve/sni.rs"]
+mod sni;
 
 /// How long tests wait for an access-log line to appear.
 pub const LOG_WAIT: Duration = Duration::from_secs(5);

@@ -129,7 +129,12 @@ fn listener_flag_given(l: &ListenerOptions) -> Option<&'static str> {
 
 fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // rustls logs each misbehaving client at warn (one line per scanner
+    // connection, or per hey request with its "IP:port" server name):
+    // handshake failures are counted in tern_tls_handshake_failures_total
+    // instead. RUST_LOG=rustls=warn brings them back.
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rustls=error"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
