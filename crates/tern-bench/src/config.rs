@@ -146,6 +146,9 @@ pub struct BenchConfig {
     pub record_requests: bool,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// Server processes whose CPU time is measured for every target; empty
+    /// to find the owners of the listening socket of each local target.
+    pub server_pids: Vec<u32>,
     /// The command line, for the disclosure.
     pub command_line: String,
 }
@@ -174,6 +177,7 @@ impl BenchConfig {
             rounds: 1,
             record_requests: false,
             progress: false,
+            server_pids: Vec::new(),
             command_line: String::new(),
         }
     }

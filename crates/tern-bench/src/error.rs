@@ -46,6 +46,9 @@ pub enum BenchError {
         /// Parser message.
         reason: String,
     },
+    /// Server CPU time could not be read from /proc.
+    #[error("server CPU: {0}")]
+    ServerCpu(String),
     /// The worker threads or runtimes could not be started.
     #[error("cannot start workers: {0}")]
     Runtime(std::io::Error),

@@ -28,6 +28,7 @@ pub mod http2;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod server;
 pub mod stats;
 pub mod target;
 pub mod tls;

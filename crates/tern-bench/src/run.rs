@@ -9,6 +9,7 @@ use crate::env::{load_average, process_cpu_seconds, Address, Machine};
 use crate::error::BenchError;
 use crate::progress::Progress;
 use crate::report::{negotiation_warnings, PlanInfo, Report, RoundFigures, TargetReport, FORMAT};
+use crate::server::{cpu_seconds, detect_server_pids, PidSource, ServerCpu};
 use crate::stats::Stats;
 use crate::worker::{run_target, Control};
 
@@ -46,12 +47,18 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
     let progress = Progress::start(config.progress, control.clone(), total, duration);
     let mut stats: Vec<Stats> = config.targets.iter().map(|_| Stats::default()).collect();
     let mut figures: Vec<Vec<RoundFigures>> = config.targets.iter().map(|_| Vec::new()).collect();
+    let mut servers: Vec<ServerMeter> = addresses
+        .iter()
+        .map(|a| ServerMeter::new(&config.server_pids, a))
+        .collect();
     'rounds: for _ in 0..rounds {
         for (i, target) in config.targets.iter().enumerate() {
             if control.stop.load(std::sync::atomic::Ordering::SeqCst) {
                 break 'rounds;
             }
+            servers[i].before();
             let round = run_target(&config, target, per_round, &control)?;
+            servers[i].after();
             let summary = crate::report::Summary::from_stats(&round);
             figures[i].push(RoundFigures {
                 rps: summary.rps,
@@ -76,7 +83,12 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         .iter()
         .zip(addresses)
         .zip(stats.into_iter().zip(figures))
-        .map(|((t, a), (s, f))| TargetReport::new(t.url.clone(), a, f, s))
+        .zip(servers)
+        .map(|(((t, a), (s, f)), server)| {
+            let mut report = TargetReport::new(t.url.clone(), a, f, s);
+            report.server_cpu = Some(server.finish(report.summary.completed));
+            report
+        })
         .collect();
     let warnings = negotiation_warnings(&targets);
     Ok(Report {
@@ -89,6 +101,73 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         interrupted: control.stop.load(std::sync::atomic::Ordering::SeqCst),
         warnings,
     })
+}
+
+/// Server CPU of one target, summed over that target's rounds only.
+struct ServerMeter {
+    pids: Vec<u32>,
+    found_by: Option<PidSource>,
+    cpu_s: f64,
+    start: Option<f64>,
+    /// Set once a reading failed (or no PIDs were found): the figure is
+    /// then unknown for the whole run.
+    failed: Option<String>,
+}
+
+impl ServerMeter {
+    fn new(given: &[u32], addresses: &[Address]) -> ServerMeter {
+        let (pids, found_by, failed) = if !given.is_empty() {
+            (given.to_vec(), Some(PidSource::Given), None)
+        } else {
+            match detect_server_pids(addresses) {
+                Ok(p) => (p, Some(PidSource::ListeningSocketOwner), None),
+                Err(reason) => (Vec::new(), None, Some(reason)),
+            }
+        };
+        ServerMeter {
+            pids,
+            found_by,
+            cpu_s: 0.0,
+            start: None,
+            failed,
+        }
+    }
+
+    fn read(&mut self) -> Option<f64> {
+        if self.failed.is_some() {
+            return None;
+        }
+        match cpu_seconds(&self.pids) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed = Some(format!("{e} (did the server exit?)"));
+                None
+            }
+        }
+    }
+
+    fn before(&mut self) {
+        self.start = self.read();
+    }
+
+    fn after(&mut self) {
+        if let (Some(start), Some(end)) = (self.start.take(), self.read()) {
+            self.cpu_s += (end - start).max(0.0);
+        }
+    }
+
+    fn finish(self, completed: u64) -> ServerCpu {
+        if let Some(reason) = self.failed {
+            return ServerCpu::unknown(self.pids, self.found_by, reason);
+        }
+        ServerCpu {
+            pids: self.pids,
+            found_by: self.found_by,
+            cpu_s: Some(self.cpu_s),
+            us_per_request: (completed > 0).then(|| self.cpu_s * 1e6 / completed as f64),
+            unknown_reason: None,
+        }
+    }
 }
 
 fn validate(config: &BenchConfig) -> Result<(), BenchError> {

@@ -29,6 +29,16 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</ul></div>\n");
     }
+    for t in &report.targets {
+        if let Some(server) = &t.server_cpu {
+            let _ = writeln!(
+                out,
+                "<p class=\"server-cpu\">Server CPU for {}: {}</p>",
+                escape(&t.url),
+                escape(&server.describe())
+            );
+        }
+    }
     out.push_str("<h2>Latency distribution</h2>\n");
     out.push_str(&latency_chart(report));
     out.push_str("<h2>Completions per second</h2>\n");

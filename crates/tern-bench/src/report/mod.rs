@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ConnectionPlan, HttpVersion, LoadModel};
 use crate::env::{Address, Machine};
 use crate::error::BenchError;
+use crate::server::ServerCpu;
 use crate::stats::Stats;
 use crate::tls::Negotiated;
 
@@ -101,6 +102,10 @@ pub struct TargetReport {
     /// Raw measurements.
     #[serde(with = "serde_stats")]
     pub stats: Stats,
+    /// CPU time of the server processes during this target's rounds;
+    /// `None` in reports written before it was measured.
+    #[serde(default)]
+    pub server_cpu: Option<ServerCpu>,
 }
 
 /// Summary of one phase histogram.
@@ -273,6 +278,7 @@ impl TargetReport {
             summary: Summary::from_stats(&stats),
             rounds,
             stats,
+            server_cpu: None,
         }
     }
 }
@@ -342,6 +348,7 @@ impl Report {
                     }
                 }
                 mine.rounds.extend(theirs.rounds);
+                mine.server_cpu = merge_server_cpu(mine.server_cpu.take(), theirs.server_cpu);
                 mine.summary = Summary::from_stats(&mine.stats);
             }
         }
@@ -350,6 +357,29 @@ impl Report {
         merged.warnings.extend(mismatch);
         Ok(merged)
     }
+}
+
+/// Server CPU of merged runs: the runs may have overlapped in time, each
+/// then counting the server's work for the others' requests too, and the
+/// merged request count covers runs that did not measure it. So the figure
+/// is unknown after a merge; each run's own report has it.
+fn merge_server_cpu(a: Option<ServerCpu>, b: Option<ServerCpu>) -> Option<ServerCpu> {
+    if a.is_none() && b.is_none() {
+        return None;
+    }
+    let mut pids: Vec<u32> = a
+        .iter()
+        .chain(b.iter())
+        .flat_map(|s| s.pids.clone())
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let found_by = a.as_ref().or(b.as_ref()).and_then(|s| s.found_by);
+    Some(ServerCpu::unknown(
+        pids,
+        found_by,
+        "merged runs: server CPU does not add up, see each run's report".to_string(),
+    ))
 }
 
 /// Warnings when compared targets did not negotiate the same things: a

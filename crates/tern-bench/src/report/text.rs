@@ -120,6 +120,17 @@ fn disclosure(out: &mut String, r: &Report) {
             );
         }
     }
+    for (i, t) in r.targets.iter().enumerate() {
+        let Some(server) = &t.server_cpu else {
+            continue;
+        };
+        let which = if r.targets.len() > 1 {
+            format!("[{}] ", i + 1)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  Server CPU:   {which}{}", server.describe());
+    }
     out.push('\n');
 }
 
@@ -318,7 +329,26 @@ fn compare(out: &mut String, r: &Report) {
             ""
         );
     }
-    out.push_str("\n\n");
+    out.push('\n');
+    if r.targets.iter().any(|t| t.server_cpu.is_some()) {
+        let per_request = |t: &TargetReport| t.server_cpu.as_ref().and_then(|s| s.us_per_request);
+        let _ = write!(out, "  {:<22}", "Server CPU µs/request");
+        for t in &r.targets {
+            match (per_request(t), per_request(&r.targets[0])) {
+                (Some(v), Some(b)) => {
+                    let _ = write!(out, "  {v:>10.3} ({}){:<6}", ratio(v, b), "");
+                }
+                (Some(v), None) => {
+                    let _ = write!(out, "  {v:>10.3} (-){:<6}", "");
+                }
+                (None, _) => {
+                    let _ = write!(out, "  {:>10} (-){:<6}", "unknown", "");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out.push('\n');
     for t in &r.targets {
         let _ = writeln!(out, "{}:", t.url);
         status_and_errors(out, t);

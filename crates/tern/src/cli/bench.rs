@@ -144,6 +144,11 @@ pub struct BenchArgs {
     /// No progress bar even on a terminal.
     #[arg(long)]
     pub no_progress: bool,
+    /// Server process whose CPU time is reported per request, repeatable or
+    /// comma-separated (nginx: master and workers). Default: the owners of
+    /// the socket listening on a local target's port.
+    #[arg(long = "server-pid", value_name = "PID", value_delimiter = ',')]
+    pub server_pids: Vec<u32>,
 }
 
 /// Arguments of `tern report`.
@@ -451,6 +456,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
     c.rounds = if a.compare { a.rounds.max(1) } else { 1 };
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
     c.progress = !a.no_progress && a.output.is_none();
+    c.server_pids = a.server_pids.clone();
     Ok(c)
 }
 
