@@ -23,3 +23,6 @@ mod hey;
 
 #[path = "bench/serve.rs"]
 mod serve;
+
+#[path = "bench/server_cpu.rs"]
+mod server_cpu;
