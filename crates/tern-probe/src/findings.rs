@@ -9,6 +9,13 @@ use crate::wire::KeyExchange;
 /// is far below.
 pub const SPLIT_WRITE_THRESHOLD_MS: f64 = 10.0;
 
+/// A small request this much slower than the round trip, and not much
+/// more, waited for a timer of the delayed-ACK class (Linux: 40 ms), not
+/// for work.
+pub const STALL_MIN_MS: f64 = 30.0;
+/// Past this, a slow request is slowness, not a delayed ACK.
+pub const STALL_MAX_MS: f64 = 250.0;
+
 /// Idle keepalive timeouts below this many seconds are flagged.
 pub const SHORT_IDLE_TIMEOUT_S: f64 = 2.0;
 
@@ -22,6 +29,7 @@ pub fn evaluate(r: &Report) -> Vec<Finding> {
     round_trips(r, &mut f);
     resumption(r, &mut f);
     http(r, &mut f);
+    backend_leg_stall(r, &mut f);
     certificate(r, &mut f);
     f
 }
@@ -285,6 +293,56 @@ fn http(r: &Report, f: &mut Vec<Finding>) {
                  write, or set TCP_NODELAY; only this removes the round trip as well.",
             );
         }
+    }
+}
+
+/// Small GETs on a warm keepalive connection taking about one delayed-ACK
+/// timeout longer than the fastest of them: the classic stall of a backend
+/// that writes its response head and body apart, behind a terminator that
+/// does not acknowledge at once. From outside the probe
+/// cannot see the backend, so the finding says "likely"; a backend that
+/// really needs 40 ms per request looks the same.
+fn backend_leg_stall(r: &Report, f: &mut Vec<Finding>) {
+    let Some(kl) = r.http.keepalive_get.as_ref() else {
+        return;
+    };
+    // Beyond the network's round trip (the fastest request stands in when
+    // no round trip was measured).
+    let base = r.round_trips.as_ref().map_or(kl.min_ms, |rt| rt.rtt_ms);
+    let extra: Vec<f64> = kl
+        .times_ms
+        .iter()
+        .map(|t| t - base)
+        .filter(|x| (STALL_MIN_MS..STALL_MAX_MS).contains(x))
+        .collect();
+    let stalled = extra.len();
+    let stall_ms = extra.iter().sum::<f64>() / stalled.max(1) as f64;
+    // A stall on a share of the requests, not one slow request: depending
+    // on the kernel's quick-ACK heuristics every request pays it, or about
+    // every other one.
+    if stalled >= 2 && stalled * 3 >= kl.samples {
+        push(
+            f,
+            Severity::High,
+            "backend_leg_stall",
+            format!(
+                "{} of {} small requests on a kept-alive connection took {:.1} ms more than \
+                 the round trip: likely a delayed-ACK stall on the backend leg",
+                stalled, kl.samples, stall_ms
+            ),
+            format!(
+                "GETs back to back, each in one write with TCP_NODELAY: fastest {:.2} ms, \
+                 median {:.2} ms. A terminator's own work costs well under a millisecond; a \
+                 steady extra ~40 ms is Linux's delayed ACK. The usual cause: the backend \
+                 writes its response head and body in two writes with Nagle on (Python's \
+                 http.server, many frameworks), so the body waits for the terminator to \
+                 acknowledge the head on its pooled backend connection.",
+                kl.min_ms, kl.median_ms
+            ),
+            "Backend: write head and body in one write, or set TCP_NODELAY. Terminator: \
+             acknowledge backend data at once (TCP_QUICKACK after reading a response head, \
+             as tern does). Confirm with the same requests to the backend directly.",
+        );
     }
 }
 

@@ -127,6 +127,19 @@ pub struct SplitWrite {
     pub samples: usize,
 }
 
+/// Small GETs, back to back on one warm keepalive connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeepaliveLatency {
+    /// Median request time.
+    pub median_ms: f64,
+    /// Fastest request.
+    pub min_ms: f64,
+    /// Requests timed (after warm-up).
+    pub samples: usize,
+    /// Each request's time, in order.
+    pub times_ms: Vec<f64>,
+}
+
 /// HTTP over the endpoint.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Http {
@@ -138,6 +151,8 @@ pub struct Http {
     /// The idle timeout as observed on an idle keepalive connection.
     pub idle: Option<IdleTimeout>,
     pub split_write: Option<SplitWrite>,
+    /// GET latency on a warm keepalive connection (the backend-leg stall).
+    pub keepalive_get: Option<KeepaliveLatency>,
 }
 
 /// What happened to a keepalive connection left idle.
@@ -312,6 +327,13 @@ impl Report {
                     idle.watched_s
                 ),
             };
+        }
+        if let Some(kl) = &h.keepalive_get {
+            let _ = writeln!(
+                o,
+                "  GET latency on a warm keepalive connection: median {:.2} ms, fastest {:.2} ms ({} requests)",
+                kl.median_ms, kl.min_ms, kl.samples
+            );
         }
         if let Some(sw) = &h.split_write {
             let _ = writeln!(

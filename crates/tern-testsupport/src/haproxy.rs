@@ -54,6 +54,43 @@ impl Haproxy {
              \x20   http-request return status 200 content-type text/plain \
              lf-string \"%[src] %[src_port] %[fc_pp_authority]\\n\"\n"
         );
+        Haproxy::start_with(addr, dir, &config)
+    }
+
+    /// HAProxy on a free loopback port terminating TLS with the chain and
+    /// key at `chain`/`key` and proxying HTTP to `backend` over reused
+    /// keepalive connections (`http-reuse always`): a peer terminator with
+    /// the defaults a benchmark would use.
+    pub fn start_tls_proxy(chain: &Path, key: &Path, backend: SocketAddr) -> Haproxy {
+        let addr = free_addr();
+        let dir = TempDir::new("haproxy");
+        let pem = dir.path().join("both.pem");
+        let mut both = std::fs::read(chain).expect("read the chain");
+        both.extend(std::fs::read(key).expect("read the key"));
+        std::fs::write(&pem, both).expect("write the combined PEM");
+        let config = format!(
+            "global\n\
+             \x20   maxconn 256\n\
+             defaults\n\
+             \x20   mode http\n\
+             \x20   timeout connect 5s\n\
+             \x20   timeout client 30s\n\
+             \x20   timeout server 30s\n\
+             frontend tls\n\
+             \x20   bind {addr} ssl crt {}\n\
+             \x20   default_backend origin\n\
+             backend origin\n\
+             \x20   http-reuse always\n\
+             \x20   server s1 {backend}\n",
+            pem.display()
+        );
+        Haproxy::start_with(addr, dir, &config)
+    }
+
+    /// Checks and starts HAProxy with `config` (kept in `dir`) and waits
+    /// until it listens on `addr`. Panics with HAProxy's output when it
+    /// refuses the config.
+    fn start_with(addr: SocketAddr, dir: TempDir, config: &str) -> Haproxy {
         let path = dir.path().join("haproxy.cfg");
         std::fs::write(&path, config).expect("write haproxy.cfg");
         let check = Command::new(HAPROXY_BIN)
@@ -88,7 +125,7 @@ impl Haproxy {
         haproxy
     }
 
-    /// Where HAProxy accepts PROXY-protocol connections.
+    /// Where HAProxy listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

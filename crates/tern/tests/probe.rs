@@ -249,3 +249,52 @@ fn speed_json_reports_every_figure_with_and_without_cpu_features() {
         }
     }
 }
+
+/// The backend-leg stall seen from outside: a backend that writes its
+/// response head and body apart with Nagle on (a real Python origin),
+/// behind haproxy (which waits for its delayed ACK, ~40 ms a request) and
+/// behind tern (which acknowledges at once). The probe flags the first
+/// and not the second.
+#[test]
+fn probe_finds_the_backend_leg_stall_behind_haproxy_and_not_behind_tern() {
+    if let Some(why) = tern_testsupport::haproxy::unavailable() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+    let haproxy =
+        tern_testsupport::haproxy::Haproxy::start_tls_proxy(&cert.chain, &cert.key, origin.addr());
+    let probe = |addr: SocketAddr| {
+        let out = tern(&[
+            "probe",
+            &addr.to_string(),
+            "--sni",
+            "localhost",
+            "--json",
+            "--samples",
+            "8",
+        ]);
+        assert_ne!(code(&out), Some(2), "{}", out.stderr);
+        json(&out)
+    };
+    let behind_haproxy = probe(haproxy.addr());
+    assert!(
+        finding_ids(&behind_haproxy).contains(&"backend_leg_stall".to_string()),
+        "{}",
+        behind_haproxy["http"]
+    );
+    let served = Served::builder().backend_addr(origin.addr()).start();
+    let behind_tern = probe(served.addr);
+    assert!(
+        !finding_ids(&behind_tern).contains(&"backend_leg_stall".to_string()),
+        "{}",
+        behind_tern["http"]
+    );
+    let median = behind_tern["http"]["keepalive_get"]["median_ms"]
+        .as_f64()
+        .expect("keepalive latency measured");
+    assert!(median < 20.0, "{}", behind_tern["http"]);
+}
