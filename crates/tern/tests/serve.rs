@@ -16,6 +16,8 @@ mod backend_leg;
 mod backends;
 #[path = "serve/bodies.rs"]
 mod bodies;
+#[path = "serve/clients.rs"]
+mod clients;
 #[path = "serve/config.rs"]
 mod config;
 #[path = "serve/forwarded.rs"]
