@@ -56,6 +56,28 @@ pub fn sha256_hex(data: &[u8]) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A TLS acceptor for a test backend presenting `cert` and offering the
+/// ALPN protocols `alpn` (none: ALPN is ignored).
+pub fn tls_acceptor(cert: &CertFiles, alpn: &[&str]) -> TlsAcceptor {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert.chain)
+        .expect("open the backend chain")
+        .collect::<Result<_, _>>()
+        .expect("parse the backend chain");
+    let key = PrivateKeyDer::from_pem_file(&cert.key).expect("parse the backend key");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("backend TLS config");
+    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    TlsAcceptor::from(Arc::new(config))
+}
+
 /// The values of header `name` (any case) an `/echo` answer says the
 /// backend received, in arrival order.
 pub fn echoed_header(echo: &serde_json::Value, name: &str) -> Vec<String> {
@@ -115,25 +137,9 @@ impl Backend {
     /// and offering the ALPN protocols `alpn` (none: ALPN is ignored). A
     /// connection that selected `h2` speaks HTTP/2, any other HTTP/1.1.
     pub fn start_tls(cert: &CertFiles, alpn: &[&str]) -> Backend {
-        use rustls_pki_types::pem::PemObject;
-        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert.chain)
-            .expect("open the backend chain")
-            .collect::<Result<_, _>>()
-            .expect("parse the backend chain");
-        let key = PrivateKeyDer::from_pem_file(&cert.key).expect("parse the backend key");
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("backend TLS config");
-        config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
         Backend::start_with(
             "127.0.0.1:0".parse().expect("literal address"),
-            Protocol::Tls(TlsAcceptor::from(Arc::new(config))),
+            Protocol::Tls(tls_acceptor(cert, alpn)),
         )
     }
 

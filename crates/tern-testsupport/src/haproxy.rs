@@ -25,6 +25,20 @@ pub fn unavailable() -> Option<String> {
     }
 }
 
+/// The `global` and `defaults` sections of every test config: HTTP mode,
+/// client and server timeouts of `timeout_s` seconds.
+fn preamble(timeout_s: u32) -> String {
+    format!(
+        "global\n\
+         \x20   maxconn 256\n\
+         defaults\n\
+         \x20   mode http\n\
+         \x20   timeout connect 5s\n\
+         \x20   timeout client {timeout_s}s\n\
+         \x20   timeout server {timeout_s}s\n"
+    )
+}
+
 /// A running HAProxy, killed on drop.
 pub struct Haproxy {
     addr: SocketAddr,
@@ -42,17 +56,12 @@ impl Haproxy {
         let addr = free_addr();
         let dir = TempDir::new("haproxy");
         let config = format!(
-            "global\n\
-             \x20   maxconn 256\n\
-             defaults\n\
-             \x20   mode http\n\
-             \x20   timeout connect 5s\n\
-             \x20   timeout client 10s\n\
-             \x20   timeout server 10s\n\
+            "{}\
              frontend from_tern\n\
              \x20   bind {addr} accept-proxy\n\
              \x20   http-request return status 200 content-type text/plain \
-             lf-string \"%[src] %[src_port] %[fc_pp_authority]\\n\"\n"
+             lf-string \"%[src] %[src_port] %[fc_pp_authority]\\n\"\n",
+            preamble(10)
         );
         Haproxy::start_with(addr, dir, &config)
     }
@@ -69,19 +78,14 @@ impl Haproxy {
         both.extend(std::fs::read(key).expect("read the key"));
         std::fs::write(&pem, both).expect("write the combined PEM");
         let config = format!(
-            "global\n\
-             \x20   maxconn 256\n\
-             defaults\n\
-             \x20   mode http\n\
-             \x20   timeout connect 5s\n\
-             \x20   timeout client 30s\n\
-             \x20   timeout server 30s\n\
+            "{}\
              frontend tls\n\
              \x20   bind {addr} ssl crt {}\n\
              \x20   default_backend origin\n\
              backend origin\n\
              \x20   http-reuse always\n\
              \x20   server s1 {backend}\n",
+            preamble(30),
             pem.display()
         );
         Haproxy::start_with(addr, dir, &config)

@@ -292,23 +292,7 @@ impl Drop for ScriptedH2Backend {
 }
 
 fn tls_acceptor(cert: &CertFiles) -> TlsAcceptor {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert.chain)
-        .expect("open the backend chain")
-        .collect::<Result<_, _>>()
-        .expect("parse the backend chain");
-    let key = PrivateKeyDer::from_pem_file(&cert.key).expect("parse the backend key");
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS versions")
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .expect("backend TLS config");
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    TlsAcceptor::from(Arc::new(config))
+    crate::backend::tls_acceptor(cert, &["h2"])
 }
 
 async fn accept_h2(

@@ -158,6 +158,22 @@ pub(crate) async fn run<F: Front>(
     Finished { error }
 }
 
+/// Records that the backend at `addr` answered the request head after
+/// `took` (access log and the per-server latency histogram), whichever
+/// backend protocol it speaks.
+fn backend_answered(
+    ctx: &ConnCtx<'_>,
+    backends: &crate::upstream::Backends,
+    o: &mut Outcome,
+    addr: std::net::SocketAddr,
+    took: std::time::Duration,
+) {
+    o.backend_us = took.as_micros() as u64;
+    ctx.worker
+        .metrics
+        .backend_response(backends.name(), addr, took);
+}
+
 /// Moves a response body from a backend client to the front end: the
 /// pieces at hand leave with the head, then each piece as it comes.
 async fn relay_body<F, B>(front: &mut F, mut next: B, wait: std::time::Duration) -> Result<(), Kind>

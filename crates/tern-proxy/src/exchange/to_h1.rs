@@ -46,7 +46,7 @@ async fn exchange_in<F: Front>(
         // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take.
         return Err(Kind::NotImplemented);
     }
-    let (mut conn, sent_whole) = {
+    let mut conn = {
         let (body, reset) = front.split();
         let request = send_request(body, req, ctx, backends, o, s);
         tokio::select! {
@@ -68,14 +68,14 @@ async fn exchange_in<F: Front>(
     }
     let framing =
         response_framing(req.is_head(), req.is_connect(), &s.head).map_err(|_| Kind::Invalid)?;
-    let reusable = h1::reusable(&s.head, framing, req.http10, sent_whole, false);
+    // Stray bytes after the response are checked after the body.
+    let reusable = h1::reusable(&s.head, framing, req.http10);
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,
     };
-    // A close-delimited body, or a request body the backend answered
-    // before reading to its end, leaves the client connection unusable.
-    let form = front.start_response(view, framing.is_until_close() || !sent_whole)?;
+    // A close-delimited body leaves the client connection unusable.
+    let form = front.start_response(view, framing.is_until_close())?;
     let mut body = ResponseBody::new(framing, form == BodyForm::Payload);
     relay_body(
         front,
@@ -99,8 +99,8 @@ async fn exchange_in<F: Front>(
     Ok(())
 }
 
-/// Sends the request and waits for the final response head (in `s.head`).
-/// Returns the connection and whether the whole request was sent.
+/// Sends the whole request, then waits for the final response head (in
+/// `s.head`). Returns the connection.
 async fn send_request<B: ClientBody>(
     body: &mut B,
     req: &Request<'_>,
@@ -108,7 +108,7 @@ async fn send_request<B: ClientBody>(
     backends: &Backends,
     o: &mut Outcome,
     s: &mut H1Scratch,
-) -> Result<(BackendConn, bool), Kind> {
+) -> Result<BackendConn, Kind> {
     let limits = &ctx.listener.config.limits;
     let t = limits.backend_response_timeout;
     let chunked = h1::write_head(req, &ctx.facts(), ctx.listener.config.forwarded, &mut s.out);
@@ -156,12 +156,8 @@ async fn send_request<B: ClientBody>(
         };
         match head {
             Ok(()) => {
-                let took = sent.elapsed();
-                o.backend_us = took.as_micros() as u64;
-                ctx.worker
-                    .metrics
-                    .backend_response(backends.name(), conn.addr, took);
-                return Ok((conn, true));
+                super::backend_answered(ctx, backends, o, conn.addr, sent.elapsed());
+                return Ok(conn);
             }
             // A pooled connection the backend had closed: the request never
             // reached it, so one fresh attempt is safe when the whole request

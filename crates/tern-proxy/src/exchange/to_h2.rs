@@ -255,13 +255,7 @@ async fn with_duplex_body<F: Front>(
         }
     };
     let answer = response_head(head, ctx, backends, o, sent)?;
-    let (parts, recv) = answer.into_parts();
-    let framing = body_framing(req, &parts, &recv);
-    let view = ResponseView {
-        head: ResponseHeadView::H2(&parts),
-        body: framing,
-    };
-    front.start_response(view, false)?;
+    let (framing, recv) = start(front, req, answer, false)?;
     let relay = relay_response(front, framing, recv, wait);
     let mut relay = pin!(relay);
     let relayed = loop {
@@ -343,6 +337,24 @@ async fn relay_response<F: Front>(
     relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
 }
 
+/// Starts the client's response with `answer`'s head; returns the body's
+/// framing and the body.
+fn start<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    answer: http::Response<RecvStream>,
+    close: bool,
+) -> Result<(BodyFraming, RecvStream), Kind> {
+    let (parts, recv) = answer.into_parts();
+    let framing = body_framing(req, &parts, &recv);
+    let view = ResponseView {
+        head: ResponseHeadView::H2(&parts),
+        body: framing,
+    };
+    front.start_response(view, close)?;
+    Ok((framing, recv))
+}
+
 /// Starts the response with `answer`'s head and relays its body.
 async fn relay<F: Front>(
     front: &mut F,
@@ -351,13 +363,7 @@ async fn relay<F: Front>(
     close: bool,
     wait: Duration,
 ) -> Result<(), Kind> {
-    let (parts, recv) = answer.into_parts();
-    let framing = body_framing(req, &parts, &recv);
-    let view = ResponseView {
-        head: ResponseHeadView::H2(&parts),
-        body: framing,
-    };
-    front.start_response(view, close)?;
+    let (framing, recv) = start(front, req, answer, close)?;
     relay_response(front, framing, recv, wait).await
 }
 
@@ -400,12 +406,8 @@ fn response_head(
         }
         Err(_) => return Err(Kind::Timeout),
     };
-    let took = sent.elapsed();
-    o.backend_us = took.as_micros() as u64;
     if let Some(addr) = o.backend {
-        ctx.worker
-            .metrics
-            .backend_response(backends.name(), addr, took);
+        super::backend_answered(ctx, backends, o, addr, sent.elapsed());
     }
     Ok(answer)
 }

@@ -205,23 +205,15 @@ pub(crate) async fn read_head(
 }
 
 /// Whether a backend connection may go back to the pool after a response
-/// with `head` and `framing` was relayed: the body was delimited (not by
-/// the close), neither side asked to close, the request was sent whole, and
-/// no stray bytes followed (tern and the backend would disagree on framing).
-pub(crate) fn reusable(
-    head: &ResponseHead,
-    framing: BodyFraming,
-    client_http10: bool,
-    request_sent: bool,
-    leftover: bool,
-) -> bool {
+/// with `head` and `framing` was relayed (the caller also checks that no
+/// stray bytes followed it): the body was delimited (not by the close),
+/// neither side asked to close, and it is not an upgraded connection.
+pub(crate) fn reusable(head: &ResponseHead, framing: BodyFraming, client_http10: bool) -> bool {
     !framing.is_until_close()
         && !wants_close(&head.fields)
         && head.minor_version >= 1
         && !client_http10
-        && request_sent
         && head.status != 101
-        && !leftover
 }
 
 /// Acknowledge at once what the backend sent while a response has read

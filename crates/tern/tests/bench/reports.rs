@@ -5,7 +5,7 @@ use std::process::Command;
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
 use tern_testsupport::tern::tern_bin;
 
-use crate::support::{artifact, bench, num, summary, tern};
+use crate::support::{artifact, bench, merge_json, num, summary, tern};
 
 #[test]
 fn compare_warns_when_targets_negotiate_different_ciphers() {
@@ -91,23 +91,7 @@ fn json_round_trips_through_report_merge() {
         ]);
         assert!(out.status.success());
     }
-    let out = tern()
-        .args([
-            "report",
-            "merge",
-            a.to_str().unwrap(),
-            b.to_str().unwrap(),
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let merged = merge_json(&[&a, &b]);
     let s = summary(&merged, 0);
     assert_eq!(num(s, "completed"), 80.0);
     assert_eq!(merged["machines"].as_array().unwrap().len(), 2);

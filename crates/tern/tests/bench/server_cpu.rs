@@ -5,7 +5,7 @@
 use serde_json::Value;
 use tern_testsupport::tern::Served;
 
-use crate::support::{artifact, bench, bench_json, num, summary, tern};
+use crate::support::{artifact, bench, bench_json, merge_json, num, summary};
 
 /// Enough new-connection requests that the server spends well over one
 /// 10 ms tick of CPU on them.
@@ -78,23 +78,7 @@ fn server_cpu_of_given_pids_and_reports_without_it_still_load() {
         .remove("server_cpu");
     let old_file = artifact("server-cpu", "old.json");
     std::fs::write(&old_file, old.to_string()).unwrap();
-    let out = tern()
-        .args([
-            "report",
-            "merge",
-            json.to_str().unwrap(),
-            old_file.to_str().unwrap(),
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let merged = merge_json(&[&json, &old_file]);
     let cpu = server_cpu(&merged);
     assert!(cpu["cpu_s"].is_null(), "merged runs do not add up: {cpu}");
     assert!(

@@ -1,6 +1,6 @@
 //! Running `tern bench` / `tern report` and reading their output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -67,4 +67,18 @@ pub fn num(v: &Value, field: &str) -> f64 {
     v[field]
         .as_f64()
         .unwrap_or_else(|| panic!("no number {field} in {v}"))
+}
+
+/// `tern report merge FILES -o json`, which must succeed; the merged report.
+pub fn merge_json(files: &[&Path]) -> Value {
+    let mut args = vec!["report".to_string(), "merge".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    args.extend(["-o".to_string(), "json".to_string()]);
+    let out = tern().args(&args).output().expect("run tern report merge");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("merged JSON")
 }

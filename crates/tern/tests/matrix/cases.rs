@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tern_testsupport::backend::{pattern, sha256_hex};
+use tern_testsupport::backend::{echoed_header, pattern, sha256_hex};
 use tern_testsupport::matrix_backends::ScriptCounts;
 
 use crate::client::{Conn, Req, ReqBody, Resp};
@@ -256,21 +256,6 @@ pub fn silent_backend_is_504_after_response_timeout(path: Path) {
     );
 }
 
-/// The values of field `name` the echo backend received.
-fn echoed(json: &serde_json::Value, name: &str) -> Vec<String> {
-    json["headers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|pair| {
-            pair[0]
-                .as_str()
-                .is_some_and(|n| n.eq_ignore_ascii_case(name))
-        })
-        .map(|pair| pair[1].as_str().unwrap_or("").to_string())
-        .collect()
-}
-
 /// Client-sent forwarding fields never reach the backend; tern's own do,
 /// telling the truth (client 127.0.0.1, over https, for host localhost).
 pub fn forged_forwarding_fields_are_replaced(path: Path) {
@@ -290,21 +275,24 @@ pub fn forged_forwarding_fields_are_replaced(path: Path) {
         "{path:?}: a forged field reached the backend: {text}"
     );
     assert_eq!(
-        echoed(&json, "x-forwarded-for"),
+        echoed_header(&json, "x-forwarded-for"),
         ["127.0.0.1"],
         "{path:?}: {text}"
     );
     assert_eq!(
-        echoed(&json, "x-forwarded-proto"),
+        echoed_header(&json, "x-forwarded-proto"),
         ["https"],
         "{path:?}: {text}"
     );
     assert_eq!(
-        echoed(&json, "forwarded"),
+        echoed_header(&json, "forwarded"),
         ["for=127.0.0.1;proto=https;host=\"localhost\""],
         "{path:?}: {text}"
     );
-    assert!(echoed(&json, "x-real-ip").is_empty(), "{path:?}: {text}");
+    assert!(
+        echoed_header(&json, "x-real-ip").is_empty(),
+        "{path:?}: {text}"
+    );
 }
 
 /// A small request (head and a 100-byte body with Content-Length) goes to

@@ -82,18 +82,11 @@ where
 
     /// Ends the exchange: what of the request body was used leaves the
     /// buffer, the response buffer goes back to the worker's spares.
-    pub(super) fn finish(mut self) {
+    /// Returns true when the connection must close: asked for, or a request
+    /// body not read to its end (the next bytes are not a request head).
+    pub(super) fn finish(mut self) -> bool {
         self.cbuf.consume(std::mem::take(&mut self.handed));
-        if !self.pending.is_done() {
-            // The body was not read to its end: the next bytes are not a
-            // request head.
-            self.close = true;
-        }
         give_back_out(std::mem::take(&mut self.out));
-    }
-
-    /// True when the connection must close after this exchange.
-    pub(super) fn closing(&self) -> bool {
         self.close || !self.pending.is_done()
     }
 

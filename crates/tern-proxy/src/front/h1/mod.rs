@@ -258,8 +258,7 @@ where
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
-    let closing = finished.error.is_some() || front.closing();
-    front.finish();
+    let closing = front.finish() || finished.error.is_some();
     if closing {
         Next::Close
     } else {
