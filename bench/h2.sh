@@ -40,14 +40,7 @@ SRV_POOL=512
 SRV_ALPN=h2
 for tool in nginx h2load openssl curl python3 taskset; do need "$tool"; done
 
-work="$(mktemp -d /tmp/tern-h2bench.XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
-}
-trap cleanup EXIT
+bench_workdir tern-h2bench
 
 make_cert ecdsa
 mkdir -p "$work/www"
@@ -56,26 +49,15 @@ backend_port="$(free_port)"
 start_backend "$backend_port" "$backend_cpu"
 backend_pid=$STARTED_PID
 
-declare -A server_pid=() server_port=()
-active=()
+servers=()
 for server in $SERVERS; do
     if [[ "$server" == hitch ]]; then
         echo "hitch skipped: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2" >&2
         continue
     fi
-    if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
-        echo "$server is not installed; skipped" >&2
-        continue
-    fi
-    server_port[$server]="$(free_port)"
-    if start_server "$server" "${server_port[$server]}" "$backend_port"; then
-        server_pid[$server]=$STARTED_PID
-        active+=("$server")
-    else
-        echo "$server did not start; skipped" >&2
-    fi
+    servers+=("$server")
 done
-[[ ${#active[@]} -gt 0 ]] || die "no server started"
+start_servers "$backend_port" "${servers[@]}"
 for server in "${active[@]}"; do
     body="$(curl -sS -k --http2 "https://127.0.0.1:${server_port[$server]}/")"
     [[ ${#body} -eq 100 ]] || die "$server did not proxy the 100-byte body over h2 (got ${#body} bytes)"

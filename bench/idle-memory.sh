@@ -56,14 +56,7 @@ SRV_IDLE_S=$IDLE_S
 SRV_POOL=64
 SRV_ALPN=http/1.1
 
-work="$(mktemp -d /tmp/tern-idlemem.XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
-}
-trap cleanup EXIT
+bench_workdir tern-idlemem
 
 make_cert ecdsa
 mkdir -p "$work/www"
@@ -71,26 +64,15 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" "$LOAD_CPU"
 
-declare -A server_pid=() server_port=()
-active=()
+servers=()
 for server in $SERVERS; do
-    if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
-        echo "$server is not installed; skipped" >&2
-        continue
-    fi
     if [[ "$server" == hitch ]] && ((2 * CONNS + 512 > fd_limit)); then
         echo "hitch skipped: it needs 2 x CONNS descriptors (client and backend side), over the limit $fd_limit" >&2
         continue
     fi
-    server_port[$server]="$(free_port)"
-    if start_server "$server" "${server_port[$server]}" "$backend_port"; then
-        server_pid[$server]=$STARTED_PID
-        active+=("$server")
-    else
-        echo "$server did not start; skipped" >&2
-    fi
+    servers+=("$server")
 done
-[[ ${#active[@]} -gt 0 ]] || die "no server started"
+start_servers "$backend_port" "${servers[@]}"
 
 negotiation_report="$work/negotiation.md"
 check_negotiation "" "${active[@]}" > "$negotiation_report" || true

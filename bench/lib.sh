@@ -332,3 +332,47 @@ server_version() {
         *) echo "$1 ?" ;;
     esac
 }
+
+# bench_workdir NAME: a scratch folder $work (/tmp/NAME.XXXXXX) and the list
+# $pids of processes to stop; at exit every one of them is killed and the
+# folder removed (KEEP=1 keeps it and says where).
+bench_workdir() {
+    work="$(mktemp -d "/tmp/$1.XXXXXX")"
+    pids=()
+    trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
+}
+
+# start_servers BACKEND_PORT SERVER...: starts each server that is
+# installed on its own free port in front of 127.0.0.1:BACKEND_PORT; fills
+# server_port[NAME], server_pid[NAME] and active (the servers that listen);
+# dies when none does.
+start_servers() {
+    local backend="$1" server
+    shift
+    declare -gA server_pid=() server_port=()
+    active=()
+    for server in "$@"; do
+        if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
+            echo "$server is not installed; skipped" >&2
+            continue
+        fi
+        server_port[$server]="$(free_port)"
+        if start_server "$server" "${server_port[$server]}" "$backend"; then
+            # shellcheck disable=SC2034 # read by the scripts that source this
+            server_pid[$server]=$STARTED_PID
+            active+=("$server")
+        else
+            echo "$server did not start; skipped" >&2
+        fi
+    done
+    [[ ${#active[@]} -gt 0 ]] || die "no server started"
+}

@@ -35,16 +35,7 @@ for tool in wrk openssl curl python3 taskset; do
     need "$tool"
 done
 
-work="$(mktemp -d /tmp/tern-split.XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
-}
-trap cleanup EXIT
+bench_workdir tern-split
 
 make_cert ecdsa
 backend_port="$(free_port)"
@@ -52,21 +43,8 @@ taskset -c "$SERVER_CPU" python3 "$here/split_origin.py" "$backend_port" > "$wor
 pids+=("$!")
 wait_port "$backend_port" || die "the split-write origin did not start"
 
-declare -A server_port=()
-active=()
-for server in $SERVERS; do
-    if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
-        echo "$server is not installed; skipped" >&2
-        continue
-    fi
-    server_port[$server]="$(free_port)"
-    if start_server "$server" "${server_port[$server]}" "$backend_port"; then
-        active+=("$server")
-    else
-        echo "$server did not start; skipped" >&2
-    fi
-done
-[[ ${#active[@]} -gt 0 ]] || die "no server started"
+# shellcheck disable=SC2086 # SERVERS is a list of words
+start_servers "$backend_port" $SERVERS
 
 # wrk_mean URL: mean latency in ms of sequential requests on one connection.
 wrk_mean() {

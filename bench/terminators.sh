@@ -56,16 +56,7 @@ for tool in wrk openssl curl python3 taskset nginx; do
 done
 [[ -x "$HEY" ]] || die "hey not found (go install github.com/rakyll/hey@latest)"
 
-work="$(mktemp -d /tmp/tern-bench.XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    if [[ -z "${KEEP:-}" ]]; then rm -rf "$work"; else echo "kept $work" >&2; fi
-}
-trap cleanup EXIT
+bench_workdir tern-bench
 
 make_cert "$KEY"
 case "$KEY" in
@@ -81,22 +72,8 @@ start_backend "$backend_port" "$backend_cpu"
 backend_pid=$STARTED_PID
 
 # --- terminators -------------------------------------------------------------------
-declare -A server_pid=() server_port=()
-active=()
-for server in $SERVERS; do
-    if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
-        echo "$server is not installed; skipped" >&2
-        continue
-    fi
-    server_port[$server]="$(free_port)"
-    if start_server "$server" "${server_port[$server]}" "$backend_port"; then
-        server_pid[$server]=$STARTED_PID
-        active+=("$server")
-    else
-        echo "$server did not start; skipped" >&2
-    fi
-done
-[[ ${#active[@]} -gt 0 ]] || die "no terminator started"
+# shellcheck disable=SC2086 # SERVERS is a list of words
+start_servers "$backend_port" $SERVERS
 
 # The 100-byte body must come back through every terminator.
 for server in "${active[@]}"; do
