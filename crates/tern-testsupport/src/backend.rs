@@ -17,13 +17,16 @@
 //! | `GET /upgrade` | 101 Switching Protocols, then echoes every byte back |
 //! | `GET /drop` | no response: the connection is closed |
 //! | `GET /close` | `closing\n` with `Connection: close`, then the connection is closed |
+//! | `GET /post-page?n=N&len=L` | an HTML page whose script POSTs N bodies of L bytes to `/echo?client=chromium` one after another (synchronous XHR, so all have run before the load event) and puts each answer in a `<pre class="answer">` |
 //!
-//! Any other path gets 404.
+//! Any other path gets 404. Every `/echo` answer is also kept (the first
+//! [`ECHOES_KEPT`]), for load tools that cannot check bodies themselves:
+//! see [`Backend::echoes`].
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -103,7 +106,12 @@ pub struct BackendStats {
     connections: AtomicUsize,
     requests: AtomicUsize,
     chunked_bytes: AtomicUsize,
+    echoes: Mutex<Vec<serde_json::Value>>,
 }
+
+/// How many `/echo` answers a backend keeps for [`Backend::echoes`]; a
+/// bound, so a load test cannot grow it without limit.
+pub const ECHOES_KEPT: usize = 4096;
 
 /// A running backend; stops on drop.
 pub struct Backend {
@@ -183,6 +191,15 @@ impl Backend {
     /// Requests received so far.
     pub fn requests(&self) -> usize {
         self.stats.requests.load(Ordering::SeqCst)
+    }
+
+    /// The `/echo` answers given so far (the first [`ECHOES_KEPT`]), in
+    /// order: what the backend received, for clients that cannot show it.
+    pub fn echoes(&self) -> Vec<serde_json::Value> {
+        match self.stats.echoes.lock() {
+            Ok(echoes) => echoes.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
     /// Bytes of `/chunked` bodies handed to the connections so far. Bodies
@@ -364,7 +381,8 @@ async fn handle(
     let number: Option<u64> = arg.parse().ok();
 
     let response = match (first, number) {
-        ("echo", _) => echo(req, addr).await?,
+        ("echo", _) => echo(req, addr, &stats).await?,
+        ("post-page", _) => post_page(req.uri().query().unwrap_or("")),
         ("bytes", Some(n)) => Response::new(full(pattern(n as usize))),
         ("chunked", Some(n)) => Response::new(PatternChunks::new(n as usize, stats).boxed()),
         ("sha", _) => {
@@ -403,6 +421,7 @@ async fn handle(
 async fn echo(
     req: Request<Incoming>,
     addr: SocketAddr,
+    stats: &BackendStats,
 ) -> Result<Response<ResponseBody>, hyper::Error> {
     let method = req.method().to_string();
     let path = req
@@ -423,7 +442,7 @@ async fn echo(
         })
         .collect();
     let body = req.into_body().collect().await?.to_bytes();
-    Ok(json_response(serde_json::json!({
+    let echo = serde_json::json!({
         "method": method,
         "path": path,
         "authority": authority,
@@ -431,7 +450,49 @@ async fn echo(
         "headers": headers,
         "body_len": body.len(),
         "backend": addr.to_string(),
-    })))
+    });
+    if let Ok(mut echoes) = stats.echoes.lock() {
+        if echoes.len() < ECHOES_KEPT {
+            echoes.push(echo.clone());
+        }
+    }
+    Ok(json_response(echo))
+}
+
+/// The page behind `/post-page`: a browser's POSTs, made by the page's own
+/// script. Synchronous XHR keeps them in order and done before the load
+/// event, so `chromium --dump-dom` prints every answer.
+fn post_page(query: &str) -> Response<ResponseBody> {
+    let arg = |key: &str, default: usize| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+            .min(100_000)
+    };
+    let (n, len) = (arg("n", 3), arg("len", 1000));
+    let html = format!(
+        "<!doctype html>\n<html><head><title>post page</title></head><body>\n<script>\n\
+         for (let i = 0; i < {n}; i++) {{\n\
+           const xhr = new XMLHttpRequest();\n\
+           xhr.open('POST', '/echo?client=chromium', false);\n\
+           xhr.setRequestHeader('X-Forwarded-For', '6.6.6.6');\n\
+           xhr.send('x'.repeat({len}));\n\
+           const entry = performance.getEntriesByType('resource').pop();\n\
+           const pre = document.createElement('pre');\n\
+           pre.className = 'answer';\n\
+           pre.textContent = JSON.stringify({{status: xhr.status, \
+             proto: entry ? entry.nextHopProtocol : '', body: JSON.parse(xhr.responseText)}});\n\
+           document.body.appendChild(pre);\n\
+         }}\n</script>\n</body></html>\n"
+    );
+    let mut response = Response::new(full(html));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
 }
 
 fn upgrade(mut req: Request<Incoming>) -> Response<ResponseBody> {

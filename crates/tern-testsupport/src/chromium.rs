@@ -41,33 +41,38 @@ pub fn find_chromium() -> Option<PathBuf> {
     None
 }
 
+/// How tests start Chromium: headless, as root (no sandbox), and without
+/// the background traffic that a closed test network refuses.
+pub const HEADLESS_FLAGS: [&str; 7] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+];
+
 /// Loads `url` in headless Chromium with a fresh profile and returns what
 /// `--dump-dom` printed (the DOM after the load event: every script has run).
 ///
 /// Certificate errors are ignored because the test CA is not in Chromium's
-/// trust store; the test checks tern's side instead.
-pub fn dump_dom(chromium: &std::path::Path, url: &str, timeout: Duration) -> ToolOutput {
+/// trust store; the test checks tern's side instead. `extra` flags come
+/// before the URL (`--disable-http2`, say).
+pub fn dump_dom(
+    chromium: &std::path::Path,
+    url: &str,
+    extra: &[&str],
+    timeout: Duration,
+) -> ToolOutput {
     let profile = TempDir::new("chromium-profile");
     let user_data = format!("--user-data-dir={}", profile.path().display());
     let program = chromium.display().to_string();
-    run_tool(
-        &program,
-        [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--ignore-certificate-errors",
-            user_data.as_str(),
-            "--dump-dom",
-            url,
-        ],
-        b"",
-        timeout,
-    )
+    let mut args = HEADLESS_FLAGS.to_vec();
+    args.extend(["--ignore-certificate-errors", &user_data, "--dump-dom"]);
+    args.extend_from_slice(extra);
+    args.push(url);
+    run_tool(&program, args, b"", timeout)
 }
 
 /// An origin serving `/` as an HTML page that references `scripts` scripts

@@ -32,19 +32,33 @@ pub fn client_config_with(
     versions: &[&'static SupportedProtocolVersion],
     alpn: &[&[u8]],
 ) -> Arc<ClientConfig> {
+    client_config_for(
+        ca_pem,
+        rustls::crypto::aws_lc_rs::default_provider(),
+        versions,
+        alpn,
+    )
+}
+
+/// Like [`client_config_with`] with a chosen provider: other key-exchange
+/// groups or cipher suites, in the client's own order of preference.
+pub fn client_config_for(
+    ca_pem: &str,
+    provider: rustls::crypto::CryptoProvider,
+    versions: &[&'static SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots
             .add(cert.expect("CA PEM parses"))
             .expect("CA certificate is acceptable");
     }
-    let mut config = ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_protocol_versions(versions)
-    .expect("protocol versions supported by the provider")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let mut config = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
+        .expect("protocol versions supported by the provider")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)
 }

@@ -35,8 +35,16 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let mut child = Command::new(program)
-        .args(args)
+    let mut command = Command::new(program);
+    command.args(args);
+    run_command(command, stdin, timeout)
+}
+
+/// Runs a prepared `command` (arguments, environment, directory already
+/// set), feeding `stdin`, killing it after `timeout`.
+pub fn run_command(mut command: Command, stdin: &[u8], timeout: Duration) -> ToolOutput {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
+use tern_testsupport::chromium::HEADLESS_FLAGS;
 use tern_testsupport::tern::tern_bin;
 
 use crate::support::{artifact, bench, merge_json, num, summary, tern};
@@ -159,18 +160,9 @@ fn html_report_renders_in_headless_chromium() {
     let profile = artifact("html", "chromium-profile");
     let _ = std::fs::remove_file(&png);
     let url = format!("file://{}", html.display());
-    let common = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-    ];
     let run = |extra: &[String]| {
         Command::new(chromium)
-            .args(common)
+            .args(HEADLESS_FLAGS)
             .arg(format!("--user-data-dir={}", profile.display()))
             .args(extra)
             .arg(&url)

@@ -24,7 +24,7 @@ fn chromium_loads_a_page_of_sixty_resources_over_h2_on_few_connections() {
     let site = AssetSite::start(SCRIPTS, IMAGES);
     let served = Served::builder().backend_addr(site.addr()).start();
     let url = format!("https://localhost:{}/", served.addr.port());
-    let out = dump_dom(&chromium, &url, Duration::from_secs(90));
+    let out = dump_dom(&chromium, &url, &[], Duration::from_secs(90));
     assert!(
         out.success(),
         "chromium failed: {:?}\n{}",
