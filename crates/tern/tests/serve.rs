@@ -18,6 +18,8 @@ mod backends;
 mod bodies;
 #[path = "serve/clients.rs"]
 mod clients;
+#[path = "serve/clients_cli.rs"]
+mod clients_cli;
 #[path = "serve/config.rs"]
 mod config;
 #[path = "serve/forwarded.rs"]
@@ -32,6 +34,8 @@ mod interop;
 mod lifecycle;
 #[path = "serve/logs.rs"]
 mod logs;
+#[path = "serve/odd_offers.rs"]
+mod odd_offers;
 #[path = "serve/passthrough.rs"]
 mod passthrough;
 #[path = "serve/policy.rs"]

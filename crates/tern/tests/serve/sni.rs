@@ -4,12 +4,12 @@
 //! tern (a patched rustls, see vendor/README.md): such a name counts as no
 //! name.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tern_testsupport::tern::Served;
 use tern_testsupport::tools::{run_tool, s_client};
 
+use crate::clients::tool;
 use crate::LOG_WAIT;
 
 #[test]
@@ -37,34 +37,15 @@ fn ip_and_port_as_server_name_gets_the_default_certificate() {
     assert!(lines[0].contains(" sni=- "), "{}", lines[0]);
 }
 
-/// hey, where CI installs it (`go install github.com/rakyll/hey@latest`).
-fn hey() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let gopath = std::env::var_os("GOPATH").map(PathBuf::from);
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(gopath.map(|g| g.join("bin")))
-        .chain(home.map(|h| h.join("go/bin")))
-        .map(|dir| dir.join("hey"))
-        .find(|p| p.is_file())
-}
-
 #[test]
 fn hey_with_an_ip_url_is_served() {
-    let Some(hey) = hey() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "hey is not installed: .ci/run installs it"
-        );
-        eprintln!("skipped: hey is not installed (go install github.com/rakyll/hey@latest)");
+    let Some(hey) = tool(&["hey"], "hey (go install github.com/rakyll/hey@latest)") else {
         return;
     };
     let served = Served::start(&[]);
     let url = format!("https://{}/echo", served.addr);
     let out = run_tool(
-        &hey.display().to_string(),
+        &hey,
         ["-n", "40", "-c", "4", "-disable-keepalive", url.as_str()],
         b"",
         Duration::from_secs(60),

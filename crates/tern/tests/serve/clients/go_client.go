@@ -1,5 +1,6 @@
-// Three POSTs with Go's net/http (HTTP/2 over ALPN, one connection); prints
-// one JSON line per response. Usage: go run go_client.go URL CA_FILE
+// Three POSTs with Go's net/http on one kept-alive connection, over HTTP/2
+// (ALPN h2) or HTTP/1.1; prints one JSON line per response.
+// Usage: go run go_client.go URL CA_FILE h1|h2
 package main
 
 import (
@@ -21,10 +22,16 @@ func main() {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Transport: &http.Transport{
+	transport := &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2: true,
-	}}
+	}
+	if os.Args[3] == "h1" {
+		// A non-nil, empty TLSNextProto is how net/http is told: no HTTP/2.
+		transport.ForceAttemptHTTP2 = false
+		transport.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	client := &http.Client{Transport: transport}
 	for i := 0; i < 3; i++ {
 		req, _ := http.NewRequest("POST", os.Args[1], bytes.NewReader(bytes.Repeat([]byte("x"), 1000)))
 		req.Header.Set("X-Forwarded-For", "6.6.6.6")
