@@ -17,6 +17,14 @@ pub enum ServeError {
         /// What failed.
         source: tern_tls::TlsError,
     },
+    /// The QUIC (HTTP/3) endpoint could not be set up.
+    #[error("listener {listen}: HTTP/3: {message}")]
+    Quic {
+        /// The listener.
+        listen: SocketAddr,
+        /// What failed.
+        message: String,
+    },
     /// A listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -2,13 +2,16 @@
 //!
 //! ```text
 //!  control/   server (start-up, signals, reload), workers (one thread and
-//!    │        accept loop per core), generations, admin listener, demo origin
+//!    │        accept loop per core), QUIC endpoints (one UDP socket per
+//!    │        worker, Retry under load), generations, admin listener, demo origin
 //!    ▼
 //!  front/     accept → PROXY header in → TLS handshake under a deadline →
 //!    │          h1: read head (bounded) → strict checks (400/431)
 //!    │          h2: each stream, under the abuse limits
 //!    │          tcp: PROXY header out → bytes both ways
-//!    ▼        (h1 and h2 build a message::Request and implement exchange::Front)
+//!    │        QUIC handshake under a deadline →
+//!    │          h3: each request stream, under the abuse limits
+//!    ▼        (h1, h2, h3 build a message::Request and implement exchange::Front)
 //!  exchange/  one exchange, any protocol pair: route once → backend client
 //!    │        → bodies both ways (one write for a head and the body at hand)
 //!    │        → retry a stale pooled connection once → fault → status →

@@ -32,7 +32,8 @@ pub use error::TlsError;
 pub use policy::TlsPolicy;
 pub use server::{
     build_server_config, build_server_config_reusing, expiry_warning, initcwnd_warning, negotiated,
-    policy_warning, provider_summary, Negotiated, ServerTlsSettings, TicketSource,
+    policy_warning, provider_summary, quic_server_config, Negotiated, ServerTlsSettings,
+    TicketSource,
 };
 pub use sni::SniResolver;
 pub use tickets::TicketKeys;

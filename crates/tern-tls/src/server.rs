@@ -133,6 +133,17 @@ fn build(
     Ok(Arc::new(config))
 }
 
+/// The TLS configuration of a listener's QUIC (HTTP/3) endpoint: the same
+/// certificates, SNI resolver, policy, session cache and ticket keys as
+/// `tcp` (so a session resumes over either), ALPN `h3` only, and no 0-RTT
+/// (its requests could be replayed). QUIC itself negotiates TLS 1.3 only.
+pub fn quic_server_config(tcp: &ServerConfig) -> Arc<ServerConfig> {
+    let mut config = tcp.clone();
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.max_early_data_size = 0;
+    Arc::new(config)
+}
+
 /// The ticketer when tickets are off: rustls then falls back to the
 /// stateful cache (session IDs in TLS 1.2, cache-backed tickets in TLS 1.3).
 #[derive(Debug)]

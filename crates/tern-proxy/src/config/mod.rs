@@ -158,6 +158,39 @@ impl Default for H2Limits {
     }
 }
 
+/// HTTP/3 settings of a listener. QUIC's own bounds (amplification limit
+/// before address validation, flow control) are quinn's, set from these
+/// and the HTTP/2 limits so one client costs the same either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct H3Settings {
+    /// Request streams a client may have open at once
+    /// (initial_max_streams_bidi). Default 100.
+    pub max_streams: u32,
+    /// New connections per second and worker past which unvalidated
+    /// clients get a stateless Retry (address validation). 0: always.
+    /// Default 200.
+    pub retry_above: u32,
+    /// The Alt-Svc field value added to HTTP/1.1 and HTTP/2 responses
+    /// (`h3=":PORT"; ma=N`); None when not advertised.
+    pub alt_svc: Option<String>,
+}
+
+impl H3Settings {
+    /// Defaults for a listener on `port`.
+    pub fn new(port: u16) -> Self {
+        H3Settings {
+            max_streams: 100,
+            retry_above: 200,
+            alt_svc: Some(alt_svc(port, 86400)),
+        }
+    }
+}
+
+/// The Alt-Svc value advertising HTTP/3 on `port` for `max_age` seconds.
+pub fn alt_svc(port: u16, max_age: u32) -> String {
+    format!("h3=\":{port}\"; ma={max_age}")
+}
+
 /// A network in CIDR form, for trusted PROXY-protocol sources.
 pub type TrustedNet = ipnet::IpNet;
 
@@ -214,6 +247,8 @@ pub struct ListenerConfig {
     pub accept_proxy: Option<Vec<TrustedNet>>,
     /// HTTP/2 limits (when h2 is offered by ALPN).
     pub h2: H2Limits,
+    /// HTTP/3 over QUIC on the same port (UDP), when on.
+    pub h3: Option<H3Settings>,
     /// TLS settings with certificates loaded and checked.
     pub tls: ServerTlsSettings,
     /// OCSP staple files of the certificates, watched for changes.

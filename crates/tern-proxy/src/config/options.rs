@@ -117,6 +117,30 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "N")]
     pub h2_max_resets_per_second: Option<u32>,
 
+    /// Serve HTTP/3 (QUIC) too, on the UDP port of the listen address, and
+    /// advertise it with Alt-Svc on HTTP/1.1 and HTTP/2 responses. Needs
+    /// TLSv1.3 and TLS_AES_128_GCM_SHA256 (QUIC's Initial packets use it).
+    #[arg(long)]
+    #[serde(default)]
+    pub http3: bool,
+
+    /// HTTP/3: request streams a client may have open at once. [default: 100]
+    #[arg(long, value_name = "N")]
+    pub h3_max_streams: Option<u32>,
+
+    /// HTTP/3: new QUIC connections per second and worker past which
+    /// clients must first prove their address (a stateless Retry, one more
+    /// round trip), so a flood of spoofed Initials costs no handshakes.
+    /// 0: always. [default: 200]
+    #[arg(long, value_name = "N")]
+    pub quic_retry_above: Option<u32>,
+
+    /// HTTP/3: how long clients may remember the Alt-Svc advertisement, in
+    /// seconds; 0 advertises nothing (HTTP/3 is then found only by clients
+    /// told some other way). [default: 86400]
+    #[arg(long, value_name = "SECONDS")]
+    pub alt_svc_max_age: Option<u32>,
+
     /// Certificate chain (PEM, leaf first); repeat together with --key for
     /// several certificates chosen by SNI. The first is the default.
     /// Without any, tern makes a self-signed certificate for localhost.

@@ -9,9 +9,9 @@ use tern_tls::{CertFiles, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy
 
 use super::upstream::{check_health_path, default_health, parse_balance, resolve_addr};
 use super::{
-    AcceptMode, AccessLogTarget, Config, ConfigError, GlobalOptions, H2Limits, KeyError, Limits,
-    ListenerConfig, ListenerOptions, LogFormat, Mode, ProxyProtocol, Route, TrustedNet, Upstream,
-    UpstreamConfig, DEFAULT_LISTEN,
+    AcceptMode, AccessLogTarget, Config, ConfigError, GlobalOptions, H2Limits, H3Settings,
+    KeyError, Limits, ListenerConfig, ListenerOptions, LogFormat, Mode, ProxyProtocol, Route,
+    TrustedNet, Upstream, UpstreamConfig, DEFAULT_LISTEN,
 };
 
 pub(crate) fn key_err(key: &'static str, message: impl Into<String>) -> KeyError {
@@ -370,6 +370,7 @@ pub(crate) fn resolve_listener(
         },
         backend_pool_size: o.backend_pool_size.unwrap_or(d.backend_pool_size),
     };
+    let h3 = h3_settings(o, listen.port(), mode, &tls)?;
     Ok(ListenerConfig {
         listen,
         mode,
@@ -377,6 +378,7 @@ pub(crate) fn resolve_listener(
         routes,
         accept_proxy,
         h2,
+        h3,
         ocsp_files,
         tls,
         forwarded,
@@ -495,6 +497,44 @@ pub(crate) fn duration(
             Ok(d)
         }
     }
+}
+
+/// HTTP/3 settings, when `http3` is on; the other `h3_*` keys without it
+/// are an error (a setting that silently does nothing is a trap).
+fn h3_settings(
+    o: &ListenerOptions,
+    port: u16,
+    mode: Mode,
+    tls: &ServerTlsSettings,
+) -> Result<Option<H3Settings>, KeyError> {
+    if !o.http3 {
+        for (set, key) in [
+            (o.h3_max_streams.is_some(), "h3_max_streams"),
+            (o.quic_retry_above.is_some(), "quic_retry_above"),
+            (o.alt_svc_max_age.is_some(), "alt_svc_max_age"),
+        ] {
+            if set {
+                return Err(key_err(key, "has no effect without http3 = true"));
+            }
+        }
+        return Ok(None);
+    }
+    if matches!(mode, Mode::Tcp { .. }) {
+        return Err(key_err("http3", "HTTP/3 needs mode = \"http\""));
+    }
+    if let Some(problem) = tls.policy.quic_problem() {
+        return Err(key_err("http3", problem));
+    }
+    let d = H3Settings::new(port);
+    Ok(Some(H3Settings {
+        max_streams: nonzero_u32(o.h3_max_streams, "h3_max_streams", d.max_streams)?,
+        retry_above: o.quic_retry_above.unwrap_or(d.retry_above),
+        alt_svc: match o.alt_svc_max_age {
+            Some(0) => None,
+            Some(age) => Some(super::alt_svc(port, age)),
+            None => d.alt_svc,
+        },
+    }))
 }
 
 fn nonzero_u32(v: Option<u32>, key: &'static str, default: u32) -> Result<u32, KeyError> {

@@ -25,6 +25,8 @@ pub(crate) struct ListenerShared {
     pub tls: Arc<rustls::ServerConfig>,
     /// Index into [`Generation::upstreams`] of the default group.
     pub default_upstream: usize,
+    /// The QUIC endpoint configuration, when HTTP/3 is on.
+    pub quic: Option<quinn::ServerConfig>,
 }
 
 /// What one configuration produced.
@@ -100,10 +102,20 @@ impl Generation {
                     }
                 },
             };
+            let quic = match &l.h3 {
+                Some(h3) => Some(crate::front::h3::server_config(l, h3, &tls).map_err(
+                    |message| ServeError::Quic {
+                        listen: l.listen,
+                        message,
+                    },
+                )?),
+                None => None,
+            };
             listeners.push(ListenerShared {
                 config: Arc::new(l.clone()),
                 tls,
                 default_upstream,
+                quic,
             });
         }
         let (retired, _) = watch::channel(false);

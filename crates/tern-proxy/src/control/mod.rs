@@ -1,10 +1,11 @@
 //! The control plane: start-up and signals ([`server`]), generations of
 //! settings built on reload ([`generation`]), workers with their accept
-//! loops ([`worker`]), the admin listener ([`admin`]) and the built-in demo
+//! loops ([`worker`]) and QUIC endpoints ([`quic`]), the admin listener ([`admin`]) and the built-in demo
 //! origin ([`demo`]).
 
 pub(crate) mod admin;
 pub(crate) mod demo;
 pub(crate) mod generation;
+pub(crate) mod quic;
 pub(crate) mod server;
 pub(crate) mod worker;

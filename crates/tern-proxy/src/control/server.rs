@@ -59,8 +59,12 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
     let mut demo = None;
     let generation = Arc::new(Generation::build(&config, None, &mut demo)?);
     let mut sockets = HashMap::new();
+    let mut udp_sockets = HashMap::new();
     for l in &config.listeners {
         sockets.insert(l.listen, bind(l.listen, config.accept, config.workers)?);
+        if l.h3.is_some() {
+            udp_sockets.insert(l.listen, bind_udp(l.listen, config.workers)?);
+        }
     }
     let metrics = Arc::new(Metrics::default());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -75,6 +79,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             first: WorkerUpdate {
                 generation: generation.clone(),
                 new_sockets: take_worker_sockets(&mut sockets, id),
+                new_udp_sockets: take_worker_sockets(&mut udp_sockets, id),
             },
             updates: rx,
             sink: sink.clone(),
@@ -305,7 +310,14 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
     let generation = Arc::new(Generation::build(&new, Some(&previous), &mut state.demo)?);
     let old_addrs: HashSet<SocketAddr> =
         previous.listeners.iter().map(|l| l.config.listen).collect();
+    let old_quic: HashSet<SocketAddr> = previous
+        .listeners
+        .iter()
+        .filter(|l| l.quic.is_some())
+        .map(|l| l.config.listen)
+        .collect();
     let mut sockets = HashMap::new();
+    let mut udp_sockets = HashMap::new();
     for l in &new.listeners {
         if !old_addrs.contains(&l.listen) {
             sockets.insert(
@@ -313,12 +325,16 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
                 bind(l.listen, state.config.accept, state.config.workers)?,
             );
         }
+        if l.h3.is_some() && !old_quic.contains(&l.listen) {
+            udp_sockets.insert(l.listen, bind_udp(l.listen, state.config.workers)?);
+        }
     }
     generation.start_health_checks();
     for (id, tx) in state.senders.iter().enumerate() {
         let _ = tx.send(WorkerUpdate {
             generation: generation.clone(),
             new_sockets: take_worker_sockets(&mut sockets, id),
+            new_udp_sockets: take_worker_sockets(&mut udp_sockets, id),
         });
     }
     let _ = previous.retired.send(true);
@@ -344,10 +360,10 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
 }
 
 /// Worker `id`'s socket for each address in `sockets`.
-fn take_worker_sockets(
-    sockets: &mut HashMap<SocketAddr, Vec<Option<std::net::TcpListener>>>,
+fn take_worker_sockets<S>(
+    sockets: &mut HashMap<SocketAddr, Vec<Option<S>>>,
     id: usize,
-) -> HashMap<SocketAddr, std::net::TcpListener> {
+) -> HashMap<SocketAddr, S> {
     sockets
         .iter_mut()
         .filter_map(|(addr, list)| list.get_mut(id).and_then(Option::take).map(|s| (*addr, s)))
@@ -369,6 +385,18 @@ fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
         config.workers,
         l.tls.policy.describe()
     );
+    if let Some(h3) = &l.h3 {
+        let advertised = h3
+            .alt_svc
+            .as_deref()
+            .unwrap_or("not advertised (alt_svc_max_age = 0)");
+        tracing::info!(
+            "HTTP/3 (QUIC v1) on udp {}, max {} streams per connection, Retry above {} new connections/s per worker; Alt-Svc: {advertised}",
+            l.listen,
+            h3.max_streams,
+            h3.retry_above
+        );
+    }
     let shared = generation
         .listeners
         .iter()
@@ -447,4 +475,31 @@ fn bind(
             Ok(all)
         }
     }
+}
+
+/// Opens a listener's UDP sockets for QUIC: one per worker, always with
+/// SO_REUSEPORT (the kernel hashes each client address to one socket, so
+/// a connection's packets reach the worker that holds it).
+fn bind_udp(
+    addr: SocketAddr,
+    workers: usize,
+) -> Result<Vec<Option<std::net::UdpSocket>>, ServeError> {
+    let make = |reuse_port: bool| -> std::io::Result<std::net::UdpSocket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.set_nonblocking(true)?;
+        Ok(socket.into())
+    };
+    let bind_err = |source| ServeError::Bind { addr, source };
+    // As for TCP: a plain bind first proves no other process holds the port.
+    drop(make(false).map_err(bind_err)?);
+    (0..workers)
+        .map(|_| make(true).map(Some).map_err(bind_err))
+        .collect()
 }

@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Sink, WorkerLog, FLUSH_INTERVAL};
 use crate::control::generation::Generation;
+use crate::control::quic::QuicAcceptor;
 use crate::exchange::{ListenerCtx, WorkerCtx};
 use crate::front::{handle, refuse_overloaded};
 use crate::metrics::Metrics;
@@ -32,6 +33,8 @@ use crate::upstream::Backends;
 pub(crate) struct WorkerUpdate {
     pub generation: Arc<Generation>,
     pub new_sockets: HashMap<SocketAddr, std::net::TcpListener>,
+    /// UDP sockets (QUIC) for listeners that turned HTTP/3 on.
+    pub new_udp_sockets: HashMap<SocketAddr, std::net::UdpSocket>,
 }
 
 /// What a worker is given when it starts.
@@ -66,6 +69,8 @@ struct Worker {
     active: Rc<Cell<usize>>,
     open: Arc<AtomicUsize>,
     acceptors: HashMap<SocketAddr, Acceptor>,
+    /// QUIC endpoints of listeners with HTTP/3 on.
+    quic: HashMap<SocketAddr, QuicAcceptor>,
     /// Pools of the current generation, dropped (closing idle backend
     /// connections) when a reload replaces them.
     upstreams: Rc<Vec<Backends>>,
@@ -82,6 +87,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         active: Rc::new(Cell::new(0)),
         open: spec.open_connections.clone(),
         acceptors: HashMap::new(),
+        quic: HashMap::new(),
         upstreams: Rc::new(Vec::new()),
     };
     worker.apply(spec.first)?;
@@ -147,18 +153,27 @@ impl Worker {
                 .collect(),
         );
         let mut new_sockets = update.new_sockets;
+        let mut new_udp_sockets = update.new_udp_sockets;
         let mut keep = Vec::new();
         for l in &generation.listeners {
             let listen = l.config.listen;
             keep.push(listen);
+            let alt_svc = l
+                .config
+                .h3
+                .as_ref()
+                .and_then(|h3| h3.alt_svc.as_deref())
+                .and_then(|v| http::HeaderValue::from_str(v).ok());
             let ctx = Rc::new(ListenerCtx {
                 config: l.config.clone(),
                 acceptor: TlsAcceptor::from(l.tls.clone()),
                 upstreams: upstreams.clone(),
                 default_upstream: l.default_upstream,
+                alt_svc,
             });
             if let Some(existing) = self.acceptors.get(&listen) {
                 *existing.current.borrow_mut() = ctx;
+                self.apply_quic(l, existing.current.clone(), &mut new_udp_sockets)?;
                 continue;
             }
             let Some(socket) = new_sockets.remove(&listen) else {
@@ -171,11 +186,23 @@ impl Worker {
                 socket,
                 current.clone(),
                 self.ctx.clone(),
-                self.active.clone(),
-                self.open.clone(),
+                self.counter(),
             ));
+            self.apply_quic(l, current.clone(), &mut new_udp_sockets)?;
             self.acceptors.insert(listen, Acceptor { current, task });
         }
+        // Endpoints of listeners gone, or with HTTP/3 turned off, take no
+        // new connections; established ones go on.
+        self.quic.retain(|addr, q| {
+            let stays = generation
+                .listeners
+                .iter()
+                .any(|l| l.config.listen == *addr && l.quic.is_some());
+            if !stays {
+                q.stop_accepting();
+            }
+            stays
+        });
         // Listeners gone from the configuration stop accepting; their
         // established connections go on.
         self.acceptors.retain(|addr, a| {
@@ -190,12 +217,50 @@ impl Worker {
     }
 }
 
+impl Worker {
+    fn counter(&self) -> ConnCounter {
+        ConnCounter {
+            active: self.active.clone(),
+            open: self.open.clone(),
+        }
+    }
+
+    /// Starts or updates the QUIC endpoint of listener `l` (HTTP/3 on).
+    fn apply_quic(
+        &mut self,
+        l: &crate::control::generation::ListenerShared,
+        current: Rc<RefCell<Rc<ListenerCtx>>>,
+        new_udp_sockets: &mut HashMap<SocketAddr, std::net::UdpSocket>,
+    ) -> std::io::Result<()> {
+        let Some(config) = &l.quic else {
+            return Ok(());
+        };
+        let listen = l.config.listen;
+        if let Some(existing) = self.quic.get(&listen) {
+            existing.update(config.clone());
+            return Ok(());
+        }
+        let Some(socket) = new_udp_sockets.remove(&listen) else {
+            tracing::error!(%listen, "no UDP socket for an HTTP/3 listener");
+            return Ok(());
+        };
+        let acceptor = QuicAcceptor::start(
+            socket,
+            config.clone(),
+            current,
+            self.ctx.clone(),
+            self.counter(),
+        )?;
+        self.quic.insert(listen, acceptor);
+        Ok(())
+    }
+}
+
 async fn accept_loop(
     socket: TcpListener,
     current: Rc<RefCell<Rc<ListenerCtx>>>,
     worker: Rc<WorkerCtx>,
-    active: Rc<Cell<usize>>,
-    open: Arc<AtomicUsize>,
+    counter: ConnCounter,
 ) {
     let mut shutdown = worker.shutdown.clone();
     let overflow = Rc::new(Cell::new(0usize));
@@ -216,9 +281,7 @@ async fn accept_loop(
         };
         let listener = current.borrow().clone();
         let max = listener.config.limits.max_connections;
-        if open.fetch_add(1, Ordering::AcqRel) >= max {
-            open.fetch_sub(1, Ordering::AcqRel);
-            worker.metrics.connection_refused();
+        let Some(guard) = counter.admit(max, &worker.metrics) else {
             // Over the limit: a few get a proper 503 so clients and load
             // balancers see why; past that budget they are closed at once,
             // so an overload cannot buy itself unbounded handshakes.
@@ -234,14 +297,7 @@ async fn accept_loop(
                 drop(tcp);
             }
             continue;
-        }
-        worker.metrics.connection_opened();
-        let guard = ConnGuard {
-            active: active.clone(),
-            open: open.clone(),
-            metrics: worker.metrics.clone(),
         };
-        active.set(active.get() + 1);
         let worker = worker.clone();
         tokio::task::spawn_local(async move {
             let _guard = guard;
@@ -255,8 +311,35 @@ fn overflow_budget(max: usize) -> usize {
     (max / 10).clamp(4, 256)
 }
 
+/// A worker's connection counts, shared by its TCP and QUIC accept loops:
+/// `max_connections` bounds both together.
+#[derive(Clone)]
+pub(super) struct ConnCounter {
+    pub active: Rc<Cell<usize>>,
+    pub open: Arc<AtomicUsize>,
+}
+
+impl ConnCounter {
+    /// Counts a new connection, or None when the listener's limit `max`
+    /// is reached (the connection must be turned away).
+    pub(super) fn admit(&self, max: usize, metrics: &Arc<Metrics>) -> Option<ConnGuard> {
+        if self.open.fetch_add(1, Ordering::AcqRel) >= max {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            metrics.connection_refused();
+            return None;
+        }
+        metrics.connection_opened();
+        self.active.set(self.active.get() + 1);
+        Some(ConnGuard {
+            active: self.active.clone(),
+            open: self.open.clone(),
+            metrics: metrics.clone(),
+        })
+    }
+}
+
 /// Counts a connection while it lives (also if its task is dropped).
-struct ConnGuard {
+pub(super) struct ConnGuard {
     active: Rc<Cell<usize>>,
     open: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,

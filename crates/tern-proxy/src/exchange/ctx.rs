@@ -28,6 +28,8 @@ pub(crate) struct ListenerCtx {
     pub upstreams: Rc<Vec<Backends>>,
     /// Index of the default group in `upstreams`.
     pub default_upstream: usize,
+    /// The Alt-Svc field added to responses (HTTP/3 advertised), if any.
+    pub alt_svc: Option<http::HeaderValue>,
 }
 
 impl ListenerCtx {
@@ -160,10 +162,10 @@ impl ConnCtx<'_> {
 
     /// Writes an access-log record and counts the request.
     pub fn log(&self, r: &Record<'_>) {
-        let protocol = if self.tls.alpn.as_deref() == Some("h2") {
-            "h2"
-        } else {
-            "http/1.1"
+        let protocol = match self.tls.alpn.as_deref() {
+            Some("h2") => "h2",
+            Some("h3") => "h3",
+            _ => "http/1.1",
         };
         self.worker
             .metrics

@@ -94,13 +94,16 @@ pub(crate) trait Front {
     fn abort(&mut self);
 
     /// Relays a `101 Switching Protocols` head, then bytes both ways
-    /// (`early`: bytes the backend sent after the head).
+    /// (`early`: bytes the backend sent after the head). Only HTTP/1.1 has
+    /// Upgrade: to an HTTP/2 or HTTP/3 request a 101 is a backend error.
     async fn upgrade(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut TcpStream,
-        early: &[u8],
-    ) -> Result<(), Kind>;
+        _head: &ResponseHead,
+        _backend: &mut TcpStream,
+        _early: &[u8],
+    ) -> Result<(), Kind> {
+        Err(Kind::Invalid)
+    }
 
     /// The status sent to the client so far (0: none).
     fn status(&self) -> u16;

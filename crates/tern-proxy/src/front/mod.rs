@@ -2,10 +2,14 @@
 //! handshake under a deadline (after an optional PROXY header), then the
 //! listener mode's protocol: HTTP/1.1 ([`h1`]) or HTTP/2 ([`h2`]), which
 //! turn client traffic into exchanges for [`crate::exchange`], or a TCP
-//! tunnel ([`tcp`]).
+//! tunnel ([`tcp`]). HTTP/3 ([`h3`]) arrives over QUIC instead: one QUIC
+//! connection from its handshake to close, its request streams exchanges
+//! like HTTP/2's.
 
 mod h1;
 mod h2;
+pub(crate) mod h3;
+mod http_parts;
 mod proxy_header;
 mod proxy_in;
 mod tcp;
@@ -42,21 +46,15 @@ pub(crate) async fn handle(
             }
         }
     }
-    let mut tls =
-        match tokio::time::timeout(limits.handshake_timeout, listener.acceptor.accept(tcp)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                // rustls has already sent the alert that says why.
-                tracing::debug!(client = %peer, "TLS handshake failed: {e}");
-                worker.metrics.handshake_failed(HandshakeFailure::of(&e));
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(client = %peer, "TLS handshake timed out");
-                worker.metrics.handshake_failed(HandshakeFailure::Timeout);
-                return;
-            }
-        };
+    // rustls sends the alert that says why a handshake failed.
+    let handshake = listener.acceptor.accept(tcp);
+    let Some(mut tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
+        HandshakeFailure::of(e)
+    })
+    .await
+    else {
+        return;
+    };
     let handshake_us = start.elapsed().as_micros() as u64;
     let negotiated = tern_tls::negotiated(tls.get_ref().1);
     worker.metrics.handshake(&negotiated, start.elapsed());
@@ -71,6 +69,32 @@ pub(crate) async fn handle(
         Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => h2::serve(tls, &ctx).await,
         Mode::Http => h1::serve(&mut tls, &ctx).await,
         Mode::Tcp { proxy_protocol } => tcp::serve(&mut tls, &ctx, proxy_protocol).await,
+    }
+}
+
+/// Awaits a handshake (`what`: TLS or QUIC) within the listener's
+/// `handshake_timeout`; a failure or the deadline is logged and counted by
+/// why (`classify`), and gives None.
+pub(crate) async fn under_deadline<T, E: std::fmt::Display>(
+    handshake: impl std::future::Future<Output = Result<T, E>>,
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+    what: &str,
+    classify: impl Fn(&E) -> HandshakeFailure,
+) -> Option<T> {
+    match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(e)) => {
+            tracing::debug!(client = %peer, "{what} handshake failed: {e}");
+            worker.metrics.handshake_failed(classify(&e));
+            None
+        }
+        Err(_) => {
+            tracing::debug!(client = %peer, "{what} handshake timed out");
+            worker.metrics.handshake_failed(HandshakeFailure::Timeout);
+            None
+        }
     }
 }
 

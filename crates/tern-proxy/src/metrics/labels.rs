@@ -16,7 +16,7 @@ pub(crate) const NONE: &str = "none";
 const TLS_VERSIONS: &[&str] = &["TLSv1.3", "TLSv1.2"];
 
 /// Protocols a request can arrive over, as the front ends name them.
-pub(crate) const PROTOCOLS: &[&str] = &["http/1.1", "h2"];
+pub(crate) const PROTOCOLS: &[&str] = &["http/1.1", "h2", "h3"];
 
 /// Status codes counted under their own number; any other code is counted
 /// under its class ("4xx"), or "other" outside 100..=599. Sorted.

@@ -107,7 +107,8 @@ impl Scalar {
     const RELOADS_APPLIED: usize = 3;
     const RELOADS_REFUSED: usize = 4;
     const BACKEND_SPLIT: usize = 5;
-    const COUNT: usize = 6;
+    const QUIC_RETRIES: usize = 6;
+    const COUNT: usize = 7;
 }
 
 /// Why a TLS handshake failed: the `reason` label of
@@ -237,6 +238,12 @@ impl Metrics {
         self.bytes_out.add(p, bytes_out);
     }
 
+    /// A new QUIC connection was asked to prove its address first (a
+    /// stateless Retry: the listener was over `quic_retry_above`).
+    pub(crate) fn quic_retry(&self) {
+        self.scalars.add(Scalar::QUIC_RETRIES, 1);
+    }
+
     /// A backend wrote a small response's head and body in separate writes.
     pub(crate) fn backend_split_response(&self) {
         self.scalars.add(Scalar::BACKEND_SPLIT, 1);
@@ -261,6 +268,7 @@ impl Metrics {
         self.render_requests(&mut e);
         self.render_request_errors(&mut e);
         self.render_backend_splits(&mut e);
+        self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
         self.render_reloads(&mut e);
         e.family(
@@ -316,6 +324,19 @@ impl Metrics {
             "tern_backend_split_responses_total",
             &[],
             self.scalars.get(Scalar::BACKEND_SPLIT),
+        );
+    }
+
+    fn render_quic_retries(&self, e: &mut Exposition) {
+        e.family(
+            "tern_quic_retries_total",
+            Kind::Counter,
+            "New QUIC connections sent a stateless Retry (address validation) because new connections came faster than quic_retry_above.",
+        );
+        e.sample(
+            "tern_quic_retries_total",
+            &[],
+            self.scalars.get(Scalar::QUIC_RETRIES),
         );
     }
 

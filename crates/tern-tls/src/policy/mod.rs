@@ -184,6 +184,23 @@ impl TlsPolicy {
             .collect()
     }
 
+    /// Why this policy cannot serve QUIC (HTTP/3), if it cannot: QUIC is
+    /// TLS 1.3 only, and its Initial packets are protected with
+    /// TLS_AES_128_GCM_SHA256 whatever suite the handshake then picks.
+    pub fn quic_problem(&self) -> Option<String> {
+        if !self.versions.contains(&TlsVersion::Tls13) {
+            return Some("HTTP/3 (QUIC) needs TLSv1.3 in tls_versions".into());
+        }
+        let aes128 = rustls::CipherSuite::TLS13_AES_128_GCM_SHA256;
+        if !self.suites.iter().any(|s| s.suite() == aes128) {
+            return Some(
+                "HTTP/3 (QUIC) needs TLS_AES_128_GCM_SHA256 in ciphers (QUIC Initial packets use it)"
+                    .into(),
+            );
+        }
+        None
+    }
+
     /// Human summary for the start-up log, e.g.
     /// "TLSv1.3,TLSv1.2 groups=X25519MLKEM768,X25519,... suites=...".
     pub fn describe(&self) -> String {

@@ -225,6 +225,15 @@ where
                 BodyForm::Payload
             }
         };
+        if let Some(alt_svc) = &self.ctx.listener.alt_svc {
+            if view.status() != 101 {
+                // Before the blank line that ends the head.
+                self.out.truncate(self.out.len() - 2);
+                self.out.extend_from_slice(b"Alt-Svc: ");
+                self.out.extend_from_slice(alt_svc.as_bytes());
+                self.out.extend_from_slice(b"\r\n\r\n");
+            }
+        }
         self.status = view.status();
         self.head_pending = true;
         Ok(form)

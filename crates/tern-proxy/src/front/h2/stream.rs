@@ -10,16 +10,15 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
-use tern_http::head::{FieldKind, ResponseHead};
-use tern_http::rewrite::is_connection_specific;
+use http::Request;
+use tern_http::head::ResponseHead;
 use tern_http::BodyFraming;
-use tokio::net::TcpStream;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
-use crate::fault::{answer_text, Kind};
+use crate::fault::Kind;
+use crate::front::http_parts;
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseHeadView, ResponseView, Step};
+use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,19 +27,6 @@ pub(super) enum End {
     Done,
     /// The client reset it before it was answered in full.
     ClientReset,
-}
-
-/// The host a request that arrived over HTTP/2 names: its `:authority`,
-/// else its `host` field. It routes the request and becomes the backend's
-/// Host (or `:authority`).
-pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
-    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
-    authority.or_else(|| {
-        parts
-            .headers
-            .get(http::header::HOST)
-            .map(HeaderValue::as_bytes)
-    })
 }
 
 /// Handles one stream to the end.
@@ -64,7 +50,7 @@ pub(super) async fn handle(
     let req = crate::message::Request {
         method: parts.method.as_str(),
         target: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
-        authority: request_host(&parts),
+        authority: http_parts::request_host(&parts),
         head: RequestView::H2(&parts),
         body,
         http10: false,
@@ -196,27 +182,7 @@ impl Front for H2Client<'_, '_> {
     }
 
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
-        let response = match view.head {
-            ResponseHeadView::H1(head) => {
-                if head.status == 101 {
-                    return Err(Kind::Invalid);
-                }
-                to_h2_response(head, view.body).ok_or(Kind::Invalid)?
-            }
-            ResponseHeadView::H2(parts) => {
-                let mut response = Response::new(());
-                *response.status_mut() = parts.status;
-                let headers = response.headers_mut();
-                for (name, value) in parts
-                    .headers
-                    .iter()
-                    .filter(|(n, _)| !is_connection_specific(n.as_str()))
-                {
-                    headers.append(name.clone(), value.clone());
-                }
-                response
-            }
-        };
+        let response = http_parts::for_client(view, self.ctx.listener)?;
         let end_of_stream = view.body == BodyFraming::Empty;
         let send = self
             .respond
@@ -251,15 +217,7 @@ impl Front for H2Client<'_, '_> {
     }
 
     async fn answer(&mut self, status: u16) {
-        let (_, body) = answer_text(status);
-        let mut response = Response::new(());
-        *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let headers = response.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let (response, body) = http_parts::answer(status);
         self.status = status;
         if let Ok(mut send) = self.respond.send_response(response, false) {
             if send
@@ -277,16 +235,6 @@ impl Front for H2Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
-        &mut self,
-        _head: &ResponseHead,
-        _backend: &mut TcpStream,
-        _early: &[u8],
-    ) -> Result<(), Kind> {
-        // HTTP/2 requests carry no Upgrade: a 101 is a backend error.
-        Err(Kind::Invalid)
-    }
-
     fn status(&self) -> u16 {
         self.status
     }
@@ -294,37 +242,4 @@ impl Front for H2Client<'_, '_> {
     fn bytes(&self) -> (u64, u64) {
         (self.body.received, self.bytes_out)
     }
-}
-
-/// The HTTP/2 response for an HTTP/1.1 backend's head; None when a field
-/// cannot be carried (invalid name or value).
-fn to_h2_response(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
-    let mut response = Response::new(());
-    *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
-    let headers = response.headers_mut();
-    headers.reserve(head.fields.len());
-    // One copy of the head shared by every value (each would otherwise be
-    // its own allocation).
-    let raw = Bytes::copy_from_slice(head.fields.raw());
-    let names_in_connection = head.fields.connection_names_fields();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() {
-            continue;
-        }
-        // Content-Length describes the body (or, for HEAD and 304, the body
-        // a GET would get); only a chunked or close-delimited response has
-        // none to keep.
-        if kind == FieldKind::ContentLength {
-            if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
-                continue;
-            }
-        } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name) {
-            // Fields the backend named in Connection are hop-by-hop.
-            continue;
-        }
-        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
-        let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
-        headers.append(name, value);
-    }
-    Some(response)
 }

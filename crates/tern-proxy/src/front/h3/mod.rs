@@ -1,0 +1,201 @@
+//! HTTP/3 front end: one QUIC connection (quinn) from its handshake to
+//! close, each request stream an exchange ([`crate::exchange::run`]) like
+//! an HTTP/2 stream's, with the same routing, forwarding fields, access
+//! log and metrics.
+//!
+//! Abuse limits (see docs/http3.md):
+//!
+//! | limit | answers |
+//! |---|---|
+//! | `h3_max_streams` request streams at once (QUIC stream credit) | a client holding unbounded work in flight; stream floods |
+//! | field section size (`h2_max_header_list_size`, 431 past it) | QPACK bombs, oversized heads |
+//! | per-stream and per-connection receive windows (256 KiB, 1 MiB) | uploads tern cannot forward yet pinning memory |
+//! | `quic_retry_above` new connections per second → stateless Retry | floods of Initials from spoofed addresses costing handshakes |
+//! | anti-amplification (3x before address validation, quinn) | tern used to reflect traffic at a spoofed address |
+//! | `max_connections`, `handshake_timeout`, `idle_timeout` | as for TCP |
+//!
+//! What the access log cannot say for HTTP/3: quinn does not expose the
+//! cipher suite, key-exchange group or resumption of a QUIC handshake, so
+//! those fields read `-` and `resumed=no`.
+
+mod stream;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use quinn::crypto::rustls::{HandshakeData, QuicServerConfig};
+use tern_tls::Negotiated;
+
+use crate::config::{H3Settings, ListenerConfig};
+use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
+use crate::metrics::HandshakeFailure;
+
+/// Request-body receive window per stream, as HTTP/2's.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Connection-level receive window, as HTTP/2's.
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+/// Unidirectional streams a client may open: HTTP/3's control stream and
+/// QPACK's two, with room for the reserved (grease) types clients send.
+const MAX_UNI_STREAMS: u32 = 8;
+
+/// The QUIC version tern speaks (RFC 9000); quinn's default list also has
+/// drafts no client needs any more.
+pub(crate) const QUIC_V1: u32 = 1;
+
+/// The quinn endpoint configuration of a listener with HTTP/3 on: TLS from
+/// the listener's rustls config (same certificates and tickets, ALPN h3),
+/// transport limits from `h3` and the listener's limits.
+pub(crate) fn server_config(
+    listener: &ListenerConfig,
+    h3: &H3Settings,
+    tls: &rustls::ServerConfig,
+) -> Result<quinn::ServerConfig, String> {
+    let crypto = QuicServerConfig::try_from(tern_tls::quic_server_config(tls))
+        .map_err(|e| format!("{e}: QUIC needs TLS_AES_128_GCM_SHA256"))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    let idle = quinn::IdleTimeout::try_from(listener.limits.idle_timeout)
+        .map_err(|_| "idle_timeout is too long for QUIC".to_string())?;
+    transport
+        .max_concurrent_bidi_streams(h3.max_streams.into())
+        .max_concurrent_uni_streams(MAX_UNI_STREAMS.into())
+        .stream_receive_window(STREAM_WINDOW.into())
+        .receive_window(CONNECTION_WINDOW.into())
+        .max_idle_timeout(Some(idle));
+    server.transport_config(Arc::new(transport));
+    // Each worker has its own UDP socket (SO_REUSEPORT, hashed by the
+    // client's address): a client whose address changes lands on another
+    // worker's endpoint, which does not know it.
+    server.migration(false);
+    server.max_incoming(listener.limits.max_connections.min(65_536));
+    Ok(server)
+}
+
+/// The endpoint configuration every worker's endpoint uses: QUIC v1 only.
+pub(crate) fn endpoint_config() -> quinn::EndpointConfig {
+    let mut config = quinn::EndpointConfig::default();
+    config.supported_versions(vec![QUIC_V1]);
+    config
+}
+
+/// Handles one incoming QUIC connection to the end: the handshake under a
+/// deadline, then HTTP/3 until the client leaves, idles out or tern stops.
+pub(crate) async fn handle(
+    incoming: quinn::Incoming,
+    listener: std::rc::Rc<ListenerCtx>,
+    worker: std::rc::Rc<WorkerCtx>,
+) {
+    let peer = incoming.remote_address();
+    let start = Instant::now();
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(client = %peer, "QUIC connection refused: {e}");
+            return;
+        }
+    };
+    let Some(conn) = super::under_deadline(
+        connecting,
+        peer,
+        &listener,
+        &worker,
+        "QUIC",
+        handshake_failure,
+    )
+    .await
+    else {
+        return;
+    };
+    let handshake_us = start.elapsed().as_micros() as u64;
+    let sni = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    let negotiated = Negotiated {
+        version: "TLSv1.3",
+        alpn: Some("h3".into()),
+        sni,
+        ..Negotiated::default()
+    };
+    worker.metrics.handshake(&negotiated, start.elapsed());
+    let ctx = ConnCtx {
+        peer,
+        tls: negotiated,
+        handshake_us,
+        listener: &listener,
+        worker: &worker,
+    };
+    serve(conn, &ctx).await;
+}
+
+fn handshake_failure(e: &quinn::ConnectionError) -> HandshakeFailure {
+    match e {
+        quinn::ConnectionError::TimedOut => HandshakeFailure::Timeout,
+        quinn::ConnectionError::ApplicationClosed(_)
+        | quinn::ConnectionError::ConnectionClosed(_)
+        | quinn::ConnectionError::Reset => HandshakeFailure::Closed,
+        quinn::ConnectionError::TransportError(_) => HandshakeFailure::ProtocolError,
+        _ => HandshakeFailure::Other,
+    }
+}
+
+/// Serves HTTP/3 on an established QUIC connection.
+async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
+    let lim = &ctx.listener.config;
+    let mut h3 = match tokio::time::timeout(
+        lim.limits.header_timeout,
+        h3::server::builder()
+            .max_field_section_size(u64::from(lim.h2.max_header_list_size))
+            .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone())),
+    )
+    .await
+    {
+        Ok(Ok(h3)) => h3,
+        Ok(Err(e)) => {
+            tracing::debug!(client = %ctx.peer, "h3 connection setup failed: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let mut streams = FuturesUnordered::new();
+    let mut shutdown_rx = ctx.worker.shutdown.clone();
+    let shutdown = async move {
+        let _ = shutdown_rx.wait_for(|s| *s).await;
+    };
+    tokio::pin!(shutdown);
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => streams.push(stream::handle(resolver, ctx)),
+                // GOAWAY sent or received, and every accepted request done.
+                Ok(None) => break,
+                Err(e) => {
+                    if !e.is_h3_no_error() {
+                        tracing::debug!(client = %ctx.peer, "h3 connection error: {e}");
+                    }
+                    break;
+                }
+            },
+            Some(()) = streams.next(), if !streams.is_empty() => {}
+            _ = &mut shutdown, if !going_away => {
+                // GOAWAY: requests already accepted finish; no new ones.
+                going_away = true;
+                if h3.shutdown(0).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    // Streams still answering finish before the connection closes.
+    while streams.next().await.is_some() {}
+    // The endpoint sends the close and drains the connection on its own.
+    conn.close(H3_NO_ERROR, b"");
+}
+
+/// HTTP/3's "no error" application code (RFC 9114, 8.1).
+const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);

@@ -1,0 +1,275 @@
+//! The HTTP/3 client side of one exchange: a request stream's body and its
+//! response.
+
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+use futures_util::FutureExt;
+use h3::server::{RequestResolver, RequestStream};
+use http::Response;
+use tern_http::head::ResponseHead;
+
+use crate::exchange::{ClientBody, ConnCtx, Front};
+use crate::fault::Kind;
+use crate::front::http_parts;
+use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
+
+type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
+type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
+
+/// Handles one request stream to the end.
+pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>) {
+    let started = Instant::now();
+    let limits = &ctx.listener.config.limits;
+    let (request, stream) =
+        match tokio::time::timeout(limits.header_timeout, resolver.resolve_request()).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                // Malformed or oversized heads: h3 has answered (431) or
+                // reset the stream already.
+                tracing::debug!(client = %ctx.peer, "h3 request refused: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+    let (send, recv) = stream.split();
+    let (parts, ()) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok());
+    let mut body = H3Body {
+        recv,
+        first: None,
+        ended: false,
+        declared,
+        received: 0,
+        idle: limits.idle_timeout,
+    };
+    let body_len = match declared {
+        Some(n) => BodyLen::Length(n),
+        None => body.peek_length(),
+    };
+    let req = crate::message::Request {
+        method: parts.method.as_str(),
+        target: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+        authority: http_parts::request_host(&parts),
+        head: RequestView::H2(&parts),
+        body: body_len,
+        http10: false,
+        upgrade: false,
+        expects_continue: false,
+    };
+    let mut front = H3Client {
+        body,
+        send,
+        head: None,
+        finished: false,
+        ctx,
+        status: 0,
+        bytes_out: 0,
+    };
+    crate::exchange::run(&mut front, &req, ctx, started).await;
+    front.finish().await;
+}
+
+/// A request stream's body.
+struct H3Body {
+    recv: RecvHalf,
+    /// A piece read ahead to learn whether a body follows the head.
+    first: Option<Bytes>,
+    ended: bool,
+    /// The client's content-length.
+    declared: Option<u64>,
+    received: u64,
+    idle: std::time::Duration,
+}
+
+impl H3Body {
+    /// The body's length when the client gave none: empty when the stream
+    /// ended with its head (a GET, usually in the same packet), else
+    /// unknown. What was read ahead is kept for the first step.
+    fn peek_length(&mut self) -> BodyLen {
+        match self.recv.recv_data().now_or_never() {
+            Some(Ok(None)) => {
+                self.ended = true;
+                BodyLen::Empty
+            }
+            Some(Ok(Some(mut data))) => {
+                let bytes = data.copy_to_bytes(data.remaining());
+                self.received += bytes.len() as u64;
+                self.first = Some(bytes);
+                BodyLen::Unknown
+            }
+            // An error shows at the first step; no data yet means a body
+            // may still come.
+            Some(Err(_)) | None => BodyLen::Unknown,
+        }
+    }
+}
+
+impl ClientBody for H3Body {
+    async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
+        if let Some(first) = self.first.take() {
+            return Ok(Step::Data(Piece::Shared(first), false));
+        }
+        if self.ended {
+            return Ok(Step::End);
+        }
+        let next = if wait {
+            match tokio::time::timeout(self.idle, self.recv.recv_data()).await {
+                Ok(next) => next,
+                Err(_) => return Err(Kind::UploadStalled),
+            }
+        } else {
+            match self.recv.recv_data().now_or_never() {
+                Some(next) => next,
+                None => return Ok(Step::NotYet),
+            }
+        };
+        match next {
+            Ok(Some(mut data)) => {
+                let bytes = data.copy_to_bytes(data.remaining());
+                self.received += bytes.len() as u64;
+                match self.declared {
+                    Some(n) if self.received > n => Err(Kind::BadBody),
+                    _ => Ok(Step::Data(Piece::Shared(bytes), false)),
+                }
+            }
+            Ok(None) => {
+                self.ended = true;
+                match self.declared {
+                    Some(n) if n != self.received => Err(Kind::BadBody),
+                    _ => Ok(Step::End),
+                }
+            }
+            Err(_) => Err(Kind::ClientGone),
+        }
+    }
+
+    async fn send_continue(&mut self) -> Result<(), Kind> {
+        Ok(())
+    }
+
+    async fn interim(&mut self, _head: &ResponseHead) -> Result<(), Kind> {
+        // Interim responses are not relayed over HTTP/3 (as over HTTP/2).
+        Ok(())
+    }
+}
+
+/// One exchange's view of an HTTP/3 request stream.
+struct H3Client<'x, 'c> {
+    body: H3Body,
+    send: SendHalf,
+    /// The response head, held until the first body piece (or a flush) so
+    /// both leave together.
+    head: Option<Response<()>>,
+    /// The stream's send side was finished (or reset).
+    finished: bool,
+    ctx: &'x ConnCtx<'c>,
+    status: u16,
+    bytes_out: u64,
+}
+
+impl H3Client<'_, '_> {
+    async fn send_head(&mut self) -> Result<(), Kind> {
+        if let Some(head) = self.head.take() {
+            self.send
+                .send_response(head)
+                .await
+                .map_err(|_| Kind::ClientGone)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the response if the exchange left it open (a head with no
+    /// body sent, say).
+    async fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if self.send_head().await.is_ok() {
+            let _ = self.send.finish().await;
+        }
+    }
+}
+
+impl Front for H3Client<'_, '_> {
+    type Body = H3Body;
+    // A client's cancel (RESET_STREAM / STOP_SENDING) shows as a failed
+    // read or write; h3 has no separate watch for it.
+    type ResetWatch<'a>
+        = std::future::Pending<()>
+    where
+        Self: 'a;
+
+    fn split(&mut self) -> (&mut H3Body, std::future::Pending<()>) {
+        (&mut self.body, std::future::pending())
+    }
+
+    fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
+        self.head = Some(http_parts::for_client(view, self.ctx.listener)?);
+        self.status = view.status();
+        Ok(BodyForm::Payload)
+    }
+
+    async fn send_body(&mut self, piece: Piece<'_>, last: bool) -> Result<(), Kind> {
+        if self.finished {
+            return Ok(());
+        }
+        self.send_head().await?;
+        let n = piece.len() as u64;
+        if n > 0 {
+            let idle = self.ctx.listener.config.limits.idle_timeout;
+            match tokio::time::timeout(idle, self.send.send_data(piece.into_bytes())).await {
+                Ok(Ok(())) => {}
+                // A client that stopped reading (window closed) for a
+                // whole idle timeout is treated as gone.
+                _ => return Err(Kind::ClientGone),
+            }
+            self.bytes_out += n;
+        }
+        if last {
+            self.finished = true;
+            self.send.finish().await.map_err(|_| Kind::ClientGone)?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Kind> {
+        self.send_head().await
+    }
+
+    async fn answer(&mut self, status: u16) {
+        let (response, body) = http_parts::answer(status);
+        self.status = status;
+        self.head = None;
+        self.finished = true;
+        if self.send.send_response(response).await.is_ok()
+            && self
+                .send
+                .send_data(Bytes::from_static(body.as_bytes()))
+                .await
+                .is_ok()
+        {
+            self.bytes_out += body.len() as u64;
+            let _ = self.send.finish().await;
+        }
+    }
+
+    fn abort(&mut self) {
+        // The client sees the stream reset, not a complete response.
+        self.finished = true;
+        self.send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+    }
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn bytes(&self) -> (u64, u64) {
+        (self.body.received, self.bytes_out)
+    }
+}

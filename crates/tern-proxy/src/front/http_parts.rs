@@ -1,0 +1,111 @@
+//! Requests and responses of the front ends that speak in the `http`
+//! crate's types (HTTP/2 and HTTP/3): the host a request names, and the
+//! response head from either kind of backend head, with the fields tern
+//! adds (Alt-Svc).
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+use tern_http::head::{FieldKind, ResponseHead};
+use tern_http::rewrite::is_connection_specific;
+use tern_http::BodyFraming;
+
+use crate::exchange::ListenerCtx;
+use crate::fault::Kind;
+use crate::message::{ResponseHeadView, ResponseView};
+
+/// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
+/// else its `host` field. It routes the request and becomes the backend's
+/// Host (or `:authority`).
+pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
+    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    authority.or_else(|| {
+        parts
+            .headers
+            .get(http::header::HOST)
+            .map(HeaderValue::as_bytes)
+    })
+}
+
+/// The client's response head for `view`, plus the listener's Alt-Svc.
+pub(crate) fn for_client(
+    view: ResponseView<'_>,
+    listener: &ListenerCtx,
+) -> Result<Response<()>, Kind> {
+    let mut response = match view.head {
+        ResponseHeadView::H1(head) => {
+            // HTTP/2 and HTTP/3 requests carry no Upgrade: a 101 is a
+            // backend error.
+            if head.status == 101 {
+                return Err(Kind::Invalid);
+            }
+            from_h1(head, view.body).ok_or(Kind::Invalid)?
+        }
+        ResponseHeadView::H2(parts) => {
+            let mut response = Response::new(());
+            *response.status_mut() = parts.status;
+            let headers = response.headers_mut();
+            for (name, value) in parts
+                .headers
+                .iter()
+                .filter(|(n, _)| !is_connection_specific(n.as_str()))
+            {
+                headers.append(name.clone(), value.clone());
+            }
+            response
+        }
+    };
+    if let Some(alt_svc) = &listener.alt_svc {
+        response
+            .headers_mut()
+            .append(http::header::ALT_SVC, alt_svc.clone());
+    }
+    Ok(response)
+}
+
+/// tern's own answer with `status` (nothing came from the backend): the
+/// head, and the short text body it carries.
+pub(crate) fn answer(status: u16) -> (Response<()>, &'static str) {
+    let (_, body) = crate::fault::answer_text(status);
+    let mut response = Response::new(());
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    (response, body)
+}
+
+/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field
+/// cannot be carried (invalid name or value).
+fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
+    let mut response = Response::new(());
+    *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
+    let headers = response.headers_mut();
+    headers.reserve(head.fields.len());
+    // One copy of the head shared by every value (each would otherwise be
+    // its own allocation).
+    let raw = Bytes::copy_from_slice(head.fields.raw());
+    let names_in_connection = head.fields.connection_names_fields();
+    for (name, kind, value) in head.fields.iter_spans() {
+        if kind.is_connection_specific() {
+            continue;
+        }
+        // Content-Length describes the body (or, for HEAD and 304, the body
+        // a GET would get); only a chunked or close-delimited response has
+        // none to keep.
+        if kind == FieldKind::ContentLength {
+            if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+                continue;
+            }
+        } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name) {
+            // Fields the backend named in Connection are hop-by-hop.
+            continue;
+        }
+        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+        let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
+        headers.append(name, value);
+    }
+    Some(response)
+}
