@@ -107,6 +107,8 @@ pub struct BackendStats {
     requests: AtomicUsize,
     chunked_bytes: AtomicUsize,
     echoes: Mutex<Vec<serde_json::Value>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
 }
 
 /// How many `/echo` answers a backend keeps for [`Backend::echoes`]; a
@@ -191,6 +193,13 @@ impl Backend {
     /// Requests received so far.
     pub fn requests(&self) -> usize {
         self.stats.requests.load(Ordering::SeqCst)
+    }
+
+    /// The most requests this backend was ever answering at once (each
+    /// counted until its response head is made: `/slow/MS` holds one for
+    /// MS milliseconds).
+    pub fn max_in_flight(&self) -> usize {
+        self.stats.max_in_flight.load(Ordering::SeqCst)
     }
 
     /// The `/echo` answers given so far (the first [`ECHOES_KEPT`]), in
@@ -374,6 +383,7 @@ async fn handle(
     addr: SocketAddr,
     stats: Arc<BackendStats>,
 ) -> Result<Response<ResponseBody>, HandlerError> {
+    let _busy = InFlight::enter(stats.clone());
     let path = req.uri().path().to_string();
     let mut segments = path.trim_start_matches('/').splitn(2, '/');
     let first = segments.next().unwrap_or("");
@@ -416,6 +426,23 @@ async fn handle(
         _ => status_response(StatusCode::NOT_FOUND, "not found\n"),
     };
     Ok(response)
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight(Arc<BackendStats>);
+
+impl InFlight {
+    fn enter(stats: Arc<BackendStats>) -> InFlight {
+        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(stats)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 async fn echo(

@@ -53,6 +53,35 @@ pub const HEADLESS_FLAGS: [&str; 7] = [
     "--no-first-run",
 ];
 
+/// Flags that make Chromium speak HTTP/3 to `localhost:port` from the
+/// first request (no Alt-Svc round first) and accept `cert_der` there.
+/// QUIC in Chromium ignores `--ignore-certificate-errors`; it takes the
+/// certificate's key pinned by hash instead. `localhost` is mapped to
+/// 127.0.0.1 because Chromium tries ::1 first over UDP.
+pub fn quic_flags(port: u16, cert_der: &[u8]) -> Vec<String> {
+    vec![
+        format!("--origin-to-force-quic-on=localhost:{port}"),
+        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+        format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_sha256_base64(cert_der)
+        ),
+    ]
+}
+
+/// Base64 of the SHA-256 of a certificate's SubjectPublicKeyInfo, the form
+/// Chromium's `--ignore-certificate-errors-spki-list` takes.
+pub fn spki_sha256_base64(cert_der: &[u8]) -> String {
+    use base64::Engine;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(cert_der).expect("a test certificate parses");
+    let digest = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
+        cert.tbs_certificate.subject_pki.raw,
+    );
+    base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+}
+
 /// Loads `url` in headless Chromium with a fresh profile and returns what
 /// `--dump-dom` printed (the DOM after the load event: every script has run).
 ///

@@ -26,6 +26,8 @@ mod config;
 mod forwarded;
 #[path = "serve/framing.rs"]
 mod framing;
+#[path = "serve/h3.rs"]
+mod h3;
 #[path = "serve/headers.rs"]
 mod headers;
 #[path = "serve/interop.rs"]

@@ -14,7 +14,7 @@ use tern_testsupport::chromium::dump_dom;
 use tern_testsupport::client::find;
 use tern_testsupport::tempdir::TempDir;
 use tern_testsupport::tern::Served;
-use tern_testsupport::tools::{run_tool, s_client};
+use tern_testsupport::tools::{run_tool, s_client, ToolOutput};
 
 use crate::clients::{
     ca, check_answers, check_echo, check_kept_alive, client_connections, program, tool, url,
@@ -183,7 +183,7 @@ fn run_load_tool(
     name: &str,
     body_flag: &str,
     flags: &[&str],
-) -> (tern_testsupport::tools::ToolOutput, Served) {
+) -> (ToolOutput, Served) {
     let served = Served::start(&[]);
     let dir = TempDir::new("load-tool-body");
     let target = url(&served, name);
@@ -287,12 +287,24 @@ fn wrk_posts_on_kept_alive_connections() {
     assert!(connections <= 2, "wrk: {connections} connections");
 }
 
-/// `&lt;`, `&gt;` and `&amp;` back to characters (what `--dump-dom` escapes
-/// in text).
-fn unescape_html(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
+/// The answers `/post-page` put in the DOM Chromium dumped, each as the
+/// JSON shape the other clients print. (`--dump-dom` escapes `<`, `>` and
+/// `&` in text.)
+pub(crate) fn page_answers(out: &ToolOutput) -> Vec<Value> {
+    out.stdout
+        .split("<pre class=\"answer\">")
+        .skip(1)
+        .map(|chunk| {
+            let text = chunk
+                .split("</pre>")
+                .next()
+                .unwrap_or("")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&");
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}\n{}", out.all()))
+        })
+        .collect()
 }
 
 fn chromium_posts(h2: bool) {
@@ -312,15 +324,7 @@ fn chromium_posts(h2: bool) {
         flags.push("--disable-http2");
     }
     let out = dump_dom(Path::new(&chromium), &page, &flags, Duration::from_secs(60));
-    let answers: Vec<Value> = out
-        .stdout
-        .split("<pre class=\"answer\">")
-        .skip(1)
-        .map(|chunk| {
-            let text = unescape_html(chunk.split("</pre>").next().unwrap_or(""));
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}\n{}", out.all()))
-        })
-        .collect();
+    let answers = page_answers(&out);
     let (name, proto) = if h2 {
         ("chromium", "h2")
     } else {

@@ -1,0 +1,369 @@
+//! HTTP/3 (`--http3`): clients no one here wrote over QUIC (aioquic, a
+//! Python QUIC and HTTP/3 stack, and headless Chromium), the Alt-Svc
+//! advertisement on HTTP/1.1 and HTTP/2, and the abuse limits: request
+//! streams per connection, field-section size, address validation
+//! (Retry) under a burst of new connections.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tern_testsupport::chromium::{dump_dom, quic_flags};
+use tern_testsupport::tern::{tern_bin, wait_until, Served};
+use tern_testsupport::tools::{curl, run_tool, ToolOutput};
+
+use crate::clients::{check_answers, client_connections, program, tool, BODY_LEN, CLIENT_TIMEOUT};
+use crate::clients_cli::page_answers;
+
+/// A Python with aioquic (`.ci/run` installs it with pip), or a skip (a
+/// failure in CI).
+fn python_with_aioquic() -> Option<String> {
+    for python in ["python3", "/usr/bin/python3"] {
+        let check = run_tool(
+            python,
+            ["-c", "import aioquic"],
+            b"",
+            Duration::from_secs(30),
+        );
+        if check.success() {
+            return Some(python.to_string());
+        }
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "aioquic is not installed: .ci/run installs it (pip install aioquic)"
+    );
+    eprintln!("skipped: aioquic is not installed (python3 -m pip install aioquic)");
+    None
+}
+
+/// What one run of the aioquic client asked for.
+struct H3Run<'a> {
+    method: &'a str,
+    path: &'a str,
+    count: usize,
+    body_len: u64,
+    parallel: usize,
+    header_bytes: usize,
+}
+
+impl Default for H3Run<'_> {
+    fn default() -> Self {
+        H3Run {
+            method: "GET",
+            path: "/echo",
+            count: 1,
+            body_len: 0,
+            parallel: 1,
+            header_bytes: 0,
+        }
+    }
+}
+
+/// Runs the aioquic client (one QUIC connection) against `served`.
+fn h3_client(python: &str, served: &Served, run: &H3Run<'_>) -> ToolOutput {
+    run_tool(python, h3_client_args(served, run), b"", CLIENT_TIMEOUT)
+}
+
+/// Runs the aioquic client on a thread of its own and returns once its
+/// first request reached the backend, for tests that act on tern while the
+/// connection is open.
+fn h3_client_in_flight(
+    python: &str,
+    served: &Served,
+    run: &H3Run<'_>,
+) -> std::thread::JoinHandle<ToolOutput> {
+    let python = python.to_string();
+    let args = h3_client_args(served, run);
+    let client = std::thread::spawn(move || run_tool(&python, args, b"", CLIENT_TIMEOUT));
+    wait_until(
+        "the first request at the backend",
+        Duration::from_secs(20),
+        || served.backend().requests() >= 1,
+    );
+    client
+}
+
+fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
+    let script = program("h3_client.py").display().to_string();
+    let port = served.addr.port().to_string();
+    let ca = served.ca().ca_file().display().to_string();
+    [
+        script,
+        "127.0.0.1".to_string(),
+        port,
+        ca,
+        "localhost".to_string(),
+        run.method.to_string(),
+        run.path.to_string(),
+        run.count.to_string(),
+        run.body_len.to_string(),
+        run.parallel.to_string(),
+        run.header_bytes.to_string(),
+    ]
+    .to_vec()
+}
+
+fn answers(out: &ToolOutput) -> Vec<Value> {
+    assert!(out.success(), "h3 client failed:\n{}", out.all());
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn aioquic_posts_on_one_quic_connection() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::start(&["--http3"]);
+    let out = h3_client(
+        &python,
+        &served,
+        &H3Run {
+            method: "POST",
+            path: "/echo?client=aioquic",
+            count: 3,
+            body_len: BODY_LEN,
+            ..H3Run::default()
+        },
+    );
+    let lines = answers(&out);
+    check_answers("aioquic", &lines, "h3");
+    assert_eq!(client_connections(&served, "aioquic", 3), 1);
+    let logged = served
+        .tern
+        .wait_stdout_lines("path=/echo?client=aioquic", 3, crate::LOG_WAIT)
+        .unwrap_or_default();
+    for line in &logged {
+        assert!(line.contains(" alpn=h3 "), "{line}");
+        assert!(line.contains(" sni=localhost "), "{line}");
+        assert!(line.contains(" tls=TLSv1.3 "), "{line}");
+    }
+}
+
+fn expected_alt_svc(served: &Served) -> String {
+    format!("h3=\":{}\"; ma=86400", served.addr.port())
+}
+
+fn h2_alt_svc(served: &Served) -> Option<String> {
+    let resolve = format!("localhost:{}:127.0.0.1", served.addr.port());
+    let url = format!("https://localhost:{}/echo", served.addr.port());
+    let ca = served.ca().ca_file().display().to_string();
+    let out = curl(&[
+        "-sS",
+        "--http2",
+        "-o",
+        "/dev/null",
+        "-D",
+        "-",
+        "--cacert",
+        &ca,
+        "--resolve",
+        &resolve,
+        &url,
+    ]);
+    assert!(out.success(), "{}", out.all());
+    assert!(out.stdout.starts_with("HTTP/2 200"), "{}", out.all());
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("alt-svc: "))
+        .map(|v| v.trim().to_string())
+}
+
+#[test]
+fn alt_svc_advertises_h3_over_http11_and_h2_only_when_it_is_on() {
+    let served = Served::start(&["--http3"]);
+    let want = expected_alt_svc(&served);
+    assert_eq!(served.get("/echo").header("alt-svc"), Some(want.as_str()));
+    assert_eq!(h2_alt_svc(&served).as_deref(), Some(want.as_str()));
+
+    let plain = Served::start(&[]);
+    assert_eq!(plain.get("/echo").header("alt-svc"), None);
+    assert_eq!(h2_alt_svc(&plain), None);
+
+    let quiet = Served::start(&["--http3", "--alt-svc-max-age", "0"]);
+    assert_eq!(quiet.get("/echo").header("alt-svc"), None);
+}
+
+#[test]
+fn alt_svc_is_sent_over_h3_too() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::start(&["--http3", "--alt-svc-max-age", "600"]);
+    let lines = answers(&h3_client(&python, &served, &H3Run::default()));
+    let want = format!("h3=\":{}\"; ma=600", served.addr.port());
+    assert_eq!(lines[0]["alt_svc"], want.as_str(), "{lines:?}");
+}
+
+#[test]
+fn streams_beyond_the_limit_wait_for_credit() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::start(&["--http3", "--h3-max-streams", "2"]);
+    // Six requests at once on one connection, each held 300 ms by the
+    // backend: QUIC stream credit lets the client have two open.
+    let lines = answers(&h3_client(
+        &python,
+        &served,
+        &H3Run {
+            path: "/slow/300",
+            count: 6,
+            parallel: 6,
+            ..H3Run::default()
+        },
+    ));
+    assert_eq!(lines.len(), 6);
+    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
+    assert_eq!(served.backend().max_in_flight(), 2);
+}
+
+#[test]
+fn oversized_field_section_gets_431_and_the_next_request_is_served() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::start(&["--http3", "--h2-max-header-list-size", "8192"]);
+    let big = answers(&h3_client(
+        &python,
+        &served,
+        &H3Run {
+            header_bytes: 20_000,
+            ..H3Run::default()
+        },
+    ));
+    assert_eq!(big[0]["status"], 431, "{big:?}");
+    let small = answers(&h3_client(&python, &served, &H3Run::default()));
+    assert_eq!(small[0]["status"], 200, "{small:?}");
+}
+
+#[test]
+fn new_connections_past_the_retry_threshold_prove_their_address() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    // 0: every new connection gets a Retry first; aioquic answers it.
+    let served = Served::builder()
+        .args(&["--http3", "--quic-retry-above", "0"])
+        .admin()
+        .start();
+    let lines = answers(&h3_client(&python, &served, &H3Run::default()));
+    assert_eq!(lines[0]["status"], 200);
+    let scrape = served.scrape();
+    assert!(
+        scrape.sum("tern_quic_retries_total", &[]) >= 1.0,
+        "no Retry counted"
+    );
+    assert!(
+        scrape.sum(
+            "tern_http_requests_total",
+            &[("protocol", "h3"), ("code", "200")]
+        ) >= 1.0,
+        "h3 requests are counted under protocol=\"h3\""
+    );
+}
+
+#[test]
+fn reloads_keep_an_open_quic_connection() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let mut served = Served::start(&["--http3"]);
+    // Twenty requests one after another on one connection, each held
+    // 100 ms by the backend: two reloads happen while it is open.
+    let client = h3_client_in_flight(
+        &python,
+        &served,
+        &H3Run {
+            path: "/slow/100",
+            count: 20,
+            ..H3Run::default()
+        },
+    );
+    served.reload();
+    served.reload();
+    let out = client.join().expect("client thread");
+    let lines = answers(&out);
+    assert_eq!(lines.len(), 20, "{}", out.all());
+    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
+    // And new connections are served by the new generation.
+    let after = answers(&h3_client(&python, &served, &H3Run::default()));
+    assert_eq!(after[0]["status"], 200);
+}
+
+#[test]
+fn sigterm_lets_an_h3_request_in_flight_finish() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let mut served = Served::start(&["--http3"]);
+    let client = h3_client_in_flight(
+        &python,
+        &served,
+        &H3Run {
+            path: "/slow/1000",
+            ..H3Run::default()
+        },
+    );
+    served.tern.terminate();
+    let out = client.join().expect("client thread");
+    let lines = answers(&out);
+    assert_eq!(lines[0]["status"], 200, "{}", out.all());
+    let status = served.tern.wait_exit(Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "tern did not exit cleanly: {status:?}\n{}",
+        served.tern.stderr_text()
+    );
+}
+
+#[test]
+fn chromium_posts_over_h3() {
+    let Some(chromium) = tool(
+        &["chromium", "chromium-browser", "google-chrome"],
+        "chromium",
+    ) else {
+        return;
+    };
+    let served = Served::start(&["--http3"]);
+    let page = format!(
+        "https://localhost:{}/post-page?n=3&len={BODY_LEN}",
+        served.addr.port()
+    );
+    let flags = quic_flags(served.addr.port(), &served.cert.leaf_der);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let out = dump_dom(Path::new(&chromium), &page, &flags, Duration::from_secs(60));
+    let answers = page_answers(&out);
+    check_answers("chromium", &answers, "h3");
+    assert_eq!(client_connections(&served, "chromium", 3), 1);
+}
+
+#[test]
+fn http3_settings_are_checked() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--h3-max-streams", "10"], "has no effect without http3"),
+        (
+            &["--http3", "--tls-versions", "TLSv1.2"],
+            "HTTP/3 (QUIC) needs TLSv1.3",
+        ),
+        (
+            &["--http3", "--ciphers", "TLS_AES_256_GCM_SHA384"],
+            "needs TLS_AES_128_GCM_SHA256",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["serve", "--check"];
+        all.extend_from_slice(args);
+        let out = run_tool(
+            &tern_bin().display().to_string(),
+            all,
+            b"",
+            Duration::from_secs(30),
+        );
+        assert!(!out.success(), "{args:?} accepted:\n{}", out.all());
+        assert!(out.stderr.contains(want), "{args:?}:\n{}", out.all());
+    }
+}
