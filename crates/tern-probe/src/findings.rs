@@ -30,6 +30,7 @@ pub fn evaluate(r: &Report) -> Vec<Finding> {
     resumption(r, &mut f);
     http(r, &mut f);
     backend_leg_stall(r, &mut f);
+    h3(r, &mut f);
     certificate(r, &mut f);
     f
 }
@@ -344,6 +345,34 @@ fn backend_leg_stall(r: &Report, f: &mut Vec<Finding>) {
              as tern does). Confirm with the same requests to the backend directly.",
         );
     }
+}
+
+/// An Alt-Svc that promises HTTP/3 where no QUIC handshake completes:
+/// browsers that believe it try QUIC first (or race it), wait, and only
+/// then fall back, on every new visit until they mark it broken.
+fn h3(r: &Report, f: &mut Vec<Finding>) {
+    let q = &r.http.h3;
+    let Some(port) = q.advertised_port else {
+        return;
+    };
+    if q.reachable {
+        return;
+    }
+    push(
+        f,
+        Severity::Medium,
+        "alt_svc_h3_unreachable",
+        format!("Alt-Svc advertises HTTP/3 on UDP port {port}, but no QUIC handshake completed"),
+        format!(
+            "Alt-Svc: {}. {}. Browsers that trust the advertisement try QUIC and fall back to \
+             TCP only after a timeout or a failed attempt, so new visitors pay for it.",
+            q.alt_svc.as_deref().unwrap_or(""),
+            q.error.as_deref().unwrap_or("no handshake")
+        ),
+        "Open the UDP port on every firewall, load balancer and security group in the path \
+         (and serve HTTP/3 there: tern serve --http3), or stop advertising it (in tern: \
+         alt_svc_max_age = 0, or no --http3; elsewhere, remove the backend's Alt-Svc field).",
+    );
 }
 
 fn certificate(r: &Report, f: &mut Vec<Finding>) {

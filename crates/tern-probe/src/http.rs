@@ -30,6 +30,8 @@ pub struct ResponseHead {
     pub close: bool,
     /// `Keep-Alive: timeout=N` when the server announces one.
     pub keepalive_timeout: Option<u64>,
+    /// The Alt-Svc field, as sent.
+    pub alt_svc: Option<String>,
 }
 
 /// Parses a response head from the start of `buf`; `None` until complete.
@@ -45,7 +47,11 @@ pub fn parse_head(buf: &[u8]) -> Option<ResponseHead> {
     let mut chunked = false;
     let mut close = resp.version == Some(0);
     let mut keepalive_timeout = None;
+    let mut alt_svc = None;
     for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("alt-svc") {
+            alt_svc = Some(String::from_utf8_lossy(h.value).trim().to_string());
+        }
         let value = String::from_utf8_lossy(h.value).to_ascii_lowercase();
         if h.name.eq_ignore_ascii_case("content-length") {
             content_length = value.trim().parse::<usize>().ok();
@@ -76,6 +82,7 @@ pub fn parse_head(buf: &[u8]) -> Option<ResponseHead> {
         message_len,
         close,
         keepalive_timeout,
+        alt_svc,
     })
 }
 
@@ -157,10 +164,14 @@ pub(crate) fn measure(target: &Target, browser: &Negotiated, notes: &mut Vec<Str
         Ok(mut conn) => match request(&mut conn, &get_head(&target.host, false), &[], false) {
             Ok((_, Some(head))) if !head.close => {
                 h.keepalive_timeout_s = head.keepalive_timeout;
+                h.alt_svc = head.alt_svc.clone();
                 let second = request(&mut conn, &get_head(&target.host, false), &[], false);
                 h.keepalive = Some(matches!(second, Ok((_, Some(_)))));
             }
-            Ok((_, Some(_))) => h.keepalive = Some(false),
+            Ok((_, Some(head))) => {
+                h.alt_svc = head.alt_svc;
+                h.keepalive = Some(false);
+            }
             Ok((_, None)) => notes.push("HTTP: no HTTP/1.1 response to GET /".into()),
             Err(e) => notes.push(format!("HTTP: {e}")),
         },

@@ -10,7 +10,8 @@
 //!  probe(opts) ─┬─ handshake   rustls, browser-like offer, timed reads/writes
 //!               ├─ negotiate   hand-built hellos (wire): versions, DHE, CBC, groups
 //!               ├─ certinfo    chain order, expiry, key, OCSP staple
-//!               ├─ http        keepalive, split-write penalty
+//!               ├─ http        keepalive, split-write penalty, Alt-Svc
+//!               ├─ h3          the advertised HTTP/3: QUIC handshake, one GET
 //!               └─ findings ──> Report (text or JSON), exit code 0/1
 //! ```
 //!
@@ -22,6 +23,7 @@
 
 pub mod certinfo;
 pub mod findings;
+pub mod h3;
 mod handshake;
 mod http;
 mod negotiate;

@@ -163,6 +163,13 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
         ),
         None => Default::default(),
     };
+    if browser.is_some() {
+        let rtt = round_trips
+            .as_ref()
+            .filter(|r| r.rtt_large_enough)
+            .map(|r| r.rtt_ms);
+        http.h3 = crate::h3::check(&target, http.alt_svc.as_deref(), rtt, &mut notes);
+    }
     if let Some(watch) = idle_watch {
         match watch.join() {
             Ok(Ok(idle)) => http.idle = Some(idle),

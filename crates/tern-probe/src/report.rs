@@ -153,6 +153,10 @@ pub struct Http {
     pub split_write: Option<SplitWrite>,
     /// GET latency on a warm keepalive connection (the backend-leg stall).
     pub keepalive_get: Option<KeepaliveLatency>,
+    /// The Alt-Svc field of `GET /` (HTTP/3 advertised there).
+    pub alt_svc: Option<String>,
+    /// HTTP/3, when Alt-Svc advertises it on this host.
+    pub h3: crate::h3::H3Check,
 }
 
 /// What happened to a keepalive connection left idle.
@@ -342,6 +346,31 @@ impl Report {
                  penalty {:.2} ms (median of {})",
                 sw.one_write_ms, sw.split_write_ms, sw.penalty_ms, sw.samples
             );
+        }
+        let q = &h.h3;
+        match (q.advertised_port, q.reachable) {
+            (None, _) => {
+                let _ = writeln!(o, "  HTTP/3 not advertised (no h3 in Alt-Svc)");
+            }
+            (Some(port), true) => {
+                let _ = writeln!(
+                    o,
+                    "  HTTP/3 on UDP {port}: QUIC handshake {:.2} ms{}, GET / {} in {:.2} ms",
+                    q.handshake_ms.unwrap_or_default(),
+                    q.handshake_rtts
+                        .map(|r| format!(" ({r:.1} round trips)"))
+                        .unwrap_or_default(),
+                    q.status.map_or("failed".to_string(), |s| s.to_string()),
+                    q.response_ms.unwrap_or_default()
+                );
+            }
+            (Some(port), false) => {
+                let _ = writeln!(
+                    o,
+                    "  HTTP/3 advertised on UDP {port} but unreachable: {}",
+                    q.error.as_deref().unwrap_or("no handshake")
+                );
+            }
         }
         if let Some(c) = &self.certificate {
             let _ = writeln!(o, "\nCertificate");

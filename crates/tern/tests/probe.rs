@@ -175,6 +175,7 @@ fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
     args.push(tern_bin().display().to_string());
     for a in [
         "serve",
+        "--http3",
         "--listen",
         &listen.to_string(),
         "--backend",
@@ -216,6 +217,12 @@ fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
     assert_eq!(rt["extra_round_trips"], 0, "{rt}");
     let rtts = rt["handshake_rtts"].as_f64().expect("handshake_rtts");
     assert!((0.8..1.6).contains(&rtts), "{rt}");
+    // HTTP/3 over the same link: QUIC's handshake is one round trip too,
+    // with no TCP handshake before it.
+    let h3 = &report["http"]["h3"];
+    assert_eq!(h3["reachable"], true, "{h3}");
+    let quic_rtts = h3["handshake_rtts"].as_f64().expect("h3 handshake_rtts");
+    assert!((0.8..1.6).contains(&quic_rtts), "{h3}");
     let unexpected: Vec<String> = finding_ids(&report)
         .into_iter()
         .filter(|id| id != "no_h2" && id != "split_write_penalty")
@@ -297,4 +304,64 @@ fn probe_finds_the_backend_leg_stall_behind_haproxy_and_not_behind_tern() {
         .as_f64()
         .expect("keepalive latency measured");
     assert!(median < 20.0, "{}", behind_tern["http"]);
+}
+
+/// `tern probe --json` with few samples, no idle watch and a `timeout` in
+/// seconds; returns the output and the report.
+fn quick_probe(addr: SocketAddr, timeout: &str) -> (Finished, Value) {
+    let out = tern(&[
+        "probe",
+        &addr.to_string(),
+        "--sni",
+        "localhost",
+        "--json",
+        "--samples",
+        "1",
+        "--idle-wait",
+        "0",
+        "--timeout",
+        timeout,
+    ]);
+    assert_ne!(code(&out), Some(2), "{}", out.stderr);
+    let report = json(&out);
+    (out, report)
+}
+
+#[test]
+fn probe_of_tern_serve_with_http3_finds_it_reachable() {
+    let served = Served::start(&["--http3"]);
+    let (out, report) = quick_probe(served.addr, "5");
+    let h3 = &report["http"]["h3"];
+    assert_eq!(h3["advertised_port"], served.addr.port(), "{h3}");
+    assert_eq!(h3["reachable"], true, "{h3}");
+    // The probe GETs /, which the test backend answers with 404: an
+    // answer from the backend, through tern, over HTTP/3.
+    assert_eq!(h3["status"], 404, "{h3}");
+    assert!(
+        !finding_ids(&report).contains(&"alt_svc_h3_unreachable".to_string()),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A backend that advertises HTTP/3 itself (tern relays its Alt-Svc) while
+/// nothing answers QUIC on that port: the probe says so.
+#[test]
+fn probe_flags_an_alt_svc_that_points_at_no_http3() {
+    let served_port = free_addr().port();
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nAlt-Svc: h3=\":{served_port}\"; ma=3600\r\n\r\nok"
+    );
+    let origin = tern_testsupport::raw_backend::RawBackend::start(response.as_bytes());
+    let served = Served::builder()
+        .backend_addr(origin.addr())
+        .listen(SocketAddr::from(([127, 0, 0, 1], served_port)))
+        .start();
+    let (out, report) = quick_probe(served.addr, "1");
+    assert_eq!(report["http"]["h3"]["reachable"], false, "{}", out.stdout);
+    assert!(
+        finding_ids(&report).contains(&"alt_svc_h3_unreachable".to_string()),
+        "{}",
+        out.stdout
+    );
 }
