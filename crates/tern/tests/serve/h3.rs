@@ -45,6 +45,8 @@ struct H3Run<'a> {
     body_len: u64,
     parallel: usize,
     header_bytes: usize,
+    /// QUIC connections opened at once, each making `count` requests.
+    connections: usize,
 }
 
 impl Default for H3Run<'_> {
@@ -56,6 +58,7 @@ impl Default for H3Run<'_> {
             body_len: 0,
             parallel: 1,
             header_bytes: 0,
+            connections: 1,
         }
     }
 }
@@ -100,6 +103,7 @@ fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
         run.body_len.to_string(),
         run.parallel.to_string(),
         run.header_bytes.to_string(),
+        run.connections.to_string(),
     ]
     .to_vec()
 }
@@ -263,6 +267,36 @@ fn new_connections_past_the_retry_threshold_prove_their_address() {
             &[("protocol", "h3"), ("code", "200")]
         ) >= 1.0,
         "h3 requests are counted under protocol=\"h3\""
+    );
+}
+
+#[test]
+fn a_burst_of_new_connections_gets_retries_and_every_client_is_served() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    // Thirty clients at once against a threshold of five new connections
+    // a second: the first few handshake at once, the rest prove their
+    // address first (one more round trip), and all are served.
+    let served = Served::builder()
+        .args(&["--http3", "--quic-retry-above", "5", "--workers", "1"])
+        .admin()
+        .start();
+    let lines = answers(&h3_client(
+        &python,
+        &served,
+        &H3Run {
+            connections: 30,
+            ..H3Run::default()
+        },
+    ));
+    assert_eq!(lines.len(), 30);
+    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
+    let retries = served.scrape().sum("tern_quic_retries_total", &[]);
+    assert!(retries >= 1.0, "no Retry in a burst of 30 connections");
+    assert!(
+        retries <= 25.0,
+        "{retries} Retries: the first five need none"
     );
 }
 

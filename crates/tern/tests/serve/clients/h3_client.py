@@ -4,8 +4,10 @@
 # and the body, parsed as JSON when it is).
 #
 # Usage: h3_client.py HOST PORT CA_FILE SERVER_NAME METHOD PATH COUNT BODY_LEN
-#                     [PARALLEL] [HEADER_BYTES]
-# HEADER_BYTES adds a header of that size (to test the field-section limit).
+#                     [PARALLEL] [HEADER_BYTES] [CONNECTIONS]
+# HEADER_BYTES adds a header of that size (to test the field-section limit);
+# CONNECTIONS opens that many QUIC connections at once, each making COUNT
+# requests (a burst of new connections).
 import asyncio
 import json
 import sys
@@ -78,15 +80,9 @@ def summary(response):
     }
 
 
-async def main():
-    host, port, ca, name, method, path = sys.argv[1:7]
-    count, body_len = int(sys.argv[7]), int(sys.argv[8])
-    parallel = int(sys.argv[9]) if len(sys.argv) > 9 else 1
-    header_bytes = int(sys.argv[10]) if len(sys.argv) > 10 else 0
+async def one_connection(host, port, name, ca, method, path, count, body, parallel, extra):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=name)
     config.load_verify_locations(ca)
-    extra = [(b"x-big", b"b" * header_bytes)] if header_bytes else []
-    body = b"x" * body_len
     authority = f"{name}:{port}"
     async with connect(host, int(port), configuration=config, create_protocol=Client) as client:
         done = 0
@@ -98,6 +94,22 @@ async def main():
             for r in responses:
                 print(json.dumps(summary(r)), flush=True)
             done += batch
+
+
+async def main():
+    host, port, ca, name, method, path = sys.argv[1:7]
+    count, body_len = int(sys.argv[7]), int(sys.argv[8])
+    parallel = int(sys.argv[9]) if len(sys.argv) > 9 else 1
+    header_bytes = int(sys.argv[10]) if len(sys.argv) > 10 else 0
+    connections = int(sys.argv[11]) if len(sys.argv) > 11 else 1
+    extra = [(b"x-big", b"b" * header_bytes)] if header_bytes else []
+    body = b"x" * body_len
+    await asyncio.gather(
+        *[
+            one_connection(host, port, name, ca, method, path, count, body, parallel, extra)
+            for _ in range(connections)
+        ]
+    )
 
 
 asyncio.run(main())
