@@ -45,6 +45,25 @@ pub enum HttpVersion {
     /// HTTP/2 with several concurrent streams per connection.
     #[serde(rename = "HTTP/2")]
     Http2,
+    /// HTTP/3 over QUIC, several concurrent streams per connection.
+    #[serde(rename = "HTTP/3")]
+    Http3,
+}
+
+impl HttpVersion {
+    /// Short name: h1, h2, h3.
+    pub fn short(self) -> &'static str {
+        match self {
+            HttpVersion::Http1 => "h1",
+            HttpVersion::Http2 => "h2",
+            HttpVersion::Http3 => "h3",
+        }
+    }
+
+    /// True when one connection carries several requests at once.
+    pub fn multiplexed(self) -> bool {
+        !matches!(self, HttpVersion::Http1)
+    }
 }
 
 /// Closed or open loop.

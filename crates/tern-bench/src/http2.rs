@@ -76,12 +76,18 @@ impl H2Request {
         })
     }
 
-    fn build(&self) -> http::Request<()> {
+    /// The request head, for a new stream.
+    pub(crate) fn build(&self) -> http::Request<()> {
         let mut req = http::Request::new(());
         *req.method_mut() = self.method.clone();
         *req.uri_mut() = self.uri.clone();
         *req.headers_mut() = self.headers.clone();
         req
+    }
+
+    /// The request body.
+    pub(crate) fn body(&self) -> &Bytes {
+        &self.body
     }
 }
 

@@ -1,7 +1,7 @@
 //! `tern bench`: a TLS load generator whose results can be trusted.
 //!
 //! It runs a workload plan (keepalive, new connection per request, or new
-//! connection resuming the TLS session; HTTP/1.1 or HTTP/2; closed loop or
+//! connection resuming the TLS session; HTTP/1.1, HTTP/2 or HTTP/3; closed loop or
 //! open loop at a fixed rate) against one target, or several interleaved
 //! (compare mode), and reports what was measured together with the
 //! conditions that decide a TLS result: what was negotiated, how many
@@ -25,6 +25,7 @@ pub mod env;
 pub mod error;
 pub mod http1;
 pub mod http2;
+pub mod http3;
 pub mod progress;
 pub mod report;
 pub mod run;

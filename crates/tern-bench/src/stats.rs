@@ -97,6 +97,8 @@ pub struct Stats {
     pub elapsed: Duration,
     /// Per-request records (only when asked for).
     pub records: Vec<RequestRecord>,
+    /// QUIC transport figures (HTTP/3 runs).
+    pub quic: crate::http3::QuicStats,
 }
 
 impl Default for Stats {
@@ -119,6 +121,7 @@ impl Default for Stats {
             negotiated: BTreeMap::new(),
             elapsed: Duration::ZERO,
             records: Vec::new(),
+            quic: crate::http3::QuicStats::default(),
         }
     }
 }
@@ -192,6 +195,7 @@ impl Stats {
         self.handshake_bytes += other.handshake_bytes;
         self.elapsed = self.elapsed.max(other.elapsed);
         self.records.extend_from_slice(&other.records);
+        self.quic.merge(&other.quic);
     }
 
     /// Appends `other` after `self` in time (compare-mode rounds of one

@@ -27,6 +27,9 @@ pub struct Target {
     pub port: u16,
     /// Path and query, at least `/`.
     pub path: String,
+    /// The protocol for this target when it is not the run's (a protocol
+    /// comparison runs one URL once per protocol).
+    pub http: Option<crate::config::HttpVersion>,
 }
 
 impl Target {
@@ -69,6 +72,7 @@ impl Target {
             host,
             port,
             path,
+            http: None,
         })
     }
 

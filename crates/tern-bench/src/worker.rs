@@ -10,17 +10,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::config::{BenchConfig, ConnectionPlan, HttpVersion, LoadModel, StopCondition};
 use crate::conn::{Connector, Established};
 use crate::error::{BenchError, RequestError};
 use crate::http1::{request_headers, Exchange, H1Conn, RequestBytes};
-use crate::http2::{self, H2Request};
+use crate::http2::H2Request;
+use crate::http3::H3Connector;
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
 use crate::tls::{self, KeyCache};
+
+mod h2;
+mod h3;
 
 /// Run-wide controls shared by all threads: Ctrl-C and progress.
 #[derive(Debug)]
@@ -83,6 +86,11 @@ impl Budget {
 
 /// One target run by all workers under one stop condition.
 struct Job {
+    /// The protocol this target is run with (its own in a protocol
+    /// comparison, else the run's).
+    http: HttpVersion,
+    /// HTTP/3: the address QUIC connections go to.
+    h3_addr: Option<std::net::SocketAddr>,
     config: Arc<BenchConfig>,
     request: RequestBytes,
     h2_request: H2Request,
@@ -101,10 +109,14 @@ pub fn run_target(
     control: &Arc<Control>,
 ) -> Result<Stats, BenchError> {
     let workers = config.workers.clamp(1, config.connections.max(1));
-    let streams = match (config.http, config.plan) {
-        (HttpVersion::Http2, ConnectionPlan::KeepAlive) => config.streams_per_connection.max(1),
+    let http = target.http.unwrap_or(config.http);
+    let streams = match config.plan {
+        ConnectionPlan::KeepAlive if http.multiplexed() => config.streams_per_connection.max(1),
         _ => 1,
     };
+    if http == HttpVersion::Http3 {
+        h3::check_plan(config, target)?;
+    }
     let slots_total = config.connections.max(1) * streams;
     let slot_interval = match config.load {
         LoadModel::Closed => None,
@@ -118,12 +130,18 @@ pub fn run_target(
     let tls_configs = (0..workers)
         .map(|_| match target.scheme {
             Scheme::Https => {
-                tls::client_config(&config.tls, config.plan, config.http).map(|c| Some(Arc::new(c)))
+                tls::client_config(&config.tls, config.plan, http).map(|c| Some(Arc::new(c)))
             }
             Scheme::Http => Ok(None),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let h3_addr = match http {
+        HttpVersion::Http3 => Some(h3::address(target)?),
+        _ => None,
+    };
     let job = Arc::new(Job {
+        http,
+        h3_addr,
         config: config.clone(),
         request: RequestBytes::new(config, target),
         h2_request: H2Request::new(config, target, &request_headers(config, target))?,
@@ -145,6 +163,12 @@ pub fn run_target(
             // Spread connections as evenly as possible over workers.
             let conns =
                 config.connections / workers + usize::from(w < config.connections % workers);
+            let sni = config
+                .tls
+                .sni
+                .clone()
+                .unwrap_or_else(|| target.host.clone());
+            let h3_tls = tls_config.clone().filter(|_| http == HttpVersion::Http3);
             let connector = Connector::new(
                 target,
                 tls_config,
@@ -155,9 +179,17 @@ pub fn run_target(
             let control = control.clone();
             let first = first_conn;
             first_conn += conns;
-            handles.push(
-                scope.spawn(move || run_worker(job, connector?, first, conns, streams, control)),
-            );
+            handles.push(scope.spawn(move || {
+                run_worker(
+                    job,
+                    connector?,
+                    h3_tls.map(|t| (t, sni)),
+                    first,
+                    conns,
+                    streams,
+                    control,
+                )
+            }));
         }
         handles
             .into_iter()
@@ -180,6 +212,7 @@ pub fn run_target(
 fn run_worker(
     job: Arc<Job>,
     connector: Connector,
+    h3_tls: Option<(Arc<rustls::ClientConfig>, String)>,
     first_conn: usize,
     conns: usize,
     streams: usize,
@@ -191,14 +224,22 @@ fn run_worker(
         .map_err(BenchError::Runtime)?;
     let local = tokio::task::LocalSet::new();
     let stats = Rc::new(RefCell::new(Stats::default()));
-    let ctx = Rc::new(SlotCtx {
-        job: job.clone(),
-        connector,
-        stats: stats.clone(),
-        control: control.clone(),
-    });
     let mut stopped = control.stopped.subscribe();
+    let slot_stats = stats.clone();
     local.block_on(&rt, async move {
+        // Made on the worker's runtime: the endpoint's socket is
+        // registered with it.
+        let h3 = match (h3_tls, job.h3_addr) {
+            (Some((tls, name)), Some(addr)) => Some(H3Connector::new(addr, &name, tls)?),
+            _ => None,
+        };
+        let ctx = Rc::new(SlotCtx {
+            job: job.clone(),
+            connector,
+            h3,
+            stats: slot_stats,
+            control: control.clone(),
+        });
         let mut handles = Vec::with_capacity(conns);
         for c in first_conn..first_conn + conns {
             let ctx = ctx.clone();
@@ -206,11 +247,15 @@ fn run_worker(
                 .map(|s| Pacer::new(&job, c * streams + s))
                 .collect();
             handles.push(tokio::task::spawn_local(async move {
-                match (ctx.job.config.http, ctx.job.config.plan) {
+                match (ctx.job.http, ctx.job.config.plan) {
                     (HttpVersion::Http2, ConnectionPlan::KeepAlive) => {
-                        h2_keepalive_slot(ctx, pacers).await
+                        h2::keepalive_slot(ctx, pacers).await
                     }
-                    (HttpVersion::Http2, _) => h2_oneshot_slot(ctx, pacers).await,
+                    (HttpVersion::Http2, _) => h2::oneshot_slot(ctx, pacers).await,
+                    (HttpVersion::Http3, ConnectionPlan::KeepAlive) => {
+                        h3::keepalive_slot(ctx, pacers).await
+                    }
+                    (HttpVersion::Http3, _) => h3::oneshot_slot(ctx, pacers).await,
                     (HttpVersion::Http1, _) => h1_slot(ctx, pacers).await,
                 }
             }));
@@ -224,7 +269,8 @@ fn run_worker(
             _ = all => {}
             _ = stopped.wait_for(|s| *s) => {}
         }
-    });
+        Ok::<(), BenchError>(())
+    })?;
     drop(local);
     let stats = stats.borrow().clone();
     Ok(stats)
@@ -322,6 +368,8 @@ struct Setup {
 struct SlotCtx {
     job: Arc<Job>,
     connector: Connector,
+    /// HTTP/3 targets: this worker's QUIC endpoint.
+    h3: Option<H3Connector>,
     stats: Rc<RefCell<Stats>>,
     control: Arc<Control>,
 }
@@ -400,6 +448,52 @@ impl SlotCtx {
     }
 }
 
+/// The sending half of a multiplexed connection (HTTP/2, HTTP/3): each
+/// stream loop has its own handle.
+trait Streams {
+    /// Sends one request on a new stream and reads the whole response; on
+    /// error, whether the connection is dead.
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)>;
+}
+
+impl Streams for ::h2::client::SendRequest<bytes::Bytes> {
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
+        crate::http2::exchange(self, req).await
+    }
+}
+
+impl Streams for crate::http3::H3Send {
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
+        crate::http3::exchange(self, req).await
+    }
+}
+
+/// One stream of a multiplexed connection: a closed (or paced) loop of
+/// requests until the budget ends or the connection dies.
+async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<Pacer>) {
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
+    loop {
+        let intended = pace(pacer).await;
+        if !ctx.job.budget.take() {
+            return;
+        }
+        let res = watchdog
+            .run(send.exchange(&ctx.job.h2_request), || {
+                (RequestError::Timeout, false)
+            })
+            .await;
+        match res {
+            Ok(ex) => ctx.record_ok(intended, &ex, None),
+            Err((err, connection_dead)) => {
+                ctx.record_error(intended, &err);
+                if connection_dead {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// HTTP/1.1: one connection, one request at a time, reconnecting when the
 /// plan or the server says so.
 async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
@@ -460,124 +554,6 @@ async fn h1_once(
         Ok(ex) => Ok((ex, setup)),
         Err(e) => Err((e, setup)),
     }
-}
-
-/// HTTP/2 with keepalive: one connection, `-m` concurrent streams, each a
-/// closed (or paced) loop; reconnects when the connection dies.
-async fn h2_keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
-    let mut key_cache = KeyCache::default();
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    while !ctx.job.budget.exhausted() {
-        let attempt = Instant::now();
-        let connected = watchdog
-            .run(h2_connect(&ctx, &mut key_cache), || RequestError::Timeout)
-            .await;
-        let send = match connected {
-            Ok(send) => send,
-            Err(e) => {
-                if !ctx.job.budget.take() {
-                    break;
-                }
-                ctx.record_error(attempt, &e);
-                continue;
-            }
-        };
-        let mut handles = Vec::with_capacity(pacers.len());
-        for mut pacer in pacers.drain(..) {
-            let ctx = ctx.clone();
-            let send = send.clone();
-            handles.push(tokio::task::spawn_local(async move {
-                h2_stream_loop(&ctx, send, &mut pacer).await;
-                pacer
-            }));
-        }
-        drop(send);
-        for h in handles {
-            if let Ok(p) = h.await {
-                pacers.push(p);
-            }
-        }
-    }
-}
-
-async fn h2_stream_loop(
-    ctx: &SlotCtx,
-    mut send: h2::client::SendRequest<Bytes>,
-    pacer: &mut Option<Pacer>,
-) {
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    loop {
-        let intended = pace(pacer).await;
-        if !ctx.job.budget.take() {
-            return;
-        }
-        let res = watchdog
-            .run(http2::exchange(&mut send, &ctx.job.h2_request), || {
-                (RequestError::Timeout, false)
-            })
-            .await;
-        match res {
-            Ok(ex) => ctx.record_ok(intended, &ex, None),
-            Err((err, connection_dead)) => {
-                ctx.record_error(intended, &err);
-                if connection_dead {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// HTTP/2 with a new connection per request: connect, one stream, close.
-async fn h2_oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
-    let mut pacer = pacers.pop().flatten();
-    let mut key_cache = KeyCache::default();
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    loop {
-        let intended = pace(&mut pacer).await;
-        if !ctx.job.budget.take() {
-            break;
-        }
-        let once = async {
-            let mut setup = None;
-            let mut send = h2_connect_with(&ctx, &mut key_cache, &mut setup).await?;
-            http2::exchange(&mut send, &ctx.job.h2_request)
-                .await
-                .map(|ex| (ex, setup))
-                .map_err(|(e, _)| e)
-        };
-        let res = watchdog.run(once, || RequestError::Timeout).await;
-        match res {
-            Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
-            Err(err) => ctx.record_error(intended, &err),
-        }
-    }
-}
-
-async fn h2_connect(
-    ctx: &SlotCtx,
-    key_cache: &mut KeyCache,
-) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
-    let mut setup = None;
-    h2_connect_with(ctx, key_cache, &mut setup).await
-}
-
-async fn h2_connect_with(
-    ctx: &SlotCtx,
-    key_cache: &mut KeyCache,
-    setup: &mut Option<Setup>,
-) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
-    let est = ctx.connector.connect(key_cache).await?;
-    *setup = Some(ctx.record_setup(&est));
-    if let Some(neg) = &est.negotiated {
-        if neg.alpn != "h2" {
-            return Err(RequestError::Http(format!(
-                "server did not negotiate h2 (ALPN {})",
-                neg.alpn
-            )));
-        }
-    }
-    http2::handshake(est.stream).await
 }
 
 #[cfg(test)]

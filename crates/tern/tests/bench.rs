@@ -18,6 +18,9 @@ mod reports;
 #[path = "bench/errors.rs"]
 mod errors;
 
+#[path = "bench/h3.rs"]
+mod h3;
+
 #[path = "bench/hey.rs"]
 mod hey;
 

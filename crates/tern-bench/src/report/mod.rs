@@ -160,6 +160,9 @@ pub struct Summary {
     pub phases: BTreeMap<String, PhaseSummary>,
     /// What handshakes negotiated, most frequent first.
     pub negotiated: Vec<NegotiatedCount>,
+    /// QUIC transport figures, for HTTP/3 runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::http3::QuicStats>,
 }
 
 /// A negotiated parameter set and how many handshakes got it.
@@ -247,6 +250,7 @@ impl Summary {
             },
             phases,
             negotiated,
+            quic: (s.quic.connections > 0).then(|| s.quic.clone()),
         }
     }
 

@@ -10,6 +10,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::http3::QuicStats;
 use crate::stats::{SecondBucket, Stats};
 use crate::tls::Negotiated;
 
@@ -26,6 +27,8 @@ struct Repr {
     handshake_bytes: u64,
     negotiated: Vec<(Negotiated, u64)>,
     elapsed_us: u64,
+    #[serde(default)]
+    quic: QuicStats,
 }
 
 const NAMES: [&str; 6] = ["total", "dns", "connect", "tls", "ttfb", "body"];
@@ -62,6 +65,7 @@ pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
         elapsed_us: stats.elapsed.as_micros() as u64,
+        quic: stats.quic.clone(),
     }
     .serialize(ser)
 }
@@ -102,5 +106,6 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
     stats.handshake_bytes = repr.handshake_bytes;
     stats.negotiated = repr.negotiated.into_iter().collect();
     stats.elapsed = Duration::from_micros(repr.elapsed_us);
+    stats.quic = repr.quic;
     Ok(stats)
 }

@@ -69,6 +69,18 @@ fn disclosure(out: &mut String, r: &Report) {
                 g.version, g.cipher, g.group, g.server_key, g.alpn, s.handshakes
             );
         }
+        if let Some(q) = &s.quic {
+            let _ = writeln!(
+                out,
+                "    QUIC:       v1, 0-RTT off; {} connections: {} datagrams sent, {} received, {} packets lost, {} congestion events, path MTU {}",
+                q.connections,
+                q.datagrams_sent,
+                q.datagrams_received,
+                q.packets_lost,
+                q.congestion_events,
+                q.max_path_mtu
+            );
+        }
         let _ = writeln!(
             out,
             "    Handshakes: {} on {} connections, {} resumed ({:.1}%), {:.0} bytes received per handshake",
@@ -93,6 +105,7 @@ fn disclosure(out: &mut String, r: &Report) {
     let http = match p.http {
         HttpVersion::Http1 => "HTTP/1.1",
         HttpVersion::Http2 => "HTTP/2",
+        HttpVersion::Http3 => "HTTP/3 over QUIC v1",
     };
     let _ = writeln!(
         out,

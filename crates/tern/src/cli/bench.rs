@@ -79,6 +79,14 @@ pub struct BenchArgs {
     /// Speak HTTP/2 (h2 via ALPN; prior knowledge on http://).
     #[arg(long = "h2")]
     pub h2: bool,
+    /// Speak HTTP/3 over QUIC (https:// only, TLS 1.3; also --alpn h3).
+    #[arg(long = "h3", conflicts_with = "h2")]
+    pub h3: bool,
+    /// Run the one URL once per protocol in the list (h1, h2, h3), as
+    /// interleaved targets of a comparison: what each protocol costs the
+    /// server, side by side.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub compare_protocols: Vec<String>,
     /// Timeout for each request in seconds; 0 for none.
     #[arg(short = 't', default_value_t = 20)]
     pub timeout: u64,
@@ -192,8 +200,9 @@ pub enum ReportAction {
 }
 
 /// hey's long flags with one dash, rewritten to clap's two dashes.
-const HEY_LONG_FLAGS: [&str; 6] = [
+const HEY_LONG_FLAGS: [&str; 7] = [
     "-h2",
+    "-h3",
     "-host",
     "-cpus",
     "-disable-compression",
@@ -339,6 +348,12 @@ fn write_out(path: Option<&PathBuf>, text: &str) -> Result<(), ()> {
 }
 
 fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, BenchError> {
+    let by_protocol = !a.compare_protocols.is_empty();
+    if by_protocol && (a.urls.len() != 1 || a.compare) {
+        return Err(BenchError::Config(
+            "--compare-protocols takes one URL (and no --compare)".into(),
+        ));
+    }
     if a.urls.len() > 1 && !a.compare {
         return Err(BenchError::Config("several URLs need --compare".into()));
     }
@@ -347,11 +362,14 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
             "--compare needs at least two URLs".into(),
         ));
     }
-    let targets = a
+    let mut targets = a
         .urls
         .iter()
         .map(|u| Target::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
+    if by_protocol {
+        targets = protocol_targets(&targets[0], &a.compare_protocols)?;
+    }
     let mut c = BenchConfig::new(targets);
     c.command_line = command_line;
     let (mut method, mut streams) = (None, None);
@@ -409,7 +427,10 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         }
         _ => ConnectionPlan::KeepAlive,
     };
-    c.http = if a.h2 {
+    let alpn_h3 = a.alpn.first().is_some_and(|p| p == "h3");
+    c.http = if a.h3 || alpn_h3 {
+        HttpVersion::Http3
+    } else if a.h2 {
         HttpVersion::Http2
     } else {
         HttpVersion::Http1
@@ -453,11 +474,48 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
     };
-    c.rounds = if a.compare { a.rounds.max(1) } else { 1 };
+    c.rounds = if a.compare || by_protocol {
+        a.rounds.max(1)
+    } else {
+        1
+    };
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
     c.progress = !a.no_progress && a.output.is_none();
     c.server_pids = a.server_pids.clone();
     Ok(c)
+}
+
+/// One target per protocol named in `list` (h1, h2, h3), each the URL of
+/// `base` labelled with its protocol.
+fn protocol_targets(base: &Target, list: &[String]) -> Result<Vec<Target>, BenchError> {
+    let mut targets = Vec::with_capacity(list.len());
+    for name in list {
+        let http = match name.trim() {
+            "h1" | "http/1.1" => HttpVersion::Http1,
+            "h2" => HttpVersion::Http2,
+            "h3" => HttpVersion::Http3,
+            other => {
+                return Err(BenchError::Config(format!(
+                    "--compare-protocols: unknown protocol {other:?} (h1, h2, h3)"
+                )))
+            }
+        };
+        if targets.iter().any(|t: &Target| t.http == Some(http)) {
+            return Err(BenchError::Config(format!(
+                "--compare-protocols: {name} twice"
+            )));
+        }
+        let mut t = base.clone();
+        t.url = format!("{} [{}]", base.url, http.short());
+        t.http = Some(http);
+        targets.push(t);
+    }
+    if targets.len() < 2 {
+        return Err(BenchError::Config(
+            "--compare-protocols needs at least two protocols".into(),
+        ));
+    }
+    Ok(targets)
 }
 
 /// Parses Go durations as hey takes them: `10s`, `1m30s`, `500ms`, `1.5h`.

@@ -1,0 +1,143 @@
+//! `tern bench -h3` and `--compare-protocols` against the real `tern serve
+//! --http3`: what the report discloses (QUIC v1, ALPN h3, TLS 1.3, the
+//! transport figures) and what tern serve logged agree.
+
+use std::time::Duration;
+
+use tern_testsupport::tern::{log_field, Served};
+
+use crate::support::{bench, bench_json, negotiated, num, summary};
+
+fn h3_served() -> (Served, String) {
+    let served = Served::builder().args(&["--http3"]).admin().start();
+    let url = format!("https://{}/bytes/100", served.addr);
+    (served, url)
+}
+
+/// QUIC handshakes tern completed, from its metrics.
+fn handshakes(served: &Served) -> f64 {
+    served.scrape().sum("tern_tls_handshakes_total", &[])
+}
+
+fn logged(served: &Served, n: usize) -> Vec<String> {
+    served
+        .tern
+        .wait_stdout_lines("status=", n, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}\n{}", served.tern.stderr_text()))
+}
+
+#[test]
+fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
+    let (served, url) = h3_served();
+    let report = bench_json(&[
+        "-h3",
+        "-n",
+        "200",
+        "-c",
+        "4",
+        "-m",
+        "5",
+        "--ciphers",
+        "TLS_AES_128_GCM_SHA256",
+        "--groups",
+        "X25519",
+        &url,
+    ]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "completed"), 200.0, "{s}");
+    assert_eq!(num(s, "failed"), 0.0, "{s}");
+    assert_eq!(report["plan"]["http"], "HTTP/3");
+    let n = negotiated(&report);
+    assert_eq!(n["version"], "TLSv1.3");
+    assert_eq!(n["alpn"], "h3");
+    // One suite and one group offered: those are the ones QUIC used.
+    assert_eq!(n["cipher"], "TLS13_AES_128_GCM_SHA256");
+    assert_eq!(n["group"], "X25519");
+    let quic = &s["quic"];
+    assert_eq!(num(quic, "connections"), 4.0, "{quic}");
+    assert!(num(quic, "datagrams_sent") > 0.0, "{quic}");
+    assert!(num(quic, "datagrams_received") > 0.0, "{quic}");
+    assert!(num(quic, "max_path_mtu") >= 1200.0, "{quic}");
+    assert!(num(s, "handshake_bytes_mean") > 0.0, "{s}");
+    // What tern served: 200 requests over HTTP/3 on four connections
+    // (each worker's connections share its one UDP port: QUIC tells them
+    // apart by connection ID, so tern's handshake count says how many).
+    let log = logged(&served, 200);
+    assert!(log.iter().all(|l| log_field(l, "alpn") == Some("h3")));
+    assert_eq!(handshakes(&served), 4.0);
+}
+
+#[test]
+fn h3_with_several_offered_groups_says_quic_does_not_tell_which() {
+    let (_served, url) = h3_served();
+    let report = bench_json(&["-h3", "-n", "10", "-c", "1", &url]);
+    let n = negotiated(&report);
+    let group = n["group"].as_str().unwrap_or("");
+    assert!(group.contains("QUIC does not expose which"), "{n}");
+}
+
+#[test]
+fn h3_without_keepalive_opens_a_quic_connection_per_request() {
+    let (served, url) = h3_served();
+    let report = bench_json(&["-h3", "-disable-keepalive", "-n", "20", "-c", "2", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "completed"), 20.0, "{s}");
+    assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
+    assert_eq!(num(s, "handshakes"), 20.0, "{s}");
+    logged(&served, 20);
+    assert_eq!(handshakes(&served), 20.0, "one QUIC connection per request");
+}
+
+#[test]
+fn compare_protocols_runs_h1_h2_and_h3_with_server_cpu_each() {
+    let (_served, url) = h3_served();
+    let report = bench_json(&[
+        "--compare-protocols",
+        "h1,h2,h3",
+        "--rounds",
+        "1",
+        "-n",
+        "100",
+        "-c",
+        "2",
+        &url,
+    ]);
+    let targets = report["targets"].as_array().expect("targets");
+    assert_eq!(targets.len(), 3);
+    for (t, (label, alpn)) in
+        targets
+            .iter()
+            .zip([("[h1]", "http/1.1"), ("[h2]", "h2"), ("[h3]", "h3")])
+    {
+        assert!(
+            t["url"].as_str().unwrap_or("").ends_with(label),
+            "{}",
+            t["url"]
+        );
+        assert_eq!(num(&t["summary"], "completed"), 100.0, "{}", t["url"]);
+        assert_eq!(t["summary"]["negotiated"][0]["alpn"], alpn, "{}", t["url"]);
+        let cpu = &t["server_cpu"];
+        assert!(
+            cpu["cpu_s"].is_f64() && cpu["found_by"] == "listening-socket-owner",
+            "server CPU measured for {}: {cpu}",
+            t["url"]
+        );
+    }
+}
+
+#[test]
+fn h3_errors_are_clear() {
+    let out = bench(&["-h3", "-n", "1", "-c", "1", "http://127.0.0.1:9/"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("HTTP/3 needs an https:// URL"), "{stderr}");
+
+    // A server with no HTTP/3: every request fails within the timeout,
+    // and the run ends.
+    let served = Served::start(&[]);
+    let url = format!("https://{}/", served.addr);
+    let report = bench_json(&["-h3", "-n", "2", "-c", "1", "-t", "2", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "failed"), 2.0, "{s}");
+    assert_eq!(num(s, "completed"), 0.0, "{s}");
+}
