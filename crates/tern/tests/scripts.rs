@@ -1,0 +1,99 @@
+//! The flood and fault scripts of `bench/`, in a short form (few
+//! connections, short loads, tern only): each must run to its end and
+//! print its figure, so the full runs recorded in docs/security.md can be
+//! repeated by anyone. What the floods must not do to tern is proven by
+//! the behaviour tests (serve/lifecycle.rs, h2/attacks.rs); these check the
+//! scripts themselves, and that well-behaved requests did not fail.
+//!
+//! The scripts need nginx (the backend) and Python; in CI (`CI=true`) a
+//! missing one fails the test, elsewhere the test is skipped.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use tern_testsupport::tern::tern_bin;
+use tern_testsupport::tools::{run_command, ToolOutput};
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn installed(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is not installed: .ci/run installs it"
+        );
+        eprintln!("skipped: {tool} is not installed");
+    }
+    found
+}
+
+fn run_script(name: &str, env: &[(&str, &str)]) -> ToolOutput {
+    let mut command = Command::new("bash");
+    command.arg(script(name)).env("TERN", tern_bin());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    run_command(command, b"", Duration::from_secs(300))
+}
+
+fn flood_short_form(mode: &str) {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "flood.sh",
+        &[
+            ("MODE", mode),
+            ("CONNS", "40"),
+            ("C", "2"),
+            ("LOAD_S", "1"),
+            ("HOLD_S", "2"),
+            ("SERVERS", "tern"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&format!("p99 under 40 {mode} connections vs alone: tern ")),
+        "{}",
+        out.all()
+    );
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("| tern |"))
+        .unwrap_or_else(|| panic!("no row for tern:\n{}", out.all()));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // | server | p99 alone | p99 flood | ratio | failed under flood | ...
+    assert!(
+        cells[5].starts_with("0 of "),
+        "well-behaved requests failed under the flood: {row}"
+    );
+    assert!(cells[8].ends_with(" of 40"), "{row}");
+}
+
+#[test]
+fn flood_script_slowloris_short_form() {
+    flood_short_form("slowloris");
+}
+
+#[test]
+fn flood_script_hello_short_form() {
+    flood_short_form("hello");
+}
+
+#[test]
+fn flood_script_garbage_short_form() {
+    flood_short_form("garbage");
+}
