@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2154
 # (SC2154: work, cert, key, pids, server_port, TERN, SERVER_CPU are the caller's globals.)
+# SRV_TERN_ARGS: more `tern serve` arguments (word-split), e.g. --http3.
 # Helpers for bench scripts (sourced, not run).
 
 die() {
@@ -211,6 +212,8 @@ start_server() {
             [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
             local tern_alpn=http/1.1
             [[ "$alpn" == h2 ]] && tern_alpn=h2,http/1.1
+            local -a extra=()
+            read -r -a extra <<< "${SRV_TERN_ARGS:-}"
             taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$port" \
                 --backend "127.0.0.1:$backend" --cert "$cert" --key "$key" \
                 --workers 1 --access-log off \
@@ -218,6 +221,7 @@ start_server() {
                 --forwarded x-forwarded-for,x-forwarded-proto \
                 --backend-pool-size "$pool" --max-connections "$((conns + 1024))" \
                 --idle-timeout "${idle}s" --backend-response-timeout "${idle}s" \
+                "${extra[@]}" \
                 2> "$dir/log" &
             ;;
         nginx)
