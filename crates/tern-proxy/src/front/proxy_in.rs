@@ -80,8 +80,14 @@ async fn read(tcp: &mut TcpStream, peer: SocketAddr) -> Result<SocketAddr, Proxy
     tcp.read_exact(&mut whole[16..])
         .await
         .map_err(ProxyInError::Io)?;
-    let header = ppp::v2::Header::try_from(&whole[..])
-        .map_err(|e| ProxyInError::Malformed(e.to_string()))?;
+    decode_v2(&whole, peer)
+}
+
+/// The client address in a whole v2 header (signature to the end of its
+/// addresses); `peer` for LOCAL commands and address families without one.
+pub(crate) fn decode_v2(whole: &[u8], peer: SocketAddr) -> Result<SocketAddr, ProxyInError> {
+    let header =
+        ppp::v2::Header::try_from(whole).map_err(|e| ProxyInError::Malformed(e.to_string()))?;
     if header.command == ppp::v2::Command::Local {
         return Ok(peer);
     }
@@ -105,7 +111,19 @@ async fn read_v1(tcp: &mut TcpStream, peer: SocketAddr) -> Result<SocketAddr, Pr
         let b = tcp.read_u8().await.map_err(ProxyInError::Io)?;
         line.push(b);
     }
-    let text = std::str::from_utf8(&line)
+    decode_v1(&line, peer)
+}
+
+/// The client address in a whole v1 line (`PROXY ...\r\n`); `peer` for
+/// `UNKNOWN`.
+pub(crate) fn decode_v1(line: &[u8], peer: SocketAddr) -> Result<SocketAddr, ProxyInError> {
+    // The v1 line is ASCII by its specification. Checked here, not left to
+    // ppp: ppp 2.3 slices the text two bytes past its first CR, which
+    // panics when a multi-byte character follows the CR (found by fuzzing).
+    if !line.is_ascii() {
+        return Err(ProxyInError::Malformed("v1 header is not ASCII".into()));
+    }
+    let text = std::str::from_utf8(line)
         .map_err(|_| ProxyInError::Malformed("v1 header is not text".into()))?;
     let header =
         ppp::v1::Header::try_from(text).map_err(|e| ProxyInError::Malformed(e.to_string()))?;
@@ -136,6 +154,17 @@ mod tests {
         let _ = tcp.read_to_end(&mut rest).await;
         client.await.unwrap();
         (result, rest)
+    }
+
+    #[test]
+    fn v1_line_with_a_multibyte_character_after_a_cr_is_refused_not_a_panic() {
+        // Found by fuzz/ (proxy_header): ppp slices inside the character.
+        let peer: SocketAddr = "192.0.2.1:1".parse().unwrap();
+        let line = b"PROXY 90PROXY UUN\r\xd9\xaf\x018.\nNKNO\r\n";
+        assert!(matches!(
+            decode_v1(line, peer),
+            Err(ProxyInError::Malformed(_))
+        ));
     }
 
     #[tokio::test]
