@@ -47,6 +47,8 @@ mod error;
 mod exchange;
 mod fault;
 mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 mod io;
 mod message;
 pub mod metrics;

@@ -19,7 +19,11 @@ pub fn load_file(path: &Path, overrides: &GlobalOptions) -> Result<Config, Confi
     parse(path, &text, overrides)
 }
 
-fn parse(path: &Path, text: &str, overrides: &GlobalOptions) -> Result<Config, ConfigError> {
+pub(crate) fn parse(
+    path: &Path,
+    text: &str,
+    overrides: &GlobalOptions,
+) -> Result<Config, ConfigError> {
     let mut global: GlobalOptions = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of_offset(text, s.start)).unwrap_or(1);
         // toml's message may span lines; keep the first, which says what.

@@ -6,7 +6,7 @@
 //! policy, never a string to re-check. Every error names where it came
 //! from: `tern.toml:12: cert /etc/tern/a.pem: no such file`.
 
-mod file;
+pub(crate) mod file;
 mod options;
 mod reference;
 mod resolve;

@@ -14,6 +14,8 @@ mod proxy_header;
 mod proxy_in;
 mod tcp;
 
+pub(crate) use proxy_in::{decode_v1 as decode_proxy_v1, decode_v2 as decode_proxy_v2};
+
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Instant;

@@ -1,0 +1,56 @@
+//! A client's request head, as tern reads it: find its end, check its
+//! syntax, parse it, check Host and framing; when tern would forward it,
+//! the head written for the backend must parse again (no split or injected
+//! line), carry no client-supplied forwarding field, and carry tern's own
+//! X-Forwarded-For exactly once.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tern_http::forwarding::{ClientFacts, ForwardedFields};
+use tern_http::head::{check_head_syntax, find_head_end, parse_request, FieldKind};
+use tern_http::rewrite::{write_request_head, BackendConnection};
+
+fuzz_target!(|data: &[u8]| {
+    let mut scanned = 0;
+    let Ok(Some(end)) = find_head_end(data, &mut scanned, 64 * 1024) else {
+        return;
+    };
+    let raw = &data[..end];
+    if check_head_syntax(raw).is_err() {
+        return;
+    }
+    let Ok(head) = parse_request(raw) else {
+        return;
+    };
+    if tern_http::check_host(&head).is_err() || tern_http::framing::request_framing(&head).is_err()
+    {
+        return;
+    }
+    let client = ClientFacts {
+        ip: "203.0.113.7".parse().expect("literal"),
+        proto: "https",
+    };
+    let mut out = Vec::new();
+    write_request_head(
+        &head,
+        &client,
+        ForwardedFields::default(),
+        BackendConnection::KeepAlive,
+        &mut out,
+    );
+    check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
+    let again = parse_request(&out).expect("tern wrote a head it cannot parse");
+    let xff: Vec<&[u8]> = again.fields.get_all("x-forwarded-for").collect();
+    assert_eq!(xff, [&b"203.0.113.7"[..]], "exactly tern's X-Forwarded-For");
+    for (name, _, kind) in again.fields.iter_kinds() {
+        if kind == FieldKind::ClientForwarding {
+            let ours = ["x-forwarded-for", "x-forwarded-proto", "forwarded"];
+            assert!(
+                ours.iter().any(|o| name.eq_ignore_ascii_case(o)),
+                "client forwarding field {name:?} reached the backend"
+            );
+        }
+    }
+    assert_eq!(again.method(), head.method());
+    assert_eq!(again.target(), head.target());
+});

@@ -1,0 +1,32 @@
+//! A backend's response head: parse it, decide its framing for a GET and a
+//! HEAD; the head tern writes for the client must parse again with the
+//! same status.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tern_http::framing::response_framing;
+use tern_http::head::{check_head_syntax, find_head_end, parse_response};
+use tern_http::rewrite::write_response_head;
+
+fuzz_target!(|data: &[u8]| {
+    let mut scanned = 0;
+    let Ok(Some(end)) = find_head_end(data, &mut scanned, 64 * 1024) else {
+        return;
+    };
+    let raw = &data[..end];
+    if check_head_syntax(raw).is_err() {
+        return;
+    }
+    let Ok(head) = parse_response(raw) else {
+        return;
+    };
+    let _ = response_framing(true, false, &head);
+    if response_framing(false, false, &head).is_err() {
+        return;
+    }
+    let mut out = Vec::new();
+    write_response_head(&head, false, &mut out);
+    check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
+    let again = parse_response(&out).expect("tern wrote a head it cannot parse");
+    assert_eq!(again.status, head.status);
+});
