@@ -15,7 +15,7 @@
 # response size.
 #
 # Usage: bench/h3.sh   (env: DURATION=5 ROUNDS=3 RUNS=3 C=20
-#                       TERN=target/release/tern)
+#                       TERN=target/release/tern H3_ARGS="--quic-gso false")
 # Needs: nginx (nginx-light), openssl, python3, taskset. Only 127.0.0.1 is
 # ever a target; everything stops by itself.
 set -euo pipefail
@@ -36,7 +36,8 @@ TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
 SRV_ALPN=h2
 SRV_POOL=256
-SRV_TERN_ARGS="--http3"
+# H3_ARGS: more tern serve flags, e.g. "--quic-gso false" to measure GSO.
+SRV_TERN_ARGS="--http3 ${H3_ARGS:-}"
 for tool in nginx openssl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 
@@ -75,7 +76,7 @@ PY
 done
 
 echo
-echo "h1 vs h2 vs h3 through tern: tern bench --compare-protocols h1,h2,h3 --rounds $ROUNDS -z ${DURATION}s -c $C -m 1, TLS 1.3 $TLS_SUITE $TLS_GROUP; tern (one worker, --http3) and its nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
+echo "h1 vs h2 vs h3 through tern${H3_ARGS:+ ($H3_ARGS)}: tern bench --compare-protocols h1,h2,h3 --rounds $ROUNDS -z ${DURATION}s -c $C -m 1, TLS 1.3 $TLS_SUITE $TLS_GROUP; tern (one worker, --http3) and its nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
 echo "  $(server_version tern)"
 python3 - "$results" <<'PY'
 import statistics, sys

@@ -173,6 +173,8 @@ pub struct H3Settings {
     /// The Alt-Svc field value added to HTTP/1.1 and HTTP/2 responses
     /// (`h3=":PORT"; ma=N`); None when not advertised.
     pub alt_svc: Option<String>,
+    /// Send with UDP GSO where the kernel has it. Default true.
+    pub gso: bool,
 }
 
 impl H3Settings {
@@ -182,6 +184,7 @@ impl H3Settings {
             max_streams: 100,
             retry_above: 200,
             alt_svc: Some(alt_svc(port, 86400)),
+            gso: true,
         }
     }
 }

@@ -135,6 +135,12 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "N")]
     pub quic_retry_above: Option<u32>,
 
+    /// HTTP/3: send with UDP generic segmentation offload (GSO) where the
+    /// kernel has it: one system call and one pass through the stack for
+    /// several packets. Off only to measure what it saves. [default: true]
+    #[arg(long, value_name = "BOOL")]
+    pub quic_gso: Option<bool>,
+
     /// HTTP/3: how long clients may remember the Alt-Svc advertisement, in
     /// seconds; 0 advertises nothing (HTTP/3 is then found only by clients
     /// told some other way). [default: 86400]

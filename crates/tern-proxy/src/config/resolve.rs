@@ -512,6 +512,7 @@ fn h3_settings(
             (o.h3_max_streams.is_some(), "h3_max_streams"),
             (o.quic_retry_above.is_some(), "quic_retry_above"),
             (o.alt_svc_max_age.is_some(), "alt_svc_max_age"),
+            (o.quic_gso.is_some(), "quic_gso"),
         ] {
             if set {
                 return Err(key_err(key, "has no effect without http3 = true"));
@@ -534,6 +535,7 @@ fn h3_settings(
             Some(age) => Some(super::alt_svc(port, age)),
             None => d.alt_svc,
         },
+        gso: o.quic_gso.unwrap_or(d.gso),
     }))
 }
 

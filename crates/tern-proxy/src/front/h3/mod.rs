@@ -65,7 +65,8 @@ pub(crate) fn server_config(
         .max_concurrent_uni_streams(MAX_UNI_STREAMS.into())
         .stream_receive_window(STREAM_WINDOW.into())
         .receive_window(CONNECTION_WINDOW.into())
-        .max_idle_timeout(Some(idle));
+        .max_idle_timeout(Some(idle))
+        .enable_segmentation_offload(h3.gso);
     server.transport_config(Arc::new(transport));
     // Each worker has its own UDP socket (SO_REUSEPORT, hashed by the
     // client's address): a client whose address changes lands on another
