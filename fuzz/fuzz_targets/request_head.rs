@@ -39,7 +39,17 @@ fuzz_target!(|data: &[u8]| {
         &mut out,
     );
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
-    let again = parse_request(&out).expect("tern wrote a head it cannot parse");
+    let again = match parse_request(&out) {
+        Ok(again) => again,
+        // tern adds up to three fields to a head that may already carry
+        // MAX_HEADERS: the backend's parser reads it, not tern's.
+        Err(tern_http::HttpError::HeadTooLarge)
+            if head.fields.len() + 3 > tern_http::head::MAX_HEADERS =>
+        {
+            return;
+        }
+        Err(e) => panic!("tern wrote a head it cannot parse: {e:?}"),
+    };
     let xff: Vec<&[u8]> = again.fields.get_all("x-forwarded-for").collect();
     assert_eq!(xff, [&b"203.0.113.7"[..]], "exactly tern's X-Forwarded-For");
     for (name, _, kind) in again.fields.iter_kinds() {
