@@ -342,3 +342,70 @@ async fn slow_readers_with_tiny_windows_do_not_grow_memory() {
         "tern's RSS grew by {grown} KiB holding {streams} stalled streams"
     );
 }
+
+/// Floods one connection with `frame` (a control frame tern must answer)
+/// without ever reading tern's answers, up to 32 MiB or until tern stops
+/// taking them for two seconds; meanwhile a well-behaved client keeps
+/// being served. Returns (bytes written, tern's RSS growth in KiB).
+async fn unanswered_control_flood(served: &Served, frame: Vec<u8>) -> (usize, u64) {
+    let good = served.h2_client().await;
+    good.get("/bytes/100").await.expect("warm-up request");
+    let rss_before = served.rss_kib();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_rss(served.tern.pid(), stop.clone());
+    let (_, reader, mut writer) = served.h2_raw(&[]).await;
+    // 1000 frames per write: the attacker's cost per byte is small.
+    let batch: Vec<u8> = frame
+        .iter()
+        .copied()
+        .cycle()
+        .take(frame.len() * 1000)
+        .collect();
+    let cap: usize = 32 << 20;
+    let flood = tokio::spawn(async move {
+        let mut sent = 0;
+        while sent < cap {
+            match tokio::time::timeout(Duration::from_secs(2), writer.write(&batch)).await {
+                Ok(Ok(())) => sent += batch.len(),
+                // Blocked (tern stopped reading: backpressure) or closed.
+                _ => break,
+            }
+        }
+        sent
+    });
+    // The well-behaved client, during the flood.
+    let served_meanwhile = latencies(&good, 200, None).await;
+    assert_eq!(served_meanwhile.len(), 200);
+    let sent = tokio::time::timeout(Duration::from_secs(60), flood)
+        .await
+        .expect("the flood ends: written out, blocked or closed")
+        .expect("flood task");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = watcher.join().expect("RSS watcher");
+    drop(reader);
+    (sent, peak.saturating_sub(rss_before))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_flood_that_never_reads_is_backpressured_not_buffered() {
+    let mut served = Served::start(&[]);
+    let ping = h2frames::frame(kind::PING, 0, 0, &[7; 8]);
+    let (sent, grown) = unanswered_control_flood(&served, ping).await;
+    eprintln!("ping flood: {sent} bytes written; tern RSS grew {grown} KiB");
+    // tern answers each PING with a PONG it cannot send to a client that
+    // does not read: it must stop reading (or close), not queue PONGs.
+    assert!(sent < 32 << 20, "tern took all 32 MiB of PINGs");
+    assert!(grown < 8 * 1024, "tern's RSS grew by {grown} KiB");
+    served.assert_alive();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_flood_that_never_reads_is_backpressured_not_buffered() {
+    let mut served = Served::start(&[]);
+    let settings = h2frames::settings(&[(setting::INITIAL_WINDOW_SIZE, 65_535)]);
+    let (sent, grown) = unanswered_control_flood(&served, settings).await;
+    eprintln!("settings flood: {sent} bytes written; tern RSS grew {grown} KiB");
+    assert!(sent < 32 << 20, "tern took all 32 MiB of SETTINGS");
+    assert!(grown < 8 * 1024, "tern's RSS grew by {grown} KiB");
+    served.assert_alive();
+}
