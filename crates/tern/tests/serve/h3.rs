@@ -301,6 +301,29 @@ fn a_burst_of_new_connections_gets_retries_and_every_client_is_served() {
 }
 
 #[test]
+fn a_connection_kept_alive_by_pings_alone_is_closed_at_the_idle_timeout() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::start(&["--http3", "--idle-timeout", "1s"]);
+    // One request, then only QUIC PINGs every 0.2 s for up to 8 s: QUIC's
+    // own idle timer never fires; tern's request-idle rule must.
+    let mut command = std::process::Command::new(&python);
+    command
+        .args(h3_client_args(&served, &H3Run::default()))
+        .env("HOLD_S", "8");
+    let out = tern_testsupport::tools::run_command(command, b"", CLIENT_TIMEOUT);
+    let lines = answers(&out);
+    assert_eq!(lines[0]["status"], 200, "{}", out.all());
+    let closed = &lines[1]["closed_after_s"];
+    assert!(
+        closed.as_f64().is_some_and(|s| s < 8.0),
+        "the idle connection stayed open: {}",
+        out.all()
+    );
+}
+
+#[test]
 fn reloads_keep_an_open_quic_connection() {
     let Some(python) = python_with_aioquic() else {
         return;

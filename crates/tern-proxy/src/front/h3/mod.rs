@@ -30,6 +30,7 @@ use tern_tls::Negotiated;
 
 use crate::config::{H3Settings, ListenerConfig};
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
+use crate::io::deadline::Watchdog;
 use crate::metrics::HandshakeFailure;
 
 /// Request-body receive window per stream, as HTTP/2's.
@@ -169,6 +170,11 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
     };
     tokio::pin!(shutdown);
     let mut going_away = false;
+    // QUIC's own idle timeout restarts with any packet, a client's PINGs
+    // included: a connection with no request for idle_timeout is closed
+    // here, as over TCP. Moved when the connection falls idle.
+    let idle_for = lim.limits.idle_timeout;
+    let mut idle = Watchdog::new(tokio::time::Instant::now() + idle_for);
     loop {
         tokio::select! {
             accepted = h3.accept() => match accepted {
@@ -182,7 +188,16 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
                     break;
                 }
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {}
+            Some(()) = streams.next(), if !streams.is_empty() => {
+                if streams.is_empty() {
+                    idle.set(tokio::time::Instant::now() + idle_for);
+                }
+            }
+            _ = idle.run(std::future::pending::<()>()), if streams.is_empty() && !going_away => {
+                // Nothing in flight: GOAWAY, then close at once.
+                let _ = h3.shutdown(0).await;
+                break;
+            }
             _ = &mut shutdown, if !going_away => {
                 // GOAWAY: requests already accepted finish; no new ones.
                 going_away = true;

@@ -173,12 +173,18 @@ struct H3Client<'x, 'c> {
 }
 
 impl H3Client<'_, '_> {
+    /// How long a write may wait for the client's flow-control credit.
+    fn write_deadline(&self) -> std::time::Duration {
+        self.ctx.listener.config.limits.idle_timeout
+    }
+
     async fn send_head(&mut self) -> Result<(), Kind> {
         if let Some(head) = self.head.take() {
-            self.send
-                .send_response(head)
-                .await
-                .map_err(|_| Kind::ClientGone)?;
+            let idle = self.write_deadline();
+            match tokio::time::timeout(idle, self.send.send_response(head)).await {
+                Ok(Ok(())) => {}
+                _ => return Err(Kind::ClientGone),
+            }
         }
         Ok(())
     }
@@ -191,7 +197,8 @@ impl H3Client<'_, '_> {
         }
         self.finished = true;
         if self.send_head().await.is_ok() {
-            let _ = self.send.finish().await;
+            let idle = self.write_deadline();
+            let _ = tokio::time::timeout(idle, self.send.finish()).await;
         }
     }
 }
@@ -221,8 +228,8 @@ impl Front for H3Client<'_, '_> {
         }
         self.send_head().await?;
         let n = piece.len() as u64;
+        let idle = self.write_deadline();
         if n > 0 {
-            let idle = self.ctx.listener.config.limits.idle_timeout;
             match tokio::time::timeout(idle, self.send.send_data(piece.into_bytes())).await {
                 Ok(Ok(())) => {}
                 // A client that stopped reading (window closed) for a
@@ -233,7 +240,10 @@ impl Front for H3Client<'_, '_> {
         }
         if last {
             self.finished = true;
-            self.send.finish().await.map_err(|_| Kind::ClientGone)?;
+            match tokio::time::timeout(idle, self.send.finish()).await {
+                Ok(Ok(())) => {}
+                _ => return Err(Kind::ClientGone),
+            }
         }
         Ok(())
     }
@@ -247,15 +257,16 @@ impl Front for H3Client<'_, '_> {
         self.status = status;
         self.head = None;
         self.finished = true;
-        if self.send.send_response(response).await.is_ok()
-            && self
-                .send
-                .send_data(Bytes::from_static(body.as_bytes()))
-                .await
-                .is_ok()
-        {
+        let idle = self.write_deadline();
+        let send = &mut self.send;
+        let answered = tokio::time::timeout(idle, async {
+            send.send_response(response).await?;
+            send.send_data(Bytes::from_static(body.as_bytes())).await?;
+            send.finish().await
+        })
+        .await;
+        if matches!(answered, Ok(Ok(()))) {
             self.bytes_out += body.len() as u64;
-            let _ = self.send.finish().await;
         }
     }
 

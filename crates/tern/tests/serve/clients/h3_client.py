@@ -7,10 +7,15 @@
 #                     [PARALLEL] [HEADER_BYTES] [CONNECTIONS]
 # HEADER_BYTES adds a header of that size (to test the field-section limit);
 # CONNECTIONS opens that many QUIC connections at once, each making COUNT
-# requests (a burst of new connections).
+# requests (a burst of new connections). With HOLD_S in the environment,
+# each connection then stays, sending a QUIC PING every 0.2 s, until the
+# server closes it or HOLD_S seconds pass, and prints {"closed_after_s": S}
+# (null when it stayed open).
 import asyncio
 import json
+import os
 import sys
+import time
 
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -94,6 +99,23 @@ async def one_connection(host, port, name, ca, method, path, count, body, parall
             for r in responses:
                 print(json.dumps(summary(r)), flush=True)
             done += batch
+        hold = float(os.environ.get("HOLD_S", "0"))
+        if hold > 0:
+            start = time.monotonic()
+            closed = None
+            while time.monotonic() - start < hold:
+                try:
+                    await asyncio.wait_for(client.ping(), 0.2)
+                except asyncio.TimeoutError:
+                    pass
+                except Exception:
+                    closed = time.monotonic() - start
+                    break
+                if client._quic._close_event is not None or client._closed.is_set():
+                    closed = time.monotonic() - start
+                    break
+                await asyncio.sleep(0.2)
+            print(json.dumps({"closed_after_s": closed}), flush=True)
 
 
 async def main():
