@@ -195,13 +195,13 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
             }
             _ = idle.run(std::future::pending::<()>()), if streams.is_empty() && !going_away => {
                 // Nothing in flight: GOAWAY, then close at once.
-                let _ = h3.shutdown(0).await;
+                let _ = tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await;
                 break;
             }
             _ = &mut shutdown, if !going_away => {
                 // GOAWAY: requests already accepted finish; no new ones.
                 going_away = true;
-                if h3.shutdown(0).await.is_err() {
+                if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await, Ok(Ok(()))) {
                     break;
                 }
             }
@@ -212,6 +212,9 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
     // The endpoint sends the close and drains the connection on its own.
     conn.close(H3_NO_ERROR, b"");
 }
+
+/// How long sending a GOAWAY may wait (for the control stream's credit).
+const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// HTTP/3's "no error" application code (RFC 9114, 8.1).
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
