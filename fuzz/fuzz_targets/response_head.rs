@@ -27,6 +27,16 @@ fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     write_response_head(&head, false, &mut out);
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
-    let again = parse_response(&out).expect("tern wrote a head it cannot parse");
+    let again = match parse_response(&out) {
+        Ok(again) => again,
+        // tern may add one field (Connection) to a head that already
+        // carries MAX_HEADERS: the client's parser reads it, not tern's.
+        Err(tern_http::HttpError::HeadTooLarge)
+            if head.fields.len() + 1 > tern_http::head::MAX_HEADERS =>
+        {
+            return;
+        }
+        Err(e) => panic!("tern wrote a head it cannot parse: {e:?}"),
+    };
     assert_eq!(again.status, head.status);
 });
