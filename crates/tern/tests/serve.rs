@@ -22,6 +22,8 @@ mod clients;
 mod clients_cli;
 #[path = "serve/config.rs"]
 mod config;
+#[path = "serve/descriptors.rs"]
+mod descriptors;
 #[path = "serve/forwarded.rs"]
 mod forwarded;
 #[path = "serve/framing.rs"]

@@ -5,6 +5,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod demo;
+mod fd_limit;
 pub(crate) mod generation;
 pub(crate) mod quic;
 pub(crate) mod server;

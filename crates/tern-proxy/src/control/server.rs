@@ -41,6 +41,7 @@ pub(crate) type Current = Arc<Mutex<Arc<Generation>>>;
 /// Runs `tern serve` until SIGTERM or SIGINT, then drains and returns.
 pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
     tracing::info!("{}", tern_tls::provider_summary());
+    super::fd_limit::raise_for(&config);
     let io = |context| move |source| ServeError::Io { context, source };
     let sink =
         Sink::open(&config.access_log, config.log_format).map_err(io("opening the access log"))?;

@@ -13,10 +13,10 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
@@ -68,6 +68,7 @@ struct Worker {
     ctx: Rc<WorkerCtx>,
     active: Rc<Cell<usize>>,
     open: Arc<AtomicUsize>,
+    freed: Rc<Notify>,
     acceptors: HashMap<SocketAddr, Acceptor>,
     /// QUIC endpoints of listeners with HTTP/3 on.
     quic: HashMap<SocketAddr, QuicAcceptor>,
@@ -86,6 +87,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         ctx: ctx.clone(),
         active: Rc::new(Cell::new(0)),
         open: spec.open_connections.clone(),
+        freed: Rc::new(Notify::new()),
         acceptors: HashMap::new(),
         quic: HashMap::new(),
         upstreams: Rc::new(Vec::new()),
@@ -222,6 +224,7 @@ impl Worker {
         ConnCounter {
             active: self.active.clone(),
             open: self.open.clone(),
+            freed: self.freed.clone(),
         }
     }
 
@@ -264,6 +267,7 @@ async fn accept_loop(
 ) {
     let mut shutdown = worker.shutdown.clone();
     let overflow = Rc::new(Cell::new(0usize));
+    let mut last_accept_warning: Option<Instant> = None;
     loop {
         let accepted = tokio::select! {
             r = socket.accept() => r,
@@ -273,9 +277,25 @@ async fn accept_loop(
             Ok(a) => a,
             Err(e) => {
                 // Out of file descriptors or memory: back off instead of
-                // spinning on the same error.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // spinning on the same error; the connection stays in the
+                // backlog. One warning a second at most, the rest counted.
+                worker.metrics.accept_error();
+                let now = Instant::now();
+                if last_accept_warning
+                    .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+                {
+                    last_accept_warning = Some(now);
+                    tracing::warn!(
+                        "accept failed: {e}; retrying in 50 ms (see tern_accept_errors_total)"
+                    );
+                }
+                // A connection of this worker closing frees a descriptor:
+                // retry then (after a flood, the backlog drains at once);
+                // other holders (backend connections) within 50 ms.
+                tokio::select! {
+                    _ = counter.freed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
                 continue;
             }
         };
@@ -317,6 +337,9 @@ fn overflow_budget(max: usize) -> usize {
 pub(super) struct ConnCounter {
     pub active: Rc<Cell<usize>>,
     pub open: Arc<AtomicUsize>,
+    /// Woken when a connection of this worker ends (its descriptor is
+    /// closed): an accept loop out of descriptors waits on it.
+    pub freed: Rc<Notify>,
 }
 
 impl ConnCounter {
@@ -333,6 +356,7 @@ impl ConnCounter {
         Some(ConnGuard {
             active: self.active.clone(),
             open: self.open.clone(),
+            freed: self.freed.clone(),
             metrics: metrics.clone(),
         })
     }
@@ -342,6 +366,7 @@ impl ConnCounter {
 pub(super) struct ConnGuard {
     active: Rc<Cell<usize>>,
     open: Arc<AtomicUsize>,
+    freed: Rc<Notify>,
     metrics: Arc<Metrics>,
 }
 
@@ -350,5 +375,6 @@ impl Drop for ConnGuard {
         self.active.set(self.active.get().saturating_sub(1));
         self.open.fetch_sub(1, Ordering::AcqRel);
         self.metrics.connection_closed();
+        self.freed.notify_one();
     }
 }

@@ -108,7 +108,8 @@ impl Scalar {
     const RELOADS_REFUSED: usize = 4;
     const BACKEND_SPLIT: usize = 5;
     const QUIC_RETRIES: usize = 6;
-    const COUNT: usize = 7;
+    const ACCEPT_ERRORS: usize = 7;
+    const COUNT: usize = 8;
 }
 
 /// Why a TLS handshake failed: the `reason` label of
@@ -197,6 +198,12 @@ impl Metrics {
     /// `max_connections` was reached (answered 503, or closed at once).
     pub fn connection_refused(&self) {
         self.scalars.add(Scalar::REFUSED, 1);
+    }
+
+    /// `accept(2)` failed (out of file descriptors or memory): the
+    /// connection waits in the listen backlog until the worker can take it.
+    pub fn accept_error(&self) {
+        self.scalars.add(Scalar::ACCEPT_ERRORS, 1);
     }
 
     /// A SIGHUP reload was applied (`true`) or refused with the running
@@ -311,6 +318,16 @@ impl Metrics {
             "tern_connections_refused_total",
             &[],
             self.scalars.get(Scalar::REFUSED),
+        );
+        e.family(
+            "tern_accept_errors_total",
+            Kind::Counter,
+            "Failed accept(2) calls (out of file descriptors or memory); the worker backs off and the connection waits in the listen backlog.",
+        );
+        e.sample(
+            "tern_accept_errors_total",
+            &[],
+            self.scalars.get(Scalar::ACCEPT_ERRORS),
         );
     }
 
