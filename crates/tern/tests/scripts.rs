@@ -47,6 +47,16 @@ fn run_script(name: &str, env: &[(&str, &str)]) -> ToolOutput {
     run_command(command, b"", Duration::from_secs(300))
 }
 
+/// The script's table row for tern, and its cells (cell 1 is the server).
+fn tern_row(out: &ToolOutput) -> (&str, Vec<&str>) {
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("| tern |"))
+        .unwrap_or_else(|| panic!("no row for tern:\n{}", out.all()));
+    (row, row.split('|').map(str::trim).collect())
+}
+
 fn flood_short_form(mode: &str) {
     if !installed("nginx") || !installed("taskset") {
         return;
@@ -69,12 +79,7 @@ fn flood_short_form(mode: &str) {
         "{}",
         out.all()
     );
-    let row = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("| tern |"))
-        .unwrap_or_else(|| panic!("no row for tern:\n{}", out.all()));
-    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let (row, cells) = tern_row(&out);
     // | server | p99 alone | p99 flood | ratio | failed under flood | ...
     assert!(
         cells[5].starts_with("0 of "),
@@ -96,4 +101,35 @@ fn flood_script_hello_short_form() {
 #[test]
 fn flood_script_garbage_short_form() {
     flood_short_form("garbage");
+}
+
+#[test]
+fn fd_exhaustion_script_short_form() {
+    if !installed("nginx") || !installed("taskset") || !installed("prlimit") {
+        return;
+    }
+    let out = run_script(
+        "fd-exhaustion.sh",
+        &[
+            ("C", "2"),
+            ("LOAD_S", "3"),
+            ("FLOOD", "40"),
+            ("HOLD_S", "1"),
+            ("SERVERS", "tern"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("out of descriptors: tern 0 failed, recovered in "),
+        "{}",
+        out.all()
+    );
+    let (row, cells) = tern_row(&out);
+    // | server | requests | failed | new client while out | served again after | running |
+    // (Whether the new client waited depends on timing in a short run: a
+    // descriptor may free up within its second.)
+    assert_eq!(cells[3], "0", "{row}");
+    assert_ne!(cells[5], "never", "{row}");
+    assert_eq!(cells[6], "yes", "{row}");
 }
