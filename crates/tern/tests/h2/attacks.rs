@@ -409,3 +409,46 @@ async fn settings_flood_that_never_reads_is_backpressured_not_buffered() {
     assert!(grown < 8 * 1024, "tern's RSS grew by {grown} KiB");
     served.assert_alive();
 }
+
+/// A client that floods PINGs (or SETTINGS) and never reads holds no
+/// stream, so the connection idles out: tern sends GOAWAY, which the client
+/// never reads either, and closes the connection a second later instead of
+/// waiting for it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_flood_that_never_reads_is_closed_after_the_idle_timeout() {
+    let served = Served::builder()
+        .admin()
+        .args(&["--idle-timeout", "2s"])
+        .start();
+    let idle_before = tokio::task::block_in_place(|| served.scrape_when_idle());
+    assert_eq!(idle_before.get("tern_connections_open", &[]), Some(0.0));
+    for frame in [
+        h2frames::frame(kind::PING, 0, 0, &[7; 8]),
+        h2frames::settings(&[(setting::INITIAL_WINDOW_SIZE, 65_535)]),
+    ] {
+        let started = Instant::now();
+        let (_, reader, mut writer) = served.h2_raw(&[]).await;
+        let batch = frame.repeat(1000);
+        let flood = tokio::spawn(async move {
+            // Until tern stops taking them (it stopped reading) or closes.
+            while let Ok(Ok(())) =
+                tokio::time::timeout(Duration::from_millis(500), writer.write(&batch)).await
+            {
+            }
+            writer
+        });
+        let closed = tokio::task::block_in_place(|| {
+            tern_testsupport::tern::eventually(Duration::from_secs(10), || {
+                served.scrape().get("tern_connections_open", &[]) == Some(0.0)
+            })
+        });
+        let took = started.elapsed();
+        assert!(closed, "the flooding connection was still open after 10 s");
+        assert!(
+            took >= Duration::from_millis(1800) && took < Duration::from_secs(6),
+            "closed after {took:?}; idle timeout 2 s, GOAWAY wait 1 s"
+        );
+        drop(flood.await);
+        drop(reader);
+    }
+}

@@ -75,6 +75,11 @@ where
     };
     tokio::pin!(shutdown);
     let mut going_away = false;
+    // Set when tern itself sends GOAWAY to an idle or abusive client: from
+    // then on the connection is closed at `idle`'s deadline, read or not (a
+    // client that never reads would otherwise hold it forever, its GOAWAY
+    // unsent).
+    let mut closing = false;
     // Moved each time the connection falls idle (every burst of streams):
     // a store, not a timer-wheel update.
     let mut idle = Watchdog::new(Instant::now() + limits.idle_timeout);
@@ -98,10 +103,12 @@ where
                         tracing::warn!(client = %ctx.peer, budget = lim.max_resets_per_second, "too many stream resets (rapid reset): GOAWAY");
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         going_away = true;
+                        closing = true;
+                        idle.set(Instant::now() + GOAWAY_WAIT);
                     }
                     end = streams.next().now_or_never().flatten();
                 }
-                if streams.is_empty() {
+                if streams.is_empty() && !closing {
                     idle.set(Instant::now() + limits.idle_timeout);
                 }
             },
@@ -109,13 +116,23 @@ where
                 conn.graceful_shutdown();
                 going_away = true;
             }
-            _ = idle.run(std::future::pending::<()>()), if streams.is_empty() && !going_away => {
+            _ = idle.run(std::future::pending::<()>()), if closing || (streams.is_empty() && !going_away) => {
+                if closing {
+                    tracing::debug!(client = %ctx.peer, "h2 client did not take its GOAWAY in time: closed");
+                    break;
+                }
                 conn.graceful_shutdown();
                 going_away = true;
+                closing = true;
+                idle.set(Instant::now() + GOAWAY_WAIT);
             }
         }
     }
 }
+
+/// How long a connection tern sends GOAWAY to (idle, or abusive) may take
+/// to read it and end; then it is closed.
+const GOAWAY_WAIT: Duration = Duration::from_secs(1);
 
 /// Client-caused stream resets allowed per second.
 struct ResetBudget {
