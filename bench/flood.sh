@@ -59,28 +59,11 @@ start_backend "$backend_port" "$SERVER_CPU"
 read -r -a wanted <<< "$SERVERS"
 start_servers "$backend_port" "${wanted[@]}"
 
-# rss_kib PID: VmRSS of PID and its children, KiB.
-rss_kib() {
-    local total=0 pid kib
-    for pid in "$1" $(pgrep -P "$1" || true); do
-        kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)"
-        total=$((total + kib))
-    done
-    echo "$total"
-}
-
-# p99 PORT: "p99_ms failed" of LOAD_S seconds of keepalive load.
-load() {
-    taskset -c "$LOAD_CPU" "$TERN" bench -z "${LOAD_S}s" -c "$C" -k -o json \
-        "https://127.0.0.1:$1/" 2> /dev/null |
-        python3 -c 'import json,sys; s=json.load(sys.stdin)["targets"][0]["summary"]; print(s["percentiles_ms"]["99"], s["failed"], s["completed"])'
-}
-
 results="$work/results.tsv"
 for server in "${active[@]}"; do
     port="${server_port[$server]}"
     pid="${server_pid[$server]}"
-    read -r p99_alone failed_alone _ < <(load "$port")
+    read -r p99_alone failed_alone _ < <(keepalive_load "$port")
     rss_alone="$(rss_kib "$pid")"
     ready="$work/ready.$server"
     rm -f "$ready"
@@ -93,7 +76,7 @@ for server in "${active[@]}"; do
     done
     [[ -s "$ready" ]] || die "$server: the flood did not get its connections up within 120 s"
     rss_flood="$(rss_kib "$pid")"
-    read -r p99_flood failed_flood done_flood < <(load "$port")
+    read -r p99_flood failed_flood done_flood < <(keepalive_load "$port")
     wait "$flood_pid" || true
     flood="$(cat "$work/flood.$server.json")"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$p99_alone" "$p99_flood" \

@@ -40,6 +40,26 @@ cpu_ticks() {
     echo "$total"
 }
 
+# rss_kib PID: VmRSS of PID and its children (nginx's workers), KiB.
+rss_kib() {
+    local total=0 pid kib
+    for pid in "$1" $(pgrep -P "$1" || true); do
+        kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)"
+        total=$((total + kib))
+    done
+    echo "$total"
+}
+
+# keepalive_load PORT [BENCH_ARGS...]: "p99_ms failed completed" of LOAD_S
+# seconds of keepalive load from `tern bench` (C connections, on LOAD_CPU).
+keepalive_load() {
+    local port="$1"
+    shift
+    taskset -c "$LOAD_CPU" "$TERN" bench "$@" -z "${LOAD_S}s" -c "$C" -k -o json \
+        "https://127.0.0.1:$port/" 2> /dev/null |
+        python3 -c 'import json,sys; s=json.load(sys.stdin)["targets"][0]["summary"]; print(s["percentiles_ms"]["99"], s["failed"], s["completed"])'
+}
+
 # record FILE WORKLOAD SERVER RUN REQUESTS RATE TICKS_BEFORE TICKS_AFTER ERRORS BACKEND_TICKS
 # One result row (TSV, read by table.py); a progress line on stderr.
 record() {

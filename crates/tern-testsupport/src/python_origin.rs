@@ -6,6 +6,9 @@
 //!
 //! Paths: `/split` (100-byte body after the head), `/dribble` (a chunked
 //! body of five 20-byte chunks, each its own write).
+//!
+//! [`PythonOrigin::faults`] is another origin, one that fails on purpose
+//! (bench/fault_origin.py: killed, reset, cut or stalled mid-response).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -16,6 +19,9 @@ use crate::tools::KillOnDrop;
 /// The origin, shared with `bench/split-backend.sh`.
 const SCRIPT: &str = include_str!("../../../bench/split_origin.py");
 
+/// The failing origin, shared with `bench/backend-faults.sh`.
+const FAULTS: &str = include_str!("../../../bench/fault_origin.py");
+
 /// The running origin; killed when dropped.
 pub struct PythonOrigin {
     addr: SocketAddr,
@@ -25,8 +31,18 @@ pub struct PythonOrigin {
 impl PythonOrigin {
     /// Starts `python3` with the origin on a free loopback port.
     pub fn start() -> PythonOrigin {
+        PythonOrigin::run(&["-c", SCRIPT])
+    }
+
+    /// Starts the failing origin on a free loopback port; `/stall` holds
+    /// its connection `stall_seconds`.
+    pub fn faults(stall_seconds: u32) -> PythonOrigin {
+        PythonOrigin::run(&["-c", FAULTS, "0", &stall_seconds.to_string()])
+    }
+
+    fn run(args: &[&str]) -> PythonOrigin {
         let mut child = Command::new("python3")
-            .args(["-c", SCRIPT])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

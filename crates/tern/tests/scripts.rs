@@ -133,3 +133,79 @@ fn fd_exhaustion_script_short_form() {
     assert_ne!(cells[5], "never", "{row}");
     assert_eq!(cells[6], "yes", "{row}");
 }
+
+#[test]
+fn backend_faults_script_short_form() {
+    if !installed("taskset") || !installed("curl") {
+        return;
+    }
+    let out = run_script("backend-faults.sh", &[("N", "3"), ("SERVERS", "tern")]);
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert_eq!(
+        last,
+        "backend faults, corrupted successes / bystanders failed / failed after: tern 0 / 0 / 0",
+        "{}",
+        out.all()
+    );
+    // Every fault after the head is a truncation for both protocols.
+    for fault in ["/kill", "/reset", "/chunked-cut", "/stall"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {fault} |")))
+            .unwrap_or_else(|| panic!("no row for {fault}:\n{}", out.all()));
+        assert_eq!(
+            row,
+            format!("| {fault} | 3 truncated | 3 truncated |"),
+            "{}",
+            out.all()
+        );
+    }
+}
+
+#[test]
+fn h2_flood_script_short_form() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h2-flood.sh",
+        &[
+            ("MODES", "rapid-reset continuation ping zero-window"),
+            ("ATTACKERS", "2"),
+            ("C", "2"),
+            ("LOAD_S", "1"),
+            ("IDLE_S", "2"),
+            ("SERVERS", "tern"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(
+            "HTTP/2 attacks, worst p99 ratio and longest-lived attacker connection: tern "
+        ),
+        "{}",
+        out.all()
+    );
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| tern |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{}", out.all());
+    for cells in rows {
+        // | server | attack | p99 alone | p99 under | ratio | failed | closed by server | median | longest |
+        assert!(cells[6].starts_with("0 of "), "{cells:?}");
+        // The attack lasts 8 s (IDLE_S 2): an attacker tern never closed
+        // lived all of it.
+        let longest: f64 = cells[9].parse().expect("longest lived");
+        assert!(
+            longest < 7.5,
+            "an attacker connection lived {longest} s under {}",
+            cells[2]
+        );
+    }
+}

@@ -10,6 +10,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[path = "serve/backend_faults.rs"]
+mod backend_faults;
 #[path = "serve/backend_leg.rs"]
 mod backend_leg;
 #[path = "serve/backends.rs"]
