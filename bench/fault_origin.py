@@ -3,6 +3,8 @@ tern-testsupport's fault origin.
 
 Paths (every response is 200 with a 100,000-byte body unless it says):
   /ok           a 100-byte body, keepalive
+  /slow?s=S     a 100-byte body after S seconds (at most 30), keepalive
+  /inflight     how many /slow requests are waiting now (plain text)
   /kill         half the body, then the connection closed (a backend killed
                 mid-response: FIN)
   /reset        half the body, then a TCP reset
@@ -18,9 +20,12 @@ import socket
 import socketserver
 import struct
 import sys
+import threading
 import time
 
 FULL = 100_000
+SLOW_WAITING = 0
+SLOW_LOCK = threading.Lock()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -47,6 +52,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path == "/ok":
             self.head(100)
             self.wfile.write(b"k" * 100)
+        elif path == "/slow":
+            query = self.path.partition("?")[2]
+            seconds = float(query[2:].split("&")[0]) if query.startswith("s=") else 1.0
+            global SLOW_WAITING
+            with SLOW_LOCK:
+                SLOW_WAITING += 1
+            time.sleep(min(seconds, 30.0))
+            with SLOW_LOCK:
+                SLOW_WAITING -= 1
+            self.head(100)
+            self.wfile.write(b"s" * 100)
+        elif path == "/inflight":
+            body = str(SLOW_WAITING).encode()
+            self.head(len(body))
+            self.wfile.write(body)
         elif path == "/kill":
             self.head()
             self.wfile.write(b"x" * (FULL // 2))
@@ -81,6 +101,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    # A proxy that reloads opens its backend connections anew, many at
+    # once: the default backlog of 5 would drop their SYNs (1 s retries).
+    request_queue_size = 4096
 
     def handle_error(self, request, client_address):
         pass  # the faults are on purpose

@@ -315,7 +315,8 @@ frontend fe
 backend be
     server s1 127.0.0.1:$backend
 CONF
-            taskset -c "$SERVER_CPU" haproxy -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
+            # SRV_HAPROXY_MASTER=1: master-worker mode (-W), which reloads on SIGUSR2.
+            taskset -c "$SERVER_CPU" haproxy ${SRV_HAPROXY_MASTER:+-W} -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
             ;;
         hitch)
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }

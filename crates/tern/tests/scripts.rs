@@ -209,3 +209,42 @@ fn h2_flood_script_short_form() {
         );
     }
 }
+
+/// Reloads and a graceful stop under HTTP/1.1 and HTTP/2 load: no request
+/// fails across the reloads and none in flight is lost at SIGTERM.
+#[test]
+fn reload_under_load_script_short_form() {
+    if !installed("taskset") || !installed("curl") {
+        return;
+    }
+    let out = run_script(
+        "reload-under-load.sh",
+        &[
+            ("RELOADS", "4"),
+            ("RELOAD_GAP_S", "0.3"),
+            ("C", "4"),
+            ("INFLIGHT", "8"),
+            ("SLOW_S", "1"),
+            ("SERVERS", "tern"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert_eq!(
+        last,
+        "reloads and graceful stops, failed requests / in-flight lost (h1+h2): tern 0 / 0",
+        "{}",
+        out.all()
+    );
+    for proto in ["h1", "h2"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| tern | {proto} |")))
+            .unwrap_or_else(|| panic!("no row for {proto}:\n{}", out.all()));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // | server | protocol | failed | in flight at the stop | lost | stopped after |
+        assert_eq!(cells[4], "8", "all 8 requests were at the origin: {row}");
+        assert!(!cells[6].contains("still running"), "{row}");
+    }
+}
