@@ -7,7 +7,7 @@
 //! like HTTP/2's.
 
 mod h1;
-mod h2;
+pub(crate) mod h2;
 pub(crate) mod h3;
 mod http_parts;
 mod proxy_header;
