@@ -197,6 +197,10 @@ pub(crate) fn answer_text(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("Bad Request", "bad request\n"),
         408 => ("Request Timeout", "request timeout\n"),
+        425 => (
+            "Too Early",
+            "too early: send it again after the handshake\n",
+        ),
         431 => (
             "Request Header Fields Too Large",
             "request header fields too large\n",

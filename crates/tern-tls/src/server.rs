@@ -135,12 +135,27 @@ fn build(
 
 /// The TLS configuration of a listener's QUIC (HTTP/3) endpoint: the same
 /// certificates, SNI resolver, policy, session cache and ticket keys as
-/// `tcp` (so a session resumes over either), ALPN `h3` only, and no 0-RTT
-/// (its requests could be replayed). QUIC itself negotiates TLS 1.3 only.
-pub fn quic_server_config(tcp: &ServerConfig) -> Arc<ServerConfig> {
+/// `tcp` (so a session resumes over either), ALPN `h3` only. QUIC itself
+/// negotiates TLS 1.3 only.
+///
+/// With `early_data`, 0-RTT: QUIC wants the early-data limit at its
+/// maximum (the stream limits bound it), and rustls takes early data only
+/// when resuming from its stateful session cache, never from a stateless
+/// ticket: each cached session resumes once, so a captured 0-RTT flight
+/// cannot be replayed to this process (the cache is shared by its workers).
+/// QUIC sessions then resume only on the instance that issued them, not
+/// across a fleet sharing ticket keys. The caller must still take only
+/// safe requests in 0-RTT: a client may send the same request twice.
+pub fn quic_server_config(tcp: &ServerConfig, early_data: bool) -> Arc<ServerConfig> {
     let mut config = tcp.clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
-    config.max_early_data_size = 0;
+    if early_data {
+        config.max_early_data_size = u32::MAX;
+        config.ticketer = Arc::new(NoTickets);
+        config.send_tls13_tickets = config.send_tls13_tickets.max(1);
+    } else {
+        config.max_early_data_size = 0;
+    }
     Arc::new(config)
 }
 

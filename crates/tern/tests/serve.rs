@@ -32,6 +32,8 @@ mod forwarded;
 mod framing;
 #[path = "serve/h3.rs"]
 mod h3;
+#[path = "serve/h3_early.rs"]
+mod h3_early;
 #[path = "serve/headers.rs"]
 mod headers;
 #[path = "serve/interop.rs"]

@@ -175,6 +175,9 @@ pub struct H3Settings {
     pub alt_svc: Option<String>,
     /// Send with UDP GSO where the kernel has it. Default true.
     pub gso: bool,
+    /// Take requests in 0-RTT (safe methods only, 425 otherwise). Default
+    /// false.
+    pub early_data: bool,
 }
 
 impl H3Settings {
@@ -185,6 +188,7 @@ impl H3Settings {
             retry_above: 200,
             alt_svc: Some(alt_svc(port, 86400)),
             gso: true,
+            early_data: false,
         }
     }
 }

@@ -141,6 +141,14 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "BOOL")]
     pub quic_gso: Option<bool>,
 
+    /// HTTP/3: take requests a resuming client sends in 0-RTT, before the
+    /// handshake ends (one round trip saved). Early data can be replayed
+    /// by anyone who captured it: only GET, HEAD and OPTIONS are forwarded
+    /// (with `Early-Data: 1`, RFC 8470), others get 425 Too Early and the
+    /// client retries after the handshake. [default: false]
+    #[arg(long, value_name = "BOOL")]
+    pub quic_early_data: Option<bool>,
+
     /// HTTP/3: how long clients may remember the Alt-Svc advertisement, in
     /// seconds; 0 advertises nothing (HTTP/3 is then found only by clients
     /// told some other way). [default: 86400]

@@ -513,6 +513,7 @@ fn h3_settings(
             (o.quic_retry_above.is_some(), "quic_retry_above"),
             (o.alt_svc_max_age.is_some(), "alt_svc_max_age"),
             (o.quic_gso.is_some(), "quic_gso"),
+            (o.quic_early_data.is_some(), "quic_early_data"),
         ] {
             if set {
                 return Err(key_err(key, "has no effect without http3 = true"));
@@ -536,6 +537,7 @@ fn h3_settings(
             None => d.alt_svc,
         },
         gso: o.quic_gso.unwrap_or(d.gso),
+        early_data: o.quic_early_data.unwrap_or(d.early_data),
     }))
 }
 

@@ -20,6 +20,8 @@
 
 mod stream;
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,7 +57,7 @@ pub(crate) fn server_config(
     h3: &H3Settings,
     tls: &rustls::ServerConfig,
 ) -> Result<quinn::ServerConfig, String> {
-    let crypto = QuicServerConfig::try_from(tern_tls::quic_server_config(tls))
+    let crypto = QuicServerConfig::try_from(tern_tls::quic_server_config(tls, h3.early_data))
         .map_err(|e| format!("{e}: QUIC needs TLS_AES_128_GCM_SHA256"))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
@@ -100,6 +102,38 @@ pub(crate) async fn handle(
             return;
         }
     };
+    let early_data = listener.config.h3.as_ref().is_some_and(|h3| h3.early_data);
+    let connecting = if early_data {
+        // Serve from 0.5-RTT: requests a resuming client sent in 0-RTT are
+        // read before its Finished arrives. Until then every request is
+        // taken as early (replayable): stream::handle forwards safe
+        // methods only.
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => {
+                let established = Rc::new(Cell::new(false));
+                watch_handshake(
+                    &conn,
+                    accepted,
+                    established.clone(),
+                    &listener,
+                    &worker,
+                    start,
+                );
+                let ctx = ConnCtx {
+                    peer,
+                    tls: negotiated(&conn),
+                    handshake_us: start.elapsed().as_micros() as u64,
+                    listener: &listener,
+                    worker: &worker,
+                };
+                serve(conn, &ctx, Some(established)).await;
+                return;
+            }
+            Err(connecting) => connecting,
+        }
+    } else {
+        connecting
+    };
     let Some(conn) = super::under_deadline(
         connecting,
         peer,
@@ -113,16 +147,7 @@ pub(crate) async fn handle(
         return;
     };
     let handshake_us = start.elapsed().as_micros() as u64;
-    let sni = conn
-        .handshake_data()
-        .and_then(|d| d.downcast::<HandshakeData>().ok())
-        .and_then(|d| d.server_name);
-    let negotiated = Negotiated {
-        version: "TLSv1.3",
-        alpn: Some("h3".into()),
-        sni,
-        ..Negotiated::default()
-    };
+    let negotiated = negotiated(&conn);
     worker.metrics.handshake(&negotiated, start.elapsed());
     let ctx = ConnCtx {
         peer,
@@ -131,7 +156,49 @@ pub(crate) async fn handle(
         listener: &listener,
         worker: &worker,
     };
-    serve(conn, &ctx).await;
+    serve(conn, &ctx, None).await;
+}
+
+/// What a QUIC handshake settled that tern can see (quinn does not expose
+/// the cipher suite or group).
+fn negotiated(conn: &quinn::Connection) -> Negotiated {
+    let sni = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    Negotiated {
+        version: "TLSv1.3",
+        alpn: Some("h3".into()),
+        sni,
+        ..Negotiated::default()
+    }
+}
+
+/// For a connection served from 0.5-RTT: marks `established` when the
+/// handshake ends (requests accepted after it are not early), counts it,
+/// and closes the connection if it does not end within handshake_timeout.
+fn watch_handshake(
+    conn: &quinn::Connection,
+    accepted: quinn::ZeroRttAccepted,
+    established: Rc<Cell<bool>>,
+    listener: &ListenerCtx,
+    worker: &Rc<WorkerCtx>,
+    start: Instant,
+) {
+    let conn = conn.clone();
+    let worker = worker.clone();
+    let deadline = listener.config.limits.handshake_timeout;
+    tokio::task::spawn_local(async move {
+        if tokio::time::timeout(deadline, accepted).await.is_ok() {
+            established.set(true);
+            worker
+                .metrics
+                .handshake(&negotiated(&conn), start.elapsed());
+        } else {
+            worker.metrics.handshake_failed(HandshakeFailure::Timeout);
+            conn.close(H3_NO_ERROR, b"handshake timeout");
+        }
+    });
 }
 
 fn handshake_failure(e: &quinn::ConnectionError) -> HandshakeFailure {
@@ -145,8 +212,9 @@ fn handshake_failure(e: &quinn::ConnectionError) -> HandshakeFailure {
     }
 }
 
-/// Serves HTTP/3 on an established QUIC connection.
-async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
+/// Serves HTTP/3 on a QUIC connection: established, or (with
+/// `established`, false until the handshake ends) from 0.5-RTT.
+async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<Rc<Cell<bool>>>) {
     let lim = &ctx.listener.config;
     let mut h3 = match tokio::time::timeout(
         lim.limits.header_timeout,
@@ -178,7 +246,10 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>) {
     loop {
         tokio::select! {
             accepted = h3.accept() => match accepted {
-                Ok(Some(resolver)) => streams.push(stream::handle(resolver, ctx)),
+                Ok(Some(resolver)) => {
+                    let early = established.as_ref().is_some_and(|e| !e.get());
+                    streams.push(stream::handle(resolver, ctx, early));
+                }
                 // GOAWAY sent or received, and every accepted request done.
                 Ok(None) => break,
                 Err(e) => {

@@ -19,7 +19,7 @@ type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 
 /// Handles one request stream to the end.
-pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>) {
+pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
     let started = Instant::now();
     let limits = &ctx.listener.config.limits;
     let (request, stream) =
@@ -34,7 +34,17 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>) {
             Err(_) => return,
         };
     let (send, recv) = stream.split();
-    let (parts, ()) = request.into_parts();
+    let (mut parts, ()) = request.into_parts();
+    // A request that came before the handshake ended may be a replay: only
+    // safe methods go on, marked for the backend (RFC 8470); the rest get
+    // 425 and the client sends them again after the handshake.
+    let too_early = early
+        && ![http::Method::GET, http::Method::HEAD, http::Method::OPTIONS].contains(&parts.method);
+    if early {
+        parts
+            .headers
+            .insert("early-data", http::HeaderValue::from_static("1"));
+    }
     let declared = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
@@ -70,7 +80,17 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>) {
         status: 0,
         bytes_out: 0,
     };
-    crate::exchange::run(&mut front, &req, ctx, started).await;
+    if too_early {
+        front.answer(425).await;
+        let o = crate::exchange::Outcome {
+            status: front.status(),
+            bytes_out: front.bytes().1,
+            ..Default::default()
+        };
+        ctx.log_request(req.method, req.target, &o, started);
+    } else {
+        crate::exchange::run(&mut front, &req, ctx, started).await;
+    }
     front.finish().await;
 }
 
