@@ -134,5 +134,4 @@ async def main():
     )
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+asyncio.run(main())
