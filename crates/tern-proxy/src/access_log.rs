@@ -33,6 +33,9 @@ pub struct Record<'a> {
     pub tls: &'a Negotiated,
     /// Handshake duration in microseconds.
     pub handshake_us: u64,
+    /// The request came in TLS early data (HTTP/3 0-RTT): logged as
+    /// `early=yes` after the other fields, only then.
+    pub early: bool,
     /// Request method ("-" when the request could not be read).
     pub method: &'a str,
     /// Request target.
@@ -169,6 +172,12 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.total_us,
         r.error.unwrap_or("-"),
     );
+    if r.early {
+        // Only early requests carry the field: every other line keeps the
+        // field list log parsers already know.
+        buf.pop();
+        buf.push_str(" early=yes\n");
+    }
 }
 
 fn format_json(buf: &mut String, r: &Record<'_>) {
@@ -192,6 +201,10 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
         "total_us": r.total_us,
         "error": r.error,
     });
+    let mut v = v;
+    if r.early {
+        v["early"] = serde_json::Value::Bool(true);
+    }
     let _ = writeln!(buf, "{v}");
 }
 
@@ -212,6 +225,7 @@ mod tests {
             client: "127.0.0.1:5000".parse().unwrap(),
             tls,
             handshake_us: 800,
+            early: false,
             method: "GET",
             path: "/a\"b",
             status: 200,
@@ -250,5 +264,22 @@ mod tests {
         }
         assert_eq!(v["resumed"], true);
         assert_eq!(v["path"], "/a\"b");
+        assert!(v.get("early").is_none(), "only early requests say so");
+    }
+
+    #[test]
+    fn early_requests_say_so_last() {
+        let tls = Negotiated::default();
+        let early = Record {
+            early: true,
+            ..record(&tls)
+        };
+        let mut text = String::new();
+        format_text(&mut text, &early);
+        assert!(text.ends_with(" error=- early=yes\n"), "{text}");
+        let mut json = String::new();
+        format_json(&mut json, &early);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["early"], true);
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Request<'r> {
     pub upgrade: bool,
     /// The client waits for `100 Continue` before it sends its body.
     pub expects_continue: bool,
+    /// It came in TLS early data (HTTP/3 0-RTT): logged as such.
+    pub early: bool,
 }
 
 impl Request<'_> {

@@ -127,6 +127,8 @@ pub(crate) struct Outcome {
     pub backend_us: u64,
     /// Why the exchange failed, if it did.
     pub error: Option<ExchangeError>,
+    /// The request came in TLS early data (HTTP/3 0-RTT).
+    pub early: bool,
 }
 
 impl ConnCtx<'_> {
@@ -145,6 +147,7 @@ impl ConnCtx<'_> {
             client: self.peer,
             tls: &self.tls,
             handshake_us: self.handshake_us,
+            early: o.early,
             method,
             path,
             status: if o.status == 0 { 499 } else { o.status },

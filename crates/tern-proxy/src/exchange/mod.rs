@@ -129,7 +129,10 @@ pub(crate) async fn run<F: Front>(
     started: Instant,
 ) -> Finished {
     let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
-    let mut o = Outcome::default();
+    let mut o = Outcome {
+        early: req.early,
+        ..Outcome::default()
+    };
     let result = if backends.protocol().is_http2() {
         // Boxed so the HTTP/2 client's state does not enlarge every
         // HTTP/1.1 exchange's future.

@@ -175,6 +175,30 @@ fn early_data_forwards_safe_requests_marked_and_answers_others_425() {
         .filter(|e| e["method"] == "POST")
         .count();
     assert_eq!(posts, 1, "the early POST reached the backend");
+    // The access log says which requests came early: the GET and the 425.
+    let early = served
+        .wait_stdout_lines("early=yes", 2, Duration::from_secs(5))
+        .unwrap_or_else(|out| panic!("no two early=yes lines:\n{out}"));
+    assert!(
+        early
+            .iter()
+            .any(|l| l.contains("method=GET") && l.contains("status=200")),
+        "{early:?}"
+    );
+    assert!(
+        early
+            .iter()
+            .any(|l| l.contains("method=POST") && l.contains("status=425")),
+        "{early:?}"
+    );
+    let later = served
+        .wait_stdout_lines(
+            "method=POST path=/echo status=200",
+            1,
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|out| panic!("no log line of the later POST:\n{out}"));
+    assert!(!later[0].contains("early="), "{later:?}");
 }
 
 #[test]

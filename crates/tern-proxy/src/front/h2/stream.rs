@@ -56,6 +56,7 @@ pub(super) async fn handle(
         http10: false,
         upgrade: false,
         expects_continue: false,
+        early: false,
     };
     let mut front = H2Client {
         body: H2Body {

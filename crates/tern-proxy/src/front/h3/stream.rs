@@ -70,6 +70,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         http10: false,
         upgrade: false,
         expects_continue: false,
+        early,
     };
     let mut front = H3Client {
         body,
@@ -85,6 +86,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         let o = crate::exchange::Outcome {
             status: front.status(),
             bytes_out: front.bytes().1,
+            early: true,
             ..Default::default()
         };
         ctx.log_request(req.method, req.target, &o, started);
