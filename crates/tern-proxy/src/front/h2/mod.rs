@@ -116,7 +116,9 @@ where
                 conn.graceful_shutdown();
                 going_away = true;
             }
-            _ = idle.run(std::future::pending::<()>()), if closing || (streams.is_empty() && !going_away) => {
+            // Streams still running when tern closes finish first (each has
+            // its own write deadline); then the connection closes.
+            _ = idle.run(std::future::pending::<()>()), if streams.is_empty() && (closing || !going_away) => {
                 if closing {
                     tracing::debug!(client = %ctx.peer, "h2 client did not take its GOAWAY in time: closed");
                     break;
