@@ -15,8 +15,10 @@ use crate::config::Config;
 /// epoll and eventfds per worker, health checks.
 const RESERVED: u64 = 64;
 
-/// Raises the soft open-file limit to the hard one and warns when the
-/// configuration's connection limits need more than that.
+/// Raises the soft open-file limit to the hard one and says when the
+/// configuration's connection limits need more than that: a warning when
+/// even the client connections do not fit, a note when only the worst case
+/// of a backend connection for each does not.
 pub(super) fn raise_for(config: &Config) {
     let (soft, hard) = match rlimit::getrlimit(rlimit::Resource::NOFILE) {
         Ok(limits) => limits,
@@ -39,23 +41,63 @@ pub(super) fn raise_for(config: &Config) {
     } else {
         soft
     };
-    let needed = needed_descriptors(config);
-    if needed > limit {
-        tracing::warn!(
-            "the open-file limit is {limit} but the connection limits need about {needed} \
-             descriptors (two per proxied connection): past the limit new connections wait \
-             in the listen backlog; raise it (ulimit -n, systemd LimitNOFILE=) or lower max_connections"
-        );
+    let clients = max_clients(config);
+    match shortfall(limit, clients) {
+        Shortfall::None => {}
+        Shortfall::Backends => tracing::info!(
+            "the open-file limit ({limit}) holds max_connections ({clients}) client connections \
+             but not a backend connection for each at once (two descriptors per proxied \
+             connection); raise it (ulimit -n, systemd LimitNOFILE=) if they can all be busy"
+        ),
+        Shortfall::Clients => tracing::warn!(
+            "the open-file limit ({limit}) is below max_connections ({clients}): past it new \
+             connections wait in the listen backlog; raise it (ulimit -n, systemd \
+             LimitNOFILE=) or lower max_connections"
+        ),
     }
 }
 
-/// Two descriptors per allowed client connection (client and backend) and
-/// the reserve.
-fn needed_descriptors(config: &Config) -> u64 {
-    let connections: u64 = config
+/// What an open-file limit cannot hold.
+#[derive(Debug, PartialEq, Eq)]
+enum Shortfall {
+    /// Every allowed client connection with a backend connection of its own.
+    None,
+    /// The clients, but not a backend connection for each at once (only
+    /// requests in flight hold one, so this is the worst case).
+    Backends,
+    /// Not even the allowed client connections.
+    Clients,
+}
+
+fn shortfall(limit: u64, clients: u64) -> Shortfall {
+    if limit < clients.saturating_add(RESERVED) {
+        Shortfall::Clients
+    } else if limit < clients.saturating_mul(2).saturating_add(RESERVED) {
+        Shortfall::Backends
+    } else {
+        Shortfall::None
+    }
+}
+
+/// Client connections the listeners allow at once, together.
+fn max_clients(config: &Config) -> u64 {
+    config
         .listeners
         .iter()
         .map(|l| l.limits.max_connections as u64)
-        .sum();
-    connections.saturating_mul(2).saturating_add(RESERVED)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shortfall_says_what_the_limit_cannot_hold() {
+        assert_eq!(shortfall(1024, 10_000), Shortfall::Clients);
+        assert_eq!(shortfall(20_000, 10_000), Shortfall::Backends);
+        assert_eq!(shortfall(1_048_576, 10_000), Shortfall::None);
+        assert_eq!(shortfall(10_063, 10_000), Shortfall::Clients);
+        assert_eq!(shortfall(20_064, 10_000), Shortfall::None);
+    }
 }
