@@ -143,6 +143,33 @@ impl DelayLink {
         })
     }
 
+    /// Starts `tern <args>` inside the server namespace and waits until it
+    /// says it listens on `listen`; panics with its stderr after 20 s.
+    pub fn start_tern(
+        &self,
+        listen: std::net::SocketAddr,
+        args: &[&str],
+    ) -> crate::tern::TernProcess {
+        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), self.server_ns().into()];
+        all.push(crate::tern::tern_bin().display().to_string());
+        all.extend(args.iter().map(|a| a.to_string()));
+        // `ip netns exec` execs tern in place, so the handle is tern itself.
+        let tern = crate::tern::TernProcess::spawn(std::path::Path::new("ip"), all);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !tern
+            .stderr_text()
+            .contains(&format!("listening on {listen}"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "tern did not start: {}",
+                tern.stderr_text()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        tern
+    }
+
     /// A command that will run inside namespace `ns` (`ip netns exec`).
     pub fn command_in(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new("ip");

@@ -4,17 +4,14 @@
 //! `crates/tern-probe/tests/traps.rs`, behind a delay link.
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
-use tern_testsupport::tern::{
-    free_addr, run_to_exit, tern_bin, wait_accepting, Finished, Served, TernProcess,
-};
+use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_accepting, Finished, Served};
 use tern_testsupport::tools::KillOnDrop;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -168,39 +165,27 @@ fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
         .expect("join")
         .expect("enter namespace");
     let listen = SocketAddr::from((SERVER_ADDR, 8443));
-    let mut args: Vec<String> = ["netns", "exec", link.server_ns()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(tern_bin().display().to_string());
-    for a in [
-        "serve",
-        "--http3",
-        "--listen",
-        &listen.to_string(),
-        "--backend",
-        &backend.addr().to_string(),
-        "--cert",
-        &cert.chain.display().to_string(),
-        "--key",
-        &cert.key.display().to_string(),
-    ] {
-        args.push(a.to_string());
-    }
-    // `ip netns exec` execs tern in place, so the handle is tern itself.
-    let served = TernProcess::spawn(Path::new("ip"), args);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !served
-        .stderr_text()
-        .contains(&format!("listening on {listen}"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "tern did not start: {}",
-            served.stderr_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (backend_addr, chain, key) = (
+        backend.addr().to_string(),
+        cert.chain.display().to_string(),
+        cert.key.display().to_string(),
+    );
+    let listen_arg = listen.to_string();
+    let _served = link.start_tern(
+        listen,
+        &[
+            "serve",
+            "--http3",
+            "--listen",
+            &listen_arg,
+            "--backend",
+            &backend_addr,
+            "--cert",
+            &chain,
+            "--key",
+            &key,
+        ],
+    );
     let out = Command::new("ip")
         .args(["netns", "exec", link.client_ns()])
         .arg(tern_bin())

@@ -8,9 +8,8 @@
 //! test creates) the early requests are read a round trip before it.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Buf;
 use serde_json::Value;
@@ -18,7 +17,7 @@ use tern_testsupport::backend::{echoed_header, Backend};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::client_config_with;
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
-use tern_testsupport::tern::{tern_bin, TernProcess};
+use tern_testsupport::tern::tern_bin;
 
 /// One request's answer: status, and the backend's `/echo` JSON if any.
 type Answer = (u16, Option<Value>);
@@ -116,40 +115,29 @@ fn early_data_forwards_safe_requests_marked_and_answers_others_425() {
         .expect("join")
         .expect("enter namespace");
     let listen = SocketAddr::from((SERVER_ADDR, 8443));
-    let mut args: Vec<String> = ["netns", "exec", link.server_ns()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.push(tern_bin().display().to_string());
-    for a in [
-        "serve",
-        "--http3",
-        "--quic-early-data",
-        "true",
-        "--listen",
-        &listen.to_string(),
-        "--backend",
-        &backend.addr().to_string(),
-        "--cert",
-        &cert.chain.display().to_string(),
-        "--key",
-        &cert.key.display().to_string(),
-    ] {
-        args.push(a.to_string());
-    }
-    let served = TernProcess::spawn(Path::new("ip"), args);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !served
-        .stderr_text()
-        .contains(&format!("listening on {listen}"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "tern did not start: {}",
-            served.stderr_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (backend_addr, chain, key) = (
+        backend.addr().to_string(),
+        cert.chain.display().to_string(),
+        cert.key.display().to_string(),
+    );
+    let listen_arg = listen.to_string();
+    let served = link.start_tern(
+        listen,
+        &[
+            "serve",
+            "--http3",
+            "--quic-early-data",
+            "true",
+            "--listen",
+            &listen_arg,
+            "--backend",
+            &backend_addr,
+            "--cert",
+            &chain,
+            "--key",
+            &key,
+        ],
+    );
     let ca_pem = ca.ca_pem().to_string();
     let (get, post, took_0rtt, after) = link
         .in_client(move || {
