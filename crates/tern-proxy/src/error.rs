@@ -25,6 +25,9 @@ pub enum ServeError {
         /// What failed.
         message: String,
     },
+    /// ACME certificates could not be set up (state directory, placeholder).
+    #[error("ACME: {0}")]
+    Acme(#[from] tern_acme::AcmeError),
     /// A listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

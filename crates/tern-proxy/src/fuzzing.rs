@@ -91,8 +91,8 @@ mod h2_fuzz {
             };
             let config = config::from_options(&GlobalOptions::default(), &listener_options)
                 .expect("the fuzz target's configuration");
-            let generation =
-                Generation::build(&config, None, &mut None).expect("the fuzz target's listener");
+            let generation = Generation::build(&config, None, &mut None, &mut Default::default())
+                .expect("the fuzz target's listener");
             let l = &generation.listeners[0];
             let listener = Rc::new(ListenerCtx {
                 config: l.config.clone(),

@@ -242,6 +242,9 @@ fn server_config(cert: &LoadedCert) -> Arc<ServerConfig> {
         session_cache_entries: 0,
         tickets: TicketSource::Rotating(Duration::from_secs(3600)),
         tls13_tickets: 2,
+        managed: Vec::new(),
+        managed_first: false,
+        acme_tls_alpn: None,
     })
     .expect("server config")
 }

@@ -20,6 +20,7 @@
 pub mod certs;
 pub mod cpu;
 mod error;
+pub mod managed;
 pub mod ocsp;
 pub mod policy;
 pub mod selfsigned;

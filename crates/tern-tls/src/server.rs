@@ -11,8 +11,8 @@ use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::certs::LoadedCert;
 use crate::cpu::CpuFeatures;
+use crate::managed::{AlpnChallenges, ManagedCert, Resolver, ACME_TLS_ALPN};
 use crate::policy::{group_name, suite_name, TlsPolicy};
-use crate::sni::SniResolver;
 use crate::tickets::TicketKeys;
 use crate::TlsError;
 
@@ -55,6 +55,14 @@ pub struct ServerTlsSettings {
     /// TLS 1.3 tickets sent after a full handshake (default 2: one per
     /// parallel connection a browser typically opens next).
     pub tls13_tickets: usize,
+    /// Certificates an ACME task keeps current (empty without ACME).
+    pub managed: Vec<ManagedCert>,
+    /// Whether the default certificate is the first managed one rather
+    /// than the first of `certs`.
+    pub managed_first: bool,
+    /// TLS-ALPN-01 challenge certificates to answer `acme-tls/1` with;
+    /// `acme-tls/1` is then offered in ALPN, after the HTTP protocols.
+    pub acme_tls_alpn: Option<Arc<AlpnChallenges>>,
 }
 
 /// Builds the rustls ServerConfig: provider and versions from the policy,
@@ -114,12 +122,32 @@ fn build(
             )));
         }
     }
-    let resolver = SniResolver::new(settings.certs.clone())?;
+    for m in &settings.managed {
+        if !settings.policy.can_sign_with(m.slot.get().key.algorithm()) {
+            return Err(TlsError::PolicyConflict(format!(
+                "ACME certificate for {}: no enabled cipher suite can use its {} key ({})",
+                m.names.join(", "),
+                m.key_kind,
+                settings.policy.describe()
+            )));
+        }
+    }
+    let resolver = Resolver::new(
+        settings.certs.clone(),
+        &settings.managed,
+        settings.managed_first,
+        settings.acme_tls_alpn.clone(),
+    )?;
     let provider = Arc::new(settings.policy.crypto_provider());
+    let resolver_answers_tls_alpn;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&settings.policy.versions())?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver({
+            let answers = resolver.answers_tls_alpn();
+            resolver_answers_tls_alpn = answers;
+            Arc::new(resolver)
+        });
     // Server order wins: our list puts the cheap suites and groups first,
     // and a client's order is often arbitrary.
     config.ignore_client_order = true;
@@ -127,6 +155,9 @@ fn build(
     // requests are idempotent for the backend.
     config.max_early_data_size = 0;
     config.alpn_protocols = settings.alpn.clone();
+    if resolver_answers_tls_alpn {
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+    }
     config.session_storage = storage;
     config.ticketer = ticketer;
     config.send_tls13_tickets = settings.tls13_tickets;

@@ -82,6 +82,16 @@ impl SniResolver {
         })
     }
 
+    /// Whether some certificate names `server_name` (exactly or by
+    /// wildcard), as opposed to it falling to the default.
+    pub fn knows(&self, server_name: &str) -> bool {
+        let name = server_name.trim_end_matches('.').to_ascii_lowercase();
+        self.exact.contains_key(&name)
+            || name
+                .split_once('.')
+                .is_some_and(|(_, parent)| self.wildcard.contains_key(parent))
+    }
+
     /// The candidates for a server name, preferred first.
     fn candidates(&self, server_name: Option<&str>) -> &[Arc<CertifiedKey>] {
         let Some(name) = server_name else {

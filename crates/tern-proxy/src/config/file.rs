@@ -62,6 +62,29 @@ pub(crate) fn parse(
         .clone()
         .or(global.shutdown_timeout);
     global.admin = overrides.admin.clone().or(global.admin);
+    let acme_flags = &overrides.acme;
+    let acme_from_flag = |key: &str| match key {
+        "directory" => acme_flags.directory.is_some(),
+        "contact" => !acme_flags.contact.is_empty(),
+        "state_dir" => acme_flags.state_dir.is_some(),
+        "ca_root" => acme_flags.ca_root.is_some(),
+        "eab_kid" => acme_flags.eab_kid.is_some(),
+        "eab_hmac_key" => acme_flags.eab_hmac_key.is_some(),
+        "retry" => acme_flags.retry.is_some(),
+        _ => false,
+    };
+    {
+        let a = &mut global.acme;
+        a.directory = acme_flags.directory.clone().or(a.directory.take());
+        if !acme_flags.contact.is_empty() {
+            a.contact = acme_flags.contact.clone();
+        }
+        a.state_dir = acme_flags.state_dir.clone().or(a.state_dir.take());
+        a.ca_root = acme_flags.ca_root.clone().or(a.ca_root.take());
+        a.eab_kid = acme_flags.eab_kid.clone().or(a.eab_kid.take());
+        a.eab_hmac_key = acme_flags.eab_hmac_key.clone().or(a.eab_hmac_key.take());
+        a.retry = acme_flags.retry.clone().or(a.retry.take());
+    }
 
     let base = path
         .parent()
@@ -88,6 +111,18 @@ pub(crate) fn parse(
         listeners.push(listener);
     }
     for (i, a) in listeners.iter().enumerate() {
+        if let Some(plain) = a.http_listen {
+            let taken = listeners.iter().any(|b| b.listen == plain)
+                || listeners[..i].iter().any(|b| b.http_listen == Some(plain));
+            if taken {
+                let line = line_of_key(text, Some(("listener", i)), "http_listen");
+                return Err(ConfigError::at(
+                    path,
+                    line,
+                    format!("http_listen address {plain} is used twice"),
+                ));
+            }
+        }
         if listeners[..i].iter().any(|b| b.listen == a.listen) {
             let line = line_of_key(text, Some(("listener", i)), "listen");
             return Err(ConfigError::at(
@@ -97,13 +132,21 @@ pub(crate) fn parse(
             ));
         }
     }
-    resolve_global(&global, listeners, upstreams).map_err(|e| {
+    let mut config = resolve_global(&global, listeners, upstreams).map_err(|e| {
         if from_flags(e.key) {
             ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message))
         } else {
             located(path, text, None, e)
         }
-    })
+    })?;
+    config.acme = super::resolve::acme_settings(&global, &config, base).map_err(|e| {
+        if acme_from_flag(e.key) {
+            ConfigError::new(format!("{}: {}", super::acme::flag_of(e.key), e.message))
+        } else {
+            located(path, text, Some(("acme", usize::MAX)), e)
+        }
+    })?;
+    Ok(config)
 }
 
 fn located(path: &Path, text: &str, table: Option<(&str, usize)>, e: KeyError) -> ConfigError {

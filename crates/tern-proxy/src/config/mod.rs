@@ -6,6 +6,7 @@
 //! policy, never a string to re-check. Every error names where it came
 //! from: `tern.toml:12: cert /etc/tern/a.pem: no such file`.
 
+mod acme;
 pub(crate) mod file;
 mod options;
 mod reference;
@@ -53,6 +54,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// The listeners.
     pub listeners: Vec<ListenerConfig>,
+    /// The ACME CA, when some listener has ACME certificates.
+    pub acme: Option<tern_acme::AcmeSettings>,
 }
 
 /// How worker threads accept connections.
@@ -264,6 +267,11 @@ pub struct ListenerConfig {
     pub forwarded: ForwardedFields,
     /// Time and size bounds.
     pub limits: Limits,
+    /// Certificates obtained over ACME (their slots are made when a
+    /// generation is built).
+    pub acme: Vec<tern_acme::CertSpec>,
+    /// Plain-HTTP listener for ACME HTTP-01 and redirects to https.
+    pub http_listen: Option<SocketAddr>,
 }
 
 /// A configuration error: where, and what.

@@ -39,6 +39,11 @@ pub struct GlobalOptions {
     #[arg(long, value_name = "ADDR:PORT")]
     pub admin: Option<String>,
 
+    /// Where certificates named by `acme` come from (TOML `[acme]` table).
+    #[command(flatten)]
+    #[serde(default)]
+    pub acme: AcmeOptions,
+
     /// Backend groups (TOML `[[upstream]]` tables).
     #[arg(skip)]
     #[serde(default)]
@@ -48,6 +53,46 @@ pub struct GlobalOptions {
     #[arg(skip)]
     #[serde(default)]
     pub listener: Vec<ListenerOptions>,
+}
+
+/// The ACME CA certificates are obtained from, and where they are kept
+/// (TOML `[acme]`; used by certificates with `acme` names).
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeOptions {
+    /// ACME directory: "letsencrypt", "letsencrypt-staging" or a URL.
+    /// [default: letsencrypt]
+    #[arg(long = "acme-directory", value_name = "URL")]
+    pub directory: Option<String>,
+
+    /// Account contact, e.g. mailto:ops@example.com; repeat for several.
+    #[arg(long = "acme-contact", value_name = "URI")]
+    #[serde(default)]
+    pub contact: Vec<String>,
+
+    /// Directory for the ACME account, certificates, keys and locks (mode
+    /// 0700); instances sharing it order each certificate once.
+    /// [default: $XDG_DATA_HOME/tern/acme, ~/.local/share/tern/acme or /var/lib/tern/acme]
+    #[arg(long = "acme-state-dir", value_name = "DIR")]
+    pub state_dir: Option<String>,
+
+    /// Root certificate (PEM) trusted for the ACME directory's HTTPS
+    /// instead of the system's: for private and test CAs.
+    #[arg(long = "acme-ca-root", value_name = "FILE")]
+    pub ca_root: Option<String>,
+
+    /// External Account Binding key identifier, for CAs that require one.
+    #[arg(long = "acme-eab-kid", value_name = "KID")]
+    pub eab_kid: Option<String>,
+
+    /// External Account Binding HMAC key, base64url as the CA gives it.
+    #[arg(long = "acme-eab-hmac-key", value_name = "KEY")]
+    pub eab_hmac_key: Option<String>,
+
+    /// First wait after a failed order; doubles on each further failure up
+    /// to 6h, with jitter. [default: 1m]
+    #[arg(long = "acme-retry", value_name = "DURATION")]
+    pub retry: Option<String>,
 }
 
 /// One listener: where it accepts, how it speaks TLS, where it forwards.
@@ -172,6 +217,24 @@ pub struct ListenerOptions {
     #[serde(default, deserialize_with = "one_or_many")]
     pub ocsp: Vec<String>,
 
+    /// Obtain and renew a certificate for these DNS names over ACME (see
+    /// --acme-directory); comma-separated, one certificate for all.
+    #[arg(long = "acme", value_name = "NAMES", value_delimiter = ',')]
+    #[serde(default)]
+    pub acme: Vec<String>,
+
+    /// Key types of the --acme certificate: "ecdsa" (P-256), "rsa"
+    /// (2048), or both (one certificate each). [default: ecdsa]
+    #[arg(long = "acme-key-types", value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub acme_key_types: Vec<String>,
+
+    /// Also accept plain HTTP on this address: ACME HTTP-01 challenges are
+    /// answered there (instead of TLS-ALPN-01 on the TLS port), every other
+    /// request is redirected to https with 308.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http_listen: Option<String>,
+
     /// More certificates (TOML `[[listener.certificate]]` tables).
     #[arg(skip)]
     #[serde(default)]
@@ -273,11 +336,17 @@ pub struct ListenerOptions {
 #[serde(deny_unknown_fields)]
 pub struct CertificateOptions {
     /// Certificate chain (PEM, leaf first).
-    pub cert: String,
+    pub cert: Option<String>,
     /// Private key (PEM).
-    pub key: String,
+    pub key: Option<String>,
     /// DER OCSP response to staple.
     pub ocsp: Option<String>,
+    /// Instead of cert and key: DNS names to obtain a certificate for over ACME.
+    #[serde(default)]
+    pub acme: Vec<String>,
+    /// With acme: "ecdsa", "rsa" or both. [default: ecdsa]
+    #[serde(default)]
+    pub key_types: Vec<String>,
 }
 
 /// A host-based route (TOML `[[listener.route]]`).

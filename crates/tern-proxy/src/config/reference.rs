@@ -4,15 +4,27 @@
 
 use clap::{Args, Command};
 
+use super::options::AcmeOptions;
 use super::{GlobalOptions, ListenerOptions};
 
 /// Markdown tables of every option: TOML key, command-line flag, meaning.
 pub fn reference_markdown() -> String {
     let mut out = String::new();
     out.push_str("### Top level\n\n");
+    let top = GlobalOptions::augment_args(Command::new("tern"));
+    let acme_ids: Vec<String> = AcmeOptions::augment_args(Command::new("tern"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let top = acme_ids
+        .iter()
+        .fold(top, |cmd, id| cmd.mut_arg(id, |a| a.hide(true)));
+    table(&mut out, top, &[]);
+    out.push_str("\n### `[acme]`\n\n");
+    out.push_str("Used by certificates with `acme` names; see docs/acme.md.\n\n");
     table(
         &mut out,
-        GlobalOptions::augment_args(Command::new("tern")),
+        AcmeOptions::augment_args(Command::new("tern")),
         &[],
     );
     out.push_str("\n### `[[listener]]`\n\n");
@@ -30,6 +42,8 @@ pub fn reference_markdown() -> String {
     out.push_str("| `cert` | `--cert` | Certificate chain (PEM, leaf first). |\n");
     out.push_str("| `key` | `--key` | Private key (PEM: PKCS#8, SEC1 or PKCS#1). |\n");
     out.push_str("| `ocsp` | `--ocsp` | DER OCSP response to staple. |\n");
+    out.push_str("| `acme` | `--acme` | Instead of `cert` and `key`: DNS names to obtain one certificate for over ACME (see `[acme]`). |\n");
+    out.push_str("| `key_types` | `--acme-key-types` | With `acme`: `\"ecdsa\"` (P-256), `\"rsa\"` (2048) or both, one certificate each. [default: ecdsa] |\n");
     out.push_str("\n### `[[listener.route]]`\n\n");
     out.push_str("| key | meaning |\n|---|---|\n");
     out.push_str("| `host` | Host name, exact (`api.example.com`) or one-label wildcard (`*.example.com`), matched against each request's Host (port removed), or the SNI when there is no Host. |\n");

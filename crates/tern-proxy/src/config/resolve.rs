@@ -31,7 +31,23 @@ pub fn from_options(
     let base = Path::new(".");
     let mut upstreams = Vec::new();
     let resolved = resolve_listener(listener, base, &mut upstreams).map_err(flag_err)?;
-    resolve_global(global, vec![resolved], upstreams).map_err(flag_err)
+    let mut config = resolve_global(global, vec![resolved], upstreams).map_err(flag_err)?;
+    config.acme = acme_settings(global, &config, base)
+        .map_err(|e| ConfigError::new(format!("{}: {}", super::acme::flag_of(e.key), e.message)))?;
+    Ok(config)
+}
+
+/// The `[acme]` settings when some listener orders certificates (checked
+/// even when none does, so a typo is not silently ignored), and checks
+/// across listeners.
+pub(crate) fn acme_settings(
+    g: &GlobalOptions,
+    config: &Config,
+    base: &Path,
+) -> Result<Option<tern_acme::AcmeSettings>, KeyError> {
+    let settings = super::acme::settings(&g.acme, base)?;
+    let used = config.listeners.iter().any(|l| !l.acme.is_empty());
+    Ok(used.then_some(settings))
 }
 
 /// Resolves the top-level options around already-resolved listeners and
@@ -94,6 +110,7 @@ pub(crate) fn resolve_global(
         }
     };
     Ok(Config {
+        acme: None,
         admin,
         upstreams,
         workers,
@@ -276,7 +293,8 @@ pub(crate) fn resolve_listener(
         };
         key_err(key, e.to_string())
     })?;
-    let certs = load_certs(o, base, &policy)?;
+    let acme = super::acme::listener_acme(o)?;
+    let certs = load_certs(o, base, &policy, !acme.certs.is_empty())?;
     let ocsp_files = o
         .ocsp
         .iter()
@@ -336,6 +354,9 @@ pub(crate) fn resolve_listener(
         session_cache_entries: o.session_cache.unwrap_or(20_480),
         tickets,
         tls13_tickets: 2,
+        managed: Vec::new(),
+        managed_first: acme.first,
+        acme_tls_alpn: None,
     };
 
     let forwarded = forwarded_fields(&o.forwarded)?;
@@ -383,13 +404,18 @@ pub(crate) fn resolve_listener(
         tls,
         forwarded,
         limits,
+        acme: acme.certs,
+        http_listen: acme.http_listen,
     })
 }
 
+/// The certificates from files (with `acme`: possibly none; without, the
+/// built-in self-signed one when none are given).
 fn load_certs(
     o: &ListenerOptions,
     base: &Path,
     policy: &TlsPolicy,
+    acme: bool,
 ) -> Result<Vec<LoadedCert>, KeyError> {
     if o.cert.len() != o.key.len() {
         let key = if o.cert.len() > o.key.len() {
@@ -421,17 +447,20 @@ fn load_certs(
         ));
     }
     for c in &o.certificate {
-        files.push((
-            "certificate",
-            CertFiles {
-                cert: base.join(&c.cert),
-                key: base.join(&c.key),
-                ocsp: c.ocsp.as_ref().map(|p| base.join(p)),
-            },
-        ));
+        // listener_acme checked that a table without acme has both.
+        if let (Some(cert), Some(key)) = (&c.cert, &c.key) {
+            files.push((
+                "certificate",
+                CertFiles {
+                    cert: base.join(cert),
+                    key: base.join(key),
+                    ocsp: c.ocsp.as_ref().map(|p| base.join(p)),
+                },
+            ));
+        }
     }
     let provider = policy.crypto_provider();
-    if files.is_empty() {
+    if files.is_empty() && !acme {
         let (cert_pem, key_pem) =
             tern_tls::selfsigned::localhost().map_err(|e| key_err("cert", e.to_string()))?;
         let cert = tern_tls::certs::from_pem(

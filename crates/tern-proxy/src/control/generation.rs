@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use tern_acme::Challenge;
+
 use crate::config::{Config, ListenerConfig, Upstream, UpstreamConfig};
+use crate::control::acme::AcmeRegistry;
 use crate::error::ServeError;
 use crate::upstream::UpstreamShared;
 
@@ -41,27 +44,47 @@ pub(crate) struct Generation {
     /// Turns true when this generation is replaced or tern stops: its
     /// health checks end.
     pub retired: watch::Sender<bool>,
+    /// ACME certificates kept for this configuration.
+    pub acme: Vec<Arc<tern_acme::CertStatus>>,
 }
 
 impl Generation {
     /// Builds a generation from `config`. With `previous`, TLS session
     /// caches and in-process ticket keys of listeners on the same address
     /// are kept, so clients resume across a reload. `demo` is the address
-    /// of the built-in origin, started on first need.
+    /// of the built-in origin, started on first need. ACME certificates
+    /// get their slots from `acme` (kept across reloads).
     pub(crate) fn build(
         config: &Config,
         previous: Option<&Generation>,
         demo: &mut Option<SocketAddr>,
+        acme: &mut AcmeRegistry,
     ) -> Result<Self, ServeError> {
         let mut upstream_configs: Vec<UpstreamConfig> = config.upstreams.clone();
         let mut demo_index = None;
         let mut listeners = Vec::with_capacity(config.listeners.len());
+        let mut acme_statuses: Vec<Arc<tern_acme::CertStatus>> = Vec::new();
         for l in &config.listeners {
             let before =
                 previous.and_then(|p| p.listeners.iter().find(|pl| pl.config.listen == l.listen));
+            let mut settings = l.tls.clone();
+            let mut statuses = Vec::new();
+            if let (false, Some(ca)) = (l.acme.is_empty(), &config.acme) {
+                let managed = acme.managed_for(ca, &l.acme)?;
+                settings.managed = managed.iter().map(|m| m.cert.clone()).collect();
+                statuses.extend(managed.iter().map(|m| m.status.clone()));
+                if l.acme.iter().any(|s| s.challenge == Challenge::TlsAlpn01) {
+                    settings.acme_tls_alpn = Some(acme.challenges().tls_alpn.clone());
+                }
+            }
+            for status in statuses {
+                if !acme_statuses.iter().any(|s| Arc::ptr_eq(s, &status)) {
+                    acme_statuses.push(status);
+                }
+            }
             let tls = match before {
-                Some(old) => tern_tls::build_server_config_reusing(&l.tls, &old.tls),
-                None => tern_tls::build_server_config(&l.tls),
+                Some(old) => tern_tls::build_server_config_reusing(&settings, &old.tls),
+                None => tern_tls::build_server_config(&settings),
             }
             .map_err(|source| ServeError::Tls {
                 listen: l.listen,
@@ -139,6 +162,7 @@ impl Generation {
                 })
                 .collect(),
             retired,
+            acme: acme_statuses,
         })
     }
 

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::access_log::Sink;
 use crate::config::{AcceptMode, Config, ConfigError, ListenerConfig, Mode};
+use crate::control::acme::AcmeRegistry;
 use crate::control::generation::Generation;
 use crate::control::worker::{self, WorkerSpec, WorkerUpdate};
 use crate::error::ServeError;
@@ -58,7 +59,14 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
         Signals::install()?
     };
     let mut demo = None;
-    let generation = Arc::new(Generation::build(&config, None, &mut demo)?);
+    let mut acme = AcmeRegistry::default();
+    let generation = Arc::new(Generation::build(&config, None, &mut demo, &mut acme)?);
+    let mut plain_http = Vec::new();
+    for l in &config.listeners {
+        if let Some(addr) = l.http_listen {
+            plain_http.push((bind_plain(addr)?, l.listen.port()));
+        }
+    }
     let mut sockets = HashMap::new();
     let mut udp_sockets = HashMap::new();
     for l in &config.listeners {
@@ -105,6 +113,26 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
         if let Ok(g) = current.lock() {
             g.start_health_checks();
         }
+        acme.start_and_retain(&config);
+        for (socket, https_port) in plain_http {
+            let addr = socket.local_addr().ok();
+            let listener = tokio::net::TcpListener::from_std(socket).map_err(|source| {
+                ServeError::Io {
+                    context: "starting the plain-HTTP listener",
+                    source,
+                }
+            })?;
+            if let Some(addr) = addr {
+                tracing::info!(
+                    "plain HTTP on http://{addr}: ACME HTTP-01 answers, other requests redirected to https port {https_port}"
+                );
+            }
+            tokio::spawn(crate::control::plain_http::serve(
+                listener,
+                https_port,
+                acme.challenges().http.clone(),
+            ));
+        }
         if let Some(addr) = config.admin {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -123,6 +151,7 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             current: current.clone(),
             demo,
             metrics: metrics.clone(),
+            acme,
         };
         control_loop(&mut state, signals, reload).await?;
         Ok::<_, ServeError>(state.config.shutdown_timeout)
@@ -160,6 +189,7 @@ struct ControlState {
     current: Current,
     demo: Option<SocketAddr>,
     metrics: Arc<Metrics>,
+    acme: AcmeRegistry,
 }
 
 /// The signals tern acts on.
@@ -308,7 +338,25 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
             context: "reloading",
             source: std::io::Error::other("generation lock poisoned"),
         })?;
-    let generation = Arc::new(Generation::build(&new, Some(&previous), &mut state.demo)?);
+    let plain_before: Vec<_> = state
+        .config
+        .listeners
+        .iter()
+        .map(|l| l.http_listen)
+        .collect();
+    let plain_after: Vec<_> = new.listeners.iter().map(|l| l.http_listen).collect();
+    if plain_before != plain_after {
+        tracing::warn!(
+            "http_listen changes only on restart; the running plain-HTTP listeners stay"
+        );
+    }
+    let generation = Arc::new(Generation::build(
+        &new,
+        Some(&previous),
+        &mut state.demo,
+        &mut state.acme,
+    )?);
+    state.acme.start_and_retain(&new);
     let old_addrs: HashSet<SocketAddr> =
         previous.listeners.iter().map(|l| l.config.listen).collect();
     let old_quic: HashSet<SocketAddr> = previous
@@ -358,6 +406,21 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
         ..new
     };
     Ok(generation.id)
+}
+
+/// The plain-HTTP listener's socket (one, served by the control runtime).
+fn bind_plain(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+    let bind_err = |source| ServeError::Bind { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(bind_err)?;
+    socket.set_reuse_address(true).map_err(bind_err)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(bind_err)?;
+    }
+    socket.bind(&addr.into()).map_err(bind_err)?;
+    socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
+    socket.set_nonblocking(true).map_err(bind_err)?;
+    Ok(socket.into())
 }
 
 /// Worker `id`'s socket for each address in `sockets`.

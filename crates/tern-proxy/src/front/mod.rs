@@ -67,6 +67,16 @@ pub(crate) async fn handle(
         listener: &listener,
         worker: &worker,
     };
+    if ctx.tls.alpn.as_deref() == Some("acme-tls/1") {
+        // An ACME validator: the handshake (with the challenge
+        // certificate) was the whole exchange (RFC 8737 section 3).
+        let _ = tokio::time::timeout(
+            limits.handshake_timeout,
+            tokio::io::AsyncWriteExt::shutdown(&mut tls),
+        )
+        .await;
+        return;
+    }
     match listener.config.mode {
         Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => h2::serve(tls, &ctx).await,
         Mode::Http => h1::serve(&mut tls, &ctx).await,

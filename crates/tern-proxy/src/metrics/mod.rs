@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tern_tls::Negotiated;
 
+mod acme;
 mod backend;
 mod histogram;
 mod labels;
@@ -268,7 +269,11 @@ impl Metrics {
 
     /// Prometheus text exposition of everything, with each backend's health
     /// as (upstream, server, up).
-    pub fn render(&self, health: &[(String, SocketAddr, bool)]) -> String {
+    pub fn render(
+        &self,
+        health: &[(String, SocketAddr, bool)],
+        acme_certs: &[tern_acme::StatusSnapshot],
+    ) -> String {
         let mut e = Exposition::default();
         self.render_connections(&mut e);
         self.render_handshakes(&mut e);
@@ -278,6 +283,7 @@ impl Metrics {
         self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
         self.render_reloads(&mut e);
+        acme::render(&mut e, acme_certs);
         e.family(
             "process_start_time_seconds",
             Kind::Gauge,
@@ -557,3 +563,5 @@ fn bool_label(b: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests;
+
+pub(crate) use acme::health_lines as acme_health_lines;

@@ -7,7 +7,7 @@ use tern_tls::Negotiated;
 use super::{HandshakeFailure, Metrics};
 
 fn scrape(m: &Metrics, health: &[(String, SocketAddr, bool)]) -> Scrape {
-    let text = m.render(health);
+    let text = m.render(health, &[]);
     parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
@@ -27,7 +27,7 @@ fn upstream_names_are_escaped_in_label_values() {
     let server: SocketAddr = "[::1]:8080".parse().expect("address");
     let name = "odd \"name\" with \\ and\nnewline";
     m.backend_response(name, server, Duration::from_millis(3));
-    let text = m.render(&[(name.to_string(), server, false)]);
+    let text = m.render(&[(name.to_string(), server, false)], &[]);
     assert!(
         text.contains(
             "tern_backend_up{upstream=\"odd \\\"name\\\" with \\\\ and\\nnewline\",server=\"[::1]:8080\"} 0\n"

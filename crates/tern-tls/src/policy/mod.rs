@@ -164,7 +164,11 @@ impl TlsPolicy {
     /// True when at least one enabled suite can be used with `cert`'s key
     /// (TLS 1.3 suites work with any key; TLS 1.2 suites name ECDSA or RSA).
     pub fn can_serve(&self, cert: &crate::LoadedCert) -> bool {
-        let algorithm = cert.certified.key.algorithm();
+        self.can_sign_with(cert.certified.key.algorithm())
+    }
+
+    /// Whether some enabled suite can use a key of this algorithm.
+    pub fn can_sign_with(&self, algorithm: rustls::SignatureAlgorithm) -> bool {
         self.suites
             .iter()
             .any(|s| s.usable_for_signature_algorithm(algorithm))

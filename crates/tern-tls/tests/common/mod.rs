@@ -508,5 +508,8 @@ pub fn settings(
         session_cache_entries: 1024,
         tickets,
         tls13_tickets: 2,
+        managed: Vec::new(),
+        managed_first: false,
+        acme_tls_alpn: None,
     }
 }
