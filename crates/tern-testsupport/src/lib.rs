@@ -32,6 +32,7 @@ pub mod h2frames;
 pub mod haproxy;
 pub mod netlink_delay;
 pub mod openssl_pki;
+pub mod pebble;
 pub mod prometheus;
 pub mod proxy_protocol;
 pub mod python_origin;

@@ -248,3 +248,39 @@ fn reload_under_load_script_short_form() {
         assert!(!cells[6].contains("still running"), "{row}");
     }
 }
+
+#[test]
+fn acme_pebble_script_gets_a_pebble_certificate_over_both_challenges() {
+    if tern_testsupport::pebble::require().is_none() {
+        return;
+    }
+    for challenge in ["tls-alpn-01", "http-01"] {
+        let mut command = Command::new("bash");
+        command
+            .arg(script("acme-pebble.sh"))
+            .env("TERN", tern_bin())
+            .env("CHALLENGE", challenge)
+            .env("TIMEOUT_S", "60");
+        // The script looks in PATH and Go's bin directory; the test's
+        // lookup may have found Pebble through $PEBBLE instead.
+        if let Some((pebble, _)) = tern_testsupport::pebble::binaries() {
+            if let Some(dir) = pebble.parent() {
+                let path = std::env::var("PATH").unwrap_or_default();
+                command.env("PATH", format!("{path}:{}", dir.display()));
+            }
+        }
+        let out = run_command(command, b"", Duration::from_secs(120));
+        assert!(out.success(), "{challenge}: {}", out.all());
+        let last = out.stdout.lines().last().unwrap_or("");
+        assert!(
+            last.starts_with("issuer=") && last.contains("Pebble Intermediate CA"),
+            "{challenge}: {}",
+            out.all()
+        );
+        assert!(
+            out.stdout.contains(&format!("over {challenge} in ")),
+            "{}",
+            out.all()
+        );
+    }
+}

@@ -204,8 +204,19 @@ pub(crate) fn settings(a: &AcmeOptions, base: &Path) -> Result<AcmeSettings, Key
                 hmac_key,
             })
         }
-        (Some(_), None) => return Err(key_err("eab_hmac_key", "missing (eab_kid is set)")),
-        (None, Some(_)) => return Err(key_err("eab_kid", "missing (eab_hmac_key is set)")),
+        // Reported at the key that is there (the missing one has no line).
+        (Some(_), None) => {
+            return Err(key_err(
+                "eab_kid",
+                "eab_hmac_key is missing (eab_kid is set)",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(key_err(
+                "eab_hmac_key",
+                "eab_kid is missing (eab_hmac_key is set)",
+            ))
+        }
     };
     let retry_base = duration(
         a.retry.as_deref(),

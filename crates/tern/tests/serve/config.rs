@@ -400,3 +400,102 @@ fn expired_certificate_flag_is_refused_with_one_line_naming_it() {
         lines[0]
     );
 }
+
+#[test]
+fn acme_settings_are_checked_with_their_line() {
+    let dir = ConfigDir::new();
+    let listener = |extra: &str| {
+        format!(
+            "workers = 1\n\n[[listener]]\nlisten = \"{}\"\n{extra}",
+            free_addr()
+        )
+    };
+    let cases: [(&str, String, &str, &str); 7] = [
+        (
+            "wildcard",
+            listener("acme = [\"*.example.com\"]\n"),
+            "acme =",
+            "DNS-01",
+        ),
+        (
+            "ip",
+            listener("[[listener.certificate]]\nacme = [\"192.0.2.1\"]\n"),
+            "acme =",
+            "IP address",
+        ),
+        (
+            "both",
+            listener(&format!(
+                "[[listener.certificate]]\ncert = \"{}\"\nkey = \"{}\"\nacme = [\"a.example.com\"]\n",
+                dir.chain(),
+                dir.key()
+            )),
+            "acme =",
+            "not both",
+        ),
+        (
+            "key_types",
+            listener("[[listener.certificate]]\nacme = [\"a.example.com\"]\nkey_types = [\"dsa\"]\n"),
+            "key_types",
+            "unknown key type",
+        ),
+        (
+            "directory",
+            format!(
+                "{}\n[acme]\nstate_dir = \"state\"\ndirectory = \"http://ca.example/dir\"\n",
+                listener("acme = [\"a.example.com\"]\n")
+            ),
+            "directory =",
+            "https://",
+        ),
+        (
+            "contact",
+            format!(
+                "{}\n[acme]\ncontact = [\"ops@example.com\"]\n",
+                listener("acme = [\"a.example.com\"]\n")
+            ),
+            "contact =",
+            "mailto:",
+        ),
+        (
+            "eab",
+            format!(
+                "{}\n[acme]\neab_kid = \"kid-1\"\n",
+                listener("acme = [\"a.example.com\"]\n")
+            ),
+            "[acme]",
+            "eab_hmac_key",
+        ),
+    ];
+    for (name, text, line_needle, mention) in cases {
+        let path = dir.write(&format!("acme-{name}.toml"), &text);
+        let mut lines = vec![line_of(&text, line_needle)];
+        // A missing key is reported at its table's header.
+        if name == "eab" {
+            lines.push(line_of(&text, "eab_kid"));
+        }
+        assert_config_error(&path, &lines, Some(mention));
+    }
+}
+
+#[test]
+fn check_accepts_acme_settings_without_contacting_the_ca() {
+    let dir = ConfigDir::new();
+    let text = format!(
+        "workers = 1\n\n\
+         [acme]\ndirectory = \"letsencrypt-staging\"\ncontact = [\"mailto:ops@example.com\"]\n\
+         state_dir = \"acme-state\"\nretry = \"5m\"\n\n\
+         [[listener]]\nlisten = \"{}\"\nhttp_listen = \"{}\"\n\n\
+         [[listener.certificate]]\nacme = [\"example.com\", \"www.example.com\"]\nkey_types = [\"ecdsa\", \"rsa\"]\n",
+        free_addr(),
+        free_addr()
+    );
+    let path = dir.write("acme-good.toml", &text);
+    let finished = check(&path);
+    assert_eq!(
+        finished.status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        finished.stderr
+    );
+}
