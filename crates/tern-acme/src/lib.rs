@@ -17,6 +17,7 @@
 #![forbid(unsafe_code, unused_must_use)]
 #![warn(missing_docs)]
 
+mod ari;
 mod error;
 mod order;
 mod settings;
@@ -46,6 +47,8 @@ const LOCKED_WAIT: Duration = Duration::from_secs(3);
 /// The longest sleep between two looks at the stored certificate, so a
 /// certificate another instance renewed early is picked up within it.
 const RECHECK: Duration = Duration::from_secs(3600);
+/// Bound on asking the CA for renewal information.
+const ARI_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on one whole order (validation and issuance included).
 const ORDER_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -190,6 +193,28 @@ impl Acme {
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("ACME {label}: {e}"),
+            }
+            // Not due yet: the CA may want it earlier (RFC 9773), asked
+            // at most once per wake-up and never for long.
+            if let (Some(own), Some(leaf)) = (renew_at, installed.as_deref()) {
+                if own > SystemTime::now() {
+                    let ask = async {
+                        let account = self.account().await.ok()?;
+                        ari::window(&account, leaf).await
+                    };
+                    let suggested = tokio::time::timeout(ARI_TIMEOUT, ask).await.ok().flatten();
+                    let chosen = ari::choose(own, suggested);
+                    if chosen < own {
+                        tracing::info!(
+                            "ACME {label}: the CA's renewal information asks for an early renewal (in {}s)",
+                            chosen
+                                .duration_since(SystemTime::now())
+                                .unwrap_or_default()
+                                .as_secs()
+                        );
+                    }
+                    renew_at = Some(chosen);
+                }
             }
             let now = SystemTime::now();
             if let Some(at) = renew_at.filter(|at| *at > now) {

@@ -77,7 +77,7 @@ fn tls_alpn_01_certificate_is_obtained_and_served_and_kept_private() {
     let state = TempDir::new("acme-state");
     let mut extra = ca.tern_args(state.path());
     extra.extend(["--acme".into(), "a.tern.test,b.tern.test".into()]);
-    let tern = start_tern(listen, admin, &extra);
+    let mut tern = start_tern(listen, admin, &extra);
     // Before issuance the placeholder is served: no trusted handshake.
     let root = ca.issuer_root_pem();
     wait_until("a Pebble certificate for a.tern.test", ISSUE_WAIT, || {
@@ -111,6 +111,12 @@ fn tls_alpn_01_certificate_is_obtained_and_served_and_kept_private() {
         "{}",
         tern.stderr_text()
     );
+    // A reload keeps the certificate, its slot and its task: no new order.
+    tern_testsupport::reload::hangup(&mut tern);
+    tern_testsupport::reload::wait_stderr_lines(&tern, "reloaded", 1, Duration::from_secs(10))
+        .expect("reloaded");
+    assert_eq!(trusted_leaf(listen, "a.tern.test", &root), Some(a));
+    assert_eq!(metric(admin, "tern_acme_orders_total"), 1.0);
 }
 
 #[test]
