@@ -510,8 +510,9 @@ fn bind(
         if addr.is_ipv6() {
             socket.set_only_v6(true)?;
         }
-        // Accepted sockets inherit TCP_NODELAY on Linux; they set it again
-        // anyway, before the handshake.
+        // Accepted sockets inherit TCP_NODELAY on Linux, so a connection
+        // needs no setsockopt of its own before the handshake (elsewhere
+        // each sets it again: see `front::handle`).
         socket.set_tcp_nodelay(true)?;
         socket.bind(&addr.into())?;
         socket.listen(LISTEN_BACKLOG)?;
@@ -566,4 +567,27 @@ fn bind_udp(
     (0..workers)
         .map(|_| make(true).map(Some).map_err(bind_err))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The front end skips its own setsockopt on Linux because of this.
+    #[test]
+    fn accepted_sockets_have_tcp_nodelay_before_any_setsockopt() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        for mode in [AcceptMode::ReusePort, AcceptMode::Shared] {
+            let listeners = bind(addr, mode, 1).unwrap();
+            let listener = listeners.into_iter().flatten().next().unwrap();
+            listener.set_nonblocking(false).unwrap();
+            let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (accepted, _) = listener.accept().unwrap();
+            assert_eq!(
+                accepted.nodelay().unwrap(),
+                cfg!(target_os = "linux"),
+                "{mode:?}"
+            );
+        }
+    }
 }

@@ -33,9 +33,14 @@ pub(crate) async fn handle(
     listener: Rc<ListenerCtx>,
     worker: Rc<WorkerCtx>,
 ) {
-    // Before the handshake: the server flight must not wait on Nagle.
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
+    // Before the handshake: the server flight must not wait on Nagle. On
+    // Linux the socket inherited TCP_NODELAY from its listener (see
+    // `control::server::bind`); a setsockopt per connection would cost a
+    // system call for nothing.
+    if !cfg!(target_os = "linux") {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
+        }
     }
     let limits = &listener.config.limits;
     let start = Instant::now();
@@ -119,7 +124,9 @@ const OVERLOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// connection under the client's unread response.
 pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener: Rc<ListenerCtx>) {
     use tokio::io::AsyncWriteExt;
-    let _ = tcp.set_nodelay(true);
+    if !cfg!(target_os = "linux") {
+        let _ = tcp.set_nodelay(true);
+    }
     let _ = tokio::time::timeout(OVERLOAD_DEADLINE, async {
         let mut tls = listener.acceptor.accept(tcp).await.ok()?;
         if listener.config.mode == Mode::Http {

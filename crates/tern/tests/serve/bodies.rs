@@ -202,6 +202,68 @@ fn small_response_arrives_in_one_tls_record() {
     assert_one_record(&served, tls12);
 }
 
+/// Sends `request` (which ends the connection) over a fresh connection,
+/// reads to the end, and returns the plaintext, whether the server ended
+/// with close_notify, and the data-carrying TCP segments the server sent.
+fn closing_exchange(served: &Served, request: &[u8]) -> (Vec<u8>, bool, u32) {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(served.addr).expect("connect");
+    tcp.set_read_timeout(Some(client::IO_TIMEOUT)).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(served.client.clone(), name).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).expect("handshake");
+    }
+    conn.writer().write_all(request).unwrap();
+    conn.complete_io(&mut tcp).expect("send");
+    let mut plaintext = Vec::new();
+    let close_notify = loop {
+        if conn.read_tls(&mut tcp).expect("read") == 0 {
+            break false; // TCP closed without close_notify
+        }
+        conn.process_new_packets().expect("records");
+        match conn.reader().read_to_end(&mut plaintext) {
+            Ok(_) => break true, // close_notify received
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    };
+    let segments = tern_testsupport::split_backend::data_segments_in(&tcp).expect("TCP_INFO");
+    (plaintext, close_notify, segments)
+}
+
+/// The last response of a connection and its close_notify leave in one
+/// write: one TCP segment after the server's handshake flight (without
+/// tickets), not two (issue 14: a write and a packet fewer per closed
+/// connection).
+#[test]
+fn last_response_and_close_notify_leave_in_one_segment() {
+    // No resumption at all, so no ticket write after the handshake.
+    let served = Served::start(&["--no-tickets", "--session-cache", "0"]);
+    for (request, expect) in [
+        (
+            &b"GET /bytes/100 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"[..],
+            "HTTP/1.1 200",
+        ),
+        // Refused by tern itself (no Host): 400, then close.
+        (&b"GET / HTTP/1.1\r\n\r\n"[..], "HTTP/1.1 400"),
+    ] {
+        let (plaintext, close_notify, segments) = closing_exchange(&served, request);
+        assert!(
+            plaintext.starts_with(expect.as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&plaintext)
+        );
+        assert!(close_notify, "no close_notify after {expect}");
+        assert_eq!(
+            segments, 2,
+            "{expect}: the server flight and the response with close_notify are 2 segments"
+        );
+    }
+    let ok = served.get("/bytes/100");
+    assert!(ok.body.ends_with(&pattern(100)));
+}
+
 #[test]
 fn fifty_pipelined_requests_in_one_write_are_answered_in_order() {
     let served = Served::start(&[]);

@@ -11,6 +11,7 @@ use tern_http::{BodyFraming, ResponseHead};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::ClientStream;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
@@ -49,7 +50,7 @@ pub(super) struct H1Client<'x, 'c, C> {
 
 impl<'x, 'c, C> H1Client<'x, 'c, C>
 where
-    C: AsyncRead + AsyncWrite + Unpin,
+    C: AsyncRead + AsyncWrite + Unpin + ClientStream,
 {
     /// An exchange for a request whose head (`head_len` bytes) was taken
     /// from `cbuf`; `close` when the client asked for it.
@@ -90,16 +91,25 @@ where
         self.close || !self.pending.is_done()
     }
 
-    /// Writes and flushes `bytes` within the idle timeout.
-    async fn write(&mut self, bytes: &[u8]) -> Result<(), Kind> {
-        write_client(self.client, bytes, self.ctx).await?;
+    /// Writes and flushes `bytes` within the idle timeout; `last` when
+    /// they end the response and the connection closes after it.
+    async fn write(&mut self, bytes: &[u8], last: bool) -> Result<(), Kind> {
+        if last && self.close {
+            let t = self.ctx.listener.config.limits.idle_timeout;
+            match within(t, self.client.write_last(bytes)).await {
+                Some(Ok(())) => {}
+                _ => return Err(Kind::ClientGone),
+            }
+        } else {
+            write_client(self.client, bytes, self.ctx).await?;
+        }
         self.bytes_out += bytes.len() as u64;
         Ok(())
     }
 
-    async fn write_out(&mut self) -> Result<(), Kind> {
+    async fn write_out(&mut self, last: bool) -> Result<(), Kind> {
         let out = std::mem::take(&mut self.out);
-        let result = self.write(&out).await;
+        let result = self.write(&out, last).await;
         self.out = out;
         self.out.clear();
         result
@@ -126,7 +136,7 @@ pub(super) async fn write_client<C: AsyncWrite + Unpin>(
 
 impl<C> ClientBody for H1Client<'_, '_, C>
 where
-    C: AsyncRead + AsyncWrite + Unpin,
+    C: AsyncRead + AsyncWrite + Unpin + ClientStream,
 {
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         self.cbuf.consume(std::mem::take(&mut self.handed));
@@ -170,19 +180,19 @@ where
             // The client did not wait: its body is arriving already.
             return Ok(());
         }
-        self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await
+        self.write(b"HTTP/1.1 100 Continue\r\n\r\n", false).await
     }
 
     async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind> {
         let mut out = Vec::with_capacity(256);
         write_response_head(head, false, &mut out);
-        self.write(&out).await
+        self.write(&out, false).await
     }
 }
 
 impl<C> Front for H1Client<'_, '_, C>
 where
-    C: AsyncRead + AsyncWrite + Unpin,
+    C: AsyncRead + AsyncWrite + Unpin + ClientStream,
 {
     type Body = Self;
     type ResetWatch<'a>
@@ -250,26 +260,26 @@ where
             if last {
                 self.out.extend_from_slice(LAST_CHUNK);
             }
-            return self.write_out().await;
+            return self.write_out(last).await;
         }
         if self.head_pending {
             self.head_pending = false;
             if data.len() <= INLINE_BODY {
                 self.out.extend_from_slice(data);
-                return self.write_out().await;
+                return self.write_out(last).await;
             }
-            self.write_out().await?;
+            self.write_out(false).await?;
         }
-        if data.is_empty() {
+        if data.is_empty() && !(last && self.close) {
             return Ok(());
         }
-        self.write(data).await
+        self.write(data, last).await
     }
 
     async fn flush(&mut self) -> Result<(), Kind> {
         if self.head_pending {
             self.head_pending = false;
-            self.write_out().await?;
+            self.write_out(false).await?;
         }
         Ok(())
     }
@@ -280,7 +290,7 @@ where
         write_simple_response(status, reason, body, true, &mut self.out);
         self.status = status;
         self.close = true;
-        let _ = self.write_out().await;
+        let _ = self.write_out(true).await;
     }
 
     fn abort(&mut self) {
@@ -300,7 +310,7 @@ where
         self.out.clear();
         write_response_head(head, false, &mut self.out);
         self.out.extend_from_slice(early);
-        self.write_out().await?;
+        self.write_out(false).await?;
         self.cbuf.consume(std::mem::take(&mut self.handed));
         if !self.cbuf.is_empty() {
             let early_up = self.cbuf.filled().len();

@@ -43,6 +43,12 @@ pub(crate) trait ClientStream {
     /// Waits until a read would find something (decrypted bytes already
     /// buffered, or bytes on the socket), without holding a read buffer.
     async fn readable(&self) -> std::io::Result<()>;
+
+    /// Writes and flushes `bytes`, the last this connection will send: the
+    /// end of the stream (TLS close_notify) leaves in the same write where
+    /// the stream can hold both, saving a write and a packet per closed
+    /// connection. The caller still shuts the stream down afterwards.
+    async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
 impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
@@ -58,6 +64,20 @@ impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
             return Ok(());
         }
         tcp.readable().await
+    }
+
+    async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let conn = self.get_mut().1;
+        // Encrypts into rustls' send buffer without I/O; it takes less than
+        // all of `bytes` only past its buffer limit.
+        let taken = conn.writer().write(bytes)?;
+        if taken == bytes.len() {
+            // Idempotent: the shutdown that follows sends no second one.
+            conn.send_close_notify();
+        }
+        self.write_all(&bytes[taken..]).await?;
+        self.flush().await
     }
 }
 
@@ -194,7 +214,7 @@ async fn reject<S>(
     bytes_in: u64,
     started: Instant,
 ) where
-    S: AsyncWrite + Unpin,
+    S: AsyncWrite + Unpin + ClientStream,
 {
     let status = e.status();
     let (reason, _) = answer_text(status);
@@ -206,10 +226,11 @@ async fn reject<S>(
         true,
         &mut out,
     );
-    let _ = tokio::time::timeout(ctx.listener.config.limits.idle_timeout, async {
-        client.write_all(&out).await?;
-        client.flush().await
-    })
+    // The connection closes after this answer.
+    let _ = tokio::time::timeout(
+        ctx.listener.config.limits.idle_timeout,
+        client.write_last(&out),
+    )
     .await;
     tracing::debug!(client = %ctx.peer, status, "refused request: {e}");
     let outcome = crate::exchange::Outcome {
@@ -233,7 +254,7 @@ async fn exchange<S>(
     started: Instant,
 ) -> Next
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + ClientStream,
 {
     let http10 = head.minor_version == 0;
     let body = match framing {
