@@ -181,7 +181,8 @@ for case, rows in tern.items():
     us = statistics.median(r[0] for r in rows)
     rate = statistics.median(r[1] for r in rows)
     errors = sum(r[2] for r in rows)
-    pf = statistics.median(provider[(cert[key], group)])
+    # A tern binary whose `tern speed` lacks the group gives no floor.
+    pf = statistics.median(provider[(cert[key], group)]) if provider.get((cert[key], group)) else None
     isf = statistics.median(issue[case]) if issue.get(case) else None
     isf_text = f"{isf:.1f}" if isf else "—"
     ratio_issue = f"{us / isf:.2f}x" if isf else "—"
@@ -189,8 +190,9 @@ for case, rows in tern.items():
     verdict = "reported" if goal is None else (f"≤ {goal}x: " + ("met" if us / isf <= goal else "NOT met"))
     rounds = ", ".join(f"{r[0]:.1f}" for r in rows)
     err = f" ({errors} errors)" if errors else ""
-    print(f"| {case} | **{us:.1f}** ({rounds}) | {rate:.0f}{err} | {isf_text} | {ratio_issue} | {pf:.1f} | {us / pf:.2f}x | {verdict} |")
-    summary.append(f"{case} {ratio_issue} of the issue floor, {us / pf:.2f}x of the provider floor")
+    pf_text, ratio_provider = (f"{pf:.1f}", f"{us / pf:.2f}x") if pf else ("—", "—")
+    print(f"| {case} | **{us:.1f}** ({rounds}) | {rate:.0f}{err} | {isf_text} | {ratio_issue} | {pf_text} | {ratio_provider} | {verdict} |")
+    summary.append(f"{case} {ratio_issue} of the issue floor, {ratio_provider} of the provider floor")
 print()
 print("tern ÷ floor: " + "; ".join(summary))
 PY

@@ -47,7 +47,9 @@ pub(crate) trait ClientStream {
     /// Writes and flushes `bytes`, the last this connection will send: the
     /// end of the stream (TLS close_notify) leaves in the same write where
     /// the stream can hold both, saving a write and a packet per closed
-    /// connection. The caller still shuts the stream down afterwards.
+    /// connection. The caller must shut the stream down right after: on
+    /// Linux the tail is corked so that the shutdown's FIN rides on the
+    /// same segment (the kernel sends it anyway after 200 ms).
     async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
@@ -68,6 +70,11 @@ impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
 
     async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         use std::io::Write as _;
+        #[cfg(target_os = "linux")]
+        {
+            // Best effort: without the cork the FIN is a segment of its own.
+            let _ = socket2::SockRef::from(self.get_ref().0).set_tcp_cork(true);
+        }
         let conn = self.get_mut().1;
         // Encrypts into rustls' send buffer without I/O; it takes less than
         // all of `bytes` only past its buffer limit.
