@@ -140,7 +140,7 @@ for run in $(seq 1 "$RUNS"); do
         after="$(cpu_ticks "$pid")"
         kill "$pid"
         wait "$pid" 2> /dev/null || true
-        requests="$(printf '%s\n' "$out" | awk '/\[200\]/ {print $2; exit}')"
+        requests="$(printf '%s\n' "$out" | awk '$1 == "[200]" && $3 == "responses" {print $2; exit}')"
         errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}')"
         rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
         printf 'tern\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$case_" "${requests:-0}" "$rate" "$((after - before))" "$errors" >> "$results"
