@@ -12,6 +12,7 @@ use tern_http::head::ResponseHead;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
+use crate::io::deadline::within;
 use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
 
 type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
@@ -22,17 +23,18 @@ type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
     let started = Instant::now();
     let limits = &ctx.listener.config.limits;
-    let (request, stream) =
-        match tokio::time::timeout(limits.header_timeout, resolver.resolve_request()).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                // Malformed or oversized heads: h3 has answered (431) or
-                // reset the stream already.
-                tracing::debug!(client = %ctx.peer, "h3 request refused: {e}");
-                return;
-            }
-            Err(_) => return,
-        };
+    // The head usually arrived with the stream: `within` arms no timer
+    // for a wait that is over at its first poll (four per request here).
+    let (request, stream) = match within(limits.header_timeout, resolver.resolve_request()).await {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            // Malformed or oversized heads: h3 has answered (431) or
+            // reset the stream already.
+            tracing::debug!(client = %ctx.peer, "h3 request refused: {e}");
+            return;
+        }
+        None => return,
+    };
     let (send, recv) = stream.split();
     let (mut parts, ()) = request.into_parts();
     // A request that came before the handshake ended may be a replay: only
@@ -140,9 +142,9 @@ impl ClientBody for H3Body {
             return Ok(Step::End);
         }
         let next = if wait {
-            match tokio::time::timeout(self.idle, self.recv.recv_data()).await {
-                Ok(next) => next,
-                Err(_) => return Err(Kind::UploadStalled),
+            match within(self.idle, self.recv.recv_data()).await {
+                Some(next) => next,
+                None => return Err(Kind::UploadStalled),
             }
         } else {
             match self.recv.recv_data().now_or_never() {
@@ -203,8 +205,8 @@ impl H3Client<'_, '_> {
     async fn send_head(&mut self) -> Result<(), Kind> {
         if let Some(head) = self.head.take() {
             let idle = self.write_deadline();
-            match tokio::time::timeout(idle, self.send.send_response(head)).await {
-                Ok(Ok(())) => {}
+            match within(idle, self.send.send_response(head)).await {
+                Some(Ok(())) => {}
                 _ => return Err(Kind::ClientGone),
             }
         }
@@ -220,7 +222,7 @@ impl H3Client<'_, '_> {
         self.finished = true;
         if self.send_head().await.is_ok() {
             let idle = self.write_deadline();
-            let _ = tokio::time::timeout(idle, self.send.finish()).await;
+            let _ = within(idle, self.send.finish()).await;
         }
     }
 }
@@ -252,8 +254,8 @@ impl Front for H3Client<'_, '_> {
         let n = piece.len() as u64;
         let idle = self.write_deadline();
         if n > 0 {
-            match tokio::time::timeout(idle, self.send.send_data(piece.into_bytes())).await {
-                Ok(Ok(())) => {}
+            match within(idle, self.send.send_data(piece.into_bytes())).await {
+                Some(Ok(())) => {}
                 // A client that stopped reading (window closed) for a
                 // whole idle timeout is treated as gone.
                 _ => return Err(Kind::ClientGone),
@@ -262,8 +264,8 @@ impl Front for H3Client<'_, '_> {
         }
         if last {
             self.finished = true;
-            match tokio::time::timeout(idle, self.send.finish()).await {
-                Ok(Ok(())) => {}
+            match within(idle, self.send.finish()).await {
+                Some(Ok(())) => {}
                 _ => return Err(Kind::ClientGone),
             }
         }
@@ -281,13 +283,13 @@ impl Front for H3Client<'_, '_> {
         self.finished = true;
         let idle = self.write_deadline();
         let send = &mut self.send;
-        let answered = tokio::time::timeout(idle, async {
+        let answered = within(idle, async {
             send.send_response(response).await?;
             send.send_data(Bytes::from_static(body.as_bytes())).await?;
             send.finish().await
         })
         .await;
-        if matches!(answered, Ok(Ok(()))) {
+        if matches!(answered, Some(Ok(()))) {
             self.bytes_out += body.len() as u64;
         }
     }
