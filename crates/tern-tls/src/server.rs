@@ -161,6 +161,11 @@ fn build(
     config.session_storage = storage;
     config.ticketer = ticketer;
     config.send_tls13_tickets = settings.tls13_tickets;
+    // RFC 9149: a client that says how many tickets it wants gets that
+    // many, never more than tern sends anyway. One that will not resume
+    // (a one-shot client) can ask for none: each ticket costs the server
+    // about 2 µs and a record on the wire (BENCHMARKS.md).
+    config.max_tls13_tickets = settings.tls13_tickets;
     Ok(Arc::new(config))
 }
 
