@@ -91,6 +91,8 @@ pub struct Stats {
     pub resumed: u64,
     /// Bytes received from the server during handshakes.
     pub handshake_bytes: u64,
+    /// TLS 1.3 session tickets the server sent (after handshakes).
+    pub tickets: u64,
     /// Handshakes per negotiated parameter set.
     pub negotiated: BTreeMap<Negotiated, u64>,
     /// Wall time the workers ran.
@@ -118,6 +120,7 @@ impl Default for Stats {
             handshakes: 0,
             resumed: 0,
             handshake_bytes: 0,
+            tickets: 0,
             negotiated: BTreeMap::new(),
             elapsed: Duration::ZERO,
             records: Vec::new(),
@@ -193,6 +196,7 @@ impl Stats {
         self.handshakes += other.handshakes;
         self.resumed += other.resumed;
         self.handshake_bytes += other.handshake_bytes;
+        self.tickets += other.tickets;
         self.elapsed = self.elapsed.max(other.elapsed);
         self.records.extend_from_slice(&other.records);
         self.quic.merge(&other.quic);

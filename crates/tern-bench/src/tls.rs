@@ -1,13 +1,17 @@
 //! Client TLS: builds the rustls configuration from [`TlsOptions`] and
 //! describes what a handshake really negotiated.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{Resumption, Tls12Resumption};
+use rustls::client::{
+    ClientSessionMemoryCache, ClientSessionStore, Resumption, Tls12ClientSessionValue,
+    Tls12Resumption, Tls13ClientSessionValue,
+};
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, NamedGroup, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 
 use crate::config::{ConnectionPlan, HttpVersion, ResumptionMode, TlsOptions, TlsVersion};
@@ -20,10 +24,12 @@ const SESSION_CACHE_SIZE: usize = 64;
 /// Builds the client configuration for one worker. Each worker gets its own
 /// so the session cache is never shared across threads (no lock contention,
 /// and "resumed" means resumed by this worker's earlier connection).
+/// `tickets` counts the TLS 1.3 session tickets servers send this worker.
 pub fn client_config(
     opts: &TlsOptions,
     plan: ConnectionPlan,
     http: HttpVersion,
+    tickets: Arc<AtomicU64>,
 ) -> Result<ClientConfig, BenchError> {
     let base = rustls::crypto::aws_lc_rs::default_provider();
     let mut provider = base.clone();
@@ -131,16 +137,24 @@ pub fn client_config(
             HttpVersion::Http3 => vec![b"h3".to_vec()],
         },
     };
+    // Every plan counts the tickets it is sent; only the resuming plans
+    // (and keepalive, for reconnects) keep them. A client that never
+    // resumes still offers psk_dhe_ke, as browsers do, so servers send it
+    // tickets (hey offers nothing and gets none): the report says so.
+    let store = |keep: bool| {
+        Arc::new(TicketCountingStore {
+            sessions: keep.then(|| ClientSessionMemoryCache::new(SESSION_CACHE_SIZE)),
+            tickets: tickets.clone(),
+        })
+    };
     config.resumption = match plan {
-        ConnectionPlan::NewConnection => Resumption::disabled(),
-        ConnectionPlan::KeepAlive => Resumption::in_memory_sessions(SESSION_CACHE_SIZE),
+        ConnectionPlan::NewConnection => Resumption::store(store(false)),
+        ConnectionPlan::KeepAlive => Resumption::store(store(true)),
         ConnectionPlan::Resumed(ResumptionMode::Tickets) => {
-            Resumption::in_memory_sessions(SESSION_CACHE_SIZE)
-                .tls12_resumption(Tls12Resumption::SessionIdOrTickets)
+            Resumption::store(store(true)).tls12_resumption(Tls12Resumption::SessionIdOrTickets)
         }
         ConnectionPlan::Resumed(ResumptionMode::SessionIds) => {
-            Resumption::in_memory_sessions(SESSION_CACHE_SIZE)
-                .tls12_resumption(Tls12Resumption::SessionIdOnly)
+            Resumption::store(store(true)).tls12_resumption(Tls12Resumption::SessionIdOnly)
         }
     };
     if http == HttpVersion::Http3 {
@@ -149,6 +163,54 @@ pub fn client_config(
         config.resumption = Resumption::disabled();
     }
     Ok(config)
+}
+
+/// A client session store that counts the TLS 1.3 tickets it is given;
+/// without `sessions` it keeps nothing (no resumption), like
+/// `Resumption::disabled()` but with the count.
+#[derive(Debug)]
+struct TicketCountingStore {
+    sessions: Option<ClientSessionMemoryCache>,
+    tickets: Arc<AtomicU64>,
+}
+
+impl ClientSessionStore for TicketCountingStore {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: NamedGroup) {
+        if let Some(s) = &self.sessions {
+            s.set_kx_hint(name, group);
+        }
+    }
+
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<NamedGroup> {
+        self.sessions.as_ref()?.kx_hint(name)
+    }
+
+    fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
+        if let Some(s) = &self.sessions {
+            s.set_tls12_session(name, value);
+        }
+    }
+
+    fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.sessions.as_ref()?.tls12_session(name)
+    }
+
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        if let Some(s) = &self.sessions {
+            s.remove_tls12_session(name);
+        }
+    }
+
+    fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
+        self.tickets.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = &self.sessions {
+            s.insert_tls13_ticket(name, value);
+        }
+    }
+
+    fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        self.sessions.as_ref()?.take_tls13_ticket(name)
+    }
 }
 
 /// A one-line summary of what the configuration offers, for TLS errors.

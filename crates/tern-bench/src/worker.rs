@@ -127,11 +127,11 @@ pub fn run_target(
         StopCondition::Requests(n) => (Some(n), None),
         StopCondition::Duration(d) => (None, Some(start + d)),
     };
+    let tickets = Arc::new(AtomicU64::new(0));
     let tls_configs = (0..workers)
         .map(|_| match target.scheme {
-            Scheme::Https => {
-                tls::client_config(&config.tls, config.plan, http).map(|c| Some(Arc::new(c)))
-            }
+            Scheme::Https => tls::client_config(&config.tls, config.plan, http, tickets.clone())
+                .map(|c| Some(Arc::new(c))),
             Scheme::Http => Ok(None),
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -205,6 +205,7 @@ pub fn run_target(
     for r in results {
         merged.merge(&r?);
     }
+    merged.tickets = tickets.load(Ordering::Relaxed);
     merged.elapsed = start.elapsed();
     Ok(merged)
 }

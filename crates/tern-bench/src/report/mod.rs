@@ -156,6 +156,11 @@ pub struct Summary {
     pub resumed_fraction: f64,
     /// Mean bytes received per handshake.
     pub handshake_bytes_mean: f64,
+    /// TLS 1.3 session tickets the server sent, per handshake: each costs
+    /// the server work a client that offers no resumption (hey) never
+    /// causes.
+    #[serde(default)]
+    pub tickets_per_handshake: f64,
     /// Phases: dns, connect, tls, ttfb, body.
     pub phases: BTreeMap<String, PhaseSummary>,
     /// What handshakes negotiated, most frequent first.
@@ -245,6 +250,11 @@ impl Summary {
             },
             handshake_bytes_mean: if s.handshakes > 0 {
                 s.handshake_bytes as f64 / s.handshakes as f64
+            } else {
+                0.0
+            },
+            tickets_per_handshake: if s.handshakes > 0 {
+                s.tickets as f64 / s.handshakes as f64
             } else {
                 0.0
             },

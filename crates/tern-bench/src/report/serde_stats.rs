@@ -25,6 +25,9 @@ struct Repr {
     handshakes: u64,
     resumed: u64,
     handshake_bytes: u64,
+    /// Absent in reports of older versions.
+    #[serde(default)]
+    tickets: u64,
     negotiated: Vec<(Negotiated, u64)>,
     elapsed_us: u64,
     #[serde(default)]
@@ -59,6 +62,7 @@ pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S
         handshakes: stats.handshakes,
         resumed: stats.resumed,
         handshake_bytes: stats.handshake_bytes,
+        tickets: stats.tickets,
         negotiated: stats
             .negotiated
             .iter()
@@ -104,6 +108,7 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
     stats.handshakes = repr.handshakes;
     stats.resumed = repr.resumed;
     stats.handshake_bytes = repr.handshake_bytes;
+    stats.tickets = repr.tickets;
     stats.negotiated = repr.negotiated.into_iter().collect();
     stats.elapsed = Duration::from_micros(repr.elapsed_us);
     stats.quic = repr.quic;

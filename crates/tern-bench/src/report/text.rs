@@ -83,12 +83,13 @@ fn disclosure(out: &mut String, r: &Report) {
         }
         let _ = writeln!(
             out,
-            "    Handshakes: {} on {} connections, {} resumed ({:.1}%), {:.0} bytes received per handshake",
+            "    Handshakes: {} on {} connections, {} resumed ({:.1}%), {:.0} bytes received per handshake, {:.1} TLS 1.3 tickets received per handshake",
             s.handshakes,
             s.connections,
             s.resumed,
             100.0 * s.resumed_fraction,
-            s.handshake_bytes_mean
+            s.handshake_bytes_mean,
+            s.tickets_per_handshake
         );
     }
     let load = match p.load {

@@ -60,3 +60,20 @@ fn against_tern_serve_resumed_count_matches_the_access_log() {
     assert_eq!(num(s, "resumed") as usize, resumed);
     assert!(num(s, "resumed_fraction") >= 0.9, "{s}");
 }
+
+/// hey offers no resumption and is sent no tickets; tern bench offers
+/// psk_dhe_ke as browsers do, so its report says how many tickets the
+/// server sent per handshake: tern's two, or none with resumption off.
+#[test]
+fn tickets_the_server_sends_are_disclosed_per_handshake() {
+    let (_on, url) = start(&[]);
+    let report = bench_json(&["-n", "10", "-c", "1", "-disable-keepalive", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "handshakes"), 10.0, "{s}");
+    assert_eq!(num(s, "tickets_per_handshake"), 2.0, "{s}");
+    let (_off, url) = start(&["--no-tickets", "--session-cache", "0"]);
+    let report = bench_json(&["-n", "10", "-c", "1", "-disable-keepalive", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "handshakes"), 10.0, "{s}");
+    assert_eq!(num(s, "tickets_per_handshake"), 0.0, "{s}");
+}
