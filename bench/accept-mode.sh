@@ -23,7 +23,7 @@ for round in 1 2 3; do
         pid=$!
         wait_port "$port"
         t0="$(cpu_ticks "$pid")"
-        n="$(GODEBUG=tlsmlkem=0 "$HEY" -z 6s -c 50 -disable-keepalive -host localhost "https://127.0.0.1:$port/" | awk '$1 == "[200]" && $3 == "responses" {print $2}')"
+        n="$(GODEBUG=tlsmlkem=0 "$HEY" -z 6s -c 50 -disable-keepalive -host localhost "https://127.0.0.1:$port/" | hey_ok)"
         t1="$(cpu_ticks "$pid")"
         k="$(wrk -t1 -c50 -d6s "https://127.0.0.1:$port/" | awk '/requests in/ {print $1}')"
         t2="$(cpu_ticks "$pid")"

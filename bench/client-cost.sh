@@ -81,7 +81,7 @@ run() {
            python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["targets"][0]["summary"]["negotiated"][0]; print("   ", n["version"], n["cipher"], n["group"], n["server_key"], n["alpn"], file=sys.stderr)' "$work/out";;
     wrk)   n=$(awk '/requests in/ {print $1}' "$work/out");;
     h2load) n=$(awk '/^requests:/ {print $8}' "$work/out");;
-    hey)   n=$(awk '$1 == "[200]" && $3 == "responses" {print $2}' "$work/out");;
+    hey)   n=$(awk '$1 == "[200]" && $3 == "responses" {print $2; exit}' "$work/out");; # as lib.sh's hey_ok (this script is self-contained)
   esac
   python3 - "$work/time" "$n" <<'PY'
 import sys

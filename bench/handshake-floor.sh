@@ -48,7 +48,9 @@ TERN="${TERN:-$root/target/release/tern}"
 HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
 SERVER_CPU=0
 LOAD_CPU=1
+# start_server's knobs (lib.sh): idle backend connections kept, ALPN.
 SRV_POOL=256
+SRV_ALPN=http/1.1
 
 for tool in openssl python3 taskset nginx; do
     need "$tool"
@@ -73,19 +75,16 @@ for key_kind in ecdsa rsa; do
     key_of[$key_kind]="$work/$key_kind/key.pem"
 done
 
-# start_tern KEY GROUP: tern on a free port, pinned; sets port and pid.
+# start_tern KEY GROUP: tern on a free port with lib.sh's start_server (the
+# same flags as in bench/terminators.sh), GROUP its one group; sets port
+# and pid.
 start_tern() {
     port="$(free_port)"
-    taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$port" \
-        --backend "127.0.0.1:$backend_port" --cert "${cert_of[$1]}" --key "${key_of[$1]}" \
-        --workers 1 --access-log off \
-        --tls-versions TLSv1.3 --ciphers TLS_AES_128_GCM_SHA256 --groups "$2" --alpn http/1.1 \
-        --forwarded x-forwarded-for,x-forwarded-proto --backend-pool-size "$SRV_POOL" \
-        --max-connections 5120 --idle-timeout 60s --backend-response-timeout 60s \
-        2> "$work/tern.log" &
-    pid=$!
-    pids+=("$pid")
-    wait_port "$port" || { cat "$work/tern.log" >&2; die "tern did not start"; }
+    cert="${cert_of[$1]}"
+    key="${key_of[$1]}"
+    TLS_GROUP="$2"
+    start_server tern "$port" "$backend_port" || die "tern did not start"
+    pid=$STARTED_PID
 }
 
 # negotiated GROUP PORT: what a client offering GROUP gets, as "TLSv1.3
@@ -140,9 +139,9 @@ for run in $(seq 1 "$RUNS"); do
         after="$(cpu_ticks "$pid")"
         kill "$pid"
         wait "$pid" 2> /dev/null || true
-        requests="$(printf '%s\n' "$out" | awk '$1 == "[200]" && $3 == "responses" {print $2; exit}')"
-        errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}')"
-        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
+        requests="$(printf '%s\n' "$out" | hey_ok)"
+        errors="$(printf '%s\n' "$out" | hey_errors)"
+        rate="$(printf '%s\n' "$out" | hey_rate)"
         printf 'tern\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$case_" "${requests:-0}" "$rate" "$((after - before))" "$errors" >> "$results"
         echo "run $run $case_: requests=${requests:-0} rate=$rate cpu_ticks=$((after - before)) errors=$errors" >&2
     done

@@ -60,6 +60,20 @@ keepalive_load() {
         python3 -c 'import json,sys; s=json.load(sys.stdin)["targets"][0]["summary"]; print(s["percentiles_ms"]["99"], s["failed"], s["completed"])'
 }
 
+# hey_ok, hey_errors, hey_rate (filters of hey's text output on stdin):
+# the 200 responses from its status line ("  [200]  N responses"; a
+# latency-histogram bucket of 200 reads "[200]" too), the requests under
+# "Error distribution" (hey lists failures only there), and Requests/sec.
+hey_ok() {
+    awk '$1 == "[200]" && $3 == "responses" {print $2; exit}'
+}
+hey_errors() {
+    awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}'
+}
+hey_rate() {
+    awk '/Requests\/sec/ {print $2; exit}'
+}
+
 # record FILE WORKLOAD SERVER RUN REQUESTS RATE TICKS_BEFORE TICKS_AFTER ERRORS BACKEND_TICKS
 # One result row (TSV, read by table.py); a progress line on stderr.
 record() {

@@ -116,9 +116,9 @@ for run in $(seq 1 "$RUNS"); do
             -host localhost "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        requests="$(printf '%s\n' "$out" | awk '$1 == "[200]" && $3 == "responses" {print $2; exit}')"
-        errors="$(printf '%s\n' "$out" | awk '/^Error distribution/ {e=1} e && /\[[0-9]+\]/ {gsub(/[][]/, "", $1); s+=$1} END {print s+0}')"
-        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
+        requests="$(printf '%s\n' "$out" | hey_ok)"
+        errors="$(printf '%s\n' "$out" | hey_errors)"
+        rate="$(printf '%s\n' "$out" | hey_rate)"
         record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors" "$backend_ticks"
 
         before="$(cpu_ticks "$pid")"

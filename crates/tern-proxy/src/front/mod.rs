@@ -33,15 +33,8 @@ pub(crate) async fn handle(
     listener: Rc<ListenerCtx>,
     worker: Rc<WorkerCtx>,
 ) {
-    // Before the handshake: the server flight must not wait on Nagle. On
-    // Linux the socket inherited TCP_NODELAY from its listener (see
-    // `control::server::bind`); a setsockopt per connection would cost a
-    // system call for nothing.
-    if !cfg!(target_os = "linux") {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
-        }
-    }
+    // Before the handshake: the server flight must not wait on Nagle.
+    nodelay_unless_inherited(&tcp, peer);
     let limits = &listener.config.limits;
     let start = Instant::now();
     if let Some(trusted) = &listener.config.accept_proxy {
@@ -89,6 +82,18 @@ pub(crate) async fn handle(
     }
 }
 
+/// Sets TCP_NODELAY on an accepted socket where it is not inherited: on
+/// Linux it comes from the listener (`control::server::bind`), and a
+/// setsockopt per connection would cost a system call for nothing.
+fn nodelay_unless_inherited(tcp: &TcpStream, peer: SocketAddr) {
+    if cfg!(target_os = "linux") {
+        return;
+    }
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(client = %peer, "TCP_NODELAY: {e}");
+    }
+}
+
 /// Awaits a handshake (`what`: TLS or QUIC) within the listener's
 /// `handshake_timeout`; a failure or the deadline is logged and counted by
 /// why (`classify`), and gives None.
@@ -124,9 +129,7 @@ const OVERLOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// connection under the client's unread response.
 pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener: Rc<ListenerCtx>) {
     use tokio::io::AsyncWriteExt;
-    if !cfg!(target_os = "linux") {
-        let _ = tcp.set_nodelay(true);
-    }
+    nodelay_unless_inherited(&tcp, peer);
     let _ = tokio::time::timeout(OVERLOAD_DEADLINE, async {
         let mut tls = listener.acceptor.accept(tcp).await.ok()?;
         if listener.config.mode == Mode::Http {

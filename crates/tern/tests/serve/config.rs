@@ -83,6 +83,16 @@ fn check(path: &Path) -> Finished {
     )
 }
 
+/// `tern serve --check` accepted the file (exit 0).
+fn assert_check_passed(finished: &Finished) {
+    assert_eq!(
+        finished.status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        finished.stderr
+    );
+}
+
 /// Asserts exit 1 and exactly one stderr line `tern: error: <path>:<line>: ...`
 /// with one of `lines`, mentioning `mentions` when given. Checked both with
 /// `--check` and when starting for real.
@@ -161,12 +171,7 @@ fn check_accepts_good_config() {
     let dir = ConfigDir::new();
     let path = dir.write("good.toml", &dir.text(free_addr(), free_addr(), ""));
     let finished = check(&path);
-    assert_eq!(
-        finished.status.and_then(|s| s.code()),
-        Some(0),
-        "{}",
-        finished.stderr
-    );
+    assert_check_passed(&finished);
     let expected = format!("{}: ok", path.display());
     assert!(
         finished.stdout.contains(&expected) || finished.stderr.contains(&expected),
@@ -197,12 +202,7 @@ fn check_accepts_certificate_tables_and_all_documented_keys() {
     );
     let path = dir.write("full.toml", &text);
     let finished = check(&path);
-    assert_eq!(
-        finished.status.and_then(|s| s.code()),
-        Some(0),
-        "{}",
-        finished.stderr
-    );
+    assert_check_passed(&finished);
 }
 
 #[test]
@@ -492,10 +492,5 @@ fn check_accepts_acme_settings_without_contacting_the_ca() {
     );
     let path = dir.write("acme-good.toml", &text);
     let finished = check(&path);
-    assert_eq!(
-        finished.status.and_then(|s| s.code()),
-        Some(0),
-        "{}",
-        finished.stderr
-    );
+    assert_check_passed(&finished);
 }
