@@ -10,7 +10,9 @@ Modes (each opens CONNS connections, at most 200 being set up at a time):
 Writes "ready N" to READY_FILE once every connection is set up, keeps them
 until the server closes them or DURATION seconds pass, then prints one JSON
 line: connections opened, closed by the server, and when (seconds after
-each connection was set up). Only 127.0.0.1 is ever a target.
+each connection was set up), and (slowloris) the bytes written in each
+second of time.monotonic(), so that the caller can check the flood kept
+its rate while it measured. Only 127.0.0.1 is ever a target.
 
 Usage: flood.py MODE PORT CONNS DURATION READY_FILE [INTERVAL]
 """
@@ -38,7 +40,7 @@ def client_hello():
     return outgoing.read()
 
 
-async def hold(reader, writer, mode, interval, deadline, closed_after, opened_at):
+async def hold(reader, writer, mode, interval, deadline, closed_after, opened_at, written):
     """Keeps one connection until the server closes it or the deadline."""
     sent = 0
     try:
@@ -56,6 +58,8 @@ async def hold(reader, writer, mode, interval, deadline, closed_after, opened_at
                 writer.write(HEAD[sent : sent + 1])
                 sent += 1
                 await writer.drain()
+                second = int(time.monotonic())
+                written[second] = written.get(second, 0) + 1
             try:
                 data = await asyncio.wait_for(reader.read(4096), timeout=interval)
             except asyncio.TimeoutError:
@@ -85,6 +89,7 @@ async def main():
     deadline = time.monotonic() + duration
     gate = asyncio.Semaphore(200)
     closed_after, tasks, failed = [], [], 0
+    written = {}
 
     async def open_one():
         nonlocal failed
@@ -104,7 +109,7 @@ async def main():
         opened_at = time.monotonic()
         tasks.append(
             asyncio.ensure_future(
-                hold(reader, writer, mode, interval, deadline, closed_after, opened_at)
+                hold(reader, writer, mode, interval, deadline, closed_after, opened_at, written)
             )
         )
 
@@ -122,6 +127,7 @@ async def main():
                 "closed_by_server": len(closed_after),
                 "closed_after_s_median": closed_after[len(closed_after) // 2] if closed_after else None,
                 "closed_after_s_max": closed_after[-1] if closed_after else None,
+                "written_by_second": written,
             }
         )
     )

@@ -66,6 +66,7 @@ async def attack(mode, port, ctx, deadline, stats):
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
     opened = time.monotonic()
     stats["opened"] += 1
+    tick(stats["opened_by_second"], 1)
     settings = b""
     if mode == "zero-window":
         settings = struct.pack(">HI", 4, 0)  # SETTINGS_INITIAL_WINDOW_SIZE
@@ -100,6 +101,7 @@ async def attack(mode, port, ctx, deadline, stats):
                 else:
                     await asyncio.sleep(0.2)
             stats["frames"] += len(batch)
+            tick(stats["frames_by_second"], len(batch))
             writer.write(b"".join(batch))
             await asyncio.wait_for(writer.drain(), timeout=max(0.01, deadline - time.monotonic()))
         stats["open_at_end"].append(time.monotonic() - opened)
@@ -112,6 +114,13 @@ async def attack(mode, port, ctx, deadline, stats):
         if watcher is not None:
             watcher.cancel()
         writer.close()
+
+
+def tick(by_second, n):
+    """Counts n in this second of time.monotonic() (the caller checks the
+    attack kept its pace while it measured)."""
+    second = int(time.monotonic())
+    by_second[second] = by_second.get(second, 0) + n
 
 
 async def attacker(mode, port, ctx, deadline, stats, first):
@@ -134,7 +143,15 @@ async def main():
     ctx.verify_mode = ssl.CERT_NONE
     ctx.set_alpn_protocols(["h2"])
     deadline = time.monotonic() + duration
-    stats = {"opened": 0, "failed_to_open": 0, "frames": 0, "closed_after": [], "open_at_end": []}
+    stats = {
+        "opened": 0,
+        "failed_to_open": 0,
+        "frames": 0,
+        "closed_after": [],
+        "open_at_end": [],
+        "opened_by_second": {},
+        "frames_by_second": {},
+    }
     started = [asyncio.Event() for _ in range(attackers)]
     tasks = [asyncio.ensure_future(attacker(mode, port, ctx, deadline, stats, e)) for e in started]
     # Ready once every attacker has its first connection up (or a moment).
@@ -156,6 +173,8 @@ async def main():
                 # attacker connection lived (closed or not).
                 "open_at_end": len(stats["open_at_end"]),
                 "longest_s": max(closed + stats["open_at_end"], default=0.0),
+                "opened_by_second": stats["opened_by_second"],
+                "frames_by_second": stats["frames_by_second"],
             }
         )
     )

@@ -50,12 +50,47 @@ rss_kib() {
     echo "$total"
 }
 
+# monotonic_s: seconds on CLOCK_MONOTONIC, the clock of Python's
+# time.monotonic() (the flood scripts stamp what they sent with it).
+monotonic_s() {
+    python3 -c 'import time; print(time.monotonic())'
+}
+
+# load_priority: sets LOAD_WRAP and LOAD_PRIORITY_NOTE from LOAD_PRIORITY
+# (fifo, the default, or normal). The flood scripts have two CPUs: the
+# server's, and one the attacker shares with the well-behaved load. At a
+# real-time priority the load generator's own work never waits behind the
+# attacker's, so the latency it measures is the server's doing, as when an
+# attack comes from other machines; the attacker still gets every cycle the
+# load leaves, and each script prints the attack's pace while it measured.
+load_priority() {
+    case "${LOAD_PRIORITY:-fifo}" in
+        fifo)
+            if chrt -f 50 true 2> /dev/null; then
+                LOAD_WRAP="chrt -f 50"
+                LOAD_PRIORITY_NOTE="load at SCHED_FIFO 50 (chrt -f 50) above the attacker on its CPU"
+            else
+                echo "warning: chrt -f 50 was refused: the load runs at normal priority and waits for CPU behind the attacker" >&2
+                LOAD_WRAP=""
+                LOAD_PRIORITY_NOTE="load at normal priority, sharing its CPU with the attacker (chrt -f refused)"
+            fi
+            ;;
+        normal)
+            LOAD_WRAP=""
+            LOAD_PRIORITY_NOTE="load at normal priority, sharing its CPU with the attacker"
+            ;;
+        *) die "LOAD_PRIORITY must be fifo or normal" ;;
+    esac
+}
+
 # keepalive_load PORT [BENCH_ARGS...]: "p99_ms failed completed" of LOAD_S
-# seconds of keepalive load from `tern bench` (C connections, on LOAD_CPU).
+# seconds of keepalive load from `tern bench` (C connections, on LOAD_CPU),
+# run under $LOAD_WRAP when set (the flood scripts give it a real-time
+# priority there).
 keepalive_load() {
     local port="$1"
     shift
-    taskset -c "$LOAD_CPU" "$TERN" bench "$@" -z "${LOAD_S}s" -c "$C" -k -o json \
+    ${LOAD_WRAP:-} taskset -c "$LOAD_CPU" "$TERN" bench "$@" -z "${LOAD_S}s" -c "$C" -k -o json \
         "https://127.0.0.1:$port/" 2> /dev/null |
         python3 -c 'import json,sys; s=json.load(sys.stdin)["targets"][0]["summary"]; print(s["percentiles_ms"]["99"], s["failed"], s["completed"])'
 }

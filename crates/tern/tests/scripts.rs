@@ -57,7 +57,7 @@ fn tern_row(out: &ToolOutput) -> (&str, Vec<&str>) {
     (row, row.split('|').map(str::trim).collect())
 }
 
-fn flood_short_form(mode: &str) {
+fn flood_short_form(mode: &str, priority: &str) {
     if !installed("nginx") || !installed("taskset") {
         return;
     }
@@ -70,9 +70,12 @@ fn flood_short_form(mode: &str) {
             ("LOAD_S", "1"),
             ("HOLD_S", "2"),
             ("SERVERS", "tern"),
+            ("LOAD_PRIORITY", priority),
         ],
     );
     assert!(out.success(), "{}", out.all());
+    // The conditions line says how the load ran beside the flood.
+    assert!(out.stdout.contains(", load at "), "{}", out.all());
     let last = out.stdout.lines().last().unwrap_or("");
     assert!(
         last.starts_with(&format!("p99 under 40 {mode} connections vs alone: tern ")),
@@ -90,17 +93,20 @@ fn flood_short_form(mode: &str) {
 
 #[test]
 fn flood_script_slowloris_short_form() {
-    flood_short_form("slowloris");
+    // The full runs' real-time priority for the load (lib.sh's
+    // load_priority); the other short forms keep the test machine's
+    // scheduling as it is.
+    flood_short_form("slowloris", "fifo");
 }
 
 #[test]
 fn flood_script_hello_short_form() {
-    flood_short_form("hello");
+    flood_short_form("hello", "normal");
 }
 
 #[test]
 fn flood_script_garbage_short_form() {
-    flood_short_form("garbage");
+    flood_short_form("garbage", "normal");
 }
 
 #[test]
@@ -178,6 +184,7 @@ fn h2_flood_script_short_form() {
             ("LOAD_S", "1"),
             ("IDLE_S", "2"),
             ("SERVERS", "tern"),
+            ("LOAD_PRIORITY", "normal"),
         ],
     );
     assert!(out.success(), "{}", out.all());
