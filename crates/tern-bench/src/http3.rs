@@ -1,11 +1,9 @@
 //! HTTP/3 client side: QUIC connections (quinn, with the worker's rustls
 //! configuration) carrying HTTP/3 streams (h3).
 //!
-//! What quinn does not tell: the cipher suite and key-exchange group a QUIC
-//! handshake chose, and whether it resumed a session. The disclosure says
-//! so instead of guessing: when the client offered one suite (or group)
-//! only, that is the one; otherwise the offer is named as such. Resumption
-//! plans are refused with HTTP/3 for the same reason.
+//! What quinn does not tell: whether a QUIC handshake resumed a session, so
+//! resumption plans are refused with HTTP/3. The cipher suite and group
+//! come from a patch of quinn-proto (vendor/README.md).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -17,7 +15,7 @@ use quinn::crypto::rustls::{HandshakeData, QuicClientConfig};
 use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
 use crate::http2::H2Request;
-use crate::tls::{KeyCache, Negotiated};
+use crate::tls::{group_label, suite_label, KeyCache, Negotiated};
 
 /// Stream receive window: a 1 MiB body is not throttled by MAX_STREAM_DATA
 /// round trips (as for HTTP/2).
@@ -33,8 +31,6 @@ pub struct H3Connector {
     endpoint: quinn::Endpoint,
     addr: SocketAddr,
     server_name: String,
-    cipher: String,
-    group: String,
 }
 
 /// A QUIC connection with HTTP/3 on it, and what it took to open it.
@@ -60,21 +56,6 @@ impl H3Connector {
         server_name: &str,
         tls: Arc<rustls::ClientConfig>,
     ) -> Result<H3Connector, BenchError> {
-        let cipher = offered_label(
-            tls.crypto_provider()
-                .cipher_suites
-                .iter()
-                .filter(|s| s.version() == &rustls::version::TLS13)
-                .map(|s| s.suite().as_str().unwrap_or("?").to_string())
-                .collect(),
-        );
-        let group = offered_label(
-            tls.crypto_provider()
-                .kx_groups
-                .iter()
-                .map(|g| g.name().as_str().unwrap_or("?").to_string())
-                .collect(),
-        );
         let quic = QuicClientConfig::try_from(tls)
             .map_err(|e| BenchError::TlsConfig(format!("HTTP/3: {e}")))?;
         let mut config = quinn::ClientConfig::new(Arc::new(quic));
@@ -93,8 +74,6 @@ impl H3Connector {
             endpoint,
             addr,
             server_name: server_name.to_string(),
-            cipher,
-            group,
         })
     }
 
@@ -108,14 +87,21 @@ impl H3Connector {
         let conn = connecting.await.map_err(quic_error)?;
         let handshake = start.elapsed();
         let handshake_bytes = conn.stats().udp_rx.bytes;
-        let alpn = conn
+        let data = conn
             .handshake_data()
-            .and_then(|d| d.downcast::<HandshakeData>().ok())
-            .and_then(|d| d.protocol)
-            .map_or_else(
-                || "none".to_string(),
-                |p| String::from_utf8_lossy(&p).into(),
-            );
+            .and_then(|d| d.downcast::<HandshakeData>().ok());
+        let alpn = data
+            .as_ref()
+            .and_then(|d| d.protocol.as_deref())
+            .map_or_else(|| "none".to_string(), |p| String::from_utf8_lossy(p).into());
+        let cipher = data
+            .as_ref()
+            .and_then(|d| d.cipher_suite)
+            .map_or_else(|| "none".to_string(), suite_label);
+        let group = data
+            .as_ref()
+            .and_then(|d| d.key_exchange_group)
+            .map_or_else(|| "none".to_string(), group_label);
         let server_key = conn
             .peer_identity()
             .and_then(|id| {
@@ -138,21 +124,12 @@ impl H3Connector {
             handshake_bytes,
             negotiated: Negotiated {
                 version: "TLSv1.3".to_string(),
-                cipher: self.cipher.clone(),
-                group: self.group.clone(),
+                cipher,
+                group,
                 server_key,
                 alpn,
             },
         })
-    }
-}
-
-/// The one name offered, or the list marked as such: QUIC does not tell
-/// which of several was chosen.
-fn offered_label(names: Vec<String>) -> String {
-    match names.as_slice() {
-        [one] => one.clone(),
-        _ => format!("one of {} (QUIC does not expose which)", names.join("/")),
     }
 }
 
@@ -245,19 +222,5 @@ impl QuicStats {
         self.packets_lost += other.packets_lost;
         self.congestion_events += other.congestion_events;
         self.max_path_mtu = self.max_path_mtu.max(other.max_path_mtu);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_offered_name_is_the_negotiated_one_and_several_are_labelled() {
-        assert_eq!(offered_label(vec!["X25519".into()]), "X25519");
-        assert_eq!(
-            offered_label(vec!["X25519".into(), "secp256r1".into()]),
-            "one of X25519/secp256r1 (QUIC does not expose which)"
-        );
     }
 }

@@ -288,6 +288,20 @@ impl Negotiated {
     }
 }
 
+/// A cipher suite as reports name it (rustls' name, as TCP and QUIC share).
+pub fn suite_label(suite: rustls::CipherSuite) -> String {
+    suite
+        .as_str()
+        .map_or_else(|| format!("{suite:?}"), str::to_string)
+}
+
+/// A key-exchange group as reports name it.
+pub fn group_label(group: rustls::NamedGroup) -> String {
+    group
+        .as_str()
+        .map_or_else(|| format!("{group:?}"), str::to_string)
+}
+
 /// Reads the negotiated parameters from a finished handshake. `key_cache`
 /// remembers the last leaf certificate so its key is parsed only when it
 /// changes.
@@ -300,20 +314,10 @@ pub fn negotiated(conn: &ClientConnection, key_cache: &mut KeyCache) -> Negotiat
     };
     let cipher = conn
         .negotiated_cipher_suite()
-        .map(|s| {
-            s.suite()
-                .as_str()
-                .map_or_else(|| format!("{:?}", s.suite()), str::to_string)
-        })
-        .unwrap_or_else(|| "none".into());
+        .map_or_else(|| "none".into(), |s| suite_label(s.suite()));
     let group = conn
         .negotiated_key_exchange_group()
-        .map(|g| {
-            g.name()
-                .as_str()
-                .map_or_else(|| format!("{:?}", g.name()), str::to_string)
-        })
-        .unwrap_or_else(|| "none".into());
+        .map_or_else(|| "none".into(), |g| group_label(g.name()));
     let alpn = conn
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned())

@@ -25,6 +25,9 @@ pub struct H3Check {
     pub reachable: bool,
     /// Time from the first Initial to the handshake's completion.
     pub handshake_ms: Option<f64>,
+    /// The cipher suite and key-exchange group the QUIC handshake chose.
+    pub cipher: Option<String>,
+    pub group: Option<String>,
     /// `handshake_ms` in round trips of the TCP path (when the RTT is large
     /// enough to count them).
     pub handshake_rtts: Option<f64>,
@@ -81,14 +84,18 @@ pub(crate) fn check(
     match runtime.block_on(handshake_and_get(target, addr)) {
         Ok((handshake, status, response)) => {
             c.reachable = true;
-            c.handshake_ms = Some(ms(handshake));
+            c.handshake_ms = Some(ms(handshake.took));
+            c.cipher = handshake.cipher;
+            c.group = handshake.group;
             c.status = Some(status);
             c.response_ms = Some(ms(response));
         }
         Err(Failure::Handshake(e)) => c.error = Some(e),
         Err(Failure::Request(handshake, e)) => {
             c.reachable = true;
-            c.handshake_ms = Some(ms(handshake));
+            c.handshake_ms = Some(ms(handshake.took));
+            c.cipher = handshake.cipher;
+            c.group = handshake.group;
             c.error = Some(e);
         }
     }
@@ -101,13 +108,20 @@ pub(crate) fn check(
 
 enum Failure {
     Handshake(String),
-    Request(Duration, String),
+    Request(Handshake, String),
+}
+
+/// A completed QUIC handshake: how long it took and what it chose.
+struct Handshake {
+    took: Duration,
+    cipher: Option<String>,
+    group: Option<String>,
 }
 
 async fn handshake_and_get(
     target: &Target,
     addr: SocketAddr,
-) -> Result<(Duration, u16, Duration), Failure> {
+) -> Result<(Handshake, u16, Duration), Failure> {
     let fail = |e: &dyn std::fmt::Display| Failure::Handshake(e.to_string());
     let tls = target
         .config(&[&rustls::version::TLS13], &[b"h3"], false)
@@ -136,7 +150,20 @@ async fn handshake_and_get(
             )))
         }
     };
-    let handshake = start.elapsed();
+    let data = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+    let handshake = Handshake {
+        took: start.elapsed(),
+        cipher: data
+            .as_ref()
+            .and_then(|d| d.cipher_suite)
+            .map(|s| crate::suites::suite_name(s.into())),
+        group: data
+            .as_ref()
+            .and_then(|d| d.key_exchange_group)
+            .map(|g| crate::suites::group_name(g.into())),
+    };
     let request = async {
         let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
             .await

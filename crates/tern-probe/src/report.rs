@@ -355,11 +355,13 @@ impl Report {
             (Some(port), true) => {
                 let _ = writeln!(
                     o,
-                    "  HTTP/3 on UDP {port}: QUIC handshake {:.2} ms{}, GET / {} in {:.2} ms",
+                    "  HTTP/3 on UDP {port}: QUIC handshake {:.2} ms{} ({} {}), GET / {} in {:.2} ms",
                     q.handshake_ms.unwrap_or_default(),
                     q.handshake_rtts
                         .map(|r| format!(" ({r:.1} round trips)"))
                         .unwrap_or_default(),
+                    q.cipher.as_deref().unwrap_or("cipher unknown"),
+                    q.group.as_deref().unwrap_or("group unknown"),
                     q.status.map_or("failed".to_string(), |s| s.to_string()),
                     q.response_ms.unwrap_or_default()
                 );

@@ -69,6 +69,28 @@ pub fn quic_flags(port: u16, cert_der: &[u8]) -> Vec<String> {
     ]
 }
 
+/// Flags under which Chromium finds HTTP/3 at `localhost` the way browsers
+/// do, through an `Alt-Svc` header on a TCP response, and accepts
+/// `cert_der` over both TCP and QUIC.
+///
+/// Chromium refuses QUIC with a certificate that does not chain to a public
+/// root (ERR_QUIC_CERT_ROOT_NOT_KNOWN, even when it is trusted locally or
+/// pinned) unless the host is named in `--origin-to-force-quic-on`, and
+/// that exemption matches the host alone. Naming port 1 of localhost, which
+/// no test requests, lifts the root check for localhost without forcing
+/// QUIC on the port under test: there QUIC is used only once an Alt-Svc
+/// advertisement has been seen.
+pub fn alt_svc_flags(cert_der: &[u8]) -> Vec<String> {
+    vec![
+        "--origin-to-force-quic-on=localhost:1".to_string(),
+        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+        format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_sha256_base64(cert_der)
+        ),
+    ]
+}
+
 /// Base64 of the SHA-256 of a certificate's SubjectPublicKeyInfo, the form
 /// Chromium's `--ignore-certificate-errors-spki-list` takes.
 pub fn spki_sha256_base64(cert_der: &[u8]) -> String {
@@ -95,7 +117,20 @@ pub fn dump_dom(
     timeout: Duration,
 ) -> ToolOutput {
     let profile = TempDir::new("chromium-profile");
-    let user_data = format!("--user-data-dir={}", profile.path().display());
+    dump_dom_in(chromium, profile.path(), url, extra, timeout)
+}
+
+/// [`dump_dom`] with the profile in `profile`, kept between runs: what
+/// Chromium learned in one (an Alt-Svc advertisement, say) it uses in the
+/// next, as a browser does between visits.
+pub fn dump_dom_in(
+    chromium: &std::path::Path,
+    profile: &std::path::Path,
+    url: &str,
+    extra: &[&str],
+    timeout: Duration,
+) -> ToolOutput {
+    let user_data = format!("--user-data-dir={}", profile.display());
     let program = chromium.display().to_string();
     let mut args = HEADLESS_FLAGS.to_vec();
     args.extend(["--ignore-certificate-errors", &user_data, "--dump-dom"]);

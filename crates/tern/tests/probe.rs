@@ -11,7 +11,9 @@ use serde_json::Value;
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
-use tern_testsupport::tern::{free_addr, run_to_exit, tern_bin, wait_accepting, Finished, Served};
+use tern_testsupport::tern::{
+    free_addr, log_field, run_to_exit, tern_bin, wait_accepting, Finished, Served,
+};
 use tern_testsupport::tools::KillOnDrop;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -322,6 +324,22 @@ fn probe_of_tern_serve_with_http3_finds_it_reachable() {
     // The probe GETs /, which the test backend answers with 404: an
     // answer from the backend, through tern, over HTTP/3.
     assert_eq!(h3["status"], 404, "{h3}");
+    // What the QUIC handshake chose, as tern logged it for the same request.
+    let line = served
+        .tern
+        .wait_stdout_lines(" alpn=h3 ", 1, Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0);
+    assert_eq!(
+        h3["cipher"].as_str(),
+        log_field(&line, "cipher"),
+        "{h3}\n{line}"
+    );
+    assert_eq!(
+        h3["group"].as_str(),
+        log_field(&line, "group"),
+        "{h3}\n{line}"
+    );
     assert!(
         !finding_ids(&report).contains(&"alt_svc_h3_unreachable".to_string()),
         "{}",

@@ -63,17 +63,59 @@ fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
     // (each worker's connections share its one UDP port: QUIC tells them
     // apart by connection ID, so tern's handshake count says how many).
     let log = logged(&served, 200);
-    assert!(log.iter().all(|l| log_field(l, "alpn") == Some("h3")));
+    for line in &log {
+        assert_eq!(log_field(line, "alpn"), Some("h3"), "{line}");
+        assert_eq!(
+            log_field(line, "cipher"),
+            Some("TLS_AES_128_GCM_SHA256"),
+            "{line}"
+        );
+        assert_eq!(log_field(line, "group"), Some("X25519"), "{line}");
+    }
     assert_eq!(handshakes(&served), 4.0);
 }
 
+/// With several suites and groups offered, the report names the ones the
+/// handshake chose (not the offer), and tern's access log names the same:
+/// each side read its own rustls.
 #[test]
-fn h3_with_several_offered_groups_says_quic_does_not_tell_which() {
-    let (_served, url) = h3_served();
-    let report = bench_json(&["-h3", "-n", "10", "-c", "1", &url]);
+fn h3_with_several_offered_reports_the_negotiated_suite_and_group() {
+    let (served, url) = h3_served();
+    let report = bench_json(&[
+        "-h3",
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--ciphers",
+        "TLS_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256,TLS_CHACHA20_POLY1305_SHA256",
+        "--groups",
+        "secp256r1,X25519",
+        &url,
+    ]);
     let n = negotiated(&report);
+    let cipher = n["cipher"].as_str().unwrap_or("");
     let group = n["group"].as_str().unwrap_or("");
-    assert!(group.contains("QUIC does not expose which"), "{n}");
+    let log = logged(&served, 10);
+    for line in &log {
+        // rustls names suites TLS13_*, tern's log uses the IANA TLS_*.
+        assert_eq!(
+            log_field(line, "cipher").map(|c| c.replacen("TLS_", "TLS13_", 1)),
+            Some(cipher.to_string()),
+            "{n}\n{line}"
+        );
+        assert_eq!(log_field(line, "group"), Some(group), "{n}\n{line}");
+    }
+    assert!(
+        [
+            "TLS13_AES_256_GCM_SHA384",
+            "TLS13_AES_128_GCM_SHA256",
+            "TLS13_CHACHA20_POLY1305_SHA256"
+        ]
+        .contains(&cipher),
+        "{n}"
+    );
+    assert!(["secp256r1", "X25519"].contains(&group), "{n}");
 }
 
 #[test]

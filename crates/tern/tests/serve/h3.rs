@@ -8,8 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use tern_testsupport::chromium::{dump_dom, quic_flags};
-use tern_testsupport::tern::{tern_bin, wait_until, Served};
+use tern_testsupport::chromium::{alt_svc_flags, dump_dom, dump_dom_in, quic_flags};
+use tern_testsupport::tempdir::TempDir;
+use tern_testsupport::tern::{log_field, tern_bin, wait_until, Served};
 use tern_testsupport::tools::{curl, run_tool, ToolOutput};
 
 use crate::clients::{check_answers, client_connections, program, tool, BODY_LEN, CLIENT_TIMEOUT};
@@ -144,6 +145,9 @@ fn aioquic_posts_on_one_quic_connection() {
         assert!(line.contains(" alpn=h3 "), "{line}");
         assert!(line.contains(" sni=localhost "), "{line}");
         assert!(line.contains(" tls=TLSv1.3 "), "{line}");
+        for field in ["cipher", "group"] {
+            assert_ne!(log_field(line, field).unwrap_or("-"), "-", "{line}");
+        }
     }
 }
 
@@ -396,6 +400,57 @@ fn chromium_posts_over_h3() {
     let answers = page_answers(&out);
     check_answers("chromium", &answers, "h3");
     assert_eq!(client_connections(&served, "chromium", 3), 1);
+}
+
+/// Chromium finds HTTP/3 the way browsers do: its first visit goes over
+/// TCP (h2), the Alt-Svc header on that response names tern's UDP port,
+/// and its next visit (same profile) goes over h3. Without the
+/// advertisement (`--alt-svc-max-age 0`) the next visit stays on h2: the
+/// switch is the header's doing, not the flags'.
+#[test]
+fn chromium_moves_from_h2_to_h3_on_alt_svc() {
+    let Some(chromium) = tool(
+        &["chromium", "chromium-browser", "google-chrome"],
+        "chromium",
+    ) else {
+        return;
+    };
+    let cases: [(&[&str], &str); 2] = [
+        (&["--http3"], "h3"),
+        (&["--http3", "--alt-svc-max-age", "0"], "h2"),
+    ];
+    for (args, second_visit) in cases {
+        let served = Served::start(args);
+        let profile = TempDir::new("chromium-alt-svc");
+        let flags = alt_svc_flags(&served.cert.leaf_der);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        for (visit, want) in [(1, "h2"), (2, second_visit)] {
+            let path = format!("/echo?visit={visit}");
+            let url = format!("https://localhost:{}{path}", served.addr.port());
+            let out = dump_dom_in(
+                Path::new(&chromium),
+                profile.path(),
+                &url,
+                &flags,
+                Duration::from_secs(60),
+            );
+            assert!(out.success(), "{args:?}, visit {visit}:\n{}", out.all());
+            let logged = served
+                .tern
+                .wait_stdout_lines(&format!(" path={path} "), 1, crate::LOG_WAIT)
+                .unwrap_or_else(|e| panic!("{args:?}, visit {visit}: {e}\n{}", out.all()));
+            assert!(
+                logged[0].contains(&format!(" alpn={want} ")),
+                "{args:?}, visit {visit} should be {want}: {}",
+                logged[0]
+            );
+            // What the handshake chose is logged for QUIC as for TCP.
+            for field in ["cipher", "group"] {
+                let value = log_field(&logged[0], field).unwrap_or("-");
+                assert_ne!(value, "-", "{field} missing: {}", logged[0]);
+            }
+        }
+    }
 }
 
 #[test]

@@ -14,9 +14,10 @@
 //! | anti-amplification (3x before address validation, quinn) | tern used to reflect traffic at a spoofed address |
 //! | `max_connections`, `handshake_timeout`, `idle_timeout` | as for TCP |
 //!
-//! What the access log cannot say for HTTP/3: quinn does not expose the
-//! cipher suite, key-exchange group or resumption of a QUIC handshake, so
-//! those fields read `-` and `resumed=no`.
+//! What the access log cannot say for HTTP/3: whether a QUIC handshake
+//! resumed a session (quinn does not expose it), so `resumed=no`. The
+//! cipher suite and group come from a patch of quinn-proto
+//! (vendor/README.md).
 
 mod stream;
 
@@ -28,6 +29,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use quinn::crypto::rustls::{HandshakeData, QuicServerConfig};
+use tern_tls::policy::{group_name, suite_name};
 use tern_tls::Negotiated;
 
 use crate::config::{H3Settings, ListenerConfig};
@@ -159,17 +161,24 @@ pub(crate) async fn handle(
     serve(conn, &ctx, None).await;
 }
 
-/// What a QUIC handshake settled that tern can see (quinn does not expose
-/// the cipher suite or group).
+/// What a QUIC handshake settled that tern can see (not resumption).
 fn negotiated(conn: &quinn::Connection) -> Negotiated {
-    let sni = conn
+    let Some(data) = conn
         .handshake_data()
         .and_then(|d| d.downcast::<HandshakeData>().ok())
-        .and_then(|d| d.server_name);
+    else {
+        return Negotiated {
+            version: "TLSv1.3",
+            alpn: Some("h3".into()),
+            ..Negotiated::default()
+        };
+    };
     Negotiated {
         version: "TLSv1.3",
+        cipher: data.cipher_suite.map_or("", suite_name),
+        group: data.key_exchange_group.map_or("", group_name),
         alpn: Some("h3".into()),
-        sni,
+        sni: data.server_name,
         ..Negotiated::default()
     }
 }
