@@ -6,8 +6,8 @@
 # tern (`--http3`, one worker) and its backend (nginx serving the files)
 # are pinned to CPU 0; the load (`tern bench`) to CPU 1. Every protocol gets
 # the same clients: C connections (one request at a time each: -m 1), TLS 1.3
-# TLS_AES_128_GCM_SHA256 X25519 (pinned on both sides, so the QUIC cipher
-# and group are known too), for DURATION seconds per round, in ROUNDS
+# TLS_AES_128_GCM_SHA256 X25519 (pinned on both sides, so every protocol
+# pays for the same cipher and group), for DURATION seconds per round, in ROUNDS
 # interleaved rounds (`tern bench --compare-protocols h1,h2,h3`), RUNS times.
 # Server CPU per request is tern's utime+stime from /proc (not the backend's)
 # over each protocol's rounds. The figures, last: tern's HTTP/3 CPU per
