@@ -1,9 +1,8 @@
 //! HTTP/3 client side: QUIC connections (quinn, with the worker's rustls
 //! configuration) carrying HTTP/3 streams (h3).
 //!
-//! What quinn does not tell: whether a QUIC handshake resumed a session, so
-//! resumption plans are refused with HTTP/3. The cipher suite and group
-//! come from a patch of quinn-proto (vendor/README.md).
+//! The cipher suite, group and handshake kind (full or resumed) come from
+//! a patch of quinn-proto (vendor/README.md): quinn keeps them to itself.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -41,8 +40,10 @@ pub struct H3Established {
     pub conn: quinn::Connection,
     /// The QUIC handshake (TLS included): first Initial to handshake done.
     pub handshake: Duration,
-    /// What was negotiated, as far as it can be known.
+    /// What was negotiated.
     pub negotiated: Negotiated,
+    /// Whether the handshake resumed a TLS session.
+    pub resumed: bool,
     /// UDP payload bytes received during the handshake.
     pub handshake_bytes: u64,
 }
@@ -102,6 +103,9 @@ impl H3Connector {
             .as_ref()
             .and_then(|d| d.key_exchange_group)
             .map_or_else(|| "none".to_string(), group_label);
+        let resumed = data
+            .as_ref()
+            .is_some_and(|d| d.handshake_kind == Some(rustls::HandshakeKind::Resumed));
         let server_key = conn
             .peer_identity()
             .and_then(|id| {
@@ -122,6 +126,7 @@ impl H3Connector {
             conn,
             handshake,
             handshake_bytes,
+            resumed,
             negotiated: Negotiated {
                 version: "TLSv1.3".to_string(),
                 cipher,

@@ -52,10 +52,12 @@ impl SlotCtx {
         // handshake at once: it counts as TLS; there is no TCP connect.
         record(&mut s.tls, est.handshake);
         s.handshakes += 1;
+        s.resumed += u64::from(est.resumed);
         s.handshake_bytes += est.handshake_bytes;
         *s.negotiated.entry(est.negotiated.clone()).or_insert(0) += 1;
         Setup {
             tls: est.handshake,
+            resumed: est.resumed,
             ..Setup::default()
         }
     }

@@ -187,6 +187,21 @@ fn early_data_forwards_safe_requests_marked_and_answers_others_425() {
         )
         .unwrap_or_else(|out| panic!("no log line of the later POST:\n{out}"));
     assert!(!later[0].contains("early="), "{later:?}");
+    // The second connection resumed the first one's session, and the log
+    // says so; the first was a full handshake.
+    for line in early.iter().chain(&later) {
+        assert!(line.contains(" resumed=yes "), "{line}");
+    }
+    let gets = served
+        .wait_stdout_lines(
+            "method=GET path=/echo status=200",
+            2,
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|out| panic!("no log lines of the two GETs:\n{out}"));
+    let full: Vec<&String> = gets.iter().filter(|l| !l.contains("early=")).collect();
+    assert_eq!(full.len(), 1, "{gets:?}");
+    assert!(full[0].contains(" resumed=no "), "{full:?}");
 }
 
 #[test]

@@ -79,6 +79,7 @@ impl crypto::Session for TlsSession {
                 .inner
                 .negotiated_key_exchange_group()
                 .map(|g| g.name()),
+            handshake_kind: self.inner.handshake_kind(),
         }))
     }
 
@@ -278,6 +279,9 @@ pub struct HandshakeData {
     pub cipher_suite: Option<CipherSuite>,
     /// tern patch: the negotiated key-exchange group (`None` until it is known)
     pub key_exchange_group: Option<rustls::NamedGroup>,
+    /// tern patch: full, full with HelloRetryRequest, or resumed (`None`
+    /// until it is known)
+    pub handshake_kind: Option<rustls::HandshakeKind>,
 }
 
 /// A QUIC-compatible TLS client configuration

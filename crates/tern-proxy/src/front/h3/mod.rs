@@ -14,10 +14,9 @@
 //! | anti-amplification (3x before address validation, quinn) | tern used to reflect traffic at a spoofed address |
 //! | `max_connections`, `handshake_timeout`, `idle_timeout` | as for TCP |
 //!
-//! What the access log cannot say for HTTP/3: whether a QUIC handshake
-//! resumed a session (quinn does not expose it), so `resumed=no`. The
-//! cipher suite and group come from a patch of quinn-proto
-//! (vendor/README.md).
+//! The cipher suite, group and handshake kind of a QUIC handshake come
+//! from a patch of quinn-proto (vendor/README.md): quinn keeps them to
+//! itself.
 
 mod stream;
 
@@ -29,6 +28,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use quinn::crypto::rustls::{HandshakeData, QuicServerConfig};
+use rustls::HandshakeKind;
 use tern_tls::policy::{group_name, suite_name};
 use tern_tls::Negotiated;
 
@@ -161,7 +161,7 @@ pub(crate) async fn handle(
     serve(conn, &ctx, None).await;
 }
 
-/// What a QUIC handshake settled that tern can see (not resumption).
+/// What a QUIC handshake settled.
 fn negotiated(conn: &quinn::Connection) -> Negotiated {
     let Some(data) = conn
         .handshake_data()
@@ -179,7 +179,8 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
         group: data.key_exchange_group.map_or("", group_name),
         alpn: Some("h3".into()),
         sni: data.server_name,
-        ..Negotiated::default()
+        resumed: data.handshake_kind == Some(HandshakeKind::Resumed),
+        hello_retry_request: data.handshake_kind == Some(HandshakeKind::FullWithHelloRetryRequest),
     }
 }
 
