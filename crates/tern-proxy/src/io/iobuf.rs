@@ -139,6 +139,15 @@ impl IoBuf {
         self.end = 0;
     }
 
+    /// When nothing is unread, makes room for `n` bytes (at most the
+    /// bound) so that the next read can take that much at once.
+    pub fn reserve_empty(&mut self, n: usize) {
+        let n = n.min(self.max);
+        if self.is_empty() && self.data.len() < n {
+            self.data.resize(n, 0);
+        }
+    }
+
     /// Bytes allocated now (grows up to the bound).
     pub fn capacity(&self) -> usize {
         self.data.len()
@@ -235,6 +244,20 @@ impl IoBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserves_room_only_when_empty_and_within_the_bound() {
+        let mut buf = IoBuf::new(4, 16);
+        buf.data[..2].copy_from_slice(b"ab");
+        buf.end = 2;
+        buf.reserve_empty(8);
+        assert_eq!(buf.capacity(), 4, "unread bytes: no change");
+        buf.consume(2);
+        buf.reserve_empty(8);
+        assert_eq!(buf.capacity(), 8);
+        buf.reserve_empty(64);
+        assert_eq!(buf.capacity(), 16, "never past the bound");
+    }
 
     #[tokio::test]
     async fn grows_to_its_bound_and_no_further() {

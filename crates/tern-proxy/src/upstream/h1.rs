@@ -220,6 +220,13 @@ pub(crate) fn reusable(head: &ResponseHead, framing: BodyFraming, client_http10:
 /// less than this: past it, a bulk transfer gets its ACKs anyway.
 const QUICKACK_BELOW: u64 = 64 * 1024;
 
+/// Once a body outgrows its first read, the backend is read in pieces of
+/// up to this much: each piece goes to the client as one write (a few TLS
+/// records or HTTP/2 DATA frames). At the buffer's first 4 KiB a 1 MiB
+/// response cost 256 reads, 256 client writes and as many wake-ups of the
+/// client, each a trip through the loopback stack.
+const BODY_READ: usize = 64 * 1024;
+
 /// A body up to this size that arrives after its head, in a later write, is
 /// counted as a split response: writing it with the head would cost the
 /// backend nothing.
@@ -294,6 +301,9 @@ impl ResponseBody {
                 if self.read == 0 {
                     self.split |= matches!(self.pending, Pending::Length(n) if n <= SPLIT_BODY_MAX);
                 }
+            }
+            if self.read > 0 {
+                s.bbuf.reserve_empty(BODY_READ);
             }
             match tokio::time::timeout(t, s.bbuf.fill_from(conn)).await {
                 Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
