@@ -114,7 +114,12 @@ impl H3Connector {
             })
             .and_then(|chain| chain.first().map(|leaf| key_cache.describe(leaf.as_ref())))
             .unwrap_or_else(|| "unknown".to_string());
-        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        // No GREASE frames: h3 puts one on the first request stream, and
+        // nginx (1.30) then reads that request as cut short and resets it.
+        // A load generator measures requests, not extension tolerance.
+        let (mut driver, send) = h3::client::builder()
+            .send_grease(false)
+            .build(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|e| RequestError::Http(format!("HTTP/3 set-up: {e}")))?;
         tokio::task::spawn_local(async move {
