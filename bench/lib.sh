@@ -1,6 +1,11 @@
 # shellcheck shell=bash disable=SC2154
 # (SC2154: work, cert, key, pids, server_port, TERN, SERVER_CPU are the caller's globals.)
 # SRV_TERN_ARGS: more `tern serve` arguments (word-split), e.g. --http3.
+# SRV_H3=1: every server also serves HTTP/3 on the UDP port of its TLS port
+# (tern --http3; nginx `listen ... quic` with quic_gso on; haproxy a quic4@
+# bind with limited-quic). NGINX_BIN, HAPROXY_BIN: the terminator binaries
+# (default: nginx and haproxy on PATH; Debian's have no QUIC). The backend is
+# always the nginx on PATH.
 # Helpers for bench scripts (sourced, not run).
 
 die() {
@@ -282,7 +287,7 @@ start_server() {
             local tern_alpn=http/1.1
             [[ "$alpn" == h2 ]] && tern_alpn=h2,http/1.1
             local -a extra=()
-            read -r -a extra <<< "${SRV_TERN_ARGS:-}"
+            read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}"
             taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$port" \
                 --backend "127.0.0.1:$backend" --cert "$cert" --key "$key" \
                 --workers 1 --access-log off \
@@ -294,8 +299,9 @@ start_server() {
                 2> "$dir/log" &
             ;;
         nginx)
-            local h2=""
+            local h2="" h3_listen=""
             [[ "$alpn" == h2 ]] && h2=" http2"
+            [[ -n "${SRV_H3:-}" ]] && h3_listen="listen 127.0.0.1:$port quic reuseport; quic_gso on;"
             cat > "$dir/nginx.conf" <<CONF
 user root;
 worker_processes 1;
@@ -318,6 +324,7 @@ http {
     }
     server {
         listen 127.0.0.1:$port ssl$h2 backlog=4096;
+        $h3_listen
         ssl_certificate $cert;
         ssl_certificate_key $key;
         ssl_protocols TLSv1.3;
@@ -335,17 +342,23 @@ http {
     }
 }
 CONF
-            taskset -c "$SERVER_CPU" nginx -e "$dir/log" -c "$dir/nginx.conf" &
+            taskset -c "$SERVER_CPU" "${NGINX_BIN:-nginx}" -e "$dir/log" -c "$dir/nginx.conf" &
             ;;
         haproxy)
-            local hap_alpn=http/1.1
+            local hap_alpn=http/1.1 quic_global="" quic_bind=""
             [[ "$alpn" == h2 ]] && hap_alpn=h2,http/1.1
+            if [[ -n "${SRV_H3:-}" ]]; then
+                # limited-quic: QUIC over OpenSSL's own TLS (no 0-RTT).
+                quic_global="limited-quic"
+                quic_bind="bind quic4@127.0.0.1:$port ssl crt $work/both.pem alpn h3 ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP"
+            fi
             # maxconn: haproxy wants two descriptors per connection (client and
             # server side) under the open-file limit; "no strict-limits" lets it
             # run when idle connections (one descriptor each) need more than half.
             cat > "$dir/haproxy.cfg" <<CONF
 global
     nbthread 1
+    $quic_global
     maxconn $((conns + 1024))
     no strict-limits
 defaults
@@ -358,6 +371,7 @@ defaults
     http-reuse always
 frontend fe
     bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP
+    $quic_bind
     option forwardfor
     http-request set-header X-Forwarded-Proto https
     default_backend be
@@ -365,7 +379,7 @@ backend be
     server s1 127.0.0.1:$backend
 CONF
             # SRV_HAPROXY_MASTER=1: master-worker mode (-W), which reloads on SIGUSR2.
-            taskset -c "$SERVER_CPU" haproxy ${SRV_HAPROXY_MASTER:+-W} -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
+            taskset -c "$SERVER_CPU" "${HAPROXY_BIN:-haproxy}" ${SRV_HAPROXY_MASTER:+-W} -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
             ;;
         hitch)
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
@@ -400,8 +414,8 @@ CONF
 server_version() {
     case "$1" in
         tern) echo "$("$TERN" --version 2>/dev/null || echo 'tern ?') (rustls, aws-lc-rs), binary $TERN built $(date -u -r "$TERN" +%FT%TZ)" ;;
-        nginx) echo "$(nginx -v 2>&1 | sed 's/^nginx version: //') ($(nginx -V 2>&1 | awk '/built with OpenSSL/ {print "OpenSSL " $4; exit}'))" ;;
-        haproxy) echo "haproxy $(haproxy -v 2>&1 | awk 'NR==1 {print $3}') ($(haproxy -vv 2>&1 | awk -F' : ' '/^Running on OpenSSL version/ {print $2; exit}' | awk '{print $1, $2}'))" ;;
+        nginx) echo "$("${NGINX_BIN:-nginx}" -v 2>&1 | sed 's/^nginx version: //') ($("${NGINX_BIN:-nginx}" -V 2>&1 | awk '/built with OpenSSL/ {print "OpenSSL " $4; exit}'))" ;;
+        haproxy) echo "haproxy $("${HAPROXY_BIN:-haproxy}" -v 2>&1 | awk 'NR==1 {print $3}') ($("${HAPROXY_BIN:-haproxy}" -vv 2>&1 | awk -F' : ' '/^Running on (OpenSSL|SSL library) version/ {print $2; exit}' | awk '{print $1, $2}'))" ;;
         hitch) echo "$(hitch --version 2>&1 | head -1) ($(openssl version | awk '{print $1, $2}') at run time)" ;;
         *) echo "$1 ?" ;;
     esac
@@ -435,7 +449,10 @@ start_servers() {
     declare -gA server_pid=() server_port=()
     active=()
     for server in "$@"; do
-        if [[ "$server" != tern ]] && ! command -v "$server" >/dev/null 2>&1; then
+        local bin="$server"
+        [[ "$server" == nginx ]] && bin="${NGINX_BIN:-nginx}"
+        [[ "$server" == haproxy ]] && bin="${HAPROXY_BIN:-haproxy}"
+        if [[ "$server" != tern ]] && ! command -v "$bin" >/dev/null 2>&1; then
             echo "$server is not installed; skipped" >&2
             continue
         fi

@@ -291,3 +291,43 @@ fn acme_pebble_script_gets_a_pebble_certificate_over_both_challenges() {
         );
     }
 }
+
+/// HTTP/3 against the peers, tern alone in its short form (Debian's nginx
+/// and haproxy have no QUIC; the script leaves a server without it out and
+/// says so): the run ends with its figure and no request failed.
+#[test]
+fn h3_peers_script_short_form() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h3-peers.sh",
+        &[
+            ("RUNS", "1"),
+            ("ROUNDS", "1"),
+            ("DURATION", "1"),
+            ("C", "2"),
+            ("SERVERS", "tern nginx"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("HTTP/3 server CPU per request (medians of runs): /100: tern "),
+        "{}",
+        out.all()
+    );
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| 1 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    // tern over h3 and h2, for 100 B and 1 MiB; nginx only if it has QUIC.
+    assert!(rows.len() >= 4, "{}", out.all());
+    for cells in rows {
+        // | run | response | protocol | server | requests | failed | ...
+        assert_eq!(cells[6], "0", "failed requests: {cells:?}");
+        assert!(cells[11].starts_with(cells[3]), "negotiated: {cells:?}");
+    }
+}
