@@ -165,7 +165,12 @@ async fn handshake_and_get(
             .map(|g| crate::suites::group_name(g.into())),
     };
     let request = async {
-        let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        // No GREASE frame (tern bench sends none either): nginx 1.30 resets
+        // a request stream that carries one, and the probe would report a
+        // working HTTP/3 as failing.
+        let (mut driver, mut send) = h3::client::builder()
+            .send_grease(false)
+            .build::<_, _, bytes::Bytes>(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|e| e.to_string())?;
         let drive = async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await };
