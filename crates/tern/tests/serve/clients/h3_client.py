@@ -1,7 +1,8 @@
 # An HTTP/3 client built on aioquic (a QUIC and HTTP/3 stack no one here
 # wrote): COUNT requests on one QUIC connection, at most PARALLEL at a
 # time; prints one JSON line per response (status, the protocol, Alt-Svc,
-# and the body, parsed as JSON when it is).
+# the body, parsed as JSON when it is (left out past 64 KiB), and its
+# length and SHA-256).
 #
 # Usage: h3_client.py HOST PORT CA_FILE SERVER_NAME METHOD PATH COUNT BODY_LEN
 #                     [PARALLEL] [HEADER_BYTES] [CONNECTIONS]
@@ -12,6 +13,7 @@
 # server closes it or HOLD_S seconds pass, and prints {"closed_after_s": S}
 # (null when it stayed open).
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -73,15 +75,20 @@ class Client(QuicConnectionProtocol):
 
 def summary(response):
     headers = {k.decode(): v.decode() for k, v in response["headers"]}
-    try:
-        body = json.loads(response["body"])
-    except ValueError:
-        body = response["body"].decode(errors="replace")
+    raw = response["body"]
+    body = None
+    if len(raw) <= 64 * 1024:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
     return {
         "status": int(headers.get(":status", "0")),
         "proto": "h3",
         "alt_svc": headers.get("alt-svc"),
         "body": body,
+        "length": len(raw),
+        "sha256": hashlib.sha256(raw).hexdigest(),
     }
 
 
