@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use tern_http::forwarding::ForwardedFields;
 use tern_http::head::{parse_response_into, ResponseHead};
 use tern_http::rewrite::{
@@ -16,7 +17,7 @@ use tern_http::rewrite::{
     H1BodyFraming,
 };
 use tern_http::BodyFraming;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::fault::Kind;
@@ -279,6 +280,53 @@ impl ResponseBody {
         s.bbuf.consume(std::mem::take(&mut self.handed));
     }
 
+    /// With payload pieces (HTTP/2 and HTTP/3 clients, whose senders keep
+    /// each piece as `Bytes` until the client has it) and a body that
+    /// needs no decoding, how much the next read may take: such a piece is
+    /// read into memory of its own and handed on without a copy.
+    fn owned_read_limit(&self) -> Option<usize> {
+        if !self.decode {
+            return None;
+        }
+        match self.pending {
+            Pending::Length(rest) => Some(rest.min(BODY_READ as u64) as usize),
+            Pending::UntilClose => Some(BODY_READ),
+            Pending::Done | Pending::Chunked(_) => None,
+        }
+    }
+
+    /// Reads the next piece (at most `limit` bytes, never past the body)
+    /// into a buffer of its own.
+    async fn read_owned(
+        &mut self,
+        conn: &mut TcpStream,
+        limit: usize,
+        t: Duration,
+    ) -> Result<Step<'static>, Kind> {
+        let mut piece = BytesMut::with_capacity(limit);
+        let mut body_only = (&mut *conn).take(limit as u64);
+        match tokio::time::timeout(t, body_only.read_buf(&mut piece)).await {
+            Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
+                self.pending = Pending::Done;
+                return Ok(Step::Data(Piece::Slice(&[]), true));
+            }
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return Err(Kind::Body),
+        }
+        let n = self.pending.take(&piece, limit).map_err(|_| Kind::Body)?;
+        debug_assert_eq!(n, piece.len(), "a read never passes the body's end");
+        self.read += n as u64;
+        // The client's sender holds a piece until the client has it, and
+        // counts it by its length: a short read is copied to memory of its
+        // size, so a body that trickles in cannot pin 64 KiB a byte.
+        let piece = if piece.len() < piece.capacity() / 2 {
+            Bytes::copy_from_slice(&piece)
+        } else {
+            piece.freeze()
+        };
+        Ok(Step::Data(Piece::Shared(piece), self.pending.is_done()))
+    }
+
     /// The next piece: what is in the buffer, or (with `wait`) what the
     /// backend sends within that time. A piece stays valid until the next
     /// call, which consumes it.
@@ -303,6 +351,9 @@ impl ResponseBody {
                 }
             }
             if self.read > 0 {
+                if let Some(limit) = self.owned_read_limit() {
+                    return self.read_owned(conn, limit, t).await;
+                }
                 s.bbuf.reserve_empty(BODY_READ);
             }
             match tokio::time::timeout(t, s.bbuf.fill_from(conn)).await {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tern_testsupport::backend::{pattern, sha256_hex};
 use tern_testsupport::chromium::{alt_svc_flags, dump_dom, dump_dom_in, quic_flags};
+use tern_testsupport::raw_backend::RawBackend;
 use tern_testsupport::tempdir::TempDir;
 use tern_testsupport::tern::{log_field, tern_bin, wait_until, Served};
 use tern_testsupport::tools::{curl, run_tool, ToolOutput};
@@ -176,6 +177,41 @@ fn large_responses_arrive_whole_past_the_clients_windows() {
     );
     let lines = answers(&out);
     assert_eq!(lines.len(), 4, "{}", out.all());
+    let expected = sha256_hex(&pattern(SIZE));
+    for line in &lines {
+        assert_eq!(line["status"], 200, "{line}");
+        assert_eq!(line["length"], SIZE, "{line}");
+        assert_eq!(line["sha256"], expected.as_str(), "{line}");
+    }
+}
+
+/// A backend that ends its response by closing (no Content-Length): tern
+/// reads the body in pieces of their own until the close, and the HTTP/3
+/// client gets every byte and a clean end of stream.
+#[test]
+fn a_close_delimited_response_arrives_whole() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    const SIZE: usize = 700_000;
+    let mut raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec();
+    raw.extend_from_slice(&pattern(SIZE));
+    let backend = RawBackend::start(&raw);
+    let served = Served::builder()
+        .backend_addr(backend.addr())
+        .args(&["--http3"])
+        .start();
+    let out = h3_client(
+        &python,
+        &served,
+        &H3Run {
+            path: "/until-close",
+            count: 2,
+            ..H3Run::default()
+        },
+    );
+    let lines = answers(&out);
+    assert_eq!(lines.len(), 2, "{}", out.all());
     let expected = sha256_hex(&pattern(SIZE));
     for line in &lines {
         assert_eq!(line["status"], 200, "{line}");
