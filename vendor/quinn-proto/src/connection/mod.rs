@@ -188,6 +188,9 @@ pub struct Connection {
     accepted_0rtt: bool,
     /// Whether the idle timer should be reset the next time an ack-eliciting packet is transmitted.
     permit_idle_reset: bool,
+    /// tern patch: a packet was tracked since the loss-detection timer was
+    /// last armed (see `poll_transmit`).
+    loss_detection_timer_stale: bool,
     /// Negotiated idle timeout
     idle_timeout: Option<Duration>,
     /// The time we send next bundled ACK
@@ -320,6 +323,7 @@ impl Connection {
             next_crypto: None,
             accepted_0rtt: false,
             permit_idle_reset: true,
+            loss_detection_timer_stale: false,
             idle_timeout: match config.max_idle_timeout {
                 None | Some(VarInt(0)) => None,
                 Some(dur) => Some(Duration::from_millis(dur.0)),
@@ -458,6 +462,22 @@ impl Connection {
     /// single Transmit using GSO. This must be at least 1.
     #[must_use]
     pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let transmit = self.poll_transmit_packets(now, max_datagrams, buf);
+        // tern patch: the loss-detection timer is armed once for all the
+        // packets just built (it was re-armed after each one; only the
+        // last setting ever counted).
+        if mem::take(&mut self.loss_detection_timer_stale) {
+            self.set_loss_detection_timer(now);
+        }
+        transmit
+    }
+
+    fn poll_transmit_packets(
         &mut self,
         now: Instant,
         max_datagrams: usize,
