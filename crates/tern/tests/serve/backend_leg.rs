@@ -48,13 +48,20 @@ fn backend_writing_head_and_body_apart_costs_no_delayed_ack() {
         &["separate writes", &origin.addr().to_string()],
         Duration::from_secs(5),
     );
+    // tern counts a response whose body was not there when it read the
+    // head. Acknowledged at once, the origin's body follows within
+    // microseconds, and on a loaded machine tern may read both together:
+    // then that response is not counted (this assertion once demanded all
+    // 20 and failed while the whole suite ran). Every response counted is
+    // a claim about scheduling; some counted is the behaviour.
     let split = served
         .scrape()
         .get("tern_backend_split_responses_total", &[])
         .unwrap_or(0.0);
+    assert!(split >= 1.0, "split responses counted: {split}");
     assert!(
-        split >= f64::from(REQUESTS),
-        "split responses counted: {split}"
+        split <= f64::from(REQUESTS + 1),
+        "more splits counted than responses: {split}"
     );
 }
 
