@@ -175,14 +175,7 @@ fn large_responses_arrive_whole_past_the_clients_windows() {
             ..H3Run::default()
         },
     );
-    let lines = answers(&out);
-    assert_eq!(lines.len(), 4, "{}", out.all());
-    let expected = sha256_hex(&pattern(SIZE));
-    for line in &lines {
-        assert_eq!(line["status"], 200, "{line}");
-        assert_eq!(line["length"], SIZE, "{line}");
-        assert_eq!(line["sha256"], expected.as_str(), "{line}");
-    }
+    assert_whole_pattern_bodies(&out, 4, SIZE);
 }
 
 /// A backend that ends its response by closing (no Content-Length): tern
@@ -210,12 +203,18 @@ fn a_close_delimited_response_arrives_whole() {
             ..H3Run::default()
         },
     );
-    let lines = answers(&out);
-    assert_eq!(lines.len(), 2, "{}", out.all());
-    let expected = sha256_hex(&pattern(SIZE));
+    assert_whole_pattern_bodies(&out, 2, SIZE);
+}
+
+/// `count` answers, each a 200 whose body is the test pattern of `size`
+/// bytes (length and SHA-256 as the client saw them).
+fn assert_whole_pattern_bodies(out: &ToolOutput, count: usize, size: usize) {
+    let lines = answers(out);
+    assert_eq!(lines.len(), count, "{}", out.all());
+    let expected = sha256_hex(&pattern(size));
     for line in &lines {
         assert_eq!(line["status"], 200, "{line}");
-        assert_eq!(line["length"], SIZE, "{line}");
+        assert_eq!(line["length"], size, "{line}");
         assert_eq!(line["sha256"], expected.as_str(), "{line}");
     }
 }
