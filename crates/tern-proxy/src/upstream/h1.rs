@@ -305,13 +305,9 @@ impl ResponseBody {
     ) -> Result<Step<'static>, Kind> {
         let mut piece = BytesMut::with_capacity(limit);
         let mut body_only = (&mut *conn).take(limit as u64);
-        match tokio::time::timeout(t, body_only.read_buf(&mut piece)).await {
-            Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
-                self.pending = Pending::Done;
-                return Ok(Step::Data(Piece::Slice(&[]), true));
-            }
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Err(Kind::Body),
+        let read = tokio::time::timeout(t, body_only.read_buf(&mut piece)).await;
+        if let Some(end) = self.after_read(read)? {
+            return Ok(end);
         }
         let n = self.pending.take(&piece, limit).map_err(|_| Kind::Body)?;
         debug_assert_eq!(n, piece.len(), "a read never passes the body's end");
@@ -325,6 +321,23 @@ impl ResponseBody {
             piece.freeze()
         };
         Ok(Step::Data(Piece::Shared(piece), self.pending.is_done()))
+    }
+
+    /// What a read of the body came to: bytes (`None`, go on), the close
+    /// that ends a close-delimited body (its last, empty, step), or a
+    /// failure (a timeout, an error, or a close before the body's end).
+    fn after_read(
+        &mut self,
+        read: Result<std::io::Result<usize>, tokio::time::error::Elapsed>,
+    ) -> Result<Option<Step<'static>>, Kind> {
+        match read {
+            Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
+                self.pending = Pending::Done;
+                Ok(Some(Step::Data(Piece::Slice(&[]), true)))
+            }
+            Ok(Ok(n)) if n > 0 => Ok(None),
+            _ => Err(Kind::Body),
+        }
     }
 
     /// The next piece: what is in the buffer, or (with `wait`) what the
@@ -356,13 +369,9 @@ impl ResponseBody {
                 }
                 s.bbuf.reserve_empty(BODY_READ);
             }
-            match tokio::time::timeout(t, s.bbuf.fill_from(conn)).await {
-                Ok(Ok(0)) if matches!(self.pending, Pending::UntilClose) => {
-                    self.pending = Pending::Done;
-                    return Ok(Step::Data(Piece::Slice(&[]), true));
-                }
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return Err(Kind::Body),
+            let read = tokio::time::timeout(t, s.bbuf.fill_from(conn)).await;
+            if let Some(end) = self.after_read(read)? {
+                return Ok(end);
             }
         }
         let taken = self
