@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use super::{pace, Pacer, Setup, SlotCtx, Watchdog};
-use crate::config::{BenchConfig, ConnectionPlan};
+use crate::config::BenchConfig;
 use crate::error::{BenchError, RequestError};
 use crate::http3::{self, H3Established};
 use crate::stats::record;
@@ -24,13 +24,6 @@ pub(super) fn check_plan(config: &BenchConfig, target: &Target) -> Result<(), Be
     if config.proxy.is_some() {
         return Err(BenchError::Config(
             "HTTP/3 cannot go through an HTTP proxy (CONNECT is TCP)".into(),
-        ));
-    }
-    if matches!(config.plan, ConnectionPlan::Resumed(_)) {
-        return Err(BenchError::Config(
-            "resumed plans are not available with HTTP/3: quinn does not tell whether a QUIC \
-             handshake resumed, so the report could not say"
-                .into(),
         ));
     }
     Ok(())

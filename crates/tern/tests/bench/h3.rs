@@ -127,12 +127,37 @@ fn h3_without_keepalive_opens_a_quic_connection_per_request() {
     assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
     assert_eq!(num(s, "handshakes"), 20.0, "{s}");
     // Full handshakes, as the plan says: none resumed, by the client's
-    // count and by tern's log.
+    // count and by tern's log, though tern sent its tickets (the client
+    // offers resumption, as browsers do, and keeps none).
     assert_eq!(num(s, "resumed"), 0.0, "{s}");
+    assert_eq!(num(s, "tickets_per_handshake"), 2.0, "{s}");
     for line in logged(&served, 20) {
         assert_eq!(log_field(&line, "resumed"), Some("no"), "{line}");
     }
     assert_eq!(handshakes(&served), 20.0, "one QUIC connection per request");
+}
+
+/// `--plan resumed` over QUIC: every connection after the first resumes
+/// the session of a ticket tern sent (before the first response, so one
+/// slot resumes from its second connection on), by the client's count
+/// and by tern's log.
+#[test]
+fn h3_resumed_plan_resumes_from_the_second_connection_on() {
+    let (served, url) = h3_served();
+    let report = bench_json(&["-h3", "--plan", "resumed", "-n", "20", "-c", "1", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "completed"), 20.0, "{s}");
+    assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
+    assert_eq!(num(s, "handshakes"), 20.0, "{s}");
+    assert_eq!(num(s, "resumed"), 19.0, "{s}");
+    assert_eq!(num(s, "tickets_per_handshake"), 2.0, "{s}");
+    let log = logged(&served, 20);
+    let resumed = log
+        .iter()
+        .filter(|l| log_field(l, "resumed") == Some("yes"))
+        .count();
+    assert_eq!(resumed, 19, "{log:#?}");
+    assert_eq!(log_field(&log[0], "resumed"), Some("no"), "{}", log[0]);
 }
 
 #[test]
