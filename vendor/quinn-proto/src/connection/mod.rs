@@ -67,6 +67,9 @@ pub(crate) mod qlog;
 
 mod send_buffer;
 
+// tern patch
+mod sent_packets;
+
 mod spaces;
 #[cfg(fuzzing)]
 pub use spaces::Retransmits;
