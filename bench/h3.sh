@@ -14,7 +14,14 @@
 # request as a multiple of its HTTP/2, per run and the median, for each
 # response size.
 #
+# PLANS adds connection plans: "keepalive" (the default: the connections
+# stay open, 100 B and 1 MiB), "new" (a connection, so a full handshake,
+# per 100 B request) and "resumed" (a connection per 100 B request that
+# resumes the TLS session; tern bench offers resumption in every plan, as
+# browsers do, so tern sends its tickets in all three).
+#
 # Usage: bench/h3.sh   (env: DURATION=5 ROUNDS=3 RUNS=3 C=20
+#                       PLANS="keepalive new resumed"
 #                       TERN=target/release/tern H3_ARGS="--quic-gso false")
 # Needs: nginx (nginx-light), openssl, python3, taskset. Only 127.0.0.1 is
 # ever a target; everything stops by itself.
@@ -29,6 +36,7 @@ DURATION="${DURATION:-5}"
 ROUNDS="${ROUNDS:-3}"
 RUNS="${RUNS:-3}"
 C="${C:-20}"
+PLANS="${PLANS:-keepalive}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVER_CPU=0
 LOAD_CPU=1
@@ -54,12 +62,16 @@ pid="${server_pid[tern]}"
 
 results="$work/results.tsv"
 for run in $(seq 1 "$RUNS"); do
-    for size in 100 1m; do
-        json="$work/run$run-$size.json"
+  for plan in $PLANS; do
+    sizes="100"
+    [[ "$plan" == keepalive ]] && sizes="100 1m"
+    for size in $sizes; do
+        json="$work/run$run-$plan-$size.json"
         taskset -c "$LOAD_CPU" "$TERN" bench --compare-protocols h1,h2,h3 --rounds "$ROUNDS" \
-            -z "${DURATION}s" -c "$C" -m 1 -k --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" \
-            --server-pid "$pid" --no-progress -o json "https://127.0.0.1:$port/$size" > "$json"
-        python3 - "$json" "$run" "$size" >> "$results" <<'PY'
+            --plan "$plan" -z "${DURATION}s" -c "$C" -m 1 -k --ciphers "$TLS_SUITE" \
+            --groups "$TLS_GROUP" --server-pid "$pid" --no-progress -o json \
+            "https://127.0.0.1:$port/$size" > "$json"
+        python3 - "$json" "$run" "$plan $size" >> "$results" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
 for t in report["targets"]:
@@ -69,29 +81,30 @@ for t in report["targets"]:
     print("\t".join(str(x) for x in [
         sys.argv[2], sys.argv[3], proto, s["completed"], s["failed"], round(s["rps"]),
         s["percentiles_ms"]["50"], s["percentiles_ms"]["99"], cpu.get("us_per_request"),
-        neg.get("cipher"), neg.get("group"), neg.get("alpn")]))
+        neg.get("cipher"), neg.get("group"), neg.get("alpn"), s["resumed"], s["handshakes"]]))
 PY
-        echo "run $run, /$size done" >&2
+        echo "run $run, $plan /$size done" >&2
     done
+  done
 done
 
 echo
-echo "h1 vs h2 vs h3 through tern${H3_ARGS:+ ($H3_ARGS)}: tern bench --compare-protocols h1,h2,h3 --rounds $ROUNDS -z ${DURATION}s -c $C -m 1, TLS 1.3 $TLS_SUITE $TLS_GROUP; tern (one worker, --http3) and its nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
+echo "h1 vs h2 vs h3 through tern${H3_ARGS:+ ($H3_ARGS)}: tern bench --compare-protocols h1,h2,h3 --rounds $ROUNDS --plan {$PLANS} -z ${DURATION}s -c $C -m 1, TLS 1.3 $TLS_SUITE $TLS_GROUP; tern (one worker, --http3) and its nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
 echo "  $(server_version tern)"
 python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-print("| run | response | protocol | requests | failed | req/s | p50 ms | p99 ms | tern CPU µs/request | negotiated |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| run | plan, response | protocol | requests | failed | req/s | p50 ms | p99 ms | tern CPU µs/request | negotiated | handshakes (resumed) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {float(r[6]):.2f} | {float(r[7]):.2f} | {float(r[8]):.1f} | {r[11]} {r[9]} {r[10]} |")
+    print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {float(r[6]):.2f} | {float(r[7]):.2f} | {float(r[8]):.1f} | {r[11]} {r[9]} {r[10]} | {r[13]} ({r[12]}) |")
 figures = []
-for size in ("100", "1m"):
+for size in dict.fromkeys(r[1] for r in rows):
     ratios = []
     for run in sorted({r[0] for r in rows}):
         cpu = {r[2]: float(r[8]) for r in rows if r[0] == run and r[1] == size}
         if cpu.get("h2"):
             ratios.append(cpu["h3"] / cpu["h2"])
-    figures.append(f"/{size}: " + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
+    figures.append(f"{size}: " + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
 print("tern HTTP/3 server CPU per request as a multiple of HTTP/2: " + "; ".join(figures))
 PY
