@@ -22,7 +22,9 @@
 #
 # Usage: bench/h3.sh   (env: DURATION=5 ROUNDS=3 RUNS=3 C=20
 #                       PLANS="keepalive new resumed"
-#                       TERN=target/release/tern H3_ARGS="--quic-gso false")
+#                       TERN=target/release/tern H3_ARGS="--quic-gso false"
+#                       BENCH_TERN=...: the tern that runs the load, default
+#                       TERN; set it to compare two servers under one client)
 # Needs: nginx (nginx-light), openssl, python3, taskset. Only 127.0.0.1 is
 # ever a target; everything stops by itself.
 set -euo pipefail
@@ -38,6 +40,7 @@ RUNS="${RUNS:-3}"
 C="${C:-20}"
 PLANS="${PLANS:-keepalive}"
 TERN="${TERN:-$root/target/release/tern}"
+BENCH_TERN="${BENCH_TERN:-$TERN}"
 SERVER_CPU=0
 LOAD_CPU=1
 TLS_SUITE=TLS_AES_128_GCM_SHA256
@@ -48,6 +51,7 @@ SRV_POOL=256
 SRV_TERN_ARGS="--http3 ${H3_ARGS:-}"
 for tool in nginx openssl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+[[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
 
 bench_workdir tern-h3
 make_cert ecdsa
@@ -67,7 +71,7 @@ for run in $(seq 1 "$RUNS"); do
     [[ "$plan" == keepalive ]] && sizes="100 1m"
     for size in $sizes; do
         json="$work/run$run-$plan-$size.json"
-        taskset -c "$LOAD_CPU" "$TERN" bench --compare-protocols h1,h2,h3 --rounds "$ROUNDS" \
+        taskset -c "$LOAD_CPU" "$BENCH_TERN" bench --compare-protocols h1,h2,h3 --rounds "$ROUNDS" \
             --plan "$plan" -z "${DURATION}s" -c "$C" -m 1 -k --ciphers "$TLS_SUITE" \
             --groups "$TLS_GROUP" --server-pid "$pid" --no-progress -o json \
             "https://127.0.0.1:$port/$size" > "$json"
@@ -91,6 +95,7 @@ done
 echo
 echo "h1 vs h2 vs h3 through tern${H3_ARGS:+ ($H3_ARGS)}: tern bench --compare-protocols h1,h2,h3 --rounds $ROUNDS --plan {$PLANS} -z ${DURATION}s -c $C -m 1, TLS 1.3 $TLS_SUITE $TLS_GROUP; tern (one worker, --http3) and its nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
 echo "  $(server_version tern)"
+echo "  load: $BENCH_TERN bench ($("$BENCH_TERN" --version 2>/dev/null || echo "tern ?"))"
 python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
