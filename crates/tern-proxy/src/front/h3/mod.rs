@@ -43,6 +43,14 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// Connection-level receive window, as HTTP/2's.
 const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
+/// Response data a connection may hold that the client has not
+/// acknowledged, sent or not. quinn's default is 10 MB, which a client with
+/// large flow-control windows that stops acknowledging could make tern hold
+/// on every connection; 4 MiB is where Linux's TCP send buffer stops by
+/// default (tcp_wmem), so an HTTP/3 connection holds no more than an HTTP/2
+/// one, and it still carries ~330 Mbit/s over a 100 ms path.
+const SEND_WINDOW: u64 = 4 * 1024 * 1024;
+
 /// Unidirectional streams a client may open: HTTP/3's control stream and
 /// QPACK's two, with room for the reserved (grease) types clients send.
 const MAX_UNI_STREAMS: u32 = 8;
@@ -72,6 +80,7 @@ pub(crate) fn server_config(
         .receive_window(CONNECTION_WINDOW.into())
         .max_idle_timeout(Some(idle))
         .enable_segmentation_offload(h3.gso);
+    transport.send_window(SEND_WINDOW);
     server.transport_config(Arc::new(transport));
     // Each worker has its own UDP socket (SO_REUSEPORT, hashed by the
     // client's address): a client whose address changes lands on another
