@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
 use tern_testsupport::tern::{log_field, Served};
 
 use crate::support::{bench, bench_json, negotiated, num, summary};
@@ -118,20 +119,31 @@ fn h3_with_several_offered_reports_the_negotiated_suite_and_group() {
     assert!(["secp256r1", "X25519"].contains(&group), "{n}");
 }
 
+/// 20 HTTP/3 requests under `plan` (bench flags), each on a QUIC connection
+/// of its own whose handshake brought tern's two tickets, as the report
+/// must say; returns the report's summary and tern's 20 log lines.
+fn twenty_connections(served: &Served, url: &str, plan: &[&str]) -> (Value, Vec<String>) {
+    let mut args = vec!["-h3", "-n", "20"];
+    args.extend(plan);
+    args.push(url);
+    let report = bench_json(&args);
+    let s = summary(&report, 0).clone();
+    assert_eq!(num(&s, "completed"), 20.0, "{s}");
+    assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
+    assert_eq!(num(&s, "handshakes"), 20.0, "{s}");
+    assert_eq!(num(&s, "tickets_per_handshake"), 2.0, "{s}");
+    (s, logged(served, 20))
+}
+
 #[test]
 fn h3_without_keepalive_opens_a_quic_connection_per_request() {
     let (served, url) = h3_served();
-    let report = bench_json(&["-h3", "-disable-keepalive", "-n", "20", "-c", "2", &url]);
-    let s = summary(&report, 0);
-    assert_eq!(num(s, "completed"), 20.0, "{s}");
-    assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
-    assert_eq!(num(s, "handshakes"), 20.0, "{s}");
+    let (s, log) = twenty_connections(&served, &url, &["-disable-keepalive", "-c", "2"]);
     // Full handshakes, as the plan says: none resumed, by the client's
     // count and by tern's log, though tern sent its tickets (the client
     // offers resumption, as browsers do, and keeps none).
-    assert_eq!(num(s, "resumed"), 0.0, "{s}");
-    assert_eq!(num(s, "tickets_per_handshake"), 2.0, "{s}");
-    for line in logged(&served, 20) {
+    assert_eq!(num(&s, "resumed"), 0.0, "{s}");
+    for line in log {
         assert_eq!(log_field(&line, "resumed"), Some("no"), "{line}");
     }
     assert_eq!(handshakes(&served), 20.0, "one QUIC connection per request");
@@ -144,14 +156,8 @@ fn h3_without_keepalive_opens_a_quic_connection_per_request() {
 #[test]
 fn h3_resumed_plan_resumes_from_the_second_connection_on() {
     let (served, url) = h3_served();
-    let report = bench_json(&["-h3", "--plan", "resumed", "-n", "20", "-c", "1", &url]);
-    let s = summary(&report, 0);
-    assert_eq!(num(s, "completed"), 20.0, "{s}");
-    assert_eq!(num(&s["quic"], "connections"), 20.0, "{s}");
-    assert_eq!(num(s, "handshakes"), 20.0, "{s}");
-    assert_eq!(num(s, "resumed"), 19.0, "{s}");
-    assert_eq!(num(s, "tickets_per_handshake"), 2.0, "{s}");
-    let log = logged(&served, 20);
+    let (s, log) = twenty_connections(&served, &url, &["--plan", "resumed", "-c", "1"]);
+    assert_eq!(num(&s, "resumed"), 19.0, "{s}");
     let resumed = log
         .iter()
         .filter(|l| log_field(l, "resumed") == Some("yes"))
