@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let client = ClientFacts {
         ip: "203.0.113.7".parse().expect("literal"),
         proto: "https",
+        client_cert: None,
     };
     let mut out = Vec::new();
     write_request_head(

@@ -1,19 +1,22 @@
 //! The forwarding fields tern adds to every request it passes on
-//! (`X-Forwarded-For`, `X-Forwarded-Proto`, `Forwarded`), and the ones a
-//! client may not set. One source for every backend protocol, so HTTP/1.1
+//! (`X-Forwarded-For`, `X-Forwarded-Proto`, `Forwarded`, and RFC 9440's
+//! `Client-Cert` and `Client-Cert-Chain` when the client's certificate was
+//! verified), and the ones a client may not set. One source for every backend protocol, so HTTP/1.1
 //! and HTTP/2 backends are told the same thing; built without allocating,
 //! as this runs per request.
 
 use std::net::IpAddr;
 
 /// Forwarding fields a client may not set; always removed from requests.
-pub const CLIENT_FORWARDING_FIELDS: [&str; 6] = [
+pub const CLIENT_FORWARDING_FIELDS: [&str; 8] = [
     "x-forwarded-for",
     "x-forwarded-proto",
     "x-forwarded-host",
     "x-forwarded-port",
     "x-real-ip",
     "forwarded",
+    "client-cert",
+    "client-cert-chain",
 ];
 
 /// Which forwarding fields tern adds to requests it forwards.
@@ -39,11 +42,65 @@ impl Default for ForwardedFields {
 
 /// What tern knows about the client, for the forwarding fields.
 #[derive(Debug, Clone, Copy)]
-pub struct ClientFacts {
+pub struct ClientFacts<'a> {
     /// The client's address (from the socket, or a trusted PROXY header).
     pub ip: IpAddr,
     /// `"https"` for TLS listeners.
     pub proto: &'static str,
+    /// The client's verified certificate, as RFC 9440 fields; `None` when
+    /// it sent none (or none was asked for).
+    pub client_cert: Option<&'a ClientCertFields>,
+}
+
+/// RFC 9440 `Client-Cert` and `Client-Cert-Chain` values of one verified
+/// client certificate chain, encoded once per connection: each
+/// certificate's DER as a structured-field byte sequence (`:base64:`), the
+/// chain a list of them without the leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertFields {
+    cert: Vec<u8>,
+    chain: Vec<u8>,
+}
+
+impl ClientCertFields {
+    /// The fields for a chain, leaf first (DER). `None` for an empty chain.
+    pub fn new<'c>(chain: impl IntoIterator<Item = &'c [u8]>) -> Option<ClientCertFields> {
+        let mut certs = chain.into_iter();
+        let cert = sf_binary(certs.next()?);
+        let mut list = Vec::new();
+        for c in certs {
+            if !list.is_empty() {
+                list.extend_from_slice(b", ");
+            }
+            list.extend_from_slice(&sf_binary(c));
+        }
+        Some(ClientCertFields { cert, chain: list })
+    }
+
+    /// The `Client-Cert` value.
+    pub fn cert(&self) -> &[u8] {
+        &self.cert
+    }
+
+    /// The `Client-Cert-Chain` value (empty when the client sent the leaf
+    /// alone).
+    pub fn chain(&self) -> &[u8] {
+        &self.chain
+    }
+}
+
+/// A structured-field byte sequence (RFC 8941 section 3.3.5).
+fn sf_binary(der: &[u8]) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = Vec::with_capacity(der.len() * 4 / 3 + 6);
+    out.push(b':');
+    out.extend_from_slice(
+        base64::engine::general_purpose::STANDARD
+            .encode(der)
+            .as_bytes(),
+    );
+    out.push(b':');
+    out
 }
 
 /// True for the forwarding fields a client may not set.
@@ -91,6 +148,14 @@ pub fn forwarding_fields(
             value.push(b"\"");
         }
         put("Forwarded", value.as_bytes());
+    }
+    // Not optional: a backend behind an mTLS listener must learn who the
+    // client is from tern, the client's own fields being removed.
+    if let Some(c) = client.client_cert {
+        put("Client-Cert", c.cert());
+        if !c.chain().is_empty() {
+            put("Client-Cert-Chain", c.chain());
+        }
     }
 }
 
@@ -198,5 +263,16 @@ mod tests {
             let addr: IpAddr = ip.parse().unwrap();
             assert_eq!(IpText::new(addr).as_bytes(), addr.to_string().as_bytes());
         }
+    }
+
+    #[test]
+    fn client_cert_fields_are_sf_binary_with_the_chain_as_a_list() {
+        let leaf: &[u8] = b"\x30\x03leaf";
+        let ca: &[u8] = b"ca";
+        let f = ClientCertFields::new([leaf, ca, ca]).unwrap();
+        assert_eq!(f.cert(), b":MANsZWFm:");
+        assert_eq!(f.chain(), b":Y2E=:, :Y2E=:");
+        assert!(ClientCertFields::new([leaf]).unwrap().chain().is_empty());
+        assert!(ClientCertFields::new(std::iter::empty()).is_none());
     }
 }

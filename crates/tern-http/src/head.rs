@@ -107,7 +107,8 @@ pub enum FieldKind {
     Expect,
     /// Other hop-by-hop fields: `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`.
     HopByHop,
-    /// Forwarding fields a client may not set (`X-Forwarded-*`, `X-Real-IP`, `Forwarded`).
+    /// Forwarding fields a client may not set (`X-Forwarded-*`, `X-Real-IP`,
+    /// `Forwarded`, and RFC 9440's `Client-Cert` and `Client-Cert-Chain`).
     ClientForwarding,
     /// Anything else.
     Other,
@@ -141,13 +142,14 @@ impl FieldKind {
             7 if is("trailer") => HopByHop,
             9 if is("forwarded") || is("x-real-ip") => ClientForwarding,
             10 if is("connection") => Connection,
+            11 if is("client-cert") => ClientForwarding,
             10 if is("keep-alive") => HopByHop,
             14 if is("content-length") => ContentLength,
             15 if is("x-forwarded-for") => ClientForwarding,
             16 if is("proxy-connection") => HopByHop,
             16 if is("x-forwarded-host") || is("x-forwarded-port") => ClientForwarding,
             17 if is("transfer-encoding") => TransferEncoding,
-            17 if is("x-forwarded-proto") => ClientForwarding,
+            17 if is("x-forwarded-proto") || is("client-cert-chain") => ClientForwarding,
             _ => Other,
         };
         // CGI-style backends (PHP, many frameworks) read `X_Forwarded_For`

@@ -9,7 +9,7 @@
 use std::io::Write as _;
 
 pub use crate::forwarding::{
-    forwarding_fields, is_client_forwarding_field, ClientFacts, ForwardedFields,
+    forwarding_fields, is_client_forwarding_field, ClientCertFields, ClientFacts, ForwardedFields,
     CLIENT_FORWARDING_FIELDS,
 };
 use crate::head::{FieldKind, Fields, RequestHead, ResponseHead};
@@ -319,9 +319,41 @@ mod tests {
         let facts = ClientFacts {
             ip: ip.parse().unwrap(),
             proto: "https",
+            client_cert: None,
         };
         write_request_head(&head, &facts, ForwardedFields::default(), conn, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn forged_client_cert_fields_are_removed_and_tern_s_added() {
+        let raw = "GET / HTTP/1.1\r\nHost: a\r\nClient-Cert: :Zm9yZ2Vk:\r\nclient-cert-chain: :Zm9yZ2Vk:\r\nClient_Cert: :Zm9yZ2Vk:\r\n\r\n";
+        let head = parse_request(raw.as_bytes()).unwrap();
+        let leaf: &[u8] = b"leaf";
+        let verified = ClientCertFields::new([leaf]).unwrap();
+        for client_cert in [None, Some(&verified)] {
+            let facts = ClientFacts {
+                ip: "192.0.2.7".parse().unwrap(),
+                proto: "https",
+                client_cert,
+            };
+            let mut out = Vec::new();
+            write_request_head(
+                &head,
+                &facts,
+                ForwardedFields::default(),
+                BackendConnection::KeepAlive,
+                &mut out,
+            );
+            let out = String::from_utf8(out).unwrap();
+            assert!(!out.contains("Zm9yZ2Vk"), "{out}");
+            assert_eq!(
+                out.contains("Client-Cert: :bGVhZg==:\r\n"),
+                client_cert.is_some(),
+                "{out}"
+            );
+            assert!(!out.contains("Client-Cert-Chain"), "{out}");
+        }
     }
 
     #[test]
@@ -395,6 +427,7 @@ mod tests {
         let facts = ClientFacts {
             ip: "192.0.2.1".parse().unwrap(),
             proto: "https",
+            client_cert: None,
         };
         write_request_head_from_h2(
             "POST",
@@ -449,6 +482,7 @@ mod tests {
         let facts = ClientFacts {
             ip: "192.0.2.9".parse().unwrap(),
             proto: "https",
+            client_cert: None,
         };
         let mut seen = Vec::new();
         forwarding_fields(

@@ -178,6 +178,26 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         buf.pop();
         buf.push_str(" early=yes\n");
     }
+    if let Some(c) = &t.client_cert {
+        // Likewise only connections with a verified client certificate.
+        // The subject has spaces and is the CA's to choose: quoted, with
+        // quotes, backslashes and control characters escaped.
+        buf.pop();
+        buf.push_str(" client_cert_subject=\"");
+        for ch in c.subject.chars() {
+            match ch {
+                '"' | '\\' => {
+                    buf.push('\\');
+                    buf.push(ch);
+                }
+                c if c.is_control() => {
+                    let _ = write!(buf, "\\x{:02x}", u32::from(c));
+                }
+                c => buf.push(c),
+            }
+        }
+        let _ = writeln!(buf, "\" client_cert_sha256={}", c.sha256);
+    }
 }
 
 fn format_json(buf: &mut String, r: &Record<'_>) {
@@ -204,6 +224,10 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     let mut v = v;
     if r.early {
         v["early"] = serde_json::Value::Bool(true);
+    }
+    if let Some(c) = &t.client_cert {
+        v["client_cert_subject"] = serde_json::Value::from(c.subject.as_str());
+        v["client_cert_sha256"] = serde_json::Value::from(c.sha256.as_str());
     }
     let _ = writeln!(buf, "{v}");
 }
@@ -281,5 +305,33 @@ mod tests {
         format_json(&mut json, &early);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["early"], true);
+    }
+
+    #[test]
+    fn client_certificates_are_logged_by_subject_and_fingerprint_escaped() {
+        let tls = Negotiated {
+            client_cert: Some(std::sync::Arc::new(tern_tls::ClientCert {
+                subject: "CN=a \"b\"\n, O=x".into(),
+                common_name: Some("a".into()),
+                sha256: "ab".repeat(32),
+                sig_alg: String::new(),
+                key_alg: String::new(),
+                chain: Vec::new(),
+            })),
+            ..Negotiated::default()
+        };
+        let mut text = String::new();
+        format_text(&mut text, &record(&tls));
+        let want = format!(
+            " error=- client_cert_subject=\"CN=a \\\"b\\\"\\x0a, O=x\" client_cert_sha256={}\n",
+            "ab".repeat(32)
+        );
+        assert!(text.ends_with(&want), "{text}");
+        assert_eq!(text.lines().count(), 1);
+        let mut json = String::new();
+        format_json(&mut json, &record(&tls));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["client_cert_subject"], "CN=a \"b\"\n, O=x");
+        assert_eq!(v["client_cert_sha256"], "ab".repeat(32));
     }
 }

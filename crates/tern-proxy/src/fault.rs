@@ -197,6 +197,10 @@ pub(crate) fn answer_text(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("Bad Request", "bad request\n"),
         408 => ("Request Timeout", "request timeout\n"),
+        421 => (
+            "Misdirected Request",
+            "misdirected request: connect with this host name as the TLS server name\n",
+        ),
         425 => (
             "Too Early",
             "too early: send it again after the handshake\n",

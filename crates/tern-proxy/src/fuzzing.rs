@@ -98,6 +98,7 @@ mod h2_fuzz {
             let listener = Rc::new(ListenerCtx {
                 config: l.config.clone(),
                 acceptor: TlsAcceptor::from(l.tls.clone()),
+                by_name: l.by_name.clone(),
                 upstreams: Rc::new(
                     generation
                         .upstreams
@@ -134,17 +135,17 @@ mod h2_fuzz {
             input.extend_from_slice(frames);
             let session = async move {
                 let serve = tokio::task::spawn_local(async move {
-                    let ctx = ConnCtx {
-                        peer: SocketAddr::from(([192, 0, 2, 1], 4711)),
-                        tls: tern_tls::Negotiated {
+                    let ctx = ConnCtx::new(
+                        SocketAddr::from(([192, 0, 2, 1], 4711)),
+                        tern_tls::Negotiated {
                             alpn: Some("h2".into()),
                             sni: Some("localhost".into()),
                             ..Default::default()
                         },
-                        handshake_us: 0,
-                        listener: &listener,
-                        worker: &worker,
-                    };
+                        0,
+                        &listener,
+                        &worker,
+                    );
                     crate::front::h2::serve(server, &ctx).await;
                 });
                 let (mut read, mut write) = tokio::io::split(client);

@@ -9,6 +9,7 @@
 //! head for the other protocol reads it from there.
 
 use bytes::Bytes;
+use tern_http::rewrite::ClientCertFields;
 use tern_http::{BodyFraming, RequestHead, ResponseHead};
 
 /// A client request, borrowed from its front end.
@@ -33,6 +34,9 @@ pub(crate) struct Request<'r> {
     pub expects_continue: bool,
     /// It came in TLS early data (HTTP/3 0-RTT): logged as such.
     pub early: bool,
+    /// The client's verified certificate, as the backend is told it
+    /// (RFC 9440 fields); `None` without one.
+    pub client_cert: Option<&'r ClientCertFields>,
 }
 
 impl Request<'_> {

@@ -48,14 +48,19 @@ pub struct TestCa {
 impl TestCa {
     /// Makes a new ECDSA P-256 CA and writes its certificate to `ca.pem`.
     pub fn new() -> TestCa {
+        TestCa::named("tern test CA")
+    }
+
+    /// Like [`TestCa::new`], with commonName `cn`: two CAs of the same
+    /// name are one issuer to a verifier (a chain to the other fails its
+    /// signature check, not the issuer lookup).
+    pub fn named(cn: &str) -> TestCa {
         let dir = TempDir::new("certs");
         let key =
             KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("generate the CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.distinguished_name = rcgen::DistinguishedName::new();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "tern test CA");
+        params.distinguished_name.push(DnType::CommonName, cn);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
@@ -108,7 +113,58 @@ impl TestCa {
         self.issue(names, kind, true)
     }
 
+    /// Issues a client certificate (extended key usage clientAuth) with
+    /// commonName `cn` and the serial number returned with it (for a
+    /// CRL); `expired` makes one that expired in 2001.
+    pub fn client(&mut self, cn: &str, kind: KeyKind, expired: bool) -> (CertFiles, u64) {
+        let serial = 0x1000 + self.issued as u64;
+        let files = self.issue_with(&[cn], kind, expired, |params| {
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            params.subject_alt_names.clear();
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, "tern tests");
+            params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        });
+        (files, serial)
+    }
+
+    /// Writes a CRL (PEM) signed by this CA that revokes `serials`, valid
+    /// from 2020 to 2099, and returns its path.
+    pub fn crl(&self, serials: &[u64]) -> PathBuf {
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|s| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(*s),
+                    revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&self.issuer).expect("sign the CRL");
+        let path = self.dir.path().join(format!("crl-{}.pem", serials.len()));
+        std::fs::write(&path, crl.pem().expect("CRL PEM")).expect("write the CRL");
+        path
+    }
+
     fn issue(&mut self, names: &[&str], kind: KeyKind, expired: bool) -> CertFiles {
+        self.issue_with(names, kind, expired, |_| {})
+    }
+
+    fn issue_with(
+        &mut self,
+        names: &[&str],
+        kind: KeyKind,
+        expired: bool,
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> CertFiles {
         let key = match kind {
             KeyKind::EcdsaP256 => KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256),
             KeyKind::Rsa2048 => {
@@ -135,6 +191,7 @@ impl TestCa {
             params.not_before = rcgen::date_time_ymd(2020, 1, 1);
             params.not_after = rcgen::date_time_ymd(2099, 1, 1);
         }
+        adjust(&mut params);
         let cert = params.signed_by(&key, &self.issuer).expect("sign the leaf");
 
         self.issued += 1;
@@ -169,4 +226,13 @@ impl Default for TestCa {
     fn default() -> Self {
         TestCa::new()
     }
+}
+
+/// The bytes of a structured-field byte sequence (`:base64:`, RFC 8941),
+/// as RFC 9440's `Client-Cert` carries a certificate; `None` when `value`
+/// is not one.
+pub fn sf_binary(value: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let inner = value.trim().strip_prefix(':')?.strip_suffix(':')?;
+    base64::engine::general_purpose::STANDARD.decode(inner).ok()
 }

@@ -245,6 +245,8 @@ fn server_config(cert: &LoadedCert) -> Arc<ServerConfig> {
         managed: Vec::new(),
         managed_first: false,
         acme_tls_alpn: None,
+        client_auth: Default::default(),
+        name_client_auth: Vec::new(),
     })
     .expect("server config")
 }

@@ -146,6 +146,10 @@ pub enum TlsError {
         path: PathBuf,
     },
 
+    /// A client-certificate policy is incomplete or contradictory.
+    #[error("{0}")]
+    ClientAuth(String),
+
     /// The crypto library failed (random number generation, key setup).
     #[error("crypto: {0}")]
     Crypto(String),

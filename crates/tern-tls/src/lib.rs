@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod certs;
+pub mod client_auth;
 pub mod cpu;
 mod error;
 pub mod managed;
@@ -29,12 +30,14 @@ pub mod sni;
 pub mod tickets;
 
 pub use certs::{CertFiles, KeyKind, LoadedCert};
+pub use client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert, ClientCertRefusal};
 pub use error::TlsError;
 pub use policy::TlsPolicy;
 pub use server::{
-    build_server_config, build_server_config_reusing, expiry_warning, initcwnd_warning, negotiated,
-    policy_warning, provider_summary, quic_server_config, Negotiated, ServerTlsSettings,
-    TicketSource,
+    build_server_config, build_server_config_reusing, build_server_configs,
+    build_server_configs_reusing, expiry_warning, initcwnd_warning, negotiated, policy_warning,
+    provider_summary, quic_server_config, NameConfigs, NamedClientAuth, Negotiated, ServerConfigs,
+    ServerTlsSettings, TicketSource,
 };
 pub use sni::SniResolver;
 pub use tickets::TicketKeys;

@@ -1,5 +1,6 @@
 //! The rustls `ServerConfig` tern serves with, and what a handshake negotiated.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use rustls::server::{
 use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::certs::LoadedCert;
+use crate::client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert};
 use crate::cpu::CpuFeatures;
 use crate::managed::{AlpnChallenges, ManagedCert, Resolver, ACME_TLS_ALPN};
 use crate::policy::{group_name, suite_name, TlsPolicy};
@@ -63,12 +65,74 @@ pub struct ServerTlsSettings {
     /// TLS-ALPN-01 challenge certificates to answer `acme-tls/1` with;
     /// `acme-tls/1` is then offered in ALPN, after the HTTP protocols.
     pub acme_tls_alpn: Option<Arc<AlpnChallenges>>,
+    /// Client certificates asked for on this listener (names without a
+    /// policy of their own).
+    pub client_auth: ClientAuth,
+    /// Client-certificate policies of certificate names (SNI), where one
+    /// differs from the listener's.
+    pub name_client_auth: Vec<NamedClientAuth>,
+}
+
+/// A client-certificate policy for the names of one certificate.
+#[derive(Clone, Debug)]
+pub struct NamedClientAuth {
+    /// Names as in [`LoadedCert::names`] (`*.example.com` for a wildcard).
+    pub names: Vec<String>,
+    /// The policy.
+    pub auth: ClientAuth,
+}
+
+/// The configurations of one listener: the default one, and those of
+/// certificate names whose client-certificate policy differs from the
+/// listener's (rustls asks for a client certificate per `ServerConfig`, so
+/// such a name needs its own, chosen from the ClientHello's SNI).
+#[derive(Clone, Debug)]
+pub struct ServerConfigs {
+    /// For names without a policy of their own, and clients without SNI.
+    pub default: Arc<ServerConfig>,
+    /// Per-name configurations; `None` when every name follows the listener.
+    pub by_name: Option<Arc<NameConfigs>>,
+}
+
+/// Configurations chosen by SNI, with the same exact-then-wildcard rules
+/// as [`crate::SniResolver`].
+#[derive(Debug)]
+pub struct NameConfigs {
+    exact: HashMap<String, usize>,
+    wildcard: HashMap<String, usize>,
+    configs: Vec<(ClientAuthMode, Arc<ServerConfig>)>,
+    default: (ClientAuthMode, Arc<ServerConfig>),
+}
+
+impl NameConfigs {
+    /// The configuration for a server name (SNI or a request's host),
+    /// and the client-certificate mode it applies.
+    pub fn for_name(&self, name: Option<&str>) -> (ClientAuthMode, &Arc<ServerConfig>) {
+        let found = name.and_then(|name| {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            self.exact.get(&name).copied().or_else(|| {
+                let (_, parent) = name.split_once('.')?;
+                self.wildcard.get(parent).copied()
+            })
+        });
+        let (mode, config) = match found {
+            Some(i) => &self.configs[i],
+            None => &self.default,
+        };
+        (*mode, config)
+    }
 }
 
 /// Builds the rustls ServerConfig: provider and versions from the policy,
 /// [`SniResolver`], server cipher preference, no 0-RTT, ALPN, a bounded
 /// stateful session cache and the ticketer. `TicketSource::File` is read here.
 pub fn build_server_config(settings: &ServerTlsSettings) -> Result<Arc<ServerConfig>, TlsError> {
+    Ok(build_server_configs(settings)?.default)
+}
+
+/// Like [`build_server_config`], with the per-name configurations of
+/// names whose client-certificate policy differs from the listener's.
+pub fn build_server_configs(settings: &ServerTlsSettings) -> Result<ServerConfigs, TlsError> {
     let ticketer: Arc<dyn ProducesTickets> = match &settings.tickets {
         TicketSource::Disabled => Arc::new(NoTickets),
         TicketSource::Rotating(period) => TicketKeys::rotating(*period)?,
@@ -90,6 +154,15 @@ pub fn build_server_config_reusing(
     settings: &ServerTlsSettings,
     previous: &ServerConfig,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    Ok(build_server_configs_reusing(settings, previous)?.default)
+}
+
+/// Like [`build_server_config_reusing`], with the per-name configurations
+/// (see [`build_server_configs`]); they share the reused keys and cache.
+pub fn build_server_configs_reusing(
+    settings: &ServerTlsSettings,
+    previous: &ServerConfig,
+) -> Result<ServerConfigs, TlsError> {
     let ticketer: Arc<dyn ProducesTickets> = match &settings.tickets {
         TicketSource::Rotating(_) if previous.ticketer.enabled() => previous.ticketer.clone(),
         TicketSource::Rotating(period) => TicketKeys::rotating(*period)?,
@@ -111,7 +184,7 @@ fn build(
     settings: &ServerTlsSettings,
     ticketer: Arc<dyn ProducesTickets>,
     storage: Arc<dyn StoresServerSessions>,
-) -> Result<Arc<ServerConfig>, TlsError> {
+) -> Result<ServerConfigs, TlsError> {
     for cert in &settings.certs {
         if !settings.policy.can_serve(cert) {
             return Err(TlsError::PolicyConflict(format!(
@@ -138,35 +211,104 @@ fn build(
         settings.managed_first,
         settings.acme_tls_alpn.clone(),
     )?;
-    let provider = Arc::new(settings.policy.crypto_provider());
-    let resolver_answers_tls_alpn;
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&settings.policy.versions())?
-        .with_no_client_auth()
-        .with_cert_resolver({
-            let answers = resolver.answers_tls_alpn();
-            resolver_answers_tls_alpn = answers;
-            Arc::new(resolver)
+    let answers_tls_alpn = resolver.answers_tls_alpn();
+    let parts = Parts {
+        settings,
+        provider: Arc::new(settings.policy.crypto_provider()),
+        resolver: Arc::new(resolver),
+        answers_tls_alpn,
+        ticketer,
+        storage,
+    };
+    let default = parts.config(&settings.client_auth)?;
+    if settings.name_client_auth.is_empty() {
+        return Ok(ServerConfigs {
+            default,
+            by_name: None,
         });
-    // Server order wins: our list puts the cheap suites and groups first,
-    // and a client's order is often arbitrary.
-    config.ignore_client_order = true;
-    // 0-RTT data can be replayed; an HTTP terminator cannot know which
-    // requests are idempotent for the backend.
-    config.max_early_data_size = 0;
-    config.alpn_protocols = settings.alpn.clone();
-    if resolver_answers_tls_alpn {
-        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
     }
-    config.session_storage = storage;
-    config.ticketer = ticketer;
-    config.send_tls13_tickets = settings.tls13_tickets;
-    // RFC 9149: a client that says how many tickets it wants gets that
-    // many, never more than tern sends anyway. One that will not resume
-    // (a one-shot client) can ask for none: each ticket costs the server
-    // about 2 µs and a record on the wire (BENCHMARKS.md).
-    config.max_tls13_tickets = settings.tls13_tickets;
-    Ok(Arc::new(config))
+    let mut names = NameConfigs {
+        exact: HashMap::new(),
+        wildcard: HashMap::new(),
+        configs: Vec::new(),
+        default: (settings.client_auth.mode(), default.clone()),
+    };
+    // One configuration per distinct policy; names sharing one share it
+    // (and so its session cache entries stay valid across those names).
+    let mut policies: Vec<&ClientAuthFiles> = Vec::new();
+    for named in &settings.name_client_auth {
+        let index = match policies.iter().position(|p| **p == named.auth.files) {
+            Some(i) => i,
+            None => {
+                policies.push(&named.auth.files);
+                names
+                    .configs
+                    .push((named.auth.mode(), parts.config(&named.auth)?));
+                names.configs.len() - 1
+            }
+        };
+        for name in &named.names {
+            let name = name.to_ascii_lowercase();
+            let (map, key) = match name.strip_prefix("*.") {
+                Some(parent) => (&mut names.wildcard, parent.to_string()),
+                None => (&mut names.exact, name.clone()),
+            };
+            if let Some(other) = map.insert(key, index) {
+                if other != index {
+                    return Err(TlsError::ClientAuth(format!(
+                        "name {name} is on two certificates with different client_auth policies"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(ServerConfigs {
+        default,
+        by_name: Some(Arc::new(names)),
+    })
+}
+
+/// What every configuration of a listener shares.
+struct Parts<'a> {
+    settings: &'a ServerTlsSettings,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    resolver: Arc<Resolver>,
+    answers_tls_alpn: bool,
+    ticketer: Arc<dyn ProducesTickets>,
+    storage: Arc<dyn StoresServerSessions>,
+}
+
+impl Parts<'_> {
+    /// A configuration asking for client certificates as `auth` says.
+    fn config(&self, auth: &ClientAuth) -> Result<Arc<ServerConfig>, TlsError> {
+        let settings = self.settings;
+        let builder = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&settings.policy.versions())?;
+        let builder = match &auth.verifier {
+            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(self.resolver.clone());
+        // Server order wins: our list puts the cheap suites and groups first,
+        // and a client's order is often arbitrary.
+        config.ignore_client_order = true;
+        // 0-RTT data can be replayed; an HTTP terminator cannot know which
+        // requests are idempotent for the backend.
+        config.max_early_data_size = 0;
+        config.alpn_protocols = settings.alpn.clone();
+        if self.answers_tls_alpn {
+            config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+        }
+        config.session_storage = self.storage.clone();
+        config.ticketer = self.ticketer.clone();
+        config.send_tls13_tickets = settings.tls13_tickets;
+        // RFC 9149: a client that says how many tickets it wants gets that
+        // many, never more than tern sends anyway. One that will not resume
+        // (a one-shot client) can ask for none: each ticket costs the server
+        // about 2 µs and a record on the wire (BENCHMARKS.md).
+        config.max_tls13_tickets = settings.tls13_tickets;
+        Ok(Arc::new(config))
+    }
 }
 
 /// The TLS configuration of a listener's QUIC (HTTP/3) endpoint: the same
@@ -237,6 +379,8 @@ pub struct Negotiated {
     /// HelloRetryRequest): the client guessed a group we do not offer, and
     /// the handshake took an extra round trip.
     pub hello_retry_request: bool,
+    /// The client's certificate, when it sent one and it was verified.
+    pub client_cert: Option<Arc<ClientCert>>,
 }
 
 /// Reads what `conn` negotiated. Call after the handshake completed.
@@ -262,6 +406,10 @@ pub fn negotiated(conn: &ServerConnection) -> Negotiated {
         resumed: conn.handshake_kind() == Some(HandshakeKind::Resumed),
         hello_retry_request: conn.handshake_kind()
             == Some(HandshakeKind::FullWithHelloRetryRequest),
+        client_cert: conn
+            .peer_certificates()
+            .and_then(ClientCert::from_chain)
+            .map(Arc::new),
     }
 }
 

@@ -347,7 +347,8 @@ fn decode_key_line(line: &str) -> Result<[u8; KEY_LINE_BYTES], String> {
     })
 }
 
-fn hex_encode(bytes: &[u8]) -> String {
+/// Lowercase hex.
+pub(crate) fn hex_encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -42,6 +42,8 @@ mod interop;
 mod lifecycle;
 #[path = "serve/logs.rs"]
 mod logs;
+#[path = "serve/mtls.rs"]
+mod mtls;
 #[path = "serve/odd_offers.rs"]
 mod odd_offers;
 #[path = "serve/passthrough.rs"]

@@ -240,6 +240,28 @@ pub struct ListenerOptions {
     #[serde(default)]
     pub certificate: Vec<CertificateOptions>,
 
+    /// Ask clients for a certificate (mutual TLS): "none", "optional" (a
+    /// client without one is served; a bad one is refused) or "required".
+    /// A `[[listener.certificate]]` table may set its own for its names
+    /// (SNI). [default: none]
+    #[arg(long, value_name = "MODE")]
+    pub client_auth: Option<String>,
+
+    /// PEM bundle of the CAs client certificates must chain to; repeat for
+    /// several. Needed by client_auth "optional" and "required"; re-read on
+    /// reload.
+    #[arg(long = "client-ca", value_name = "FILE")]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub client_ca: Vec<String>,
+
+    /// Certificate revocation list (PEM or DER) of a client CA; repeat for
+    /// several. A client certificate it revokes is refused
+    /// (certificate_revoked), and so is one whose issuer has no CRL among
+    /// them once any is given. Re-read on reload.
+    #[arg(long = "client-crl", value_name = "FILE")]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub client_crl: Vec<String>,
+
     /// TLS versions, narrowing the default "TLSv1.3,TLSv1.2". Older ones are refused.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     #[serde(default)]
@@ -347,6 +369,15 @@ pub struct CertificateOptions {
     /// With acme: "ecdsa", "rsa" or both. [default: ecdsa]
     #[serde(default)]
     pub key_types: Vec<String>,
+    /// Client certificates for this certificate's names (SNI): "none",
+    /// "optional" or "required". [default: the listener's]
+    pub client_auth: Option<String>,
+    /// CA bundles for this certificate's names. [default: the listener's]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub client_ca: Vec<String>,
+    /// CRL files for this certificate's names. [default: the listener's]
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub client_crl: Vec<String>,
 }
 
 /// A host-based route (TOML `[[listener.route]]`).

@@ -44,6 +44,9 @@ pub fn reference_markdown() -> String {
     out.push_str("| `ocsp` | `--ocsp` | DER OCSP response to staple. |\n");
     out.push_str("| `acme` | `--acme` | Instead of `cert` and `key`: DNS names to obtain one certificate for over ACME (see `[acme]`). |\n");
     out.push_str("| `key_types` | `--acme-key-types` | With `acme`: `\"ecdsa\"` (P-256), `\"rsa\"` (2048) or both, one certificate each. [default: ecdsa] |\n");
+    out.push_str("| `client_auth` | — | Client certificates for this certificate's names (SNI): `\"none\"`, `\"optional\"` or `\"required\"`; a request whose Host falls under another policy than its connection's SNI gets 421. [default: the listener's] |\n");
+    out.push_str("| `client_ca` | — | CA bundles (PEM) for this certificate's names. [default: the listener's] |\n");
+    out.push_str("| `client_crl` | — | CRL files for this certificate's names. [default: the listener's] |\n");
     out.push_str("\n### `[[listener.route]]`\n\n");
     out.push_str("| key | meaning |\n|---|---|\n");
     out.push_str("| `host` | Host name, exact (`api.example.com`) or one-label wildcard (`*.example.com`), matched against each request's Host (port removed), or the SNI when there is no Host. |\n");

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tern_http::rewrite::ForwardedFields;
-use tern_tls::{CertFiles, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy};
+use tern_tls::{
+    CertFiles, ClientAuth, ClientAuthFiles, ClientAuthMode, LoadedCert, NamedClientAuth,
+    ServerTlsSettings, TicketSource, TlsPolicy,
+};
 
 use super::upstream::{check_health_path, default_health, parse_balance, resolve_addr};
 use super::{
@@ -330,6 +333,7 @@ pub(crate) fn resolve_listener(
         }
         out
     };
+    let (client_auth, name_client_auth) = client_auth(o, base, &policy, &certs)?;
     let tickets_on = o.tickets.unwrap_or(true) && !o.no_tickets;
     let rotation = duration(
         o.ticket_rotation.as_deref(),
@@ -357,6 +361,8 @@ pub(crate) fn resolve_listener(
         managed: Vec::new(),
         managed_first: acme.first,
         acme_tls_alpn: None,
+        client_auth,
+        name_client_auth,
     };
 
     let forwarded = forwarded_fields(&o.forwarded)?;
@@ -478,6 +484,111 @@ fn load_certs(
             tern_tls::certs::load(&f, &provider).map_err(|e| key_err(key, e.to_string()))
         })
         .collect()
+}
+
+/// The listener's client-certificate policy, and those of certificate
+/// tables that set their own (inheriting what they leave out), loaded.
+/// `certs` are as [`load_certs`] made them: `--cert` pairs first, then the
+/// tables with files.
+fn client_auth(
+    o: &ListenerOptions,
+    base: &Path,
+    policy: &TlsPolicy,
+    certs: &[LoadedCert],
+) -> Result<(ClientAuth, Vec<NamedClientAuth>), KeyError> {
+    let provider = policy.crypto_provider();
+    let files = |mode: Option<&str>,
+                 ca: &[String],
+                 crl: &[String],
+                 inherit: Option<&ClientAuthFiles>|
+     -> Result<ClientAuthFiles, KeyError> {
+        let mode = match mode {
+            None => inherit.map_or(ClientAuthMode::None, |i| i.mode),
+            Some(text) => ClientAuthMode::parse(text).ok_or_else(|| {
+                key_err(
+                    "client_auth",
+                    format!("unknown client_auth {text:?} (none, optional, required)"),
+                )
+            })?,
+        };
+        let paths = |list: &[String], inherited: Option<&Vec<std::path::PathBuf>>| {
+            if list.is_empty() {
+                inherited.cloned().unwrap_or_default()
+            } else {
+                list.iter().map(|p| base.join(p)).collect()
+            }
+        };
+        Ok(ClientAuthFiles {
+            mode,
+            ca: paths(ca, inherit.map(|i| &i.ca)),
+            crl: paths(crl, inherit.map(|i| &i.crl)),
+        })
+    };
+    let load = |f: &ClientAuthFiles| {
+        ClientAuth::load(f, &provider).map_err(|e| {
+            let key = match &e {
+                tern_tls::TlsError::Read { what, .. } | tern_tls::TlsError::BadPem { what, .. } => {
+                    *what
+                }
+                _ => "client_auth",
+            };
+            key_err(key, e.to_string())
+        })
+    };
+    let listener_files = files(o.client_auth.as_deref(), &o.client_ca, &o.client_crl, None)?;
+    let listener = load(&listener_files)?;
+    let mut named = Vec::new();
+    let mut with_files = o.cert.len();
+    for c in &o.certificate {
+        let index = if c.cert.is_some() && c.key.is_some() {
+            with_files += 1;
+            Some(with_files - 1)
+        } else {
+            None
+        };
+        if c.client_auth.is_none() && c.client_ca.is_empty() && c.client_crl.is_empty() {
+            continue;
+        }
+        let f = files(
+            c.client_auth.as_deref(),
+            &c.client_ca,
+            &c.client_crl,
+            Some(&listener_files),
+        )?;
+        if f == listener_files {
+            continue;
+        }
+        let names = match index.and_then(|i| certs.get(i)) {
+            Some(cert) => cert.names.clone(),
+            None => c.acme.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        };
+        if names.is_empty() {
+            return Err(key_err(
+                "client_auth",
+                "this certificate names no DNS name or address: a per-certificate client_auth applies to its names (SNI)",
+            ));
+        }
+        named.push(NamedClientAuth {
+            names,
+            auth: load(&f)?,
+        });
+    }
+    let asks = listener_files.mode != ClientAuthMode::None || !named.is_empty();
+    if asks && o.quic_early_data == Some(true) {
+        // Served from 0.5-RTT, requests would reach the backend before
+        // the client's certificate is checked.
+        return Err(key_err(
+            "quic_early_data",
+            "cannot be used with client_auth: requests would be forwarded before the client certificate is verified",
+        ));
+    }
+    if o.http3 && !named.is_empty() {
+        return Err(key_err(
+            "client_auth",
+            "a per-certificate client_auth that differs from the listener's is not supported with http3 yet",
+        ));
+    }
+    Ok((listener, named))
 }
 
 fn forwarded_fields(names: &[String]) -> Result<ForwardedFields, KeyError> {

@@ -26,6 +26,9 @@ pub(crate) struct ListenerShared {
     pub config: Arc<ListenerConfig>,
     /// TLS configuration (session cache and ticket keys carried across reloads).
     pub tls: Arc<rustls::ServerConfig>,
+    /// Configurations of names whose client-certificate policy differs
+    /// from the listener's, chosen by SNI.
+    pub by_name: Option<Arc<tern_tls::NameConfigs>>,
     /// Index into [`Generation::upstreams`] of the default group.
     pub default_upstream: usize,
     /// The QUIC endpoint configuration, when HTTP/3 is on.
@@ -82,14 +85,15 @@ impl Generation {
                     acme_statuses.push(status);
                 }
             }
-            let tls = match before {
-                Some(old) => tern_tls::build_server_config_reusing(&settings, &old.tls),
-                None => tern_tls::build_server_config(&settings),
+            let configs = match before {
+                Some(old) => tern_tls::build_server_configs_reusing(&settings, &old.tls),
+                None => tern_tls::build_server_configs(&settings),
             }
             .map_err(|source| ServeError::Tls {
                 listen: l.listen,
                 source,
             })?;
+            let tls = configs.default;
             for cert in &l.tls.certs {
                 let warnings = [
                     tern_tls::initcwnd_warning(cert),
@@ -137,6 +141,7 @@ impl Generation {
             listeners.push(ListenerShared {
                 config: Arc::new(l.clone()),
                 tls,
+                by_name: configs.by_name,
                 default_upstream,
                 quic,
             });

@@ -169,6 +169,7 @@ impl Worker {
             let ctx = Rc::new(ListenerCtx {
                 config: l.config.clone(),
                 acceptor: TlsAcceptor::from(l.tls.clone()),
+                by_name: l.by_name.clone(),
                 upstreams: upstreams.clone(),
                 default_upstream: l.default_upstream,
                 alt_svc,

@@ -8,13 +8,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tern_http::rewrite::ClientFacts;
+use tern_http::rewrite::{ClientCertFields, ClientFacts};
 use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Record, WorkerLog};
 use crate::config::ListenerConfig;
 use crate::fault::ExchangeError;
+use crate::message::Request;
 use crate::upstream::Backends;
 
 /// A listener as one worker sees it.
@@ -24,6 +25,9 @@ pub(crate) struct ListenerCtx {
     /// TLS acceptor (shared ServerConfig: session cache and ticket keys are
     /// common to all workers, so resumption works whichever worker accepts).
     pub acceptor: TlsAcceptor,
+    /// Configurations chosen by SNI (names with their own client-certificate
+    /// policy); `None` when every name follows the listener.
+    pub by_name: Option<Arc<tern_tls::NameConfigs>>,
     /// This worker's views of the generation's upstream groups.
     pub upstreams: Rc<Vec<Backends>>,
     /// Index of the default group in `upstreams`.
@@ -52,6 +56,20 @@ impl ListenerCtx {
             }
         }
         &self.upstreams[self.default_upstream]
+    }
+}
+
+impl ListenerCtx {
+    /// True when a request's host falls under another client-certificate
+    /// policy than the name the connection was made for (its SNI): the
+    /// handshake checked the other name's policy, so the request is
+    /// answered 421 (RFC 9110 section 15.5.20) instead of forwarded.
+    pub fn misdirected(&self, sni: Option<&str>, host: Option<&[u8]>) -> bool {
+        let (Some(names), Some(host)) = (&self.by_name, host) else {
+            return false;
+        };
+        let host = std::str::from_utf8(strip_port(host)).ok();
+        !Arc::ptr_eq(names.for_name(sni).1, names.for_name(host).1)
     }
 }
 
@@ -113,6 +131,33 @@ pub(crate) struct ConnCtx<'a> {
     pub listener: &'a ListenerCtx,
     /// The worker.
     pub worker: &'a WorkerCtx,
+    /// The client's verified certificate as RFC 9440 fields, encoded once
+    /// for all the connection's requests.
+    pub client_cert: Option<ClientCertFields>,
+}
+
+impl<'a> ConnCtx<'a> {
+    /// The context of a connection whose handshake negotiated `tls`.
+    pub(crate) fn new(
+        peer: SocketAddr,
+        tls: Negotiated,
+        handshake_us: u64,
+        listener: &'a ListenerCtx,
+        worker: &'a WorkerCtx,
+    ) -> Self {
+        let client_cert = tls
+            .client_cert
+            .as_ref()
+            .and_then(|c| ClientCertFields::new(c.chain.iter().map(|d| d.as_ref())));
+        ConnCtx {
+            peer,
+            tls,
+            handshake_us,
+            listener,
+            worker,
+            client_cert,
+        }
+    }
 }
 
 /// What the access log and the metrics learn about one request while it
@@ -132,11 +177,12 @@ pub(crate) struct Outcome {
 }
 
 impl ConnCtx<'_> {
-    /// What tern tells backends about this client.
-    pub(crate) fn facts(&self) -> ClientFacts {
+    /// What tern tells backends about the client of `req`.
+    pub(crate) fn facts<'r>(&self, req: &Request<'r>) -> ClientFacts<'r> {
         ClientFacts {
             ip: self.peer.ip(),
             proto: "https",
+            client_cert: req.client_cert,
         }
     }
 

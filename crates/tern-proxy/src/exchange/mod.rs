@@ -128,11 +128,20 @@ pub(crate) async fn run<F: Front>(
     ctx: &ConnCtx<'_>,
     started: Instant,
 ) -> Finished {
-    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
     let mut o = Outcome {
         early: req.early,
         ..Outcome::default()
     };
+    if ctx
+        .listener
+        .misdirected(ctx.tls.sni.as_deref(), req.authority)
+    {
+        front.answer(421).await;
+        o.status = front.status();
+        ctx.log_request(req.method, req.target, &o, started);
+        return Finished { error: None };
+    }
+    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
     let result = if backends.protocol().is_http2() {
         // Boxed so the HTTP/2 client's state does not enlarge every
         // HTTP/1.1 exchange's future.

@@ -111,7 +111,12 @@ async fn send_request<B: ClientBody>(
 ) -> Result<BackendConn, Kind> {
     let limits = &ctx.listener.config.limits;
     let t = limits.backend_response_timeout;
-    let chunked = h1::write_head(req, &ctx.facts(), ctx.listener.config.forwarded, &mut s.out);
+    let chunked = h1::write_head(
+        req,
+        &ctx.facts(req),
+        ctx.listener.config.forwarded,
+        &mut s.out,
+    );
     // The body already at hand goes in the same write as the head.
     let mut whole = req.body == BodyLen::Empty;
     while !whole && s.out.len() < INLINE_BODY {

@@ -44,7 +44,7 @@ pub(super) async fn exchange<F: Front>(
     // The body at hand goes up with the head (one write when the session
     // next flushes); a request that is whole with it can be sent again.
     let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up).await?;
-    let facts = ctx.facts();
+    let facts = ctx.facts(req);
     let mut retried = false;
     loop {
         let opening = open(

@@ -47,7 +47,7 @@ pub(crate) async fn handle(
         }
     }
     // rustls sends the alert that says why a handshake failed.
-    let handshake = listener.acceptor.accept(tcp);
+    let handshake = accept(tcp, &listener);
     let Some(mut tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
         HandshakeFailure::of(e)
     })
@@ -57,14 +57,11 @@ pub(crate) async fn handle(
     };
     let handshake_us = start.elapsed().as_micros() as u64;
     let negotiated = tern_tls::negotiated(tls.get_ref().1);
+    if !client_cert_present_if_required(&listener, &negotiated, peer, &worker) {
+        return;
+    }
     worker.metrics.handshake(&negotiated, start.elapsed());
-    let ctx = ConnCtx {
-        peer,
-        tls: negotiated,
-        handshake_us,
-        listener: &listener,
-        worker: &worker,
-    };
+    let ctx = ConnCtx::new(peer, negotiated, handshake_us, &listener, &worker);
     if ctx.tls.alpn.as_deref() == Some("acme-tls/1") {
         // An ACME validator: the handshake (with the challenge
         // certificate) was the whole exchange (RFC 8737 section 3).
@@ -80,6 +77,54 @@ pub(crate) async fn handle(
         Mode::Http => h1::serve(&mut tls, &ctx).await,
         Mode::Tcp { proxy_protocol } => tcp::serve(&mut tls, &ctx, proxy_protocol).await,
     }
+}
+
+/// The TLS handshake. With per-name configurations (a certificate name
+/// whose client-certificate policy differs from the listener's), the
+/// ClientHello is read first and its SNI picks the configuration: rustls
+/// asks for a client certificate per configuration.
+async fn accept(
+    tcp: TcpStream,
+    listener: &ListenerCtx,
+) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    match &listener.by_name {
+        None => listener.acceptor.accept(tcp).await,
+        Some(names) => {
+            let start =
+                tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp)
+                    .await?;
+            let config = names.for_name(start.client_hello().server_name()).1.clone();
+            start.into_stream(config).await
+        }
+    }
+}
+
+/// False (and the client refused, logged and counted) when the policy of
+/// the connection's name requires a client certificate and the handshake
+/// has none: a session resumed from before a reload that made the
+/// certificate required carries none, and rustls resumes it.
+pub(crate) fn client_cert_present_if_required(
+    listener: &ListenerCtx,
+    tls: &tern_tls::Negotiated,
+    peer: SocketAddr,
+    worker: &WorkerCtx,
+) -> bool {
+    if tls.client_cert.is_some() {
+        return true;
+    }
+    let mode = match &listener.by_name {
+        Some(names) => names.for_name(tls.sni.as_deref()).0,
+        None => listener.config.tls.client_auth.mode(),
+    };
+    if mode != tern_tls::ClientAuthMode::Required {
+        return true;
+    }
+    let why = tern_tls::ClientCertRefusal::NoneSent;
+    tracing::info!(client = %peer, reason = why.label(), "client certificate refused: a resumed session without one");
+    worker
+        .metrics
+        .handshake_failed(HandshakeFailure::ClientCert(why));
+    false
 }
 
 /// Sets TCP_NODELAY on an accepted socket where it is not inherited: on
@@ -108,8 +153,18 @@ pub(crate) async fn under_deadline<T, E: std::fmt::Display>(
     match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
         Ok(Ok(done)) => Some(done),
         Ok(Err(e)) => {
-            tracing::debug!(client = %peer, "{what} handshake failed: {e}");
-            worker.metrics.handshake_failed(classify(&e));
+            let why = classify(&e);
+            match why.client_cert() {
+                // An operator of an mTLS listener wants to know who was
+                // turned away and why, at the default log level.
+                Some(refusal) => tracing::info!(
+                    client = %peer,
+                    reason = refusal.label(),
+                    "client certificate refused: {e}"
+                ),
+                None => tracing::debug!(client = %peer, "{what} handshake failed: {e}"),
+            }
+            worker.metrics.handshake_failed(why);
             None
         }
         Err(_) => {

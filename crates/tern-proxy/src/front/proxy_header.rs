@@ -1,8 +1,10 @@
 //! PROXY protocol headers sent to backends in TCP mode, so the backend
 //! learns the real client address (and, with v2, the ALPN and SNI tern
-//! negotiated, which lets the backend speak h2 itself). Encoding is done by
+//! negotiated, which lets the backend speak h2 itself, and the TLS facts
+//! and client certificate in a `PP2_TYPE_SSL` TLV). Encoding is done by
 //! the `ppp` crate, which also parses, so both directions share one
-//! well-tested implementation.
+//! well-tested implementation; the SSL TLV's value (flags, verify result,
+//! sub-TLVs) is laid out here, as ppp has no builder for it.
 
 use std::net::SocketAddr;
 
@@ -51,12 +53,14 @@ pub(crate) fn encode(
                 ppp::v2::Protocol::Stream,
                 (src, dst),
             );
-            let tlvs: [(ppp::v2::Type, Option<&[u8]>); 2] = [
+            let ssl = ssl_tlv(tls);
+            let tlvs: [(ppp::v2::Type, Option<&[u8]>); 3] = [
                 (ppp::v2::Type::ALPN, tls.alpn.as_deref().map(str::as_bytes)),
                 (
                     ppp::v2::Type::Authority,
                     tls.sni.as_deref().map(str::as_bytes),
                 ),
+                (ppp::v2::Type::SSL, Some(&ssl)),
             ];
             for (kind, value) in tlvs {
                 if let Some(v) = value {
@@ -71,6 +75,65 @@ pub(crate) fn encode(
             builder.build().unwrap_or_else(|_| encode_v2_bare(src, dst))
         }
     }
+}
+
+/// `PP2_CLIENT_SSL`: the client connected over TLS.
+const PP2_CLIENT_SSL: u8 = 0x01;
+/// `PP2_CLIENT_CERT_CONN`: it sent a certificate on this connection.
+const PP2_CLIENT_CERT_CONN: u8 = 0x02;
+/// `PP2_CLIENT_CERT_SESS`: its session carries a certificate (sent on
+/// this connection or on the one the session was resumed from).
+const PP2_CLIENT_CERT_SESS: u8 = 0x04;
+/// The longest value a sub-TLV carries: more than any real name or
+/// algorithm, and the whole TLV stays far below the header's 64 KiB.
+const MAX_SUB_TLV: usize = 1024;
+
+/// The value of a `PP2_TYPE_SSL` TLV (the PROXY protocol spec, section
+/// 2.2.5): client flags, the verify result (0 when a client certificate
+/// was sent and verified, else 1: tern refuses a bad one, so there is no
+/// other code to give), then the VERSION, CN, CIPHER, SIG_ALG and KEY_ALG
+/// sub-TLVs that apply. Names are tern's: `TLSv1.3`, IANA cipher names,
+/// OpenSSL's algorithm short names.
+pub(crate) fn ssl_tlv(tls: &Negotiated) -> Vec<u8> {
+    let cert = tls.client_cert.as_deref();
+    let mut client = PP2_CLIENT_SSL;
+    if cert.is_some() {
+        client |= PP2_CLIENT_CERT_SESS;
+        if !tls.resumed {
+            client |= PP2_CLIENT_CERT_CONN;
+        }
+    }
+    let verify: u32 = if cert.is_some() { 0 } else { 1 };
+    let mut out = Vec::with_capacity(64);
+    out.push(client);
+    out.extend_from_slice(&verify.to_be_bytes());
+    let subs: [(ppp::v2::Type, Option<&str>); 5] = [
+        (ppp::v2::Type::SSLVersion, Some(tls.version)),
+        (
+            ppp::v2::Type::SSLCommonName,
+            cert.and_then(|c| c.common_name.as_deref()),
+        ),
+        (ppp::v2::Type::SSLCipher, Some(tls.cipher)),
+        (
+            ppp::v2::Type::SSLSignatureAlgorithm,
+            cert.map(|c| c.sig_alg.as_str()),
+        ),
+        (
+            ppp::v2::Type::SSLKeyAlgorithm,
+            cert.map(|c| c.key_alg.as_str()),
+        ),
+    ];
+    for (kind, value) in subs {
+        let Some(value) = value.filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let value = &value.as_bytes()[..value.len().min(MAX_SUB_TLV)];
+        out.push(u8::from(kind));
+        // At most MAX_SUB_TLV, so it fits in two bytes.
+        out.extend_from_slice(&(value.len() as u16).to_be_bytes());
+        out.extend_from_slice(value);
+    }
+    out
 }
 
 fn encode_v2_bare(src: SocketAddr, dst: SocketAddr) -> Vec<u8> {
@@ -128,5 +191,81 @@ mod tests {
             ppp::v2::Addresses::IPv6(a) => assert_eq!(a.source_port, 5000),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The sub-TLVs of an SSL TLV value, after its 5 bytes of flags and
+    /// verify result, as (type, text).
+    fn sub_tlvs(value: &[u8]) -> Vec<(u8, String)> {
+        let mut rest = &value[5..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let len = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
+            out.push((
+                rest[0],
+                String::from_utf8(rest[3..3 + len].to_vec()).unwrap(),
+            ));
+            rest = &rest[3 + len..];
+        }
+        out
+    }
+
+    #[test]
+    fn v2_ssl_tlv_names_the_verified_client_certificate() {
+        let mut tls = tls();
+        tls.version = "TLSv1.3";
+        tls.cipher = "TLS_AES_128_GCM_SHA256";
+        let h = encode(
+            ProxyProtocol::V2,
+            "192.0.2.1:5000".parse().unwrap(),
+            "127.0.0.1:8443".parse().unwrap(),
+            &tls,
+            None,
+        );
+        let parsed = ppp::v2::Header::try_from(&h[..]).unwrap();
+        let ssl = parsed
+            .tlvs()
+            .map(|t| t.unwrap())
+            .find(|t| t.kind == u8::from(ppp::v2::Type::SSL))
+            .expect("an SSL TLV");
+        assert_eq!(ssl.value[0], PP2_CLIENT_SSL);
+        assert_eq!(
+            &ssl.value[1..5],
+            &1u32.to_be_bytes(),
+            "no certificate: not verified"
+        );
+        assert_eq!(
+            sub_tlvs(&ssl.value),
+            vec![
+                (0x21, "TLSv1.3".into()),
+                (0x23, "TLS_AES_128_GCM_SHA256".into())
+            ]
+        );
+
+        tls.client_cert = Some(std::sync::Arc::new(tern_tls::ClientCert {
+            subject: "CN=alice".into(),
+            common_name: Some("alice".into()),
+            sha256: String::new(),
+            sig_alg: "ecdsa-with-SHA256".into(),
+            key_alg: "id-ecPublicKey".into(),
+            chain: Vec::new(),
+        }));
+        let value = ssl_tlv(&tls);
+        assert_eq!(
+            value[0],
+            PP2_CLIENT_SSL | PP2_CLIENT_CERT_CONN | PP2_CLIENT_CERT_SESS
+        );
+        assert_eq!(&value[1..5], &0u32.to_be_bytes());
+        assert_eq!(
+            sub_tlvs(&value),
+            vec![
+                (0x21, "TLSv1.3".into()),
+                (0x22, "alice".into()),
+                (0x23, "TLS_AES_128_GCM_SHA256".into()),
+                (0x24, "ecdsa-with-SHA256".into()),
+                (0x25, "id-ecPublicKey".into()),
+            ]
+        );
+        tls.resumed = true;
+        assert_eq!(ssl_tlv(&tls)[0], PP2_CLIENT_SSL | PP2_CLIENT_CERT_SESS);
     }
 }

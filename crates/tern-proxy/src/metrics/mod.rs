@@ -18,7 +18,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tern_tls::Negotiated;
+use tern_tls::{ClientCertRefusal, Negotiated};
 
 mod acme;
 mod backend;
@@ -132,18 +132,25 @@ pub enum HandshakeFailure {
     ClientAlert,
     /// A TLS message out of order or malformed inside the handshake.
     ProtocolError,
+    /// tern refused the client's certificate, or its absence (mTLS).
+    ClientCert(ClientCertRefusal),
     /// Anything else.
     Other,
 }
 
 impl HandshakeFailure {
-    const ALL: [HandshakeFailure; 7] = [
+    const ALL: [HandshakeFailure; 12] = [
         HandshakeFailure::Timeout,
         HandshakeFailure::Closed,
         HandshakeFailure::NotTls,
         HandshakeFailure::Incompatible,
         HandshakeFailure::ClientAlert,
         HandshakeFailure::ProtocolError,
+        HandshakeFailure::ClientCert(ClientCertRefusal::NoneSent),
+        HandshakeFailure::ClientCert(ClientCertRefusal::UnknownCa),
+        HandshakeFailure::ClientCert(ClientCertRefusal::Expired),
+        HandshakeFailure::ClientCert(ClientCertRefusal::Revoked),
+        HandshakeFailure::ClientCert(ClientCertRefusal::Invalid),
         HandshakeFailure::Other,
     ];
 
@@ -154,6 +161,8 @@ impl HandshakeFailure {
             Some(Tls::InvalidMessage(_)) => HandshakeFailure::NotTls,
             Some(Tls::PeerIncompatible(_)) => HandshakeFailure::Incompatible,
             Some(Tls::AlertReceived(_)) => HandshakeFailure::ClientAlert,
+            Some(e) if ClientCertRefusal::of(e).is_some() => ClientCertRefusal::of(e)
+                .map_or(HandshakeFailure::Other, HandshakeFailure::ClientCert),
             Some(
                 Tls::InappropriateMessage { .. }
                 | Tls::InappropriateHandshakeMessage { .. }
@@ -171,6 +180,22 @@ impl HandshakeFailure {
         }
     }
 
+    /// Its slot in `Metrics::handshake_failures`.
+    fn index(self) -> usize {
+        HandshakeFailure::ALL
+            .iter()
+            .position(|w| *w == self)
+            .unwrap_or(HandshakeFailure::ALL.len() - 1)
+    }
+
+    /// The refused client certificate's reason, when that is the failure.
+    pub fn client_cert(self) -> Option<ClientCertRefusal> {
+        match self {
+            HandshakeFailure::ClientCert(why) => Some(why),
+            _ => None,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             HandshakeFailure::Timeout => "timeout",
@@ -179,6 +204,11 @@ impl HandshakeFailure {
             HandshakeFailure::Incompatible => "incompatible",
             HandshakeFailure::ClientAlert => "client_alert",
             HandshakeFailure::ProtocolError => "protocol_error",
+            HandshakeFailure::ClientCert(ClientCertRefusal::NoneSent) => "client_cert_none_sent",
+            HandshakeFailure::ClientCert(ClientCertRefusal::UnknownCa) => "client_cert_unknown_ca",
+            HandshakeFailure::ClientCert(ClientCertRefusal::Expired) => "client_cert_expired",
+            HandshakeFailure::ClientCert(ClientCertRefusal::Revoked) => "client_cert_revoked",
+            HandshakeFailure::ClientCert(ClientCertRefusal::Invalid) => "client_cert_invalid",
             HandshakeFailure::Other => "other",
         }
     }
@@ -233,7 +263,7 @@ impl Metrics {
 
     /// A TLS handshake failed or timed out.
     pub fn handshake_failed(&self, why: HandshakeFailure) {
-        self.handshake_failures.add(why as usize, 1);
+        self.handshake_failures.add(why.index(), 1);
     }
 
     /// A request was answered (`protocol` is "http/1.1" or "h2"); the
@@ -428,7 +458,7 @@ impl Metrics {
             e.sample(
                 "tern_tls_handshake_failures_total",
                 &[("reason", why.label())],
-                self.handshake_failures.get(why as usize),
+                self.handshake_failures.get(why.index()),
             );
         }
         e.family(

@@ -105,7 +105,7 @@ impl H1Scratch {
 /// Returns true when body pieces must be chunk-encoded.
 pub(crate) fn write_head(
     req: &Request<'_>,
-    facts: &ClientFacts,
+    facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
     out: &mut Vec<u8>,
 ) -> bool {

@@ -41,7 +41,7 @@ pub(crate) struct Opened {
 pub(crate) async fn open(
     backends: &Backends,
     req: &Request<'_>,
-    facts: &ClientFacts,
+    facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
     connect_timeout: Duration,
 ) -> Result<Opened, (Kind, Option<std::net::SocketAddr>)> {
@@ -102,7 +102,7 @@ fn backend_request(
     method: &Method,
     req: &Request<'_>,
     server: std::net::SocketAddr,
-    facts: &ClientFacts,
+    facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
 ) -> Result<http::Request<()>, BuildError> {
     let uri = match req.authority {

@@ -511,5 +511,7 @@ pub fn settings(
         managed: Vec::new(),
         managed_first: false,
         acme_tls_alpn: None,
+        client_auth: Default::default(),
+        name_client_auth: Vec::new(),
     }
 }

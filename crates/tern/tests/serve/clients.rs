@@ -68,7 +68,7 @@ pub(crate) fn tool(candidates: &[&str], what: &str) -> Option<String> {
 
 /// Debian's Python, where `apt-get install python3-requests python3-aiohttp`
 /// puts the modules (a `python3` earlier in PATH may be another one).
-fn debian_python_with(module: &str) -> Option<String> {
+pub(crate) fn debian_python_with(module: &str) -> Option<String> {
     let python = tool(&["/usr/bin/python3"], "/usr/bin/python3")?;
     let check = run_tool(
         &python,

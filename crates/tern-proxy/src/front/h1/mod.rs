@@ -283,6 +283,7 @@ where
                 .first(FieldKind::Expect)
                 .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
         early: false,
+        client_cert: ctx.client_cert.as_ref(),
     };
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);

@@ -57,6 +57,7 @@ pub(super) async fn handle(
         upgrade: false,
         expects_continue: false,
         early: false,
+        client_cert: ctx.client_cert.as_ref(),
     };
     let mut front = H2Client {
         body: H2Body {

@@ -130,13 +130,13 @@ pub(crate) async fn handle(
                     &worker,
                     start,
                 );
-                let ctx = ConnCtx {
+                let ctx = ConnCtx::new(
                     peer,
-                    tls: negotiated(&conn),
-                    handshake_us: start.elapsed().as_micros() as u64,
-                    listener: &listener,
-                    worker: &worker,
-                };
+                    negotiated(&conn),
+                    start.elapsed().as_micros() as u64,
+                    &listener,
+                    &worker,
+                );
                 serve(conn, &ctx, Some(established)).await;
                 return;
             }
@@ -159,14 +159,12 @@ pub(crate) async fn handle(
     };
     let handshake_us = start.elapsed().as_micros() as u64;
     let negotiated = negotiated(&conn);
+    if !super::client_cert_present_if_required(&listener, &negotiated, peer, &worker) {
+        conn.close(H3_NO_ERROR, b"client certificate required");
+        return;
+    }
     worker.metrics.handshake(&negotiated, start.elapsed());
-    let ctx = ConnCtx {
-        peer,
-        tls: negotiated,
-        handshake_us,
-        listener: &listener,
-        worker: &worker,
-    };
+    let ctx = ConnCtx::new(peer, negotiated, handshake_us, &listener, &worker);
     serve(conn, &ctx, None).await;
 }
 
@@ -190,6 +188,14 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
         sni: data.server_name,
         resumed: data.handshake_kind == Some(HandshakeKind::Resumed),
         hello_retry_request: data.handshake_kind == Some(HandshakeKind::FullWithHelloRetryRequest),
+        client_cert: conn
+            .peer_identity()
+            .and_then(|id| {
+                id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                    .ok()
+            })
+            .and_then(|chain| tern_tls::ClientCert::from_chain(&chain))
+            .map(Arc::new),
     }
 }
 
@@ -226,7 +232,18 @@ fn handshake_failure(e: &quinn::ConnectionError) -> HandshakeFailure {
         quinn::ConnectionError::ApplicationClosed(_)
         | quinn::ConnectionError::ConnectionClosed(_)
         | quinn::ConnectionError::Reset => HandshakeFailure::Closed,
-        quinn::ConnectionError::TransportError(_) => HandshakeFailure::ProtocolError,
+        quinn::ConnectionError::TransportError(t) => {
+            use tern_tls::ClientCertRefusal as R;
+            // TLS alerts travel as CRYPTO_ERROR codes (0x100 + alert).
+            match u64::from(t.code) {
+                0x174 => HandshakeFailure::ClientCert(R::NoneSent),
+                0x130 => HandshakeFailure::ClientCert(R::UnknownCa),
+                0x12d => HandshakeFailure::ClientCert(R::Expired),
+                0x12c => HandshakeFailure::ClientCert(R::Revoked),
+                0x12a => HandshakeFailure::ClientCert(R::Invalid),
+                _ => HandshakeFailure::ProtocolError,
+            }
+        }
         _ => HandshakeFailure::Other,
     }
 }

@@ -73,6 +73,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         upgrade: false,
         expects_continue: false,
         early,
+        client_cert: ctx.client_cert.as_ref(),
     };
     let mut front = H3Client {
         body,
