@@ -150,6 +150,8 @@ pub struct SeenHeader {
     pub alpn: Option<Vec<u8>>,
     /// `PP2_TYPE_AUTHORITY` (SNI) value, if present.
     pub authority: Option<Vec<u8>>,
+    /// `PP2_TYPE_SSL` value (client flags, verify result, sub-TLVs), if present.
+    pub ssl: Option<Vec<u8>>,
     /// Bytes that followed the header in the same connection, up to the
     /// first `\n` (the client's payload).
     pub payload_line: Vec<u8>,
@@ -229,12 +231,15 @@ fn serve_one(mut stream: TcpStream) -> Result<SeenHeader, String> {
     };
     let mut alpn = None;
     let mut authority = None;
+    let mut ssl = None;
     for tlv in parsed.tlvs() {
         let tlv = tlv.map_err(|e| format!("bad TLV: {e}"))?;
         if tlv.kind == u8::from(ppp::v2::Type::ALPN) {
             alpn = Some(tlv.value.to_vec());
         } else if tlv.kind == u8::from(ppp::v2::Type::Authority) {
             authority = Some(tlv.value.to_vec());
+        } else if tlv.kind == u8::from(ppp::v2::Type::SSL) {
+            ssl = Some(tlv.value.to_vec());
         }
     }
     let mut payload_line = Vec::new();
@@ -252,6 +257,7 @@ fn serve_one(mut stream: TcpStream) -> Result<SeenHeader, String> {
         destination,
         alpn,
         authority,
+        ssl,
         payload_line,
     })
 }

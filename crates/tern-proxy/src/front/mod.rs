@@ -10,7 +10,7 @@ mod h1;
 pub(crate) mod h2;
 pub(crate) mod h3;
 mod http_parts;
-mod proxy_header;
+pub(crate) mod proxy_header;
 mod proxy_in;
 mod tcp;
 

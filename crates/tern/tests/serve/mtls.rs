@@ -10,6 +10,7 @@ use std::process::Command;
 
 use tern_testsupport::backend::{echoed_header, sha256_hex};
 use tern_testsupport::certs::{sf_binary, CertFiles, KeyKind, TestCa};
+use tern_testsupport::proxy_protocol::PpBackend;
 use tern_testsupport::tern::Served;
 use tern_testsupport::tools::{curl, run_command, s_client, ToolOutput};
 
@@ -319,6 +320,77 @@ fn per_name_policy_on_one_listener() {
     assert_eq!(secure_cert.stdout, "200", "{}", secure_cert.all());
     let smuggled = get("open.test", "secure.test", None);
     assert_eq!(smuggled.stdout, "421", "{}", smuggled.all());
+}
+
+/// The CRL is read again on reload: a certificate revoked after start is
+/// refused once tern reloads.
+#[test]
+fn a_crl_replaced_and_reloaded_refuses_the_newly_revoked() {
+    let mut ca = TestCa::named("reload CA");
+    let (client, serial) = ca.client("bob", KeyKind::EcdsaP256, false);
+    let crl = ca.dir().join("live.crl.pem");
+    std::fs::copy(ca.crl(&[]), &crl).expect("copy the empty CRL");
+    let (ca_file, crl_file) = (path(ca.ca_file()), path(&crl));
+    let mut served = Served::builder()
+        .config(|c| {
+            format!(
+                "[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+                 client_auth = \"required\"\nclient_ca = \"{ca_file}\"\nclient_crl = [\"{crl_file}\"]\n",
+                c.listen,
+                c.backend.as_deref().unwrap_or_default(),
+                c.chain(),
+                c.key(),
+            )
+        })
+        .start();
+    let out = s_client_with(&served, Some(&client), "-tls1_3");
+    assert!(out.stdout.contains("HTTP/1.1 200"), "{}", out.all());
+    std::fs::copy(ca.crl(&[serial]), &crl).expect("write the new CRL");
+    served.reload();
+    let out = s_client_with(&served, Some(&client), "-tls1_3");
+    assert!(!out.stdout.contains("HTTP/1.1 200"), "{}", out.all());
+    assert!(
+        out.all().contains("alert certificate revoked"),
+        "{}",
+        out.all()
+    );
+}
+
+/// TCP mode with PROXY v2: the backend's header names the verified
+/// client (PP2_TYPE_SSL: flags, verify result 0, CN sub-TLV).
+#[test]
+fn tcp_mode_proxy_v2_ssl_tlv_names_the_verified_client() {
+    let clients = Clients::new();
+    let backend = PpBackend::start();
+    let served = Served::builder()
+        .backend_addr(backend.addr())
+        .args(&[
+            "--mode",
+            "tcp",
+            "--proxy-protocol",
+            "v2",
+            "--client-auth",
+            "required",
+            "--client-ca",
+            &clients.ca(),
+        ])
+        .start();
+    let (chain, key) = (path(&clients.good.chain), path(&clients.good.key));
+    let out = s_client(
+        served.addr,
+        &["-ign_eof", "-cert", &chain, "-key", &key],
+        b"ping\n",
+    );
+    assert!(out.stdout.contains("pong "), "{}", out.all());
+    let seen = backend
+        .next_header(LOG_WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", served.tern.stderr_text()));
+    let ssl = seen.ssl.expect("a PP2_TYPE_SSL TLV");
+    // PP2_CLIENT_SSL | PP2_CLIENT_CERT_CONN | PP2_CLIENT_CERT_SESS, verify 0.
+    assert_eq!(&ssl[..5], &[0x07, 0, 0, 0, 0], "{ssl:02x?}");
+    let cn = [&[0x22, 0, 5][..], b"alice"].concat();
+    assert!(ssl.windows(cn.len()).any(|w| w == cn), "{ssl:02x?}");
+    assert_eq!(seen.payload_line, b"ping");
 }
 
 /// Runs `program` with `args` then tern's URL, CA and a good client's
