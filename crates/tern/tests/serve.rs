@@ -24,6 +24,8 @@ mod clients;
 mod clients_cli;
 #[path = "serve/config.rs"]
 mod config;
+#[path = "serve/conformance.rs"]
+mod conformance;
 #[path = "serve/descriptors.rs"]
 mod descriptors;
 #[path = "serve/forwarded.rs"]

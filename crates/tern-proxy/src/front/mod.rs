@@ -6,6 +6,7 @@
 //! connection from its handshake to close, its request streams exchanges
 //! like HTTP/2's.
 
+mod client_tls;
 mod h1;
 pub(crate) mod h2;
 pub(crate) mod h3;
@@ -48,7 +49,7 @@ pub(crate) async fn handle(
     }
     // rustls sends the alert that says why a handshake failed.
     let handshake = accept(tcp, &listener);
-    let Some(mut tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
+    let Some(tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
         HandshakeFailure::of(e)
     })
     .await
@@ -61,6 +62,7 @@ pub(crate) async fn handle(
         return;
     }
     worker.metrics.handshake(&negotiated, start.elapsed());
+    let mut tls = client_tls::ClientTls::new(tls);
     let ctx = ConnCtx::new(peer, negotiated, handshake_us, &listener, &worker);
     if ctx.tls.alpn.as_deref() == Some("acme-tls/1") {
         // An ACME validator: the handshake (with the challenge

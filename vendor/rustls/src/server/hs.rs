@@ -393,6 +393,21 @@ impl ExpectClientHello {
             ProtocolVersion::TLSv1_2
         };
 
+        // tern patch: RFC 7507. A TLS 1.2 ClientHello offering
+        // TLS_FALLBACK_SCSV (0x5600) to a server that also does TLS 1.3 is
+        // a client's downgraded retry: refuse it with inappropriate_fallback.
+        if version == ProtocolVersion::TLSv1_2
+            && tls13_enabled
+            && client_hello
+                .cipher_suites
+                .contains(&CipherSuite::from(0x5600))
+        {
+            return Err(cx.common.send_fatal_alert(
+                AlertDescription::InappropriateFallback,
+                Error::General("TLS_FALLBACK_SCSV offered below the highest version".into()),
+            ));
+        }
+
         cx.common.negotiated_version = Some(version);
 
         // We communicate to the upper layer what kind of key they should choose

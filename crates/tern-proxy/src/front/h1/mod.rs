@@ -53,7 +53,7 @@ pub(crate) trait ClientStream {
     async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()>;
 }
 
-impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+impl ClientStream for crate::front::client_tls::ClientTls {
     fn quickack(&self) {
         // Best effort: on failure the client only waits for the timer.
         let _ = socket2::SockRef::from(self.get_ref().0).set_tcp_quickack(true);
