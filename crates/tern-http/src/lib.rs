@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod chunked;
+mod edits;
 mod error;
 pub mod forwarding;
 pub mod framing;

@@ -55,6 +55,9 @@ pub struct Record<'a> {
     /// Why the request failed, as `side:kind` (`backend:timeout`,
     /// `client:gone`, ...); `None` when it did not.
     pub error: Option<&'static str>,
+    /// The request's ID (`request_id_header`), logged as `request_id=`
+    /// after the other fields when request IDs are on.
+    pub request_id: Option<&'a str>,
 }
 
 /// The shared destination of all workers' batches.
@@ -172,6 +175,11 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.total_us,
         r.error.unwrap_or("-"),
     );
+    if let Some(id) = r.request_id {
+        // IDs are checked to be visible ASCII without spaces.
+        buf.pop();
+        let _ = writeln!(buf, " request_id={id}");
+    }
     if r.early {
         // Only early requests carry the field: every other line keeps the
         // field list log parsers already know.
@@ -205,6 +213,9 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     if r.early {
         v["early"] = serde_json::Value::Bool(true);
     }
+    if let Some(id) = r.request_id {
+        v["request_id"] = serde_json::Value::from(id);
+    }
     let _ = writeln!(buf, "{v}");
 }
 
@@ -235,6 +246,7 @@ mod tests {
             backend_us: 300,
             total_us: 500,
             error: None,
+            request_id: None,
         }
     }
 

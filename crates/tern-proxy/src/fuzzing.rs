@@ -114,6 +114,7 @@ mod h2_fuzz {
                 metrics: Default::default(),
                 log: WorkerLog::new(sink),
                 shutdown,
+                clients: Default::default(),
             });
             Session {
                 runtime,

@@ -9,6 +9,7 @@
 //! head for the other protocol reads it from there.
 
 use bytes::Bytes;
+use tern_http::rewrite::FieldEdits;
 use tern_http::{BodyFraming, RequestHead, ResponseHead};
 
 /// A client request, borrowed from its front end.
@@ -77,6 +78,8 @@ pub(crate) struct ResponseView<'r> {
     /// The body: `Empty` (HEAD, 1xx, 204, 304, or an ended stream),
     /// `Length`, `Chunked` (length unknown) or `UntilClose`.
     pub body: BodyFraming,
+    /// What the header rules change on the way to the client.
+    pub edits: &'r FieldEdits<'r>,
 }
 
 /// A response head as the backend client parsed it.

@@ -26,6 +26,8 @@ mod clients_cli;
 mod config;
 #[path = "serve/descriptors.rs"]
 mod descriptors;
+#[path = "serve/edge.rs"]
+mod edge;
 #[path = "serve/forwarded.rs"]
 mod forwarded;
 #[path = "serve/framing.rs"]

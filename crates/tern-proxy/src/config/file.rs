@@ -188,6 +188,14 @@ fn line_of_key(text: &str, table: Option<(&str, usize)>, key: &str) -> usize {
                 current = Some((name, index));
             } else if current.as_ref().is_some_and(|(c, _)| *c == top) {
                 // A sub-table of the current array element: same scope.
+                // A key that is a table (`[listener.response_headers]`)
+                // is found at its header.
+                let here = current.as_ref().map(|(c, i)| (c.as_str(), *i));
+                if here == table
+                    && name.strip_prefix(&top).and_then(|r| r.strip_prefix('.')) == Some(key)
+                {
+                    return n + 1;
+                }
             } else {
                 current = Some((name, usize::MAX));
             }

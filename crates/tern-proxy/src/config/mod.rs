@@ -7,6 +7,7 @@
 //! from: `tern.toml:12: cert /etc/tern/a.pem: no such file`.
 
 mod acme;
+mod edge;
 pub(crate) mod file;
 mod options;
 mod reference;
@@ -17,6 +18,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub(crate) use edge::{admits, canonical};
+pub use edge::{
+    ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate, RequestIdFormat,
+    RequestIdSettings, Template, Var,
+};
 pub use file::load_file;
 pub use options::{
     CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions, ServerOptions,
@@ -127,6 +133,10 @@ pub struct Route {
     pub host: String,
     /// Index into [`Config::upstreams`].
     pub upstream: usize,
+    /// Client networks served on this route (empty: all not denied).
+    pub allow: Vec<TrustedNet>,
+    /// Client networks answered 403 on this route.
+    pub deny: Vec<TrustedNet>,
 }
 
 /// HTTP/2 limits per client connection. Each answers a known attack.
@@ -272,6 +282,9 @@ pub struct ListenerConfig {
     pub acme: Vec<tern_acme::CertSpec>,
     /// Plain-HTTP listener for ACME HTTP-01 and redirects to https.
     pub http_listen: Option<SocketAddr>,
+    /// Header rules, request IDs, body limit, per-client limits and
+    /// access lists.
+    pub edge: EdgePolicy,
 }
 
 /// A configuration error: where, and what.

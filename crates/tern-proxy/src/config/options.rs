@@ -329,6 +329,77 @@ pub struct ListenerOptions {
     /// Idle backend connections kept per backend and worker. [default: 64]
     #[arg(long, value_name = "N")]
     pub backend_pool_size: Option<usize>,
+
+    /// Strict-Transport-Security sent on every response: browsers then
+    /// refuse plain HTTP to this host (downgrade and cookie theft), e.g.
+    /// "max-age=31536000; includeSubDomains". Off by default.
+    #[arg(long, value_name = "VALUE")]
+    pub hsts: Option<String>,
+
+    /// Field carrying the request ID generated for every request, to the
+    /// backend and back to the client; a client's own is replaced unless
+    /// the listener takes PROXY headers (a trusted proxy sent it). "off":
+    /// no request IDs. [default: X-Request-Id]
+    #[arg(long, value_name = "NAME")]
+    pub request_id_header: Option<String>,
+
+    /// Request IDs: "random" (128 random bits, 32 hex digits) or "uuidv7"
+    /// (time-ordered, sorts by arrival). [default: random]
+    #[arg(long, value_name = "FORMAT")]
+    pub request_id_format: Option<String>,
+
+    /// Largest request body forwarded (e.g. "1MiB"); more gets 413, before
+    /// anything is forwarded when Content-Length says so. [default: unlimited]
+    #[arg(long, value_name = "SIZE")]
+    pub max_request_body: Option<String>,
+
+    /// Connections one client address may have open at once (per worker);
+    /// more are closed before the TLS handshake. [default: unlimited]
+    #[arg(long, value_name = "N")]
+    pub client_max_connections: Option<u32>,
+
+    /// Requests per client address (per worker), e.g. "20/s", "600/m";
+    /// HTTP/2 and HTTP/3 streams count as requests; more get 429 with
+    /// Retry-After. [default: unlimited]
+    #[arg(long, value_name = "RATE")]
+    pub client_rate: Option<String>,
+
+    /// Requests a client may send at once above client_rate. [default: 10]
+    #[arg(long, value_name = "N")]
+    pub client_burst: Option<u32>,
+
+    /// IPv6 clients are one client per prefix of this length for the
+    /// client_ limits (a host is usually given a /64). [default: 64]
+    #[arg(long, value_name = "BITS")]
+    pub client_ipv6_prefix: Option<u8>,
+
+    /// Client networks (CIDR) let in; empty: everyone not denied. Others
+    /// are closed before the TLS handshake.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub allow: Vec<String>,
+
+    /// Client networks (CIDR) closed before the TLS handshake.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub deny: Vec<String>,
+
+    /// Connections that end before a request (denied, over a limit, failed
+    /// handshake, head timeout) leave an access-log line. [default: false]
+    #[arg(long, value_name = "BOOL")]
+    pub log_rejected: Option<bool>,
+
+    /// Rules for request fields sent to backends (TOML
+    /// `[listener.request_headers]`: set, add, remove).
+    #[arg(skip)]
+    #[serde(default)]
+    pub request_headers: super::edge::HeaderRuleOptions,
+
+    /// Rules for response fields sent to clients (TOML
+    /// `[listener.response_headers]`: set, add, remove).
+    #[arg(skip)]
+    #[serde(default)]
+    pub response_headers: super::edge::HeaderRuleOptions,
 }
 
 /// One certificate of a listener (TOML `[[listener.certificate]]`).
@@ -357,6 +428,12 @@ pub struct RouteOptions {
     pub host: String,
     /// Name of the `[[upstream]]` group.
     pub upstream: String,
+    /// Client networks (CIDR) served on this route; others get 403.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Client networks (CIDR) answered 403 on this route.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// A backend group (TOML `[[upstream]]`).

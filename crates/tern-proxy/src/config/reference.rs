@@ -48,6 +48,16 @@ pub fn reference_markdown() -> String {
     out.push_str("| key | meaning |\n|---|---|\n");
     out.push_str("| `host` | Host name, exact (`api.example.com`) or one-label wildcard (`*.example.com`), matched against each request's Host (port removed), or the SNI when there is no Host. |\n");
     out.push_str("| `upstream` | Name of the `[[upstream]]` group those requests go to. |\n");
+    out.push_str("| `allow` | Client networks (CIDR) served on this route; others get 403. [default: all not denied] |\n");
+    out.push_str("| `deny` | Client networks (CIDR) answered 403 on this route. |\n");
+    out.push_str("\n### `[listener.request_headers]`, `[listener.response_headers]`\n\n");
+    out.push_str("Header rules for the request sent to the backend and the response sent to the client (also tern's own answers); see docs/edge-policy.md. Values may name `${client_ip}`, `${request_id}`, `${tls_version}` and `${sni}`. Forwarding, framing and hop-by-hop fields are tern's: a rule naming one is a config error.\n\n");
+    out.push_str("| key | meaning |\n|---|---|\n");
+    out.push_str(
+        "| `set` | Table of fields set: any the peer sent under the name are replaced. |\n",
+    );
+    out.push_str("| `add` | Table of fields added next to any the peer sent. |\n");
+    out.push_str("| `remove` | Names of fields removed. |\n");
     out.push_str("\n### `[[upstream]]`\n\n");
     out.push_str("| key | meaning |\n|---|---|\n");
     for (key, meaning) in UPSTREAM_KEYS {

@@ -229,6 +229,8 @@ pub(crate) fn resolve_listener(
         routes.push(Route {
             host,
             upstream: find(&r.upstream, "upstream", upstreams)?,
+            allow: super::edge::nets(&r.allow, "allow")?,
+            deny: super::edge::nets(&r.deny, "deny")?,
         });
     }
     let accept_proxy = match (o.accept_proxy, o.trusted_proxies.is_empty()) {
@@ -392,6 +394,7 @@ pub(crate) fn resolve_listener(
         backend_pool_size: o.backend_pool_size.unwrap_or(d.backend_pool_size),
     };
     let h3 = h3_settings(o, listen.port(), mode, &tls)?;
+    let edge = super::edge::resolve(o)?;
     Ok(ListenerConfig {
         listen,
         mode,
@@ -406,6 +409,7 @@ pub(crate) fn resolve_listener(
         limits,
         acme: acme.certs,
         http_listen: acme.http_listen,
+        edge,
     })
 }
 

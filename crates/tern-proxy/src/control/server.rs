@@ -449,6 +449,18 @@ fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
         config.workers,
         l.tls.policy.describe()
     );
+    let hsts = l
+        .edge
+        .response_headers
+        .add
+        .iter()
+        .any(|(n, _)| &**n == "strict-transport-security");
+    if l.listen.port() == 443 && l.mode == Mode::Http && !hsts {
+        tracing::info!(
+            "note: {} serves HTTPS on port 443 without HSTS: browsers will still try plain              HTTP first, open to downgrade (set hsts, e.g. \"max-age=31536000\"; docs/edge-policy.md)",
+            l.listen
+        );
+    }
     if let Some(h3) = &l.h3 {
         let advertised = h3
             .alt_svc

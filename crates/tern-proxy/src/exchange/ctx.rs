@@ -13,7 +13,7 @@ use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Record, WorkerLog};
-use crate::config::ListenerConfig;
+use crate::config::{ListenerConfig, Route};
 use crate::fault::ExchangeError;
 use crate::upstream::Backends;
 
@@ -37,6 +37,12 @@ impl ListenerCtx {
     /// the request's Host (port removed) or, failing that, the SNI; else the
     /// listener's default group.
     pub fn route(&self, sni: Option<&str>, host: Option<&[u8]>) -> &Backends {
+        self.route_of(sni, host).0
+    }
+
+    /// The upstream group for a request, and the route that chose it (none
+    /// for the default group).
+    pub fn route_of(&self, sni: Option<&str>, host: Option<&[u8]>) -> (&Backends, Option<&Route>) {
         let routes = &self.config.routes;
         if !routes.is_empty() {
             let host = host.map(strip_port);
@@ -46,12 +52,12 @@ impl ListenerCtx {
                     || (host.is_none() && sni.is_some_and(|s| hit(s.as_bytes())))
                 {
                     if let Some(b) = self.upstreams.get(r.upstream) {
-                        return b;
+                        return (b, Some(r));
                     }
                 }
             }
         }
-        &self.upstreams[self.default_upstream]
+        (&self.upstreams[self.default_upstream], None)
     }
 }
 
@@ -98,6 +104,8 @@ pub(crate) struct WorkerCtx {
     pub log: WorkerLog,
     /// Becomes true when tern is shutting down.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Per-client connection counts and request buckets of this worker.
+    pub clients: Rc<super::clients::Clients>,
 }
 
 /// What a connection's handlers need to know.
@@ -129,6 +137,8 @@ pub(crate) struct Outcome {
     pub error: Option<ExchangeError>,
     /// The request came in TLS early data (HTTP/3 0-RTT).
     pub early: bool,
+    /// The request's ID, when request IDs are on.
+    pub request_id: Option<String>,
 }
 
 impl ConnCtx<'_> {
@@ -157,6 +167,7 @@ impl ConnCtx<'_> {
             backend_us: o.backend_us,
             total_us: started.elapsed().as_micros() as u64,
             error: o.error.map(ExchangeError::label),
+            request_id: o.request_id.as_deref(),
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);

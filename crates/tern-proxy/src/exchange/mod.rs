@@ -18,7 +18,9 @@
 //! ends call this module, this module calls the backend clients, and
 //! neither of those imports it back.
 
+pub(crate) mod clients;
 pub(crate) mod ctx;
+mod policy;
 mod to_h1;
 mod to_h2;
 
@@ -26,6 +28,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use h2::RecvStream;
+use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
 use tokio::net::TcpStream;
 
@@ -86,8 +89,9 @@ pub(crate) trait Front {
     /// Sends the head now: no body is at hand yet.
     async fn flush(&mut self) -> Result<(), Kind>;
 
-    /// Answers with a status of tern's (nothing was sent yet).
-    async fn answer(&mut self, status: u16);
+    /// Answers with a status of tern's (nothing was sent yet), with the
+    /// fields `edits` add (the response rules, Retry-After).
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>);
 
     /// Marks a response whose backend failed mid-body as incomplete (an
     /// HTTP/2 stream reset; over HTTP/1.1, the close that follows does).
@@ -128,17 +132,26 @@ pub(crate) async fn run<F: Front>(
     ctx: &ConnCtx<'_>,
     started: Instant,
 ) -> Finished {
-    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
+    let (backends, route) = ctx.listener.route_of(ctx.tls.sni.as_deref(), req.authority);
     let mut o = Outcome {
         early: req.early,
         ..Outcome::default()
     };
-    let result = if backends.protocol().is_http2() {
-        // Boxed so the HTTP/2 client's state does not enlarge every
-        // HTTP/1.1 exchange's future.
-        Box::pin(to_h2::exchange(front, req, ctx, backends, &mut o)).await
-    } else {
-        to_h1::exchange(front, req, ctx, backends, &mut o).await
+    let mut edits = policy::edits(req, ctx);
+    o.request_id = edits.id.take();
+    let result = match policy::admit(req, ctx, route) {
+        Err((kind, retry_after)) => {
+            if let Some(after) = retry_after {
+                edits.response.add.push(policy::retry_after(after));
+            }
+            Err(kind)
+        }
+        Ok(()) if backends.protocol().is_http2() => {
+            // Boxed so the HTTP/2 client's state does not enlarge every
+            // HTTP/1.1 exchange's future.
+            Box::pin(to_h2::exchange(front, req, ctx, backends, &edits, &mut o)).await
+        }
+        Ok(()) => to_h1::exchange(front, req, ctx, backends, &edits, &mut o).await,
     };
     let error = result.err().map(ExchangeError::new);
     if let Some(e) = error {
@@ -148,7 +161,7 @@ pub(crate) async fn run<F: Front>(
                 upstream = %backends.name(), error = %e, "request failed"),
         }
         match (front.status(), e.kind().status()) {
-            (0, Some(status)) => front.answer(status).await,
+            (0, Some(status)) => front.answer(status, &edits.response).await,
             (0, None) => {}
             // The status line is out: all that is left is to mark the
             // response incomplete.

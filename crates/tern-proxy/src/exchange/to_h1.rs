@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use tern_http::framing::response_framing;
 use tokio::net::TcpStream;
 
+use tern_http::rewrite::FieldEdits;
+
+use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::message::{
@@ -24,10 +27,11 @@ pub(super) async fn exchange<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
     let mut s = H1Scratch::take();
-    let result = exchange_in(front, req, ctx, backends, o, &mut s).await;
+    let result = exchange_in(front, req, ctx, backends, edits, o, &mut s).await;
     s.give_back();
     result
 }
@@ -37,6 +41,7 @@ async fn exchange_in<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
 ) -> Result<(), Kind> {
@@ -48,7 +53,8 @@ async fn exchange_in<F: Front>(
     }
     let mut conn = {
         let (body, reset) = front.split();
-        let request = send_request(body, req, ctx, backends, o, s);
+        let mut body = edits.cap(body);
+        let request = send_request(&mut body, req, ctx, backends, &edits.request, o, s);
         tokio::select! {
             r = request => r?,
             () = reset => return Err(Kind::ClientGone),
@@ -73,6 +79,7 @@ async fn exchange_in<F: Front>(
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,
+        edits: &edits.response,
     };
     // A close-delimited body leaves the client connection unusable.
     let form = front.start_response(view, framing.is_until_close())?;
@@ -106,12 +113,19 @@ async fn send_request<B: ClientBody>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &FieldEdits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
 ) -> Result<BackendConn, Kind> {
     let limits = &ctx.listener.config.limits;
     let t = limits.backend_response_timeout;
-    let chunked = h1::write_head(req, &ctx.facts(), ctx.listener.config.forwarded, &mut s.out);
+    let chunked = h1::write_head(
+        req,
+        &ctx.facts(),
+        ctx.listener.config.forwarded,
+        edits,
+        &mut s.out,
+    );
     // The body already at hand goes in the same write as the head.
     let mut whole = req.body == BodyLen::Empty;
     while !whole && s.out.len() < INLINE_BODY {

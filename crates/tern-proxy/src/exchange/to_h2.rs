@@ -16,8 +16,10 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
+use tern_http::rewrite::FieldEdits;
 use tern_http::BodyFraming;
 
+use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::io::h2data;
@@ -30,6 +32,7 @@ pub(super) async fn exchange<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
     if req.upgrade || req.is_connect() {
@@ -43,7 +46,7 @@ pub(super) async fn exchange<F: Front>(
     let up = Cell::new(0);
     // The body at hand goes up with the head (one write when the session
     // next flushes); a request that is whole with it can be sent again.
-    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up).await?;
+    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up, edits).await?;
     let facts = ctx.facts();
     let mut retried = false;
     loop {
@@ -52,6 +55,7 @@ pub(super) async fn exchange<F: Front>(
             req,
             &facts,
             ctx.listener.config.forwarded,
+            &edits.request,
             limits.backend_connect_timeout,
         );
         let opened = {
@@ -94,9 +98,16 @@ pub(super) async fn exchange<F: Front>(
                 }
             }
             match response_head(head, ctx, backends, o, sent) {
-                Ok(answer) => relay(front, req, answer, false, limits.backend_response_timeout)
-                    .await
-                    .map(|()| false),
+                Ok(answer) => relay(
+                    front,
+                    req,
+                    answer,
+                    &edits.response,
+                    false,
+                    limits.backend_response_timeout,
+                )
+                .await
+                .map(|()| false),
                 Err(kind) => Err(kind),
             }
         } else {
@@ -112,11 +123,13 @@ pub(super) async fn exchange<F: Front>(
                         &mut upstream,
                         body,
                         &up,
+                        edits,
                     )
                     .await
                 }
                 None => {
-                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream).await
+                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream, edits)
+                        .await
                 }
             }
         };
@@ -143,6 +156,7 @@ async fn gather_inline<F: Front>(
     req: &Request<'_>,
     duplex: Option<&mut RecvStream>,
     up: &Cell<u64>,
+    edits: &Edits<'_>,
 ) -> Result<(Vec<Bytes>, bool), Kind> {
     let mut pieces = Vec::new();
     if req.body == BodyLen::Empty {
@@ -153,6 +167,7 @@ async fn gather_inline<F: Front>(
         while size < INLINE_BODY && !body.is_end_stream() {
             match body.data().now_or_never() {
                 Some(Some(Ok(chunk))) => {
+                    edits.count_body(chunk.len())?;
                     size += chunk.len();
                     up.set(up.get() + chunk.len() as u64);
                     let _ = body.flow_control().release_capacity(chunk.len());
@@ -165,6 +180,7 @@ async fn gather_inline<F: Front>(
         return Ok((pieces, body.is_end_stream()));
     }
     let (body, _) = front.split();
+    let mut body = edits.cap(body);
     while size < INLINE_BODY {
         match body.step(false).await? {
             Step::Data(piece, last) => {
@@ -226,12 +242,20 @@ async fn with_duplex_body<F: Front>(
     upstream: &mut SendStream<Bytes>,
     body: &mut RecvStream,
     up: &Cell<u64>,
+    edits: &Edits<'_>,
 ) -> Result<bool, Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
     let sent = Instant::now();
     let mut upload_done = body.is_end_stream();
-    let mut upload = pin!(upload_stream(body, upstream, limits.idle_timeout, wait, up));
+    let mut upload = pin!(upload_stream(
+        body,
+        upstream,
+        limits.idle_timeout,
+        wait,
+        up,
+        edits.body_limit
+    ));
     let mut head = pin!(tokio::time::timeout(wait, response));
     let head = {
         let (_, reset) = front.split();
@@ -244,6 +268,7 @@ async fn with_duplex_body<F: Front>(
                         Ok(()) => {}
                         Err(UploadEnd::ClientReset) => return Err(Kind::ClientGone),
                         Err(UploadEnd::ClientStalled) => return Err(Kind::UploadStalled),
+                        Err(UploadEnd::TooLarge) => return Err(Kind::BodyTooLarge),
                         // The backend may have answered and reset the rest of
                         // the request: its head (or its error) decides.
                         Err(UploadEnd::Backend) => {}
@@ -255,15 +280,17 @@ async fn with_duplex_body<F: Front>(
         }
     };
     let answer = response_head(head, ctx, backends, o, sent)?;
-    let (framing, recv) = start(front, req, answer, false)?;
+    let (framing, recv) = start(front, req, answer, &edits.response, false)?;
     let relay = relay_response(front, framing, recv, wait);
     let mut relay = pin!(relay);
     let relayed = loop {
         tokio::select! {
             r = &mut upload, if !upload_done => {
                 upload_done = true;
-                if r == Err(UploadEnd::ClientReset) {
-                    return Err(Kind::ClientGone);
+                match r {
+                    Err(UploadEnd::ClientReset) => return Err(Kind::ClientGone),
+                    Err(UploadEnd::TooLarge) => return Err(Kind::BodyTooLarge),
+                    _ => {}
                 }
             }
             r = &mut relay => break r,
@@ -277,6 +304,7 @@ async fn with_duplex_body<F: Front>(
 
 /// An HTTP/1.1 client's body (the part not sent with the head), pulled
 /// piece by piece until the response head comes.
+#[allow(clippy::too_many_arguments)]
 async fn with_pulled_body<F: Front>(
     front: &mut F,
     req: &Request<'_>,
@@ -285,6 +313,7 @@ async fn with_pulled_body<F: Front>(
     o: &mut Outcome,
     response: ResponseFuture,
     upstream: &mut SendStream<Bytes>,
+    edits: &Edits<'_>,
 ) -> Result<bool, Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
@@ -298,7 +327,8 @@ async fn with_pulled_body<F: Front>(
             body.send_continue().await?;
         }
         drop(reset);
-        let pull = pull_upload(body, upstream, wait);
+        let mut body = edits.cap(body);
+        let pull = pull_upload(&mut body, upstream, wait);
         tokio::select! {
             r = pull => {
                 r?;
@@ -317,7 +347,7 @@ async fn with_pulled_body<F: Front>(
     }
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    relay(front, req, answer, answered_early, wait).await?;
+    relay(front, req, answer, &edits.response, answered_early, wait).await?;
     Ok(false)
 }
 
@@ -343,6 +373,7 @@ fn start<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
+    edits: &FieldEdits<'_>,
     close: bool,
 ) -> Result<(BodyFraming, RecvStream), Kind> {
     let (parts, recv) = answer.into_parts();
@@ -350,6 +381,7 @@ fn start<F: Front>(
     let view = ResponseView {
         head: ResponseHeadView::H2(&parts),
         body: framing,
+        edits,
     };
     front.start_response(view, close)?;
     Ok((framing, recv))
@@ -360,10 +392,11 @@ async fn relay<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
+    edits: &FieldEdits<'_>,
     close: bool,
     wait: Duration,
 ) -> Result<(), Kind> {
-    let (framing, recv) = start(front, req, answer, close)?;
+    let (framing, recv) = start(front, req, answer, edits, close)?;
     relay_response(front, framing, recv, wait).await
 }
 

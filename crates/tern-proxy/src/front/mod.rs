@@ -20,7 +20,12 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Instant;
 
+use tern_tls::Negotiated;
 use tokio::net::TcpStream;
+
+use crate::access_log::Record;
+use crate::exchange::clients::{ClientKey, ConnSlot};
+use crate::fault::{ExchangeError, Kind};
 
 use crate::config::Mode;
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
@@ -46,6 +51,24 @@ pub(crate) async fn handle(
             }
         }
     }
+    // Before any TLS work: a denied client or one over its connection
+    // limit costs an accept and a close.
+    let _slot = match admit(peer, &listener, &worker) {
+        Ok(slot) => slot,
+        Err(kind) => {
+            tracing::debug!(client = %peer, "closing before the handshake: {}", kind.as_str());
+            worker.metrics.request_error(ExchangeError::new(kind));
+            log_rejected(
+                peer,
+                &listener,
+                &worker,
+                kind,
+                &Negotiated::default(),
+                start,
+            );
+            return;
+        }
+    };
     // rustls sends the alert that says why a handshake failed.
     let handshake = listener.acceptor.accept(tcp);
     let Some(mut tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
@@ -105,19 +128,92 @@ pub(crate) async fn under_deadline<T, E: std::fmt::Display>(
     what: &str,
     classify: impl Fn(&E) -> HandshakeFailure,
 ) -> Option<T> {
-    match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
-        Ok(Ok(done)) => Some(done),
-        Ok(Err(e)) => {
-            tracing::debug!(client = %peer, "{what} handshake failed: {e}");
-            worker.metrics.handshake_failed(classify(&e));
-            None
-        }
-        Err(_) => {
-            tracing::debug!(client = %peer, "{what} handshake timed out");
-            worker.metrics.handshake_failed(HandshakeFailure::Timeout);
-            None
-        }
+    let started = Instant::now();
+    let failure =
+        match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
+            Ok(Ok(done)) => return Some(done),
+            Ok(Err(e)) => {
+                tracing::debug!(client = %peer, "{what} handshake failed: {e}");
+                classify(&e)
+            }
+            Err(_) => {
+                tracing::debug!(client = %peer, "{what} handshake timed out");
+                HandshakeFailure::Timeout
+            }
+        };
+    worker.metrics.handshake_failed(failure);
+    let none = Negotiated::default();
+    log_rejected(
+        peer,
+        listener,
+        worker,
+        Kind::HandshakeFailed,
+        &none,
+        started,
+    );
+    None
+}
+
+/// The listener's access lists and per-client connection limit, applied
+/// to a new connection from `peer` (the PROXY-protocol address when the
+/// listener takes them). The slot counts the connection while it lives.
+fn admit(
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+) -> Result<Option<ConnSlot>, Kind> {
+    let edge = &listener.config.edge;
+    if !edge.admits(peer.ip()) {
+        return Err(Kind::Denied);
     }
+    let key = ClientKey::of(peer.ip(), edge.client.ipv6_prefix);
+    worker
+        .clients
+        .connect(key, &edge.client)
+        .map_err(|_| Kind::TooManyConnections)
+}
+
+/// A connection that ends before any request (`kind` says why): counted
+/// with the request errors, and logged when `log_rejected` is on.
+pub(crate) fn rejected(ctx: &ConnCtx<'_>, kind: Kind) {
+    ctx.worker.metrics.request_error(ExchangeError::new(kind));
+    let started = Instant::now()
+        .checked_sub(std::time::Duration::from_micros(ctx.handshake_us))
+        .unwrap_or_else(Instant::now);
+    log_rejected(ctx.peer, ctx.listener, ctx.worker, kind, &ctx.tls, started);
+}
+
+/// The access-log line of a connection closed before any request, like
+/// nginx's 400/408 lines: method and path `-`, status 0 (nothing was
+/// answered), the reason in `error=`. Only with `log_rejected`; not
+/// counted as a request.
+fn log_rejected(
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+    kind: Kind,
+    tls: &Negotiated,
+    started: Instant,
+) {
+    if !listener.config.edge.log_rejected {
+        return;
+    }
+    worker.log.log(&Record {
+        client: peer,
+        tls,
+        handshake_us: 0,
+        early: false,
+        method: "-",
+        path: "-",
+        status: 0,
+        bytes_in: 0,
+        bytes_out: 0,
+        backend: None,
+        backend_us: 0,
+        total_us: started.elapsed().as_micros() as u64,
+        error: Some(ExchangeError::new(kind).label()),
+        request_id: None,
+    });
 }
 
 /// How long an over-the-limit connection gets to finish its handshake and

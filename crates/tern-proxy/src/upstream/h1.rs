@@ -14,7 +14,7 @@ use tern_http::forwarding::ForwardedFields;
 use tern_http::head::{parse_response_into, ResponseHead};
 use tern_http::rewrite::{
     wants_close, write_request_head, write_request_head_from_h2, BackendConnection, ClientFacts,
-    H1BodyFraming,
+    FieldEdits, H1BodyFraming,
 };
 use tern_http::BodyFraming;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -107,6 +107,7 @@ pub(crate) fn write_head(
     req: &Request<'_>,
     facts: &ClientFacts,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
     out: &mut Vec<u8>,
 ) -> bool {
     out.clear();
@@ -119,7 +120,7 @@ pub(crate) fn write_head(
             } else {
                 BackendConnection::KeepAlive
             };
-            write_request_head(head, facts, forwarded, mode, out);
+            write_request_head(head, facts, forwarded, mode, edits, out);
         }
         RequestView::H2(parts) => {
             let framing = match req.body {
@@ -138,6 +139,7 @@ pub(crate) fn write_head(
                 framing,
                 facts,
                 forwarded,
+                edits,
                 out,
             );
         }

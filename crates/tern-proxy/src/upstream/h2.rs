@@ -16,6 +16,7 @@ use http::{HeaderName, HeaderValue, Method, Uri};
 use tern_http::forwarding::ForwardedFields;
 use tern_http::rewrite::{
     forwarding_fields, h1_request_fields_for_h2, keeps_h2_request_field_for_h2, ClientFacts,
+    FieldEdits,
 };
 
 use super::{Backends, H2Stream};
@@ -43,6 +44,7 @@ pub(crate) async fn open(
     req: &Request<'_>,
     facts: &ClientFacts,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
     connect_timeout: Duration,
 ) -> Result<Opened, (Kind, Option<std::net::SocketAddr>)> {
     let method =
@@ -54,8 +56,8 @@ pub(crate) async fn open(
             .await
             .map_err(|e| (e.kind(), None))?;
         let addr = stream.addr;
-        let request =
-            backend_request(backends, &method, req, addr, facts, forwarded).map_err(|e| {
+        let request = backend_request(backends, &method, req, addr, facts, forwarded, edits)
+            .map_err(|e| {
                 tracing::debug!("request not relayable over HTTP/2: {e}");
                 (Kind::Unrelayable, Some(addr))
             })?;
@@ -104,6 +106,7 @@ fn backend_request(
     server: std::net::SocketAddr,
     facts: &ClientFacts,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
 ) -> Result<http::Request<()>, BuildError> {
     let uri = match req.authority {
         Some(a) => Uri::builder().authority(a),
@@ -129,21 +132,22 @@ fn backend_request(
     };
     match req.head {
         RequestView::H1(head) => {
-            for (name, value) in h1_request_fields_for_h2(head) {
+            for (name, value) in h1_request_fields_for_h2(head).filter(|(n, _)| !edits.drops(n)) {
                 put(name, value);
             }
         }
         RequestView::H2(parts) => {
-            for (name, value) in parts
-                .headers
-                .iter()
-                .filter(|(n, _)| keeps_h2_request_field_for_h2(n.as_str()))
-            {
+            for (name, value) in parts.headers.iter().filter(|(n, _)| {
+                keeps_h2_request_field_for_h2(n.as_str()) && !edits.drops(n.as_str())
+            }) {
                 put(name.as_str(), value.as_bytes());
             }
         }
     }
     forwarding_fields(facts, forwarded, req.authority, |n, v| put(n, v));
+    for (name, value) in edits.added() {
+        put(name, value);
+    }
     match bad {
         Some(name) => Err(BuildError::Field(name)),
         None => Ok(request),
@@ -175,6 +179,8 @@ pub(crate) enum UploadEnd {
     ClientStalled,
     /// The backend reset the stream or held its window shut.
     Backend,
+    /// The body went past `max_request_body`.
+    TooLarge,
 }
 
 /// Moves an HTTP/2 client's request body (DATA payloads, moved, not
@@ -187,6 +193,7 @@ pub(crate) async fn upload_stream(
     idle: Duration,
     backend_wait: Duration,
     moved: &std::cell::Cell<u64>,
+    limit: Option<u64>,
 ) -> Result<(), UploadEnd> {
     loop {
         let chunk = match tokio::time::timeout(idle, body.data()).await {
@@ -198,6 +205,9 @@ pub(crate) async fn upload_stream(
             Ok(Some(Ok(chunk))) => chunk,
         };
         let n = chunk.len();
+        if limit.is_some_and(|l| moved.get() + n as u64 > l) {
+            return Err(UploadEnd::TooLarge);
+        }
         // h2 has checked the DATA against any Content-Length already.
         let last = body.is_end_stream();
         h2data::send(upstream, chunk, last, backend_wait)

@@ -494,3 +494,22 @@ fn check_accepts_acme_settings_without_contacting_the_ca() {
     let finished = check(&path);
     assert_check_passed(&finished);
 }
+
+#[test]
+fn header_rule_on_a_forwarding_field_is_a_config_error() {
+    let dir = ConfigDir::new();
+    let text = dir.text(
+        free_addr(),
+        free_addr(),
+        "\n[listener.request_headers]\nset = { \"X-Forwarded-For\" = \"1.2.3.4\" }\n",
+    );
+    let path = dir.write("forwarding_rule.toml", &text);
+    assert_config_error(
+        &path,
+        &[
+            line_of(&text, "[listener.request_headers]"),
+            line_of(&text, "X-Forwarded-For"),
+        ],
+        Some("forwarding field"),
+    );
+}

@@ -153,6 +153,59 @@ fn aioquic_posts_on_one_quic_connection() {
     }
 }
 
+/// The header rules and HSTS apply to HTTP/3 responses as to the others
+/// (docs/edge-policy.md), and the rate limit counts HTTP/3 requests.
+#[test]
+fn header_rules_and_hsts_apply_to_h3_responses() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::builder()
+        .config(|c| {
+            format!(
+                "workers = 1\n[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+                 http3 = true\nhsts = \"max-age=600\"\nclient_rate = \"1/h\"\nclient_burst = 1\n\
+                 [listener.response_headers]\nset = {{ \"X-Frame-Options\" = \"DENY\" }}\nremove = [\"content-type\"]\n",
+                c.listen,
+                c.backend.as_deref().expect("a backend"),
+                c.chain(),
+                c.key()
+            )
+        })
+        .start();
+    let out = h3_client(
+        &python,
+        &served,
+        &H3Run {
+            count: 3,
+            ..H3Run::default()
+        },
+    );
+    let lines = answers(&out);
+    assert_eq!(lines.len(), 3, "{}", out.all());
+    for line in &lines[..2] {
+        assert_eq!(line["status"], 200, "{line}");
+        let headers = &line["headers"];
+        assert_eq!(
+            headers["strict-transport-security"], "max-age=600",
+            "{line}"
+        );
+        assert_eq!(headers["x-frame-options"], "DENY", "{line}");
+        assert!(headers.get("content-type").is_none(), "{line}");
+        assert_eq!(
+            headers["x-request-id"].as_str().map(str::len),
+            Some(32),
+            "{line}"
+        );
+    }
+    assert_eq!(lines[2]["status"], 429, "{}", lines[2]);
+    assert!(
+        lines[2]["headers"].get("retry-after").is_some(),
+        "{}",
+        lines[2]
+    );
+}
+
 /// Responses larger than the client's flow-control windows (aioquic's are
 /// 1 MiB) leave in full GSO batches and as pieces quinn holds without a
 /// copy (vendor/README.md); writes wait for credit mid-piece. Every byte

@@ -5,7 +5,8 @@
 use std::cell::RefCell;
 
 use tern_http::rewrite::{
-    is_connection_specific, write_response_head, write_response_head_from_h2, write_simple_response,
+    is_connection_specific, write_response_head, write_response_head_from_h2,
+    write_simple_response, FieldEdits,
 };
 use tern_http::{BodyFraming, ResponseHead};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -185,7 +186,7 @@ where
 
     async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind> {
         let mut out = Vec::with_capacity(256);
-        write_response_head(head, false, &mut out);
+        write_response_head(head, false, &FieldEdits::NONE, &mut out);
         self.write(&out, false).await
     }
 }
@@ -210,7 +211,7 @@ where
         self.out.clear();
         let form = match view.head {
             ResponseHeadView::H1(head) => {
-                write_response_head(head, self.close, &mut self.out);
+                write_response_head(head, self.close, view.edits, &mut self.out);
                 BodyForm::Wire
             }
             ResponseHeadView::H2(parts) => {
@@ -230,6 +231,7 @@ where
                         .map(|(n, v)| (n.as_str(), v.as_bytes())),
                     self.chunk_encode,
                     self.close,
+                    view.edits,
                     &mut self.out,
                 );
                 BodyForm::Payload
@@ -284,10 +286,11 @@ where
         Ok(())
     }
 
-    async fn answer(&mut self, status: u16) {
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
         let (reason, body) = answer_text(status);
         self.out.clear();
         write_simple_response(status, reason, body, true, &mut self.out);
+        insert_fields(&mut self.out, edits);
         self.status = status;
         self.close = true;
         let _ = self.write_out(true).await;
@@ -308,7 +311,7 @@ where
         self.status = 101;
         self.close = true;
         self.out.clear();
-        write_response_head(head, false, &mut self.out);
+        write_response_head(head, false, &FieldEdits::NONE, &mut self.out);
         self.out.extend_from_slice(early);
         self.write_out(false).await?;
         self.cbuf.consume(std::mem::take(&mut self.handed));
@@ -365,4 +368,23 @@ fn give_back_out(mut out: Vec<u8>) {
             spare.push(out);
         }
     });
+}
+
+/// Puts the fields `edits` add into the simple response in `out`, before
+/// the blank line that ends its head.
+fn insert_fields(out: &mut Vec<u8>, edits: &FieldEdits<'_>) {
+    if edits.add.is_empty() {
+        return;
+    }
+    let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let mut fields = Vec::with_capacity(128);
+    for (name, value) in edits.added() {
+        fields.extend_from_slice(b"\r\n");
+        fields.extend_from_slice(name.as_bytes());
+        fields.extend_from_slice(b": ");
+        fields.extend_from_slice(value);
+    }
+    out.splice(end..end, fields);
 }

@@ -16,7 +16,7 @@ use tern_http::{framing, BodyFraming, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::exchange::ConnCtx;
-use crate::fault::answer_text;
+use crate::fault::{answer_text, Kind};
 use crate::io::deadline::Watchdog;
 use crate::io::iobuf::{HeadWaitError, IoBuf};
 use crate::message::{BodyLen, Request, RequestView};
@@ -136,6 +136,11 @@ where
             };
             match read {
                 Some(Ok(n)) if n > 0 => {}
+                None if first => {
+                    // Not a byte of a request within header_timeout.
+                    super::rejected(ctx, Kind::HeadTimeout);
+                    break;
+                }
                 _ => break, // closed, error or idle
             }
         }
@@ -144,6 +149,10 @@ where
         let head_len = match read_head(client, &mut buf, ctx, started).await {
             Ok(n) => n,
             Err(HeadReadError::Closed) => break,
+            Err(HeadReadError::TimedOut) => {
+                super::rejected(ctx, Kind::HeadTimeout);
+                break;
+            }
             Err(HeadReadError::Invalid(e)) => {
                 reject(client, ctx, &e, buf.len() as u64, started).await;
                 break;
@@ -188,6 +197,8 @@ where
 
 enum HeadReadError {
     Closed,
+    /// No whole head within `header_timeout` (slowloris).
+    TimedOut,
     Invalid(HttpError),
 }
 
@@ -209,7 +220,8 @@ where
         Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
         // Closed mid-head, read error, or too slow (slowloris): there is
         // no one to answer, or no reason to wait.
-        Err(HeadWaitError::TimedOut | HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
+        Err(HeadWaitError::TimedOut) => Err(HeadReadError::TimedOut),
+        Err(HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
     }
 }
 

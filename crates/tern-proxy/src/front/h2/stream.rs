@@ -12,6 +12,7 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::Request;
 use tern_http::head::ResponseHead;
+use tern_http::rewrite::FieldEdits;
 use tern_http::BodyFraming;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
@@ -217,8 +218,8 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
-    async fn answer(&mut self, status: u16) {
-        let (response, body) = http_parts::answer(status);
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
+        let (response, body) = http_parts::answer(status, edits);
         self.status = status;
         if let Ok(mut send) = self.respond.send_response(response, false) {
             if send

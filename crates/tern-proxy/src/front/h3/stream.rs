@@ -8,6 +8,7 @@ use futures_util::FutureExt;
 use h3::server::{RequestResolver, RequestStream};
 use http::Response;
 use tern_http::head::ResponseHead;
+use tern_http::rewrite::FieldEdits;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
@@ -84,7 +85,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         bytes_out: 0,
     };
     if too_early {
-        front.answer(425).await;
+        front.answer(425, &FieldEdits::NONE).await;
         let o = crate::exchange::Outcome {
             status: front.status(),
             bytes_out: front.bytes().1,
@@ -276,8 +277,8 @@ impl Front for H3Client<'_, '_> {
         self.send_head().await
     }
 
-    async fn answer(&mut self, status: u16) {
-        let (response, body) = http_parts::answer(status);
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
+        let (response, body) = http_parts::answer(status, edits);
         self.status = status;
         self.head = None;
         self.finished = true;

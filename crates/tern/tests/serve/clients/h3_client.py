@@ -86,6 +86,7 @@ def summary(response):
         "status": int(headers.get(":status", "0")),
         "proto": "h3",
         "alt_svc": headers.get("alt-svc"),
+        "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
         "body": body,
         "length": len(raw),
         "sha256": hashlib.sha256(raw).hexdigest(),
