@@ -7,11 +7,12 @@ use std::time::Duration;
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::{CertFiles, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy};
 
+use super::options::defaults;
 use super::upstream::{check_health_path, default_health, parse_balance, resolve_addr};
 use super::{
     AcceptMode, AccessLogTarget, Config, ConfigError, GlobalOptions, H2Limits, H3Settings,
     KeyError, Limits, ListenerConfig, ListenerOptions, LogFormat, Mode, ProxyProtocol, Route,
-    TrustedNet, Upstream, UpstreamConfig, DEFAULT_LISTEN,
+    TrustedNet, Upstream, UpstreamConfig,
 };
 
 pub(crate) fn key_err(key: &'static str, message: impl Into<String>) -> KeyError {
@@ -64,35 +65,35 @@ pub(crate) fn resolve_global(
             .map(|n| n.get())
             .unwrap_or(1),
     };
-    let accept = match g.accept.as_deref() {
-        None | Some("reuseport") => AcceptMode::ReusePort,
-        Some("shared") => AcceptMode::Shared,
-        Some(other) => {
+    let accept = match g.accept.as_deref().unwrap_or(defaults::ACCEPT) {
+        "reuseport" => AcceptMode::ReusePort,
+        "shared" => AcceptMode::Shared,
+        other => {
             return Err(key_err(
                 "accept",
                 format!("unknown accept mode {other:?} (reuseport, shared)"),
             ))
         }
     };
-    let log_format = match g.log_format.as_deref() {
-        None | Some("text") => LogFormat::Text,
-        Some("json") => LogFormat::Json,
-        Some(other) => {
+    let log_format = match g.log_format.as_deref().unwrap_or(defaults::LOG_FORMAT) {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
             return Err(key_err(
                 "log_format",
                 format!("unknown log format {other:?} (text, json)"),
             ))
         }
     };
-    let access_log = match g.access_log.as_deref() {
-        None | Some("-") => AccessLogTarget::Stdout,
-        Some("off") => AccessLogTarget::Off,
-        Some(path) => AccessLogTarget::File(PathBuf::from(path)),
+    let access_log = match g.access_log.as_deref().unwrap_or(defaults::ACCESS_LOG) {
+        "-" => AccessLogTarget::Stdout,
+        "off" => AccessLogTarget::Off,
+        path => AccessLogTarget::File(PathBuf::from(path)),
     };
     let shutdown_timeout = duration(
         g.shutdown_timeout.as_deref(),
         "shutdown_timeout",
-        Duration::from_secs(30),
+        defaults::SHUTDOWN_TIMEOUT,
     )?;
     let admin = match &g.admin {
         None => None,
@@ -132,21 +133,21 @@ pub(crate) fn resolve_listener(
     base: &Path,
     upstreams: &mut Vec<UpstreamConfig>,
 ) -> Result<ListenerConfig, KeyError> {
-    let listen_text = o.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen_text = o.listen.as_deref().unwrap_or(defaults::LISTEN);
     let listen: SocketAddr = listen_text.parse().map_err(|_| {
         key_err(
             "listen",
             format!("{listen_text:?} is not an ADDR:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)"),
         )
     })?;
-    let mode = match o.mode.as_deref() {
-        None | Some("http") => {
+    let mode = match o.mode.as_deref().unwrap_or(defaults::MODE) {
+        "http" => {
             if o.proxy_protocol.is_some() {
                 return Err(key_err("proxy_protocol", "only applies to mode = \"tcp\""));
             }
             Mode::Http
         }
-        Some("tcp") => Mode::Tcp {
+        "tcp" => Mode::Tcp {
             proxy_protocol: match o.proxy_protocol.as_deref() {
                 None | Some("off") => None,
                 Some("v1") => Some(ProxyProtocol::V1),
@@ -159,7 +160,7 @@ pub(crate) fn resolve_listener(
                 }
             },
         },
-        Some(other) => {
+        other => {
             return Err(key_err(
                 "mode",
                 format!("unknown mode {other:?} (http, tcp)"),
@@ -306,7 +307,10 @@ pub(crate) fn resolve_listener(
             // TCP mode passes bytes; offering h2 would promise a protocol the
             // backend may not speak. Its operators choose explicitly.
             Mode::Tcp { .. } => Vec::new(),
-            Mode::Http => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            Mode::Http => defaults::ALPN
+                .iter()
+                .map(|p| p.as_bytes().to_vec())
+                .collect(),
         }
     } else {
         let mut out = Vec::new();
@@ -330,11 +334,11 @@ pub(crate) fn resolve_listener(
         }
         out
     };
-    let tickets_on = o.tickets.unwrap_or(true) && !o.no_tickets;
+    let tickets_on = o.tickets.unwrap_or(defaults::TICKETS) && !o.no_tickets;
     let rotation = duration(
         o.ticket_rotation.as_deref(),
         "ticket_rotation",
-        Duration::from_secs(12 * 3600),
+        defaults::TICKET_ROTATION,
     )?;
     let tickets = match (&o.ticket_keys_file, tickets_on) {
         (_, false) => TicketSource::Disabled,
@@ -351,7 +355,7 @@ pub(crate) fn resolve_listener(
         certs,
         policy,
         alpn,
-        session_cache_entries: o.session_cache.unwrap_or(20_480),
+        session_cache_entries: o.session_cache.unwrap_or(defaults::SESSION_CACHE),
         tickets,
         tls13_tickets: 2,
         managed: Vec::new(),
@@ -480,10 +484,12 @@ fn load_certs(
         .collect()
 }
 
-fn forwarded_fields(names: &[String]) -> Result<ForwardedFields, KeyError> {
-    if names.is_empty() {
-        return Ok(ForwardedFields::default());
-    }
+fn forwarded_fields(given: &[String]) -> Result<ForwardedFields, KeyError> {
+    let names: Vec<&str> = if given.is_empty() {
+        defaults::FORWARDED.to_vec()
+    } else {
+        given.iter().map(String::as_str).collect()
+    };
     let mut f = ForwardedFields {
         x_forwarded_for: false,
         x_forwarded_proto: false,
@@ -594,7 +600,7 @@ mod tests {
     fn defaults_make_a_demo_listener_with_a_self_signed_cert() {
         let cfg = from_options(&GlobalOptions::default(), &ListenerOptions::default()).unwrap();
         let l = &cfg.listeners[0];
-        assert_eq!(l.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(l.listen.to_string(), defaults::LISTEN);
         assert_eq!(l.upstream, Upstream::Demo);
         assert_eq!(l.tls.certs.len(), 1);
         assert_eq!(l.limits.max_head_bytes, 64 * 1024);
