@@ -20,15 +20,20 @@
 //!   command line.
 //! - With `--config`, every [`ListenerOptions`] flag given on the command
 //!   line is refused by name: `tern serve` finds them with clap's
-//!   `ArgMatches::value_source`, so a new field is covered without a list.
+//!   `ArgMatches::value_source`, so a new field is covered without a list;
+//!   every top-level and `[acme]` flag given replaces the file's value
+//!   (`file.rs` lays the given options over the file's through serde,
+//!   also without a list).
 //!
 //! # How to add an option
 //!
 //! 1. Add a field to the table it belongs to: a doc comment (one paragraph:
 //!    what it does, units and bounds, never the default), `#[arg(long,
 //!    value_name = "…")]` (`#[arg(skip)]` for a TOML-only key of a flag
-//!    table), and an `Option<T>` type (`Vec<String>` for lists, `bool` for a
-//!    switch that is off by default).
+//!    table), and an `Option<T>` type (`Vec<String>` for lists; `bool` for
+//!    a listener switch that is off by default, `Option<bool>` at the top
+//!    level). Nothing else is needed for `--config` to refuse a listener
+//!    flag or to let a top-level flag override the file.
 //! 2. If it has a default, add a constant to [`defaults`] (typed: `u32`,
 //!    `usize`, `bool`, `&str`, `Duration`; `[&str; N]` for a list) and
 //!    name it in the attribute: `default_value = shown(defaults::X)`, or
@@ -43,7 +48,7 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Every default of `tern serve`, named once: `--help`, docs/config.md and
 /// the resolution of a missing option all read these.
@@ -164,8 +169,12 @@ impl Shown for Duration {
     }
 }
 
-/// Process-wide options (top level of the TOML file).
-#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+/// Process-wide options (top level of the TOML file). Serialize lets
+/// `load_file` lay the command line's values over the file's without a
+/// list of fields; so that a switch given on the command line can be told
+/// from an absent one, top-level options take values (`Option<bool>`,
+/// never a bare `bool`; a test checks).
+#[derive(Debug, Default, Clone, clap::Args, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GlobalOptions {
     /// Worker threads, each with its own listener socket (SO_REUSEPORT) and
@@ -204,18 +213,18 @@ pub struct GlobalOptions {
 
     /// Backend groups (TOML `[[upstream]]` tables).
     #[arg(skip)]
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     pub upstream: Vec<UpstreamOptions>,
 
     /// Listeners (TOML `[[listener]]` tables; the command line describes one).
     #[arg(skip)]
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     pub listener: Vec<ListenerOptions>,
 }
 
 /// The ACME CA certificates are obtained from, and where they are kept
 /// (TOML `[acme]`; used by certificates with `acme` names).
-#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[derive(Debug, Default, Clone, clap::Args, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcmeOptions {
     /// ACME directory: "letsencrypt", "letsencrypt-staging" or a URL.
