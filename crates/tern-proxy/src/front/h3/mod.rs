@@ -29,7 +29,7 @@ use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use quinn::crypto::rustls::{HandshakeData, QuicServerConfig};
 use rustls::HandshakeKind;
-use tern_tls::policy::{group_name, suite_name};
+use tern_tls::iana::{group_name, suite_name};
 use tern_tls::Negotiated;
 
 use crate::config::{H3Settings, ListenerConfig};
@@ -184,8 +184,8 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
     };
     Negotiated {
         version: "TLSv1.3",
-        cipher: data.cipher_suite.map_or("", suite_name),
-        group: data.key_exchange_group.map_or("", group_name),
+        cipher: data.cipher_suite.map_or("".into(), suite_name),
+        group: data.key_exchange_group.map_or("".into(), group_name),
         alpn: Some("h3".into()),
         sni: data.server_name,
         resumed: data.handshake_kind == Some(HandshakeKind::Resumed),
