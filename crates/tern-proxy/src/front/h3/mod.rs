@@ -32,16 +32,11 @@ use rustls::HandshakeKind;
 use tern_tls::iana::{group_name, suite_name};
 use tern_tls::Negotiated;
 
+use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::config::{H3Settings, ListenerConfig};
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
 use crate::io::deadline::Watchdog;
 use crate::metrics::HandshakeFailure;
-
-/// Request-body receive window per stream, as HTTP/2's.
-const STREAM_WINDOW: u32 = 256 * 1024;
-
-/// Connection-level receive window, as HTTP/2's.
-const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// Response data a connection may hold that the client has not
 /// acknowledged, sent or not. quinn's default is 10 MB, which a client with
