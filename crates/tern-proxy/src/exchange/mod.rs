@@ -176,6 +176,14 @@ pub(crate) async fn run<F: Front>(
             (_, _) => front.abort(),
         }
     }
+    if req.is_grpc()
+        && o.grpc_status.is_none()
+        && error.is_some_and(|e| e.kind() == Kind::ClientGone)
+    {
+        // The client cancelled the call (gRPC's CANCELLED), as gRPC
+        // servers log it.
+        o.grpc_status = Some(1);
+    }
     o.error = error;
     o.status = front.status();
     let (bytes_in, bytes_out) = front.bytes();
