@@ -283,9 +283,11 @@ where
                 .first(FieldKind::Expect)
                 .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
         early: false,
+        trailers_ok: head.fields.has_token("te", "trailers"),
     };
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
+    front.trailers_ok = req.trailers_ok;
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
     let closing = front.finish() || finished.error.is_some();
     if closing {
