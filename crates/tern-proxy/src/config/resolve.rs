@@ -11,7 +11,7 @@ use super::upstream::{check_health_path, default_health, parse_balance, resolve_
 use super::{
     AcceptMode, AccessLogTarget, Config, ConfigError, GlobalOptions, H2Limits, H3Settings,
     KeyError, Limits, ListenerConfig, ListenerOptions, LogFormat, Mode, ProxyProtocol, Route,
-    TrustedNet, Upstream, UpstreamConfig, DEFAULT_LISTEN,
+    RunAs, TrustedNet, Upstream, UpstreamConfig, DEFAULT_LISTEN,
 };
 
 pub(crate) fn key_err(key: &'static str, message: impl Into<String>) -> KeyError {
@@ -109,8 +109,12 @@ pub(crate) fn resolve_global(
             Some(addr)
         }
     };
+    let upgrade_socket = g.upgrade_socket.as_deref().map(PathBuf::from);
+    let run_as = run_as(g.user.as_deref(), g.group.as_deref())?;
     Ok(Config {
         acme: None,
+        upgrade_socket,
+        run_as,
         admin,
         upstreams,
         workers,
@@ -120,6 +124,42 @@ pub(crate) fn resolve_global(
         shutdown_timeout,
         listeners,
     })
+}
+
+/// Looks `user` and `group` up in the system's databases.
+fn run_as(user: Option<&str>, group: Option<&str>) -> Result<Option<RunAs>, KeyError> {
+    use nix::unistd::{Group, User};
+    let Some(name) = user else {
+        return match group {
+            Some(_) => Err(key_err("group", "needs `user` as well")),
+            None => Ok(None),
+        };
+    };
+    let found = User::from_name(name)
+        .map_err(|e| key_err("user", format!("looking up user {name:?}: {e}")))?
+        .ok_or_else(|| key_err("user", format!("no user named {name:?}")))?;
+    let (group, gid) = match group {
+        Some(g) => {
+            let entry = Group::from_name(g)
+                .map_err(|e| key_err("group", format!("looking up group {g:?}: {e}")))?
+                .ok_or_else(|| key_err("group", format!("no group named {g:?}")))?;
+            (entry.name, entry.gid.as_raw())
+        }
+        None => {
+            let gid = found.gid;
+            let name = Group::from_gid(gid)
+                .ok()
+                .flatten()
+                .map_or_else(|| gid.to_string(), |g| g.name);
+            (name, gid.as_raw())
+        }
+    };
+    Ok(Some(RunAs {
+        user: found.name,
+        uid: found.uid.as_raw(),
+        group,
+        gid,
+    }))
 }
 
 /// Resolves one listener; relative paths are taken from `base` (the
