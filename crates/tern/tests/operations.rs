@@ -11,10 +11,14 @@ use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
 
+#[path = "operations/activation.rs"]
+mod activation;
 #[path = "operations/fleet.rs"]
 mod fleet;
 #[path = "operations/ocsp.rs"]
 mod ocsp;
+#[path = "operations/privileges.rs"]
+mod privileges;
 #[path = "operations/proxy_in.rs"]
 mod proxy_in;
 #[path = "operations/reload.rs"]
