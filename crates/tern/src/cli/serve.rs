@@ -45,6 +45,13 @@ struct ServeFlags {
     #[arg(long)]
     check: bool,
 
+    /// Take the listening sockets over from the tern running on
+    /// `upgrade_socket` (a binary upgrade, docs/upgrade.md): once this one
+    /// serves, the running one drains and exits. If this one fails to
+    /// start, the running one keeps serving.
+    #[arg(long, conflicts_with = "check")]
+    pub upgrade: bool,
+
     /// Print the configuration reference (markdown) and exit.
     #[arg(long, hide = true)]
     config_reference: bool,
@@ -155,7 +162,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             Box::new(move || config::from_options(&global, &listener))
         }
     };
-    match tern_proxy::run(config, Some(reload)) {
+    let start = if args.upgrade {
+        tern_proxy::Start::Upgrade
+    } else {
+        tern_proxy::Start::Fresh
+    };
+    match tern_proxy::run(config, Some(reload), start) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern: error: {e}");
