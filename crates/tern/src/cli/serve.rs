@@ -17,6 +17,8 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Validate and exit.
     pub check: bool,
+    /// Take the listening sockets over from a running tern (binary upgrade).
+    pub upgrade: bool,
     /// Print the configuration reference and exit.
     pub config_reference: bool,
     /// Process-wide options.
@@ -50,7 +52,7 @@ struct ServeFlags {
     /// serves, the running one drains and exits. If this one fails to
     /// start, the running one keeps serving.
     #[arg(long, conflicts_with = "check")]
-    pub upgrade: bool,
+    upgrade: bool,
 
     /// Print the configuration reference (markdown) and exit.
     #[arg(long, hide = true)]
@@ -107,6 +109,7 @@ impl clap::FromArgMatches for ServeArgs {
         Ok(ServeArgs {
             config: flags.config,
             check: flags.check,
+            upgrade: flags.upgrade,
             config_reference: flags.config_reference,
             global: flags.global,
             listener: flags.listener,
