@@ -47,12 +47,29 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Admin listener for /metrics and /health (loopback only), if on.
     pub admin: Option<SocketAddr>,
+    /// Where the running tern hands its sockets to a new binary, if on.
+    pub upgrade_socket: Option<PathBuf>,
+    /// The user (and group) to switch to after binding, if any.
+    pub run_as: Option<RunAs>,
     /// Backend groups, referred to by index from listeners and routes.
     pub upstreams: Vec<UpstreamConfig>,
     /// The listeners.
     pub listeners: Vec<ListenerConfig>,
     /// The ACME CA, when some listener has ACME certificates.
     pub acme: Option<tern_acme::AcmeSettings>,
+}
+
+/// The unprivileged identity tern switches to once its sockets are open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name, for messages.
+    pub user: String,
+    /// Its numeric id.
+    pub uid: u32,
+    /// The group's name, for messages.
+    pub group: String,
+    /// The group's numeric id.
+    pub gid: u32,
 }
 
 /// How worker threads accept connections.

@@ -206,6 +206,22 @@ pub struct GlobalOptions {
     #[arg(long, value_name = "ADDR:PORT")]
     pub admin: Option<String>,
 
+    /// Unix socket on which the running tern hands its listening sockets to
+    /// a new binary started with `tern serve --upgrade` (docs/upgrade.md).
+    /// Off by default.
+    #[arg(long, value_name = "PATH")]
+    pub upgrade_socket: Option<String>,
+
+    /// User to run as once the listening sockets are open and the keys
+    /// read (e.g. "nobody"); tern must start as root for it. Off by
+    /// default: tern keeps the user it was started as.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// Group to run as with `user`. [default: the user's primary group]
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+
     /// Where certificates named by `acme` come from (TOML `[acme]` table).
     #[command(flatten)]
     #[serde(default)]

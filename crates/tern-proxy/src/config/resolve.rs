@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::options::defaults;
 use super::{
     AcceptMode, AccessLogTarget, Config, ConfigError, GlobalOptions, KeyError, ListenerConfig,
-    ListenerOptions, LogFormat, UpstreamConfig,
+    ListenerOptions, LogFormat, RunAs, UpstreamConfig,
 };
 
 pub(crate) fn key_err(key: &'static str, message: impl Into<String>) -> KeyError {
@@ -113,8 +113,12 @@ pub(crate) fn resolve_global(
             Some(addr)
         }
     };
+    let upgrade_socket = g.upgrade_socket.as_deref().map(PathBuf::from);
+    let run_as = run_as(g.user.as_deref(), g.group.as_deref())?;
     Ok(Config {
         acme: None,
+        upgrade_socket,
+        run_as,
         admin,
         upstreams,
         workers,
@@ -124,6 +128,42 @@ pub(crate) fn resolve_global(
         shutdown_timeout,
         listeners,
     })
+}
+
+/// Looks `user` and `group` up in the system's databases.
+fn run_as(user: Option<&str>, group: Option<&str>) -> Result<Option<RunAs>, KeyError> {
+    use nix::unistd::{Group, User};
+    let Some(name) = user else {
+        return match group {
+            Some(_) => Err(key_err("group", "needs `user` as well")),
+            None => Ok(None),
+        };
+    };
+    let found = User::from_name(name)
+        .map_err(|e| key_err("user", format!("looking up user {name:?}: {e}")))?
+        .ok_or_else(|| key_err("user", format!("no user named {name:?}")))?;
+    let (group, gid) = match group {
+        Some(g) => {
+            let entry = Group::from_name(g)
+                .map_err(|e| key_err("group", format!("looking up group {g:?}: {e}")))?
+                .ok_or_else(|| key_err("group", format!("no group named {g:?}")))?;
+            (entry.name, entry.gid.as_raw())
+        }
+        None => {
+            let gid = found.gid;
+            let name = Group::from_gid(gid)
+                .ok()
+                .flatten()
+                .map_or_else(|| gid.to_string(), |g| g.name);
+            (name, gid.as_raw())
+        }
+    };
+    Ok(Some(RunAs {
+        user: found.name,
+        uid: found.uid.as_raw(),
+        group,
+        gid,
+    }))
 }
 
 /// Resolves one listener; relative paths are taken from `base` (the

@@ -17,6 +17,8 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Validate and exit.
     pub check: bool,
+    /// Take the listening sockets over from a running tern (binary upgrade).
+    pub upgrade: bool,
     /// Print the configuration reference and exit.
     pub config_reference: bool,
     /// Process-wide options.
@@ -44,6 +46,13 @@ struct ServeFlags {
     /// valid, 1 with the error otherwise.
     #[arg(long)]
     check: bool,
+
+    /// Take the listening sockets over from the tern running on
+    /// `upgrade_socket` (a binary upgrade, docs/upgrade.md): once this one
+    /// serves, the running one drains and exits. If this one fails to
+    /// start, the running one keeps serving.
+    #[arg(long, conflicts_with = "check")]
+    upgrade: bool,
 
     /// Print the configuration reference (markdown) and exit.
     #[arg(long, hide = true)]
@@ -100,6 +109,7 @@ impl clap::FromArgMatches for ServeArgs {
         Ok(ServeArgs {
             config: flags.config,
             check: flags.check,
+            upgrade: flags.upgrade,
             config_reference: flags.config_reference,
             global: flags.global,
             listener: flags.listener,
@@ -155,7 +165,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             Box::new(move || config::from_options(&global, &listener))
         }
     };
-    match tern_proxy::run(config, Some(reload)) {
+    let start = if args.upgrade {
+        tern_proxy::Start::Upgrade
+    } else {
+        tern_proxy::Start::Fresh
+    };
+    match tern_proxy::run(config, Some(reload), start) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern: error: {e}");
