@@ -21,6 +21,7 @@ pub mod forwarding;
 pub mod framing;
 pub mod head;
 pub mod rewrite;
+pub mod trailers;
 
 pub use error::HttpError;
 pub use framing::BodyFraming;

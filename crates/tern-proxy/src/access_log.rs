@@ -55,6 +55,9 @@ pub struct Record<'a> {
     /// Why the request failed, as `side:kind` (`backend:timeout`,
     /// `client:gone`, ...); `None` when it did not.
     pub error: Option<&'static str>,
+    /// The `grpc-status` a gRPC call ended with: logged as
+    /// `grpc_status=N` after the other fields, only for gRPC calls.
+    pub grpc_status: Option<u16>,
 }
 
 /// The shared destination of all workers' batches.
@@ -178,6 +181,10 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         buf.pop();
         buf.push_str(" early=yes\n");
     }
+    if let Some(code) = r.grpc_status {
+        buf.pop();
+        let _ = writeln!(buf, " grpc_status={code}");
+    }
 }
 
 fn format_json(buf: &mut String, r: &Record<'_>) {
@@ -204,6 +211,9 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     let mut v = v;
     if r.early {
         v["early"] = serde_json::Value::Bool(true);
+    }
+    if let Some(code) = r.grpc_status {
+        v["grpc_status"] = code.into();
     }
     let _ = writeln!(buf, "{v}");
 }
@@ -235,6 +245,7 @@ mod tests {
             backend_us: 300,
             total_us: 500,
             error: None,
+            grpc_status: None,
         }
     }
 
@@ -277,6 +288,13 @@ mod tests {
         let mut text = String::new();
         format_text(&mut text, &early);
         assert!(text.ends_with(" error=- early=yes\n"), "{text}");
+        let grpc = Record {
+            grpc_status: Some(14),
+            ..record(&tls)
+        };
+        let mut text = String::new();
+        format_text(&mut text, &grpc);
+        assert!(text.ends_with(" error=- grpc_status=14\n"), "{text}");
         let mut json = String::new();
         format_json(&mut json, &early);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();

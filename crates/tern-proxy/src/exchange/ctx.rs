@@ -129,6 +129,9 @@ pub(crate) struct Outcome {
     pub error: Option<ExchangeError>,
     /// The request came in TLS early data (HTTP/3 0-RTT).
     pub early: bool,
+    /// The `grpc-status` the response ended with (its trailers, or the
+    /// head of a trailers-only response, or tern's own answer).
+    pub grpc_status: Option<u16>,
 }
 
 impl ConnCtx<'_> {
@@ -157,9 +160,15 @@ impl ConnCtx<'_> {
             backend_us: o.backend_us,
             total_us: started.elapsed().as_micros() as u64,
             error: o.error.map(ExchangeError::label),
+            grpc_status: o.grpc_status,
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);
+        }
+        if let Some(code) = o.grpc_status {
+            self.worker
+                .metrics
+                .grpc_call(code, started.elapsed(), o.bytes_in, o.bytes_out);
         }
     }
 

@@ -85,6 +85,7 @@ async fn exchange_in<F: Front>(
             s,
         },
         wait,
+        o,
     )
     .await?;
     body.settle(s);
@@ -122,6 +123,10 @@ async fn send_request<B: ClientBody>(
             }
             Step::End => {
                 h1::push_body(&mut s.out, &[], chunked, true);
+                whole = true;
+            }
+            Step::Trailers(t) => {
+                h1::push_trailers(&mut s.out, &t, chunked);
                 whole = true;
             }
             Step::NotYet => break,
@@ -189,6 +194,11 @@ async fn send_rest<B: ClientBody>(
         let (piece, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece, last),
             Step::End => (crate::message::Piece::Slice(&[]), true),
+            Step::Trailers(trailers) => {
+                s.out.clear();
+                h1::push_trailers(&mut s.out, &trailers, chunked);
+                return h1::write(conn, &s.out, t).await;
+            }
             Step::NotYet => continue,
         };
         if chunked {

@@ -21,7 +21,7 @@ use tern_http::BodyFraming;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step};
+use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step, Trailers};
 use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
 use crate::upstream::Backends;
 
@@ -43,7 +43,7 @@ pub(super) async fn exchange<F: Front>(
     let up = Cell::new(0);
     // The body at hand goes up with the head (one write when the session
     // next flushes); a request that is whole with it can be sent again.
-    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up).await?;
+    let (inline, whole, trailers) = gather_inline(front, req, duplex.as_mut(), &up).await?;
     let facts = ctx.facts();
     let mut retried = false;
     loop {
@@ -72,7 +72,12 @@ pub(super) async fn exchange<F: Front>(
             kind
         })?;
         o.backend = Some(held.addr);
-        send_inline(&mut upstream, &inline, whole && req.body != BodyLen::Empty)?;
+        send_inline(
+            &mut upstream,
+            &inline,
+            whole && req.body != BodyLen::Empty,
+            trailers.as_ref(),
+        )?;
         let result = if whole {
             let sent = Instant::now();
             let wait = limits.backend_response_timeout;
@@ -94,9 +99,16 @@ pub(super) async fn exchange<F: Front>(
                 }
             }
             match response_head(head, ctx, backends, o, sent) {
-                Ok(answer) => relay(front, req, answer, false, limits.backend_response_timeout)
-                    .await
-                    .map(|()| false),
+                Ok(answer) => relay(
+                    front,
+                    req,
+                    answer,
+                    false,
+                    limits.backend_response_timeout,
+                    o,
+                )
+                .await
+                .map(|()| false),
                 Err(kind) => Err(kind),
             }
         } else {
@@ -136,17 +148,17 @@ pub(super) async fn exchange<F: Front>(
 /// HTTP/2 peer grants, so nothing waits in tern's send buffer for long).
 const INLINE_BODY: usize = 16 * 1024;
 
-/// The request body already at hand (at most [`INLINE_BODY`]), and whether
-/// it is the whole body.
+/// The request body already at hand (at most [`INLINE_BODY`]), whether
+/// it is the whole body, and the trailers that ended it.
 async fn gather_inline<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     duplex: Option<&mut RecvStream>,
     up: &Cell<u64>,
-) -> Result<(Vec<Bytes>, bool), Kind> {
+) -> Result<(Vec<Bytes>, bool, Option<Trailers>), Kind> {
     let mut pieces = Vec::new();
     if req.body == BodyLen::Empty {
-        return Ok((pieces, true));
+        return Ok((pieces, true, None));
     }
     let mut size = 0;
     if let Some(body) = duplex {
@@ -162,7 +174,8 @@ async fn gather_inline<F: Front>(
                 Some(None) | None => break,
             }
         }
-        return Ok((pieces, body.is_end_stream()));
+        // Trailers still to come leave the body to the duplex upload.
+        return Ok((pieces, body.is_end_stream(), None));
     }
     let (body, _) = front.split();
     while size < INLINE_BODY {
@@ -171,28 +184,41 @@ async fn gather_inline<F: Front>(
                 size += piece.len();
                 pieces.push(piece.into_bytes());
                 if last {
-                    return Ok((pieces, true));
+                    return Ok((pieces, true, None));
                 }
             }
-            Step::End => return Ok((pieces, true)),
+            Step::End => return Ok((pieces, true, None)),
+            Step::Trailers(t) => return Ok((pieces, true, Some(t))),
             Step::NotYet => break,
         }
     }
-    Ok((pieces, false))
+    Ok((pieces, false, None))
 }
 
-/// Queues the inline body on the new stream (ending it when `end`).
-fn send_inline(upstream: &mut SendStream<Bytes>, pieces: &[Bytes], end: bool) -> Result<(), Kind> {
+/// Queues the inline body on the new stream (ending it when `end`, with
+/// `trailers` when there are some).
+fn send_inline(
+    upstream: &mut SendStream<Bytes>,
+    pieces: &[Bytes],
+    end: bool,
+    trailers: Option<&Trailers>,
+) -> Result<(), Kind> {
     let n = pieces.len();
+    let end_with_data = end && trailers.is_none();
     for (i, piece) in pieces.iter().enumerate() {
         upstream
-            .send_data(piece.clone(), end && i + 1 == n)
+            .send_data(piece.clone(), end_with_data && i + 1 == n)
             .map_err(|_| Kind::Closed)?;
     }
-    if end && n == 0 {
-        upstream
+    match trailers {
+        // Kept for a retry: a copy of a small map.
+        Some(t) if end => upstream
+            .send_trailers(t.clone())
+            .map_err(|_| Kind::Closed)?,
+        _ if end_with_data && n == 0 => upstream
             .send_data(Bytes::new(), true)
-            .map_err(|_| Kind::Closed)?;
+            .map_err(|_| Kind::Closed)?,
+        _ => {}
     }
     Ok(())
 }
@@ -255,8 +281,8 @@ async fn with_duplex_body<F: Front>(
         }
     };
     let answer = response_head(head, ctx, backends, o, sent)?;
-    let (framing, recv) = start(front, req, answer, false)?;
-    let relay = relay_response(front, framing, recv, wait);
+    let (framing, recv) = start(front, req, answer, false, o)?;
+    let relay = relay_response(front, framing, recv, wait, o);
     let mut relay = pin!(relay);
     let relayed = loop {
         tokio::select! {
@@ -317,7 +343,7 @@ async fn with_pulled_body<F: Front>(
     }
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    relay(front, req, answer, answered_early, wait).await?;
+    relay(front, req, answer, answered_early, wait, o).await?;
     Ok(false)
 }
 
@@ -328,13 +354,14 @@ async fn relay_response<F: Front>(
     framing: BodyFraming,
     recv: RecvStream,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
     if framing == BodyFraming::Empty {
         return front
             .send_body(crate::message::Piece::Slice(&[]), true)
             .await;
     }
-    relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
+    relay_body(front, H2Steps(ResponseBody::new(recv)), wait, o).await
 }
 
 /// Starts the client's response with `answer`'s head; returns the body's
@@ -344,6 +371,7 @@ fn start<F: Front>(
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
     close: bool,
+    o: &mut Outcome,
 ) -> Result<(BodyFraming, RecvStream), Kind> {
     let (parts, recv) = answer.into_parts();
     let framing = body_framing(req, &parts, &recv);
@@ -351,6 +379,7 @@ fn start<F: Front>(
         head: ResponseHeadView::H2(&parts),
         body: framing,
     };
+    super::note_grpc_head(o, &view);
     front.start_response(view, close)?;
     Ok((framing, recv))
 }
@@ -362,9 +391,10 @@ async fn relay<F: Front>(
     answer: http::Response<RecvStream>,
     close: bool,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
-    let (framing, recv) = start(front, req, answer, close)?;
-    relay_response(front, framing, recv, wait).await
+    let (framing, recv) = start(front, req, answer, close, o)?;
+    relay_response(front, framing, recv, wait, o).await
 }
 
 /// Moves a request body the front end delivers in pieces up the backend
@@ -378,6 +408,7 @@ async fn pull_upload<B: ClientBody>(
         let (data, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece.into_bytes(), last),
             Step::End => (Bytes::new(), true),
+            Step::Trailers(t) => return upstream.send_trailers(t).map_err(|_| Kind::Upload),
             Step::NotYet => continue,
         };
         h2data::send(upstream, data, last, wait)

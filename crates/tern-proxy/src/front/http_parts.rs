@@ -77,6 +77,25 @@ pub(crate) fn answer(status: u16) -> (Response<()>, &'static str) {
     (response, body)
 }
 
+/// tern's own answer to a gRPC call it could not complete: a
+/// trailers-only response (HTTP 200, the gRPC status in its one HEADERS
+/// frame), which every gRPC client reads as the call's status.
+pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
+    let mut response = Response::new(());
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from(code));
+    // grpc-message is percent-encoded; tern's own texts are plain ASCII
+    // without '%', which need no encoding.
+    if let Ok(v) = HeaderValue::from_str(message) {
+        headers.insert("grpc-message", v);
+    }
+    response
+}
+
 /// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field
 /// cannot be carried (invalid name or value).
 fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {

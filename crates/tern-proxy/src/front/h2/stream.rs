@@ -18,7 +18,9 @@ use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
+use crate::message::{
+    clean_trailer_map, BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers,
+};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +59,7 @@ pub(super) async fn handle(
         upgrade: false,
         expects_continue: false,
         early: false,
+        trailers_ok: crate::message::h2_takes_trailers(&parts.headers),
     };
     let mut front = H2Client {
         body: H2Body {
@@ -120,7 +123,7 @@ impl ClientBody for H2Body {
             None => {
                 return match self.declared {
                     Some(n) if n != self.received => Err(Kind::BadBody),
-                    _ => Ok(Step::End),
+                    _ => request_trailers(recv).await,
                 }
             }
             Some(Err(_)) => return Err(Kind::ClientGone),
@@ -142,6 +145,23 @@ impl ClientBody for H2Body {
     async fn interim(&mut self, _head: &ResponseHead) -> Result<(), Kind> {
         // Interim responses (100 Continue, 103) are not relayed over h2.
         Ok(())
+    }
+}
+
+/// What ends a request body whose DATA is over: its trailers (cleaned), if
+/// the client sent any. h2 has them at hand once DATA has ended.
+async fn request_trailers(recv: &mut RecvStream) -> Result<Step<'static>, Kind> {
+    match recv.trailers().now_or_never() {
+        Some(Ok(Some(map))) => match clean_trailer_map(&map) {
+            Ok(Some(t)) => Ok(Step::Trailers(t)),
+            Ok(None) => Ok(Step::End),
+            Err(e) => {
+                tracing::debug!("client trailers refused: {e}");
+                Err(Kind::BadBody)
+            }
+        },
+        Some(Err(_)) => Err(Kind::ClientGone),
+        Some(Ok(None)) | None => Ok(Step::End),
     }
 }
 
@@ -212,9 +232,22 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        let Some(mut send) = self.send.take() else {
+            return Ok(());
+        };
+        send.send_trailers(trailers).map_err(|_| Kind::ClientGone)
+    }
+
     async fn flush(&mut self) -> Result<(), Kind> {
         // Frames leave when the connection task next writes.
         Ok(())
+    }
+
+    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+        self.status = 200;
+        let response = http_parts::grpc_answer(code, message);
+        let _ = self.respond.send_response(response, true);
     }
 
     async fn answer(&mut self, status: u16) {
