@@ -49,10 +49,13 @@ EOF
     local cache="${CARGO_HOME:-$HOME/.cargo}/registry/cache" crate
     crate="$(ls "$cache"/*/"$name-$version.crate" 2>/dev/null | head -1)"
     [[ -n "$crate" ]] || die "$name-$version.crate not in $cache after cargo fetch"
-    tar -xzf "$crate" -C "$dir"
+    # Outside the fetch project, whose [workspace] would otherwise claim it.
+    local out="$scratch_root/upstream-$name"
+    mkdir -p "$out"
+    tar -xzf "$crate" -C "$out"
     # Written by cargo when it packages or unpacks, not part of the source.
-    rm -f "$dir/$name-$version/.cargo_vcs_info.json" "$dir/$name-$version/.cargo-ok"
-    echo "$dir/$name-$version"
+    rm -f "$out/$name-$version/.cargo_vcs_info.json" "$out/$name-$version/.cargo-ok"
+    echo "$out/$name-$version"
 }
 
 # build NAME VERSION: published package + patches, prints its folder.
@@ -93,9 +96,21 @@ case "${1:-}" in
         [[ $# -eq 3 ]] || die "usage: vendor/apply.sh --install NAME VERSION"
         name=$2
         tree="$(build "$name" "$3")"
-        (cd "$tree" && cargo test --quiet) || die "$name $3 + patches: the crate's tests fail"
+        # The other vendored crates stand in for their published versions,
+        # as in tern's build (h3-quinn's patch calls quinn's patched API).
+        patches=()
+        for other in "${crates[@]}"; do
+            [[ "$other" == "$name" ]] && continue
+            patches+=(--config "patch.crates-io.$other.path=\"$here/$other\"")
+        done
+        cp -r "$tree" "$scratch_root/pristine"
+        # The package's lock file may pin older versions the patches do not
+        # match: resolve afresh for the test run only.
+        rm -f "$tree/Cargo.lock"
+        (cd "$tree" && cargo test --quiet --target-dir "$scratch_root/target" "${patches[@]}") \
+            || die "$name $3 + patches: the crate's tests fail"
         rm -rf "${here:?}/$name"
-        cp -r "$tree" "$here/$name"
+        cp -r "$scratch_root/pristine" "$here/$name"
         echo "vendor/$name is now $3 + patches; update vendor/README.md and the workspace Cargo.toml comment"
         ;;
     "" | -h | --help)

@@ -200,6 +200,7 @@ pub struct ServerHello {
 
 /// Errors while reading the server's answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     #[error("I/O: {0}")]
     Io(#[from] io::Error),

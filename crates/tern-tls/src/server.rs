@@ -166,7 +166,7 @@ fn build(
     // RFC 9149: a client that says how many tickets it wants gets that
     // many, never more than tern sends anyway. One that will not resume
     // (a one-shot client) can ask for none: each ticket costs the server
-    // about 2 µs and a record on the wire (BENCHMARKS.md).
+    // about 2 µs and a record on the wire (docs/benchmarks-history.md).
     config.max_tls13_tickets = settings.tls13_tickets;
     Ok(Arc::new(config))
 }
