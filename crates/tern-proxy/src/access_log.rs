@@ -160,8 +160,8 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.client,
         t.sni.as_deref().unwrap_or("-"),
         or_dash(t.version),
-        or_dash(t.cipher),
-        or_dash(t.group),
+        or_dash(&t.cipher),
+        or_dash(&t.group),
         t.alpn.as_deref().unwrap_or("-"),
         if t.resumed { "yes" } else { "no" },
         r.handshake_us,
@@ -253,8 +253,8 @@ mod tests {
     fn text_and_json_lines_carry_the_same_keys() {
         let tls = Negotiated {
             version: "TLSv1.3",
-            cipher: "TLS_AES_128_GCM_SHA256",
-            group: "X25519",
+            cipher: "TLS_AES_128_GCM_SHA256".into(),
+            group: "X25519".into(),
             alpn: Some("http/1.1".into()),
             sni: Some("localhost".into()),
             resumed: true,

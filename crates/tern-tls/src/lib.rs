@@ -20,6 +20,7 @@
 pub mod certs;
 pub mod cpu;
 mod error;
+pub mod iana;
 pub mod managed;
 pub mod ocsp;
 pub mod policy;
@@ -27,6 +28,7 @@ pub mod selfsigned;
 pub mod server;
 pub mod sni;
 pub mod tickets;
+pub mod verify;
 
 pub use certs::{CertFiles, KeyKind, LoadedCert};
 pub use error::TlsError;

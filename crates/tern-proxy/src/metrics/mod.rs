@@ -234,8 +234,8 @@ impl Metrics {
     pub fn handshake(&self, tls: &Negotiated, took: Duration) {
         let slot = self.handshake_slot(
             self.versions.index(tls.version),
-            self.ciphers.index(tls.cipher),
-            self.groups.index(tls.group),
+            self.ciphers.index(&tls.cipher),
+            self.groups.index(&tls.group),
             tls.resumed,
         );
         self.handshakes.add(slot, 1);
