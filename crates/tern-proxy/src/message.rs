@@ -27,7 +27,9 @@ pub(crate) struct Request<'r> {
     pub body: BodyLen,
     /// An HTTP/1.0 client (no chunked coding, no keepalive by default).
     pub http10: bool,
-    /// An HTTP/1.1 `Upgrade` request (WebSocket and the like).
+    /// An HTTP/1.1 `Upgrade` request (WebSocket and the like), or an
+    /// HTTP/2 extended CONNECT for a WebSocket (RFC 8441), which becomes
+    /// one to an HTTP/1.1 backend.
     pub upgrade: bool,
     /// The client waits for `100 Continue` before it sends its body.
     pub expects_continue: bool,
@@ -42,6 +44,13 @@ impl Request<'_> {
     /// True for CONNECT.
     pub(crate) fn is_connect(&self) -> bool {
         self.method == "CONNECT"
+    }
+
+    /// True for an HTTP/2 extended CONNECT that opens a WebSocket (RFC
+    /// 8441): relayed to an HTTP/1.1 backend as `GET` with
+    /// `Upgrade: websocket`.
+    pub(crate) fn is_websocket_connect(&self) -> bool {
+        self.is_connect() && self.upgrade && matches!(self.head, RequestView::H2(_))
     }
 
     /// True for HEAD.

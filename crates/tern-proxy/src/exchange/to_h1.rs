@@ -42,8 +42,9 @@ async fn exchange_in<F: Front>(
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    if req.is_connect() && matches!(req.head, RequestView::H2(_)) {
-        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take.
+    if req.is_connect() && matches!(req.head, RequestView::H2(_)) && !req.is_websocket_connect() {
+        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take
+        // (an extended CONNECT for a WebSocket does: it becomes Upgrade).
         return Err(Kind::NotImplemented);
     }
     let mut conn = {

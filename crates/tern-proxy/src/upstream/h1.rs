@@ -127,8 +127,13 @@ pub(crate) fn write_head(
                 BodyLen::Length(n) => H1BodyFraming::Length(n),
                 BodyLen::Unknown => H1BodyFraming::Chunked,
             };
+            let method = if req.is_websocket_connect() {
+                "GET"
+            } else {
+                req.method
+            };
             write_request_head_from_h2(
-                req.method,
+                method,
                 req.target,
                 req.authority,
                 parts
@@ -142,6 +147,15 @@ pub(crate) fn write_head(
             );
         }
     }
+    if req.is_websocket_connect() {
+        // RFC 8441 section 5: the HTTP/1.1 handshake an extended CONNECT
+        // stands for (the client's sec-websocket-version, -protocol and
+        // -extensions went with its other fields).
+        out.truncate(out.len() - 2);
+        out.extend_from_slice(b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ");
+        out.extend_from_slice(websocket_key().as_bytes());
+        out.extend_from_slice(b"\r\n\r\n");
+    }
     if req.trailers_ok {
         // The client takes trailers: so may the backend's response carry
         // them (RFC 9110 section 10.1.4: TE is named in Connection).
@@ -149,6 +163,23 @@ pub(crate) fn write_head(
         out.extend_from_slice(b"TE: trailers\r\nConnection: te\r\n\r\n");
     }
     req.body == BodyLen::Unknown
+}
+
+/// A fresh `Sec-WebSocket-Key` (RFC 6455 section 4.1: 16 random bytes,
+/// base64).
+fn websocket_key() -> String {
+    use base64::Engine as _;
+    let mut nonce = [0u8; 16];
+    let random = rustls::crypto::aws_lc_rs::default_provider().secure_random;
+    if random.fill(&mut nonce).is_err() {
+        // Never seen; the key only proves the backend speaks WebSocket, so
+        // a clock-derived nonce still serves.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        nonce = t.to_le_bytes();
+    }
+    base64::engine::general_purpose::STANDARD.encode(nonce)
 }
 
 /// Appends the end of a chunked request body with `trailers` as its

@@ -140,3 +140,73 @@ fn grpc_interop_cases_pass_through_tern_to_an_h2_tls_backend() {
     all_cases_pass(&dir, &front);
     assert_grpc_statuses_logged(&front);
 }
+
+/// Python's grpcio (C core: a second gRPC implementation) calls grpc-go's
+/// interop server through tern, unary and server streaming, with raw
+/// protobuf bytes (no generated code): `UnaryCall` asking for a 100-byte
+/// payload, `StreamingOutputCall` asking for 3 responses.
+const GRPCIO_CLIENT: &str = r#"
+import sys
+import grpc
+ca = open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+opts = [("grpc.ssl_target_name_override", "localhost")]
+with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
+    raw = dict(request_serializer=None, response_deserializer=None)
+    unary = ch.unary_unary("/grpc.testing.TestService/UnaryCall", **raw)
+    # SimpleRequest{response_size: 100}
+    reply, call = unary.with_call(b"\x10\x64", timeout=20)
+    assert len(reply) > 100, reply
+    assert call.code() == grpc.StatusCode.OK, call.code()
+    stream = ch.unary_stream("/grpc.testing.TestService/StreamingOutputCall", **raw)
+    # StreamingOutputCallRequest{response_parameters: [{size: 10}, {size: 20}, {size: 30}]}
+    replies = list(stream(b"\x12\x02\x08\x0a\x12\x02\x08\x14\x12\x02\x08\x1e", timeout=20))
+    assert len(replies) == 3, replies
+    print("grpcio unary and streaming ok")
+"#;
+
+/// `python3` when it has grpcio (`.ci/run` installs it); a skip with a
+/// message elsewhere, a failure in CI.
+fn python_with_grpcio() -> Option<&'static str> {
+    let ok = tern_testsupport::tools::run_tool(
+        "python3",
+        ["-c", "import grpc"],
+        b"",
+        Duration::from_secs(30),
+    )
+    .success();
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "grpcio is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: python3 has no grpcio (pip install grpcio)");
+    }
+    ok.then_some("python3")
+}
+
+#[test]
+fn python_grpcio_calls_the_go_server_through_tern() {
+    let (Some(dir), Some(python)) = (interop_dir(), python_with_grpcio()) else {
+        return skip();
+    };
+    let backend_addr = free_addr();
+    let _backend = start_server(&dir, backend_addr, None);
+    let front = grpc_front("h2c", backend_addr, "");
+    let target = format!("127.0.0.1:{}", front.addr.port());
+    let ca = front.ca().ca_file().display().to_string();
+    let out = tern_testsupport::tools::run_tool(
+        python,
+        ["-c", GRPCIO_CLIENT, &target, &ca],
+        b"",
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.success() && out.stdout.contains("grpcio unary and streaming ok"),
+        "{}\n--- tern:\n{}",
+        out.all(),
+        front.tern.stderr_text()
+    );
+    let lines = call_lines(&front, "StreamingOutputCall", 1);
+    assert_eq!(log_field(&lines[0], "grpc_status"), Some("0"), "{lines:?}");
+}

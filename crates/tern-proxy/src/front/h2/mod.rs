@@ -45,7 +45,9 @@ where
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_send_buffer_size(lim.max_send_buffer as usize)
         .max_pending_accept_reset_streams(20)
-        .max_local_error_reset_streams(Some(256));
+        .max_local_error_reset_streams(Some(256))
+        // Extended CONNECT (RFC 8441): WebSockets over this connection.
+        .enable_connect_protocol();
     let mut conn = match tokio::time::timeout(
         limits.header_timeout,
         builder.handshake::<_, Bytes>(io),

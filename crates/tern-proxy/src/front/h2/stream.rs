@@ -44,8 +44,15 @@ pub(super) async fn handle(
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok());
+    // Extended CONNECT for a WebSocket (RFC 8441): the stream becomes the
+    // tunnel once the backend switched protocols; no body goes before.
+    let websocket = parts.method == http::Method::CONNECT
+        && parts
+            .extensions
+            .get::<h2::ext::Protocol>()
+            .is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"));
     let body = match declared {
-        _ if recv.is_end_stream() => BodyLen::Empty,
+        _ if recv.is_end_stream() || websocket => BodyLen::Empty,
         Some(n) => BodyLen::Length(n),
         None => BodyLen::Unknown,
     };
@@ -56,7 +63,7 @@ pub(super) async fn handle(
         head: RequestView::H2(&parts),
         body,
         http10: false,
-        upgrade: false,
+        upgrade: websocket,
         expects_continue: false,
         early: false,
         trailers_ok: crate::message::h2_takes_trailers(&parts.headers),
@@ -267,6 +274,29 @@ impl Front for H2Client<'_, '_> {
         if let Some(send) = self.send.as_mut() {
             send.send_reset(h2::Reason::INTERNAL_ERROR);
         }
+    }
+
+    async fn upgrade(
+        &mut self,
+        head: &ResponseHead,
+        backend: &mut tokio::net::TcpStream,
+        early: &[u8],
+    ) -> Result<(), Kind> {
+        // Only an extended CONNECT asked for a WebSocket.
+        let Some(mut recv) = self.body.recv.take() else {
+            return Err(Kind::Invalid);
+        };
+        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let mut send = self
+            .respond
+            .send_response(response, false)
+            .map_err(|_| Kind::ClientGone)?;
+        self.status = 200;
+        let idle = self.ctx.listener.config.limits.idle_timeout;
+        let (up, down) = h2data::tunnel(&mut recv, &mut send, backend, early, idle).await;
+        self.body.received += up;
+        self.bytes_out += down;
+        Ok(())
     }
 
     fn status(&self) -> u16 {
