@@ -58,6 +58,9 @@ pub struct Record<'a> {
     /// The request's ID (`request_id_header`), logged as `request_id=`
     /// after the other fields when request IDs are on.
     pub request_id: Option<&'a str>,
+    /// The `grpc-status` a gRPC call ended with: logged as
+    /// `grpc_status=N` after the other fields, only for gRPC calls.
+    pub grpc_status: Option<u16>,
 }
 
 /// The shared destination of all workers' batches.
@@ -160,8 +163,8 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.client,
         t.sni.as_deref().unwrap_or("-"),
         or_dash(t.version),
-        or_dash(t.cipher),
-        or_dash(t.group),
+        or_dash(&t.cipher),
+        or_dash(&t.group),
         t.alpn.as_deref().unwrap_or("-"),
         if t.resumed { "yes" } else { "no" },
         r.handshake_us,
@@ -185,6 +188,10 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         // field list log parsers already know.
         buf.pop();
         buf.push_str(" early=yes\n");
+    }
+    if let Some(code) = r.grpc_status {
+        buf.pop();
+        let _ = writeln!(buf, " grpc_status={code}");
     }
 }
 
@@ -212,6 +219,9 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     let mut v = v;
     if r.early {
         v["early"] = serde_json::Value::Bool(true);
+    }
+    if let Some(code) = r.grpc_status {
+        v["grpc_status"] = code.into();
     }
     if let Some(id) = r.request_id {
         v["request_id"] = serde_json::Value::from(id);
@@ -247,6 +257,7 @@ mod tests {
             total_us: 500,
             error: None,
             request_id: None,
+            grpc_status: None,
         }
     }
 
@@ -254,8 +265,8 @@ mod tests {
     fn text_and_json_lines_carry_the_same_keys() {
         let tls = Negotiated {
             version: "TLSv1.3",
-            cipher: "TLS_AES_128_GCM_SHA256",
-            group: "X25519",
+            cipher: "TLS_AES_128_GCM_SHA256".into(),
+            group: "X25519".into(),
             alpn: Some("http/1.1".into()),
             sni: Some("localhost".into()),
             resumed: true,
@@ -289,6 +300,13 @@ mod tests {
         let mut text = String::new();
         format_text(&mut text, &early);
         assert!(text.ends_with(" error=- early=yes\n"), "{text}");
+        let grpc = Record {
+            grpc_status: Some(14),
+            ..record(&tls)
+        };
+        let mut text = String::new();
+        format_text(&mut text, &grpc);
+        assert!(text.ends_with(" error=- grpc_status=14\n"), "{text}");
         let mut json = String::new();
         format_json(&mut json, &early);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -54,6 +54,8 @@ mod policy;
 mod responses;
 #[path = "serve/sni.rs"]
 mod sni;
+#[path = "serve/trailers.rs"]
+mod trailers;
 
 /// How long tests wait for an access-log line to appear.
 pub const LOG_WAIT: Duration = Duration::from_secs(5);

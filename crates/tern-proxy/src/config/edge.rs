@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tern_http::rewrite::owned_by_tern;
 
+use super::options::defaults;
 use super::resolve::key_err;
 use super::{KeyError, ListenerOptions, TrustedNet};
 
@@ -218,14 +219,11 @@ impl Default for ClientLimits {
         ClientLimits {
             max_connections: None,
             rate: None,
-            burst: DEFAULT_BURST,
-            ipv6_prefix: 64,
+            burst: defaults::CLIENT_BURST,
+            ipv6_prefix: defaults::CLIENT_IPV6_PREFIX,
         }
     }
 }
-
-/// Default `client_burst`.
-pub const DEFAULT_BURST: u32 = 10;
 
 /// A request rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -322,9 +320,9 @@ pub(crate) fn resolve(o: &ListenerOptions) -> Result<EdgePolicy, KeyError> {
             .map(Rate::parse)
             .transpose()
             .map_err(|e| key_err("client_rate", e))?,
-        burst: o.client_burst.unwrap_or(DEFAULT_BURST),
+        burst: o.client_burst.unwrap_or(defaults::CLIENT_BURST),
         ipv6_prefix: match o.client_ipv6_prefix {
-            None => 64,
+            None => defaults::CLIENT_IPV6_PREFIX,
             Some(n) if (1..=128).contains(&n) => n,
             Some(n) => {
                 return Err(key_err(
@@ -334,9 +332,6 @@ pub(crate) fn resolve(o: &ListenerOptions) -> Result<EdgePolicy, KeyError> {
             }
         },
     };
-    if o.client_burst.is_some() && client.rate.is_none() {
-        return Err(key_err("client_burst", "only applies with client_rate"));
-    }
     Ok(EdgePolicy {
         request_headers,
         response_headers,
@@ -345,7 +340,7 @@ pub(crate) fn resolve(o: &ListenerOptions) -> Result<EdgePolicy, KeyError> {
         client,
         allow: nets(&o.allow, "allow")?,
         deny: nets(&o.deny, "deny")?,
-        log_rejected: o.log_rejected.unwrap_or(false),
+        log_rejected: o.log_rejected.unwrap_or(defaults::LOG_REJECTED),
     })
 }
 
@@ -377,7 +372,7 @@ fn request_id(o: &ListenerOptions) -> Result<Option<RequestIdSettings>, KeyError
             }
             return Ok(None);
         }
-        None => "x-request-id".to_string(),
+        None => defaults::REQUEST_ID_HEADER.to_ascii_lowercase(),
         Some(name) => {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(key_err(
@@ -391,10 +386,14 @@ fn request_id(o: &ListenerOptions) -> Result<Option<RequestIdSettings>, KeyError
             name.to_ascii_lowercase()
         }
     };
-    let format = match o.request_id_format.as_deref() {
-        None | Some("random") => RequestIdFormat::Random,
-        Some("uuidv7") => RequestIdFormat::UuidV7,
-        Some(other) => {
+    let format = match o
+        .request_id_format
+        .as_deref()
+        .unwrap_or(defaults::REQUEST_ID_FORMAT)
+    {
+        "random" => RequestIdFormat::Random,
+        "uuidv7" => RequestIdFormat::UuidV7,
+        other => {
             return Err(key_err(
                 "request_id_format",
                 format!("unknown request ID format {other:?} (random, uuidv7)"),

@@ -139,6 +139,9 @@ pub(crate) struct Outcome {
     pub early: bool,
     /// The request's ID, when request IDs are on.
     pub request_id: Option<String>,
+    /// The `grpc-status` the response ended with (its trailers, or the
+    /// head of a trailers-only response, or tern's own answer).
+    pub grpc_status: Option<u16>,
 }
 
 impl ConnCtx<'_> {
@@ -168,9 +171,15 @@ impl ConnCtx<'_> {
             total_us: started.elapsed().as_micros() as u64,
             error: o.error.map(ExchangeError::label),
             request_id: o.request_id.as_deref(),
+            grpc_status: o.grpc_status,
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);
+        }
+        if let Some(code) = o.grpc_status {
+            self.worker
+                .metrics
+                .grpc_call(code, started.elapsed(), o.bytes_in, o.bytes_out);
         }
     }
 

@@ -47,8 +47,9 @@ async fn exchange_in<F: Front>(
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    if req.is_connect() && matches!(req.head, RequestView::H2(_)) {
-        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take.
+    if req.is_connect() && matches!(req.head, RequestView::H2(_)) && !req.is_websocket_connect() {
+        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take
+        // (an extended CONNECT for a WebSocket does: it becomes Upgrade).
         return Err(Kind::NotImplemented);
     }
     let mut conn = {
@@ -92,6 +93,7 @@ async fn exchange_in<F: Front>(
             s,
         },
         wait,
+        o,
     )
     .await?;
     body.settle(s);
@@ -136,6 +138,10 @@ async fn send_request<B: ClientBody>(
             }
             Step::End => {
                 h1::push_body(&mut s.out, &[], chunked, true);
+                whole = true;
+            }
+            Step::Trailers(t) => {
+                h1::push_trailers(&mut s.out, &t, chunked);
                 whole = true;
             }
             Step::NotYet => break,
@@ -203,6 +209,11 @@ async fn send_rest<B: ClientBody>(
         let (piece, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece, last),
             Step::End => (crate::message::Piece::Slice(&[]), true),
+            Step::Trailers(trailers) => {
+                s.out.clear();
+                h1::push_trailers(&mut s.out, &trailers, chunked);
+                return h1::write(conn, &s.out, t).await;
+            }
             Step::NotYet => continue,
         };
         if chunked {

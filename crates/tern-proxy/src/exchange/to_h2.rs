@@ -23,7 +23,7 @@ use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step};
+use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step, Trailers};
 use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
 use crate::upstream::Backends;
 
@@ -46,7 +46,7 @@ pub(super) async fn exchange<F: Front>(
     let up = Cell::new(0);
     // The body at hand goes up with the head (one write when the session
     // next flushes); a request that is whole with it can be sent again.
-    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up, edits).await?;
+    let (inline, whole, trailers) = gather_inline(front, req, duplex.as_mut(), &up, edits).await?;
     let facts = ctx.facts();
     let mut retried = false;
     loop {
@@ -76,7 +76,12 @@ pub(super) async fn exchange<F: Front>(
             kind
         })?;
         o.backend = Some(held.addr);
-        send_inline(&mut upstream, &inline, whole && req.body != BodyLen::Empty)?;
+        send_inline(
+            &mut upstream,
+            &inline,
+            whole && req.body != BodyLen::Empty,
+            trailers.as_ref(),
+        )?;
         let result = if whole {
             let sent = Instant::now();
             let wait = limits.backend_response_timeout;
@@ -105,6 +110,7 @@ pub(super) async fn exchange<F: Front>(
                     &edits.response,
                     false,
                     limits.backend_response_timeout,
+                    o,
                 )
                 .await
                 .map(|()| false),
@@ -149,18 +155,18 @@ pub(super) async fn exchange<F: Front>(
 /// HTTP/2 peer grants, so nothing waits in tern's send buffer for long).
 const INLINE_BODY: usize = 16 * 1024;
 
-/// The request body already at hand (at most [`INLINE_BODY`]), and whether
-/// it is the whole body.
+/// The request body already at hand (at most [`INLINE_BODY`]), whether
+/// it is the whole body, and the trailers that ended it.
 async fn gather_inline<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     duplex: Option<&mut RecvStream>,
     up: &Cell<u64>,
     edits: &Edits<'_>,
-) -> Result<(Vec<Bytes>, bool), Kind> {
+) -> Result<(Vec<Bytes>, bool, Option<Trailers>), Kind> {
     let mut pieces = Vec::new();
     if req.body == BodyLen::Empty {
-        return Ok((pieces, true));
+        return Ok((pieces, true, None));
     }
     let mut size = 0;
     if let Some(body) = duplex {
@@ -177,7 +183,8 @@ async fn gather_inline<F: Front>(
                 Some(None) | None => break,
             }
         }
-        return Ok((pieces, body.is_end_stream()));
+        // Trailers still to come leave the body to the duplex upload.
+        return Ok((pieces, body.is_end_stream(), None));
     }
     let (body, _) = front.split();
     let mut body = edits.cap(body);
@@ -187,28 +194,41 @@ async fn gather_inline<F: Front>(
                 size += piece.len();
                 pieces.push(piece.into_bytes());
                 if last {
-                    return Ok((pieces, true));
+                    return Ok((pieces, true, None));
                 }
             }
-            Step::End => return Ok((pieces, true)),
+            Step::End => return Ok((pieces, true, None)),
+            Step::Trailers(t) => return Ok((pieces, true, Some(t))),
             Step::NotYet => break,
         }
     }
-    Ok((pieces, false))
+    Ok((pieces, false, None))
 }
 
-/// Queues the inline body on the new stream (ending it when `end`).
-fn send_inline(upstream: &mut SendStream<Bytes>, pieces: &[Bytes], end: bool) -> Result<(), Kind> {
+/// Queues the inline body on the new stream (ending it when `end`, with
+/// `trailers` when there are some).
+fn send_inline(
+    upstream: &mut SendStream<Bytes>,
+    pieces: &[Bytes],
+    end: bool,
+    trailers: Option<&Trailers>,
+) -> Result<(), Kind> {
     let n = pieces.len();
+    let end_with_data = end && trailers.is_none();
     for (i, piece) in pieces.iter().enumerate() {
         upstream
-            .send_data(piece.clone(), end && i + 1 == n)
+            .send_data(piece.clone(), end_with_data && i + 1 == n)
             .map_err(|_| Kind::Closed)?;
     }
-    if end && n == 0 {
-        upstream
+    match trailers {
+        // Kept for a retry: a copy of a small map.
+        Some(t) if end => upstream
+            .send_trailers(t.clone())
+            .map_err(|_| Kind::Closed)?,
+        _ if end_with_data && n == 0 => upstream
             .send_data(Bytes::new(), true)
-            .map_err(|_| Kind::Closed)?;
+            .map_err(|_| Kind::Closed)?,
+        _ => {}
     }
     Ok(())
 }
@@ -280,8 +300,8 @@ async fn with_duplex_body<F: Front>(
         }
     };
     let answer = response_head(head, ctx, backends, o, sent)?;
-    let (framing, recv) = start(front, req, answer, &edits.response, false)?;
-    let relay = relay_response(front, framing, recv, wait);
+    let (framing, recv) = start(front, req, answer, &edits.response, false, o)?;
+    let relay = relay_response(front, framing, recv, wait, o);
     let mut relay = pin!(relay);
     let relayed = loop {
         tokio::select! {
@@ -347,7 +367,7 @@ async fn with_pulled_body<F: Front>(
     }
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    relay(front, req, answer, &edits.response, answered_early, wait).await?;
+    relay(front, req, answer, &edits.response, answered_early, wait, o).await?;
     Ok(false)
 }
 
@@ -358,13 +378,14 @@ async fn relay_response<F: Front>(
     framing: BodyFraming,
     recv: RecvStream,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
     if framing == BodyFraming::Empty {
         return front
             .send_body(crate::message::Piece::Slice(&[]), true)
             .await;
     }
-    relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
+    relay_body(front, H2Steps(ResponseBody::new(recv)), wait, o).await
 }
 
 /// Starts the client's response with `answer`'s head; returns the body's
@@ -375,6 +396,7 @@ fn start<F: Front>(
     answer: http::Response<RecvStream>,
     edits: &FieldEdits<'_>,
     close: bool,
+    o: &mut Outcome,
 ) -> Result<(BodyFraming, RecvStream), Kind> {
     let (parts, recv) = answer.into_parts();
     let framing = body_framing(req, &parts, &recv);
@@ -383,6 +405,7 @@ fn start<F: Front>(
         body: framing,
         edits,
     };
+    super::note_grpc_head(o, &view);
     front.start_response(view, close)?;
     Ok((framing, recv))
 }
@@ -395,9 +418,10 @@ async fn relay<F: Front>(
     edits: &FieldEdits<'_>,
     close: bool,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
-    let (framing, recv) = start(front, req, answer, edits, close)?;
-    relay_response(front, framing, recv, wait).await
+    let (framing, recv) = start(front, req, answer, edits, close, o)?;
+    relay_response(front, framing, recv, wait, o).await
 }
 
 /// Moves a request body the front end delivers in pieces up the backend
@@ -411,6 +435,7 @@ async fn pull_upload<B: ClientBody>(
         let (data, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece.into_bytes(), last),
             Step::End => (Bytes::new(), true),
+            Step::Trailers(t) => return upstream.send_trailers(t).map_err(|_| Kind::Upload),
             Step::NotYet => continue,
         };
         h2data::send(upstream, data, last, wait)

@@ -103,6 +103,50 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
     (response, body)
 }
 
+/// The HTTP/2 answer to an extended CONNECT whose backend switched to
+/// WebSocket (RFC 8441 section 5): 200, with the backend's 101 fields
+/// less the connection-specific ones and `Sec-WebSocket-Accept` (the
+/// handshake's key exchange is HTTP/1.1's alone).
+pub(crate) fn websocket_accepted(head: &ResponseHead, listener: &ListenerCtx) -> Response<()> {
+    let mut response = Response::new(());
+    let headers = response.headers_mut();
+    for (name, kind, value) in head.fields.iter_spans() {
+        if kind.is_connection_specific() || name.eq_ignore_ascii_case("sec-websocket-accept") {
+            continue;
+        }
+        let raw = &head.fields.raw()[value];
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(raw),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    if let Some(alt_svc) = &listener.alt_svc {
+        headers.append(http::header::ALT_SVC, alt_svc.clone());
+    }
+    response
+}
+
+/// tern's own answer to a gRPC call it could not complete: a
+/// trailers-only response (HTTP 200, the gRPC status in its one HEADERS
+/// frame), which every gRPC client reads as the call's status.
+pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
+    let mut response = Response::new(());
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from(code));
+    // grpc-message is percent-encoded; tern's own texts are plain ASCII
+    // without '%', which need no encoding.
+    if let Ok(v) = HeaderValue::from_str(message) {
+        headers.insert("grpc-message", v);
+    }
+    response
+}
+
 /// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field
 /// cannot be carried (invalid name or value).
 fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {

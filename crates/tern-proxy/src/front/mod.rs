@@ -31,6 +31,14 @@ use crate::config::Mode;
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
 use crate::metrics::HandshakeFailure;
 
+/// Request-body flow-control window per stream, for HTTP/2 and HTTP/3
+/// alike: how much a client may send on one request before tern has
+/// forwarded it to the backend.
+pub(crate) const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Connection-level request-body window, for HTTP/2 and HTTP/3 alike.
+pub(crate) const CONNECTION_WINDOW: u32 = 1024 * 1024;
+
 /// Handles one accepted connection to the end.
 pub(crate) async fn handle(
     mut tcp: TcpStream,
@@ -213,6 +221,7 @@ fn log_rejected(
         total_us: started.elapsed().as_micros() as u64,
         error: Some(ExchangeError::new(kind).label()),
         request_id: None,
+        grpc_status: None,
     });
 }
 

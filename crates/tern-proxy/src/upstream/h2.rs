@@ -22,7 +22,7 @@ use tern_http::rewrite::{
 use super::{Backends, H2Stream};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{BodyLen, Piece, Request, RequestView, Step};
+use crate::message::{clean_trailer_map, BodyLen, Piece, Request, RequestView, Step};
 
 /// A stream on a backend session with the request head sent, and the
 /// session handle that counts it in flight on its server (for least_conn)
@@ -144,6 +144,10 @@ fn backend_request(
             }
         }
     }
+    if req.trailers_ok {
+        // The one TE value HTTP/2 allows; gRPC servers require it.
+        put("te", b"trailers");
+    }
     forwarding_fields(facts, forwarded, req.authority, |n, v| put(n, v));
     for (name, value) in edits.added() {
         put(name, value);
@@ -200,7 +204,7 @@ pub(crate) async fn upload_stream(
             // A stalled upload is not a reset: it must not count against
             // the client's reset budget.
             Err(_) => return Err(UploadEnd::ClientStalled),
-            Ok(None) => return h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+            Ok(None) => return end_upload(body, upstream, idle).await,
             Ok(Some(Err(_))) => return Err(UploadEnd::ClientReset),
             Ok(Some(Ok(chunk))) => chunk,
         };
@@ -221,6 +225,28 @@ pub(crate) async fn upload_stream(
     }
 }
 
+/// Ends an upload whose DATA is over: with the client's trailers
+/// (cleaned) when it sent some, else an empty END_STREAM.
+async fn end_upload(
+    body: &mut RecvStream,
+    upstream: &mut SendStream<Bytes>,
+    idle: Duration,
+) -> Result<(), UploadEnd> {
+    match tokio::time::timeout(idle, body.trailers()).await {
+        Err(_) => Err(UploadEnd::ClientStalled),
+        Ok(Err(_)) => Err(UploadEnd::ClientReset),
+        Ok(Ok(None)) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+        Ok(Ok(Some(map))) => match clean_trailer_map(&map) {
+            Ok(Some(t)) => upstream.send_trailers(t).map_err(|_| UploadEnd::Backend),
+            Ok(None) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+            Err(e) => {
+                tracing::debug!("client trailers refused: {e}");
+                Err(UploadEnd::ClientReset)
+            }
+        },
+    }
+}
+
 /// A response body being read from a backend stream.
 pub(crate) struct ResponseBody {
     recv: RecvStream,
@@ -231,6 +257,26 @@ pub(crate) struct ResponseBody {
 }
 
 impl ResponseBody {
+    /// What ends a body whose DATA is over: the backend's trailers
+    /// (cleaned), if it sent any (h2 has them at hand once DATA ended).
+    async fn trailers(&mut self, wait: Option<Duration>) -> Result<Step<'static>, Kind> {
+        let t = wait.unwrap_or(Duration::ZERO);
+        let map = match tokio::time::timeout(t, self.recv.trailers()).await {
+            Ok(Ok(map)) => map,
+            // None at hand yet: only DATA said the body is over.
+            Err(_) if wait.is_none() => return Ok(Step::NotYet),
+            Ok(Err(_)) | Err(_) => return Err(Kind::Body),
+        };
+        match map.map(|m| clean_trailer_map(&m)) {
+            None | Some(Ok(None)) => Ok(Step::End),
+            Some(Ok(Some(t))) => Ok(Step::Trailers(t)),
+            Some(Err(e)) => {
+                tracing::debug!("backend trailers refused: {e}");
+                Err(Kind::Body)
+            }
+        }
+    }
+
     /// The body of a response.
     pub(crate) fn new(recv: RecvStream) -> Self {
         ResponseBody { recv, handed: 0 }
@@ -254,7 +300,7 @@ impl ResponseBody {
             },
         };
         match next {
-            None => Ok(Step::End),
+            None => self.trailers(wait).await,
             Some(Err(e)) => {
                 tracing::debug!("backend stream failed: {e}");
                 Err(Kind::Body)

@@ -20,7 +20,7 @@ use crate::clients_cli::page_answers;
 
 /// A Python with aioquic (`.ci/run` installs it with pip), or a skip (a
 /// failure in CI).
-fn python_with_aioquic() -> Option<String> {
+pub(crate) fn python_with_aioquic() -> Option<String> {
     for python in ["python3", "/usr/bin/python3"] {
         let check = run_tool(
             python,
@@ -41,15 +41,15 @@ fn python_with_aioquic() -> Option<String> {
 }
 
 /// What one run of the aioquic client asked for.
-struct H3Run<'a> {
-    method: &'a str,
-    path: &'a str,
-    count: usize,
-    body_len: u64,
-    parallel: usize,
-    header_bytes: usize,
+pub(crate) struct H3Run<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub count: usize,
+    pub body_len: u64,
+    pub parallel: usize,
+    pub header_bytes: usize,
     /// QUIC connections opened at once, each making `count` requests.
-    connections: usize,
+    pub connections: usize,
 }
 
 impl Default for H3Run<'_> {
@@ -90,7 +90,7 @@ fn h3_client_in_flight(
     client
 }
 
-fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
+pub(crate) fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
     let script = program("h3_client.py").display().to_string();
     let port = served.addr.port().to_string();
     let ca = served.ca().ca_file().display().to_string();

@@ -18,7 +18,10 @@ use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
 use crate::io::deadline::within;
 use crate::io::iobuf::IoBuf;
-use crate::message::{BodyForm, Piece, ResponseHeadView, ResponseView, Step};
+use crate::message::{
+    clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Trailers,
+};
+use tern_http::trailers::write_last_chunk;
 
 /// Body bytes sent in the same write as a response head.
 const INLINE_BODY: usize = 16 * 1024;
@@ -44,6 +47,12 @@ pub(super) struct H1Client<'x, 'c, C> {
     http10: bool,
     /// The connection closes after this exchange.
     pub close: bool,
+    /// The client sent `TE: trailers`: a chunked response's trailers reach
+    /// it (without, they stop at tern).
+    pub trailers_ok: bool,
+    /// The trailers of the request body, for the step after its last
+    /// piece.
+    trailers: Option<Trailers>,
     status: u16,
     bytes_in: u64,
     bytes_out: u64,
@@ -76,6 +85,8 @@ where
             chunk_encode: false,
             http10,
             close,
+            trailers_ok: false,
+            trailers: None,
             status: 0,
             bytes_in: head_len,
             bytes_out: 0,
@@ -142,7 +153,7 @@ where
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         self.cbuf.consume(std::mem::take(&mut self.handed));
         if self.pending.is_done() {
-            return Ok(Step::End);
+            return Ok(self.trailers.take().map_or(Step::End, Step::Trailers));
         }
         if self.cbuf.is_empty() {
             if !wait {
@@ -154,14 +165,28 @@ where
                 _ => return Err(Kind::ClientGone),
             }
         }
+        let mut raw_trailers = Vec::new();
         let taken = self
             .pending
-            .take_piece(self.cbuf.filled(), usize::MAX, true, &mut self.payload)
+            .take_piece(
+                self.cbuf.filled(),
+                usize::MAX,
+                true,
+                &mut self.payload,
+                &mut raw_trailers,
+            )
             .map_err(|e| {
                 tracing::debug!(client = %self.ctx.peer, "bad request body: {e}");
                 Kind::BadBody
             })?;
-        let last = self.pending.is_done();
+        if !raw_trailers.is_empty() {
+            self.trailers = clean_trailer_section(&raw_trailers).map_err(|e| {
+                tracing::debug!(client = %self.ctx.peer, "request trailers refused: {e}");
+                Kind::BadBody
+            })?;
+        }
+        // With trailers to come, the last piece does not end the body.
+        let last = self.pending.is_done() && self.trailers.is_none();
         Ok(match taken {
             Taken::Wire(n) => {
                 self.handed = n;
@@ -212,7 +237,15 @@ where
         let form = match view.head {
             ResponseHeadView::H1(head) => {
                 write_response_head(head, self.close, view.edits, &mut self.out);
-                BodyForm::Wire
+                if view.body == BodyFraming::Chunked && !self.http10 {
+                    // Decoded and chunk-encoded again, so that its trailer
+                    // section goes through the one trailer rule (and only
+                    // to a client that takes trailers).
+                    self.chunk_encode = true;
+                    BodyForm::Payload
+                } else {
+                    BodyForm::Wire
+                }
             }
             ResponseHeadView::H2(parts) => {
                 // Without a length, HTTP/1.1 clients get chunked coding;
@@ -276,6 +309,21 @@ where
             return Ok(());
         }
         self.write(data, last).await
+    }
+
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        if !(self.chunk_encode && self.trailers_ok) {
+            return self.send_body(Piece::Slice(&[]), true).await;
+        }
+        if !self.head_pending {
+            self.out.clear();
+        }
+        self.head_pending = false;
+        write_last_chunk(
+            trailers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+            &mut self.out,
+        );
+        self.write_out(true).await
     }
 
     async fn flush(&mut self) -> Result<(), Kind> {

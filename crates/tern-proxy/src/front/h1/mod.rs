@@ -8,7 +8,7 @@
 
 mod client;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tern_http::head::{parse_request_into, FieldKind, RequestHead};
 use tern_http::rewrite::{wants_close, wants_upgrade, write_simple_response};
@@ -109,12 +109,15 @@ where
     let mut first = true;
     let mut next_request_wait = None;
     loop {
-        if *ctx.worker.shutdown.borrow() {
+        // A connection accepted just before the shutdown still gets its
+        // first request answered (with `Connection: close`): its client
+        // had no way to know.
+        if !first && *ctx.worker.shutdown.borrow() {
             break;
         }
         // Wait for the first byte of the next request: the idle timeout
         // (or, for the first request, the header timeout) applies, and a
-        // shutdown closes an idle connection at once.
+        // shutdown closes an idle connection after DRAIN_IDLE_GRACE.
         if buf.is_empty() {
             let wait = if first {
                 limits.header_timeout
@@ -130,9 +133,16 @@ where
                 client.readable().await?;
                 buf.fill_from(client).await
             };
+            tokio::pin!(next);
             let read = tokio::select! {
-                r = watchdog.run(next) => r,
-                _ = &mut shutdown => break,
+                r = watchdog.run(&mut next) => r,
+                // A busy keepalive client may have its next request on the
+                // way already; closing under it would fail that request.
+                // It gets a moment to arrive, answered with `Connection:
+                // close`; a truly idle client is closed after it.
+                _ = &mut shutdown, if !first => {
+                    tokio::time::timeout(DRAIN_IDLE_GRACE, &mut next).await.ok()
+                }
             };
             match read {
                 Some(Ok(n)) if n > 0 => {}
@@ -194,6 +204,10 @@ where
     // Tell the client we are done (close_notify); errors here change nothing.
     let _ = tokio::time::timeout(limits.idle_timeout, client.shutdown()).await;
 }
+
+/// How long an idle keepalive connection may still send a request once
+/// tern shuts down (or hands over to a new binary).
+const DRAIN_IDLE_GRACE: Duration = Duration::from_millis(500);
 
 enum HeadReadError {
     Closed,
@@ -295,9 +309,11 @@ where
                 .first(FieldKind::Expect)
                 .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
         early: false,
+        trailers_ok: head.fields.has_token("te", "trailers"),
     };
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
+    front.trailers_ok = req.trailers_ok;
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
     let closing = front.finish() || finished.error.is_some();
     if closing {
