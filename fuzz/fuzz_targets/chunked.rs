@@ -1,7 +1,9 @@
 //! A chunked body, fed to the scanner in two pieces split at a place the
 //! input chooses: the scanner must reach the same verdict (and decode the
 //! same payload) as when fed whole, and never claim more payload than
-//! bytes it was given.
+//! bytes it was given. The trailer section it keeps is the same either
+//! way, within its bound, and parsing it (as tern does to relay trailers)
+//! never panics.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -38,6 +40,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(parts.is_done(), "whole body done, split body not");
             assert_eq!(whole_payload, parts_payload);
             assert!(w.consumed <= body.len());
+            let trailers = whole.take_trailers();
+            assert_eq!(trailers, parts.take_trailers());
+            assert!(trailers.len() <= tern_http::trailers::MAX_TRAILERS);
+            let _ = tern_http::trailers::parse_section(&trailers);
         }
         (Err(_), Ok(_)) if parts.is_done() => panic!("split body accepted, whole refused"),
         _ => {}

@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use tern_http::forwarding::{ClientFacts, ForwardedFields};
 use tern_http::head::{check_head_syntax, find_head_end, parse_request, FieldKind};
-use tern_http::rewrite::{write_request_head, BackendConnection};
+use tern_http::rewrite::{write_request_head, BackendConnection, FieldEdits};
 
 fuzz_target!(|data: &[u8]| {
     let mut scanned = 0;
@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         &client,
         ForwardedFields::default(),
         BackendConnection::KeepAlive,
+        &FieldEdits::NONE,
         &mut out,
     );
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use tern_http::framing::response_framing;
 use tern_http::head::{check_head_syntax, find_head_end, parse_response};
-use tern_http::rewrite::write_response_head;
+use tern_http::rewrite::{write_response_head, FieldEdits};
 
 fuzz_target!(|data: &[u8]| {
     let mut scanned = 0;
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let mut out = Vec::new();
-    write_response_head(&head, false, &mut out);
+    write_response_head(&head, false, &FieldEdits::NONE, &mut out);
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
     let again = match parse_response(&out) {
         Ok(again) => again,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// An ACME failure, worded for the log and `/health`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AcmeError {
     /// The CA answered with an error; `problem` is its problem document
     /// (type and detail), e.g. a rate limit or a failed validation.

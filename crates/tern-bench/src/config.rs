@@ -101,6 +101,16 @@ pub enum TlsVersion {
     Tls13,
 }
 
+impl TlsVersion {
+    /// The version as people write it: `TLS 1.2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "TLS 1.2",
+            TlsVersion::Tls13 => "TLS 1.3",
+        }
+    }
+}
+
 /// Client TLS options.
 #[derive(Debug, Clone, Default)]
 pub struct TlsOptions {
@@ -161,6 +171,9 @@ pub struct BenchConfig {
     pub tls: TlsOptions,
     /// Interleaved rounds in compare mode (1 for a single target).
     pub rounds: usize,
+    /// Requests made for this long against each target before anything is
+    /// measured, and left out of every figure.
+    pub warmup: Option<Duration>,
     /// Keep one record per request (for CSV output).
     pub record_requests: bool,
     /// Draw a progress bar on stderr.
@@ -194,6 +207,7 @@ impl BenchConfig {
             timeout: Some(Duration::from_secs(20)),
             tls: TlsOptions::default(),
             rounds: 1,
+            warmup: None,
             record_requests: false,
             progress: false,
             server_pids: Vec::new(),

@@ -58,6 +58,7 @@ pub enum BenchError {
 /// failure is counted, so it carries no addresses or timings that would make
 /// every failure unique.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RequestError {
     /// DNS resolution failed.
     Dns(String),

@@ -11,11 +11,11 @@ use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
 use crate::target::{Scheme, Target};
 
-/// Stream receive window: large enough that a 1 MiB body is not throttled
-/// by WINDOW_UPDATE round trips.
-const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
-/// Connection receive window.
-const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+/// Stream receive window, HTTP/2's and HTTP/3's: large enough that a 1 MiB
+/// body is not throttled by WINDOW_UPDATE (MAX_STREAM_DATA) round trips.
+pub(crate) const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+/// Connection receive window, HTTP/2's and HTTP/3's.
+pub(crate) const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
 /// The request for one target, with its parts prepared once.
 #[derive(Debug, Clone)]

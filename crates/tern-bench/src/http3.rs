@@ -13,14 +13,8 @@ use quinn::crypto::rustls::{HandshakeData, QuicClientConfig};
 
 use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
-use crate::http2::H2Request;
+use crate::http2::{H2Request, CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::tls::{group_label, suite_label, KeyCache, Negotiated};
-
-/// Stream receive window: a 1 MiB body is not throttled by MAX_STREAM_DATA
-/// round trips (as for HTTP/2).
-const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
-/// Connection receive window.
-const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
 /// The sending half of an HTTP/3 connection.
 pub type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;

@@ -33,6 +33,7 @@ pub mod server;
 pub mod stats;
 pub mod target;
 pub mod tls;
+pub mod warmup;
 pub mod worker;
 
 pub use config::{

@@ -40,6 +40,7 @@ impl Progress {
             let start = Instant::now();
             loop {
                 let done = control.done.load(Ordering::Relaxed);
+                let failed = control.failed.load(Ordering::Relaxed);
                 let elapsed = start.elapsed();
                 let fraction = match (total, duration) {
                     (Some(t), _) if t > 0 => done as f64 / t as f64,
@@ -48,11 +49,18 @@ impl Progress {
                 }
                 .clamp(0.0, 1.0);
                 let filled = (fraction * WIDTH as f64) as usize;
-                let rate = done as f64 / elapsed.as_secs_f64().max(1e-3);
+                // Completed requests only: a run where everything fails
+                // must not show a healthy rate.
+                let rate = done.saturating_sub(failed) as f64 / elapsed.as_secs_f64().max(1e-3);
+                let errors = if failed > 0 {
+                    format!("\x1b[31m{failed} errors\x1b[0m")
+                } else {
+                    "0 errors".to_string()
+                };
                 let mut err = std::io::stderr().lock();
                 let _ = write!(
                     err,
-                    "\r[{}{}] {:>3.0}% {done} requests, {rate:.0}/s ",
+                    "\r[{}{}] {:>3.0}% {done} requests, {errors}, {rate:.0} ok/s ",
                     "=".repeat(filled),
                     " ".repeat(WIDTH - filled),
                     fraction * 100.0

@@ -8,7 +8,9 @@ use crate::conn::resolve_all;
 use crate::env::{load_average, process_cpu_seconds, Address, Machine};
 use crate::error::BenchError;
 use crate::progress::Progress;
-use crate::report::{negotiation_warnings, PlanInfo, Report, RoundFigures, TargetReport, FORMAT};
+use crate::report::{
+    negotiation_warnings, PlanInfo, Report, RoundFigures, RoundSpan, TargetReport, FORMAT,
+};
 use crate::server::{cpu_seconds, detect_server_pids, PidSource, ServerCpu};
 use crate::stats::Stats;
 use crate::worker::{run_target, Control};
@@ -28,6 +30,7 @@ pub fn run(config: BenchConfig) -> Result<Report, BenchError> {
 /// through it) and no Ctrl-C handler.
 pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Report, BenchError> {
     validate(&config)?;
+    crate::warmup::warm_crypto();
     let mut machine = Machine::detect(config.workers.clamp(1, config.connections.max(1)));
     let cpu_before = process_cpu_seconds();
     let addresses = config
@@ -44,9 +47,23 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         StopCondition::Requests(n) => (Some(n * (rounds * config.targets.len()) as u64), None),
         StopCondition::Duration(d) => (None, Some(d * (rounds * config.targets.len()) as u32)),
     };
+    if let Some(warmup) = config.warmup {
+        // The server's side of warming up (its caches, its allocator,
+        // its CPU frequency): requests made, every figure left out.
+        for target in &config.targets {
+            run_target(&config, target, StopCondition::Duration(warmup), &control)?;
+        }
+        control.done.store(0, std::sync::atomic::Ordering::Relaxed);
+        control
+            .failed
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+    let run_start = std::time::Instant::now();
+    let started_unix_ms = unix_ms();
     let progress = Progress::start(config.progress, control.clone(), total, duration);
     let mut stats: Vec<Stats> = config.targets.iter().map(|_| Stats::default()).collect();
     let mut figures: Vec<Vec<RoundFigures>> = config.targets.iter().map(|_| Vec::new()).collect();
+    let mut timelines: Vec<Vec<RoundSpan>> = config.targets.iter().map(|_| Vec::new()).collect();
     let mut servers: Vec<ServerMeter> = addresses
         .iter()
         .map(|a| ServerMeter::new(&config.server_pids, a))
@@ -57,8 +74,14 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
                 break 'rounds;
             }
             servers[i].before();
+            let round_start = run_start.elapsed();
             let round = run_target(&config, target, per_round, &control)?;
             servers[i].after();
+            timelines[i].push(RoundSpan {
+                start_s: round_start.as_secs_f64(),
+                elapsed_s: round.elapsed.as_secs_f64(),
+                series: round.series.clone(),
+            });
             let summary = crate::report::Summary::from_stats(&round);
             figures[i].push(RoundFigures {
                 rps: summary.rps,
@@ -83,10 +106,12 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         .iter()
         .zip(addresses)
         .zip(stats.into_iter().zip(figures))
-        .zip(servers)
-        .map(|(((t, a), (s, f)), server)| {
+        .zip(servers.into_iter().zip(timelines))
+        .map(|(((t, a), (s, f)), (server, timeline))| {
             let mut report = TargetReport::new(t.url.clone(), a, f, s);
             report.server_cpu = Some(server.finish(report.summary.completed));
+            report.http = t.http;
+            report.timeline = timeline;
             report
         })
         .collect();
@@ -100,7 +125,18 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         targets,
         interrupted: control.stop.load(std::sync::atomic::Ordering::SeqCst),
         warnings,
+        started_unix_ms,
+        ended_unix_ms: unix_ms(),
     })
+}
+
+/// Now, in milliseconds since the Unix epoch (`None` if the clock is set
+/// before 1970).
+fn unix_ms() -> Option<u64> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
 }
 
 /// Server CPU of one target, summed over that target's rounds only.
@@ -165,6 +201,7 @@ impl ServerMeter {
             found_by: self.found_by,
             cpu_s: Some(self.cpu_s),
             us_per_request: (completed > 0).then(|| self.cpu_s * 1e6 / completed as f64),
+            ticks: Some(crate::server::ticks(self.cpu_s)),
             unknown_reason: None,
         }
     }
@@ -208,10 +245,10 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
     let t = &config.tls;
     let mut offer = Vec::new();
     if let Some(v) = t.min_version {
-        offer.push(format!("min {v:?}"));
+        offer.push(format!("min {}", v.name()));
     }
     if let Some(v) = t.max_version {
-        offer.push(format!("max {v:?}"));
+        offer.push(format!("max {}", v.name()));
     }
     if !t.ciphers.is_empty() {
         offer.push(format!("ciphers {}", t.ciphers.join(",")));
@@ -225,14 +262,31 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
     if let Some(sni) = &t.sni {
         offer.push(format!("SNI {sni}"));
     }
+    let plain_http = config
+        .targets
+        .iter()
+        .all(|t| t.scheme == crate::target::Scheme::Http);
+    // Streams multiplex only on a kept-alive HTTP/2 or HTTP/3 connection;
+    // `-m 10` elsewhere still sends one request at a time.
+    let multiplexed = config
+        .targets
+        .iter()
+        .any(|t| t.http.unwrap_or(config.http).multiplexed());
+    let streams = if multiplexed && config.plan == ConnectionPlan::KeepAlive {
+        config.streams_per_connection.max(1)
+    } else {
+        1
+    };
     PlanInfo {
+        warmup: config.warmup.map(|d| format!("{:.1}s", d.as_secs_f64())),
+        plain_http,
         connection_plan: config.plan,
         keepalive: !config.plan.connection_per_request(),
         resumption_asked: resumption_asked.to_string(),
         http: config.http,
         load: config.load,
         connections: config.connections,
-        streams_per_connection: config.streams_per_connection,
+        streams_per_connection: streams,
         stop: match config.stop {
             StopCondition::Requests(n) => format!("{n} requests"),
             StopCondition::Duration(d) => format!("{:.1}s", d.as_secs_f64()),

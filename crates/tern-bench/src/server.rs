@@ -16,6 +16,10 @@ use crate::error::BenchError;
 /// /proc reports CPU times in USER_HZ ticks, fixed at 100 per second.
 const USER_HZ: f64 = 100.0;
 
+/// Below this many ticks a CPU figure is off by more than 1% from the
+/// rounding of the two readings alone: reported, with a warning.
+pub const FEW_TICKS: u64 = 100;
+
 /// How the server PIDs of a target were found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -47,6 +51,11 @@ pub struct ServerCpu {
     pub cpu_s: Option<f64>,
     /// `cpu_s` per completed request, microseconds.
     pub us_per_request: Option<f64>,
+    /// `cpu_s` in /proc's 10 ms ticks: the resolution the figure rests on
+    /// (each reading rounds down to a tick, so a difference is good to
+    /// about one tick). `None` when unknown or in older reports.
+    #[serde(default)]
+    pub ticks: Option<u64>,
     /// Why the figure is unknown, when it is.
     pub unknown_reason: Option<String>,
 }
@@ -59,7 +68,42 @@ impl ServerCpu {
             found_by,
             cpu_s: None,
             us_per_request: None,
+            ticks: None,
             unknown_reason: Some(reason),
+        }
+    }
+
+    /// True when the figure rests on fewer than [`FEW_TICKS`] ticks.
+    pub fn few_ticks(&self) -> bool {
+        self.ticks.is_some_and(|t| t < FEW_TICKS)
+    }
+
+    /// The per-request figure with no more digits than its ticks carry:
+    /// one tick spread over the requests is its uncertainty.
+    fn per_request_text(&self) -> String {
+        let Some(us) = self.us_per_request else {
+            return "no request completed".to_string();
+        };
+        let Some(ticks) = self.ticks else {
+            return format!("{us:.1} µs per request");
+        };
+        if ticks == 0 {
+            return format!(
+                "0 ticks of 10 ms: under one tick over the whole run, no figure per request; fewer than {FEW_TICKS} ticks"
+            );
+        }
+        let tick_us = us / ticks as f64;
+        let per_request = format!(
+            "{} ± {} µs per request",
+            round_to(us, tick_us),
+            round_to(tick_us, tick_us)
+        );
+        if ticks < FEW_TICKS {
+            format!(
+                "{ticks} ticks of 10 ms; {per_request}; fewer than {FEW_TICKS} ticks, not a figure to compare"
+            )
+        } else {
+            format!("{ticks} ticks of 10 ms; {per_request}")
         }
     }
 
@@ -74,9 +118,8 @@ impl ServerCpu {
         let by = self.found_by.map(|b| b.to_string()).unwrap_or_default();
         match (self.cpu_s, &self.unknown_reason) {
             (Some(cpu), _) => format!(
-                "{cpu:.2} s ({} per request), pid {pids} ({by})",
-                self.us_per_request
-                    .map_or("-".to_string(), |us| format!("{us:.1} µs"))
+                "{cpu:.2} s ({}), pid {pids} ({by})",
+                self.per_request_text()
             ),
             (None, reason) => {
                 let reason = reason.as_deref().unwrap_or("not measured");
@@ -88,6 +131,21 @@ impl ServerCpu {
             }
         }
     }
+}
+
+/// `v` written with the digits `uncertainty` leaves meaningful: 20 for
+/// (20.3, 5), 20.3 for (20.31, 0.2).
+fn round_to(v: f64, uncertainty: f64) -> String {
+    if uncertainty <= 0.0 || !uncertainty.is_finite() {
+        return format!("{v:.1}");
+    }
+    let decimals = (-uncertainty.log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// Ticks in `cpu_s` seconds of CPU.
+pub fn ticks(cpu_s: f64) -> u64 {
+    (cpu_s * USER_HZ).round().max(0.0) as u64
 }
 
 /// A socket line of /proc/net/tcp or /proc/net/tcp6.

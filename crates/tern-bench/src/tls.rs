@@ -5,15 +5,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{
     ClientSessionMemoryCache, ClientSessionStore, Resumption, Tls12ClientSessionValue,
     Tls12Resumption, Tls13ClientSessionValue,
 };
-use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, NamedGroup, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, NamedGroup};
 use rustls_pki_types::pem::PemObject;
+use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::config::{ConnectionPlan, HttpVersion, ResumptionMode, TlsOptions, TlsVersion};
 use crate::error::BenchError;
@@ -135,9 +134,8 @@ pub fn client_config(
         }
         _ => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SignatureOnlyVerifier {
-                algorithms: provider.signature_verification_algorithms,
-            }))
+            // hey's default (`InsecureSkipVerify`) when no CA file is given.
+            .with_custom_certificate_verifier(Arc::new(SignatureOnlyVerifier::new(&provider)))
             .with_no_client_auth(),
     };
     config.alpn_protocols = match &opts.alpn {
@@ -400,49 +398,5 @@ pub fn describe_key(der: &[u8]) -> String {
             "Ed25519".into()
         }
         _ => format!("unknown ({})", spki.algorithm.algorithm.to_id_string()),
-    }
-}
-
-/// Verifies handshake signatures but not the certificate chain: hey's
-/// default (`InsecureSkipVerify`), used when no CA file is given. The
-/// signature check stays so the client does the same crypto work as a
-/// verifying client, minus path building.
-#[derive(Debug)]
-struct SignatureOnlyVerifier {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for SignatureOnlyVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
     }
 }

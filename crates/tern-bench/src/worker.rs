@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -32,6 +32,8 @@ pub struct Control {
     pub stop: AtomicBool,
     /// Finished requests (completed or failed), for the progress bar.
     pub done: AtomicU64,
+    /// Of those, failed: the live view counts them apart.
+    pub failed: AtomicU64,
     /// Flips to true on Ctrl-C so workers drop requests in flight.
     pub stopped: watch::Sender<bool>,
 }
@@ -42,6 +44,7 @@ impl Control {
         Arc::new(Control {
             stop: AtomicBool::new(false),
             done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
             stopped: watch::Sender::new(false),
         })
     }
@@ -57,16 +60,30 @@ impl Control {
 struct Budget {
     limit: Option<u64>,
     taken: AtomicU64,
-    deadline: Option<Instant>,
+    /// Run time from the start, for a run that stops after a duration.
+    duration: Option<Duration>,
+    /// Set once every worker is ready (see [`Job::start`]).
+    start: OnceLock<Instant>,
     control: Arc<Control>,
 }
 
 impl Budget {
+    /// The instant the target's clock started: the first caller after all
+    /// workers were ready sets it, everyone reads the same.
+    fn start(&self) -> Instant {
+        *self.start.get_or_init(Instant::now)
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.duration
+            .is_some_and(|d| Instant::now() >= self.start() + d)
+    }
+
     fn take(&self) -> bool {
         if self.control.stop.load(Ordering::Relaxed) {
             return false;
         }
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.past_deadline() {
             return false;
         }
         match self.limit {
@@ -77,7 +94,7 @@ impl Budget {
 
     fn exhausted(&self) -> bool {
         self.control.stop.load(Ordering::Relaxed)
-            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.past_deadline()
             || self
                 .limit
                 .is_some_and(|l| self.taken.load(Ordering::Relaxed) >= l)
@@ -95,7 +112,10 @@ struct Job {
     request: RequestBytes,
     h2_request: H2Request,
     budget: Budget,
-    start: Instant,
+    /// Every worker waits here, its runtime built and its crypto warm,
+    /// before the clock starts: a worker's first handshake then costs
+    /// what the others do.
+    ready: Barrier,
     /// Open loop: time between two sends of one slot (connection or stream).
     slot_interval: Option<Duration>,
     slots_total: usize,
@@ -122,10 +142,9 @@ pub fn run_target(
         LoadModel::Closed => None,
         LoadModel::Open { rate } => Some(Duration::from_secs_f64(slots_total as f64 / rate)),
     };
-    let start = Instant::now();
-    let (limit, deadline) = match stop {
+    let (limit, duration) = match stop {
         StopCondition::Requests(n) => (Some(n), None),
-        StopCondition::Duration(d) => (None, Some(start + d)),
+        StopCondition::Duration(d) => (None, Some(d)),
     };
     let tickets = Arc::new(AtomicU64::new(0));
     let tls_configs = (0..workers)
@@ -148,10 +167,11 @@ pub fn run_target(
         budget: Budget {
             limit,
             taken: AtomicU64::new(0),
-            deadline,
+            duration,
+            start: OnceLock::new(),
             control: control.clone(),
         },
-        start,
+        ready: Barrier::new(workers + 1),
         slot_interval,
         slots_total,
     });
@@ -180,6 +200,8 @@ pub fn run_target(
             let first = first_conn;
             first_conn += conns;
             handles.push(scope.spawn(move || {
+                crate::warmup::warm_crypto();
+                job.ready.wait();
                 run_worker(
                     job,
                     connector?,
@@ -191,6 +213,8 @@ pub fn run_target(
                 )
             }));
         }
+        job.ready.wait();
+        job.budget.start();
         handles
             .into_iter()
             .map(|h| {
@@ -206,7 +230,7 @@ pub fn run_target(
         merged.merge(&r?);
     }
     merged.tickets = tickets.load(Ordering::Relaxed);
-    merged.elapsed = start.elapsed();
+    merged.elapsed = job.budget.start().elapsed();
     Ok(merged)
 }
 
@@ -289,7 +313,7 @@ impl Pacer {
         let interval = job.slot_interval?;
         let offset = interval.mul_f64(slot as f64 / job.slots_total as f64);
         Some(Pacer {
-            next: job.start + offset,
+            next: job.budget.start() + offset,
             interval,
         })
     }
@@ -405,11 +429,14 @@ impl SlotCtx {
         record(&mut s.body, ex.body);
         *s.status.entry(ex.status).or_insert(0) += 1;
         s.body_bytes += ex.body_bytes;
-        s.bump_series(now.saturating_duration_since(self.job.start), false);
+        s.bump_series(
+            now.saturating_duration_since(self.job.budget.start()),
+            false,
+        );
         if self.job.config.record_requests {
             let setup = setup.unwrap_or_default();
             s.records.push(RequestRecord {
-                offset: intended.saturating_duration_since(self.job.start),
+                offset: intended.saturating_duration_since(self.job.budget.start()),
                 total,
                 dns: setup.dns,
                 connect: setup.connect,
@@ -429,11 +456,11 @@ impl SlotCtx {
         let mut s = self.stats.borrow_mut();
         s.count_error(
             err.to_string(),
-            now.saturating_duration_since(self.job.start),
+            now.saturating_duration_since(self.job.budget.start()),
         );
         if self.job.config.record_requests {
             s.records.push(RequestRecord {
-                offset: intended.saturating_duration_since(self.job.start),
+                offset: intended.saturating_duration_since(self.job.budget.start()),
                 total: now.saturating_duration_since(intended),
                 dns: Duration::ZERO,
                 connect: Duration::ZERO,
@@ -446,6 +473,7 @@ impl SlotCtx {
         }
         drop(s);
         self.control.done.fetch_add(1, Ordering::Relaxed);
+        self.control.failed.fetch_add(1, Ordering::Relaxed);
     }
 }
 

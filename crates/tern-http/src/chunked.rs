@@ -77,6 +77,9 @@ pub struct ChunkedScanner {
     line_len: usize,
     trailer_len: usize,
     payload: u64,
+    /// The trailer section, captured when decoding (bounded by
+    /// [`MAX_TRAILERS`]; no allocation for a body without trailers).
+    trailers: Vec<u8>,
 }
 
 impl Default for ChunkedScanner {
@@ -95,6 +98,7 @@ impl ChunkedScanner {
             line_len: 0,
             trailer_len: 0,
             payload: 0,
+            trailers: Vec::new(),
         }
     }
 
@@ -113,9 +117,18 @@ impl ChunkedScanner {
         self.walk(input, None)
     }
 
+    /// The trailer section seen by [`ChunkedScanner::decode`] (field lines
+    /// and the final empty line; empty when the body had no trailers), for
+    /// [`crate::trailers::parse_section`]. Taken: a second call returns
+    /// nothing.
+    pub fn take_trailers(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.trailers)
+    }
+
     /// Like [`ChunkedScanner::scan`], and appends the payload (chunk data
     /// without framing) to `payload`: for relaying a chunked HTTP/1.1 body
-    /// into a protocol with its own framing (HTTP/2 DATA frames).
+    /// into a protocol with its own framing (HTTP/2 DATA frames). The
+    /// trailer section is kept for [`ChunkedScanner::take_trailers`].
     pub fn decode(&mut self, input: &[u8], payload: &mut Vec<u8>) -> Result<Scan, HttpError> {
         self.walk(input, Some(payload))
     }
@@ -136,7 +149,15 @@ impl ChunkedScanner {
                 }
                 continue;
             }
+            let in_trailers = matches!(
+                self.state,
+                State::TrailerStart | State::TrailerLine | State::TrailerLf | State::FinalLf
+            );
             self.step(input[i])?;
+            if in_trailers && sink.is_some() {
+                // Bounded: `step` refused a section past MAX_TRAILERS.
+                self.trailers.push(input[i]);
+            }
             i += 1;
             if self.state == State::Done {
                 return Ok(Scan {
@@ -334,6 +355,20 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn decode_keeps_the_trailer_section() {
+        let mut s = ChunkedScanner::new();
+        let mut out = Vec::new();
+        let body = b"3\r\nabc\r\n0\r\ngrpc-status: 0\r\n\r\nNEXT";
+        let scan = s.decode(body, &mut out).unwrap();
+        assert!(scan.done);
+        assert_eq!(scan.consumed, body.len() - 4);
+        assert_eq!(s.take_trailers(), b"grpc-status: 0\r\n\r\n");
+        let mut s = ChunkedScanner::new();
+        s.decode(b"0\r\n\r\n", &mut out).unwrap();
+        assert_eq!(s.take_trailers(), b"\r\n");
     }
 
     #[test]

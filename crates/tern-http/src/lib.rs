@@ -1,9 +1,9 @@
 //! HTTP/1.1 for tern: finding and parsing message heads strictly, deciding
-//! body framing, scanning chunked bodies, rewriting heads on the way through
-//! a proxy (hop-by-hop and forwarding fields), and the PROXY protocol.
+//! body framing, scanning chunked bodies, and rewriting heads on the way
+//! through a proxy (hop-by-hop and forwarding fields). The PROXY protocol is
+//! not here: `tern-proxy` reads and writes it (with the `ppp` crate).
 //!
-//! Used by `tern serve` (the terminator) and `tern bench` (the load
-//! generator). This crate does no I/O: it works on byte slices, so every
+//! Used by `tern serve` (the terminator). This crate does no I/O: it works on byte slices, so every
 //! rule here can be tested and fuzzed without sockets. It is not an HTTP
 //! client or server.
 //!
@@ -16,11 +16,13 @@
 #![warn(missing_docs)]
 
 pub mod chunked;
+mod edits;
 mod error;
 pub mod forwarding;
 pub mod framing;
 pub mod head;
 pub mod rewrite;
+pub mod trailers;
 
 pub use error::HttpError;
 pub use framing::BodyFraming;

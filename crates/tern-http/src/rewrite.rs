@@ -8,6 +8,7 @@
 
 use std::io::Write as _;
 
+pub use crate::edits::{owned_by_tern, FieldEdits};
 pub use crate::forwarding::{
     forwarding_fields, is_client_forwarding_field, ClientCertFields, ClientFacts, ForwardedFields,
     CLIENT_FORWARDING_FIELDS,
@@ -46,12 +47,14 @@ pub fn wants_close(fields: &Fields) -> bool {
     fields.kind_has_token(FieldKind::Connection, "close")
 }
 
-/// Appends the request head for the backend to `out`.
+/// Appends the request head for the backend to `out`, with the header
+/// rules' `edits`.
 pub fn write_request_head(
     head: &RequestHead,
     client: &ClientFacts,
     add: ForwardedFields,
     conn: BackendConnection,
+    edits: &FieldEdits<'_>,
     out: &mut Vec<u8>,
 ) {
     let version = if conn == BackendConnection::Close && head.minor_version == 0 {
@@ -73,11 +76,12 @@ pub fn write_request_head(
             FieldKind::Upgrade => upgrade,
             _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
         };
-        if keep {
+        if keep && !edits.drops(name) {
             put_field(out, name.as_bytes(), value);
         }
     }
     write_forwarding_fields(out, client, add, head.fields.first(FieldKind::Host));
+    put_added(out, edits);
     match conn {
         BackendConnection::KeepAlive => {}
         BackendConnection::Upgrade => put_field(out, b"Connection", b"upgrade"),
@@ -149,7 +153,8 @@ pub enum H1BodyFraming {
 /// Appends an HTTP/1.1 request head for a request that arrived over HTTP/2:
 /// `host` (the `:authority`, else the `host` field) becomes Host, split `cookie` fields are joined with "; "
 /// (RFC 9113 section 8.2.3), connection-specific and client forwarding
-/// fields are dropped, tern's forwarding fields and the body framing added.
+/// fields are dropped, tern's forwarding fields, the header rules' `edits`
+/// and the body framing added.
 #[allow(clippy::too_many_arguments)]
 pub fn write_request_head_from_h2<'a>(
     method: &str,
@@ -159,6 +164,7 @@ pub fn write_request_head_from_h2<'a>(
     body: H1BodyFraming,
     client: &ClientFacts,
     add: ForwardedFields,
+    edits: &FieldEdits<'_>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(method.as_bytes());
@@ -174,6 +180,7 @@ pub fn write_request_head_from_h2<'a>(
             || name.eq_ignore_ascii_case("content-length")
             || is_connection_specific(name)
             || is_client_forwarding_field(name)
+            || edits.drops(name)
         {
             continue;
         }
@@ -192,12 +199,19 @@ pub fn write_request_head_from_h2<'a>(
         H1BodyFraming::Chunked => put_field(out, b"Transfer-Encoding", b"chunked"),
     }
     write_forwarding_fields(out, client, add, host);
+    put_added(out, edits);
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends the response head for the client to `out`. `close` adds
-/// `Connection: close` (tern will close the client connection after it).
-pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) {
+/// Appends the response head for the client to `out`, with the header
+/// rules' `edits`. `close` adds `Connection: close` (tern will close the
+/// client connection after it).
+pub fn write_response_head(
+    head: &ResponseHead,
+    close: bool,
+    edits: &FieldEdits<'_>,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(b"HTTP/1.1 ");
     // Status codes are three digits (httparse guarantees it); no formatter.
     let code = head.status;
@@ -216,10 +230,11 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
             FieldKind::Upgrade => upgrade,
             _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
         };
-        if keep {
+        if keep && !edits.drops(name) {
             put_field(out, name.as_bytes(), value);
         }
     }
+    put_added(out, edits);
     if upgrade {
         put_field(out, b"Connection", b"upgrade");
     } else if close {
@@ -233,21 +248,23 @@ pub fn write_response_head(head: &ResponseHead, close: bool, out: &mut Vec<u8>) 
 /// HTTP/2 peer may not send them; tern does not trust that it did not);
 /// Content-Length is kept as sent. `chunked` adds
 /// `Transfer-Encoding: chunked` (a body of unknown length), `close` adds
-/// `Connection: close`.
+/// `Connection: close`; the header rules' `edits` apply.
 pub fn write_response_head_from_h2<'a>(
     status: u16,
     reason: &str,
     fields: impl Iterator<Item = (&'a str, &'a [u8])>,
     chunked: bool,
     close: bool,
+    edits: &FieldEdits<'_>,
     out: &mut Vec<u8>,
 ) {
     let _ = write!(out, "HTTP/1.1 {status:03} {reason}\r\n");
     for (name, value) in fields {
-        if !is_connection_specific(name) {
+        if !is_connection_specific(name) && !edits.drops(name) {
             put_field(out, name.as_bytes(), value);
         }
     }
+    put_added(out, edits);
     if chunked {
         put_field(out, b"Transfer-Encoding", b"chunked");
     }
@@ -287,6 +304,13 @@ fn is_hop_by_hop(name: &str, kind: FieldKind, fields: &Fields, named_by_connecti
     }
 }
 
+/// Appends the fields the header rules add.
+fn put_added(out: &mut Vec<u8>, edits: &FieldEdits<'_>) {
+    for (name, value) in edits.added() {
+        put_field(out, name.as_bytes(), value);
+    }
+}
+
 fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
@@ -309,7 +333,7 @@ mod tests {
                 .unwrap();
         assert!(naming.fields.connection_names_fields());
         let mut out = Vec::new();
-        write_response_head(&naming, false, &mut out);
+        write_response_head(&naming, false, &FieldEdits::NONE, &mut out);
         assert!(!String::from_utf8(out).unwrap().contains("X-A"));
     }
 
@@ -321,7 +345,14 @@ mod tests {
             proto: "https",
             client_cert: None,
         };
-        write_request_head(&head, &facts, ForwardedFields::default(), conn, &mut out);
+        write_request_head(
+            &head,
+            &facts,
+            ForwardedFields::default(),
+            conn,
+            &FieldEdits::NONE,
+            &mut out,
+        );
         String::from_utf8(out).unwrap()
     }
 
@@ -343,6 +374,7 @@ mod tests {
                 &facts,
                 ForwardedFields::default(),
                 BackendConnection::KeepAlive,
+                &FieldEdits::NONE,
                 &mut out,
             );
             let out = String::from_utf8(out).unwrap();
@@ -437,6 +469,7 @@ mod tests {
             H1BodyFraming::Chunked,
             &facts,
             ForwardedFields::default(),
+            &FieldEdits::NONE,
             &mut out,
         );
         let text = String::from_utf8(out).unwrap();
@@ -509,7 +542,15 @@ mod tests {
             ("set-cookie", b"a=1"),
         ];
         let mut out = Vec::new();
-        write_response_head_from_h2(200, "OK", fields.iter().copied(), true, true, &mut out);
+        write_response_head_from_h2(
+            200,
+            "OK",
+            fields.iter().copied(),
+            true,
+            true,
+            &FieldEdits::NONE,
+            &mut out,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nset-cookie: a=1\r\n\
@@ -521,7 +562,7 @@ mod tests {
     fn response_head_drops_hop_by_hop_and_adds_close() {
         let head = parse_response(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n").unwrap();
         let mut out = Vec::new();
-        write_response_head(&head, true, &mut out);
+        write_response_head(&head, true, &FieldEdits::NONE, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"

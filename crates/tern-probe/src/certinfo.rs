@@ -1,5 +1,9 @@
 //! What the presented certificate chain costs and whether it is in order.
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustls::pki_types::CertificateDer;
+use tern_tls::ocsp::{read_staple, Staple};
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
 
@@ -26,12 +30,51 @@ pub struct CertReport {
     /// Bytes of the stapled OCSP response (0 when none was stapled).
     pub ocsp_bytes: usize,
     /// What the staple says, when one was stapled and could be read.
-    pub ocsp: Option<crate::ocsp::StapleInfo>,
-    /// The staple's validity window contains the probe's clock.
+    pub ocsp: Option<StapleInfo>,
+    /// The staple is fresh by the rule `tern serve` applies before it
+    /// staples one (`tern_tls::ocsp`, with its clock skew).
     pub ocsp_fresh: Option<bool>,
+    /// Why a stapled response could not be used (unreadable, or about
+    /// another certificate).
+    pub ocsp_problem: Option<String>,
     /// Trust in a root is not checked: probe diagnoses performance, and
     /// internal CAs are common where it is used.
     pub trust_checked: bool,
+}
+
+/// What the staple says about the leaf, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StapleInfo {
+    /// `good`, `revoked` or `unknown`.
+    pub status: String,
+    /// Seconds since the Unix epoch.
+    pub this_update: i64,
+    /// Seconds since the Unix epoch; `None` when the responder gave none.
+    pub next_update: Option<i64>,
+}
+
+impl From<&Staple> for StapleInfo {
+    fn from(s: &Staple) -> Self {
+        StapleInfo {
+            status: s.status.name().to_string(),
+            this_update: unix_secs(s.this_update),
+            next_update: s.next_update.map(unix_secs),
+        }
+    }
+}
+
+fn unix_secs(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    }
+}
+
+fn system_time(unix: i64) -> SystemTime {
+    match u64::try_from(unix) {
+        Ok(secs) => UNIX_EPOCH + Duration::from_secs(secs),
+        Err(_) => UNIX_EPOCH - Duration::from_secs(unix.unsigned_abs()),
+    }
 }
 
 /// Looks at a chain (end-entity first) and its OCSP staple.
@@ -48,9 +91,9 @@ pub fn inspect(chain: &[Vec<u8>], ocsp: &[u8], tls13: bool, now_unix: i64) -> Op
             .windows(2)
             .all(|w| w[0].issuer().as_raw() == w[1].subject().as_raw());
     let per_entry = if tls13 { 5 } else { 3 };
-    let staple = (!ocsp.is_empty())
-        .then(|| crate::ocsp::parse(ocsp))
-        .flatten();
+    let ders: Vec<CertificateDer<'_>> =
+        chain.iter().map(|c| CertificateDer::from(&c[..])).collect();
+    let staple = (!ocsp.is_empty()).then(|| read_staple(ocsp, &ders));
     Some(CertReport {
         subject: leaf.subject().to_string(),
         key,
@@ -61,8 +104,15 @@ pub fn inspect(chain: &[Vec<u8>], ocsp: &[u8], tls13: bool, now_unix: i64) -> Op
         chain_bytes: chain.iter().map(|c| c.len() + per_entry).sum(),
         chain_in_order,
         ocsp_bytes: ocsp.len(),
-        ocsp: staple.clone(),
-        ocsp_fresh: staple.map(|st| st.fresh_at(now_unix)),
+        ocsp: staple
+            .as_ref()
+            .and_then(|s| s.as_ref().ok())
+            .map(StapleInfo::from),
+        ocsp_fresh: staple
+            .as_ref()
+            .and_then(|s| s.as_ref().ok())
+            .map(|s| s.staleness(system_time(now_unix)).is_none()),
+        ocsp_problem: staple.and_then(Result::err),
         trust_checked: false,
     })
 }

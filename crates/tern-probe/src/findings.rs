@@ -422,10 +422,11 @@ fn certificate(r: &Report, f: &mut Vec<Finding>) {
             f,
             Severity::Low,
             "ocsp_unreadable",
-            "The stapled OCSP response could not be parsed".into(),
+            "The stapled OCSP response cannot be read for this certificate".into(),
             format!(
-                "{} bytes were stapled; clients will ignore them.",
-                c.ocsp_bytes
+                "{} bytes were stapled ({}); clients will ignore them.",
+                c.ocsp_bytes,
+                c.ocsp_problem.as_deref().unwrap_or("unreadable")
             ),
             "Staple the DER OCSPResponse exactly as the responder returned it.",
         ),

@@ -158,11 +158,11 @@ async fn handshake_and_get(
         cipher: data
             .as_ref()
             .and_then(|d| d.cipher_suite)
-            .map(|s| crate::suites::suite_name(s.into())),
+            .map(|s| crate::suites::suite_name(s).into_owned()),
         group: data
             .as_ref()
             .and_then(|d| d.key_exchange_group)
-            .map(|g| crate::suites::group_name(g.into())),
+            .map(|g| crate::suites::group_name(g).into_owned()),
     };
     let request = async {
         // No GREASE frame (tern bench sends none either): nginx 1.30 resets

@@ -4,101 +4,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, SignatureScheme,
-};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, HandshakeKind};
+use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::ProbeError;
-
-/// What the server presented during a handshake.
-#[derive(Debug, Clone, Default)]
-pub struct Presented {
-    /// End-entity first, as sent.
-    pub chain: Vec<Vec<u8>>,
-    pub ocsp: Vec<u8>,
-}
-
-/// Records what the server presented and checks its handshake signature, but
-/// does not judge trust: `probe` diagnoses performance, and an internal or
-/// test CA must not stop it. The certificate report states this.
-#[derive(Debug)]
-pub struct RecordingVerifier {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-    seen: Mutex<Presented>,
-}
-
-impl RecordingVerifier {
-    pub fn new(provider: Arc<rustls::crypto::CryptoProvider>) -> Self {
-        RecordingVerifier {
-            provider,
-            seen: Mutex::new(Presented::default()),
-        }
-    }
-
-    /// The chain and staple of the most recent full handshake.
-    pub fn presented(&self) -> Presented {
-        self.seen.lock().map(|p| p.clone()).unwrap_or_default()
-    }
-}
-
-impl ServerCertVerifier for RecordingVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.chain = std::iter::once(end_entity)
-                .chain(intermediates)
-                .map(|c| c.as_ref().to_vec())
-                .collect();
-            seen.ocsp = ocsp_response.to_vec();
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
 
 /// The provider every probe connection uses: aws-lc-rs, passed explicitly.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -111,7 +24,7 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 pub fn client_config(
     versions: &[&'static rustls::SupportedProtocolVersion],
     alpn: &[&[u8]],
-    verifier: Arc<RecordingVerifier>,
+    verifier: Arc<SignatureOnlyVerifier>,
 ) -> Result<Arc<ClientConfig>, ProbeError> {
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(versions)

@@ -27,7 +27,6 @@ pub mod h3;
 mod handshake;
 mod http;
 mod negotiate;
-pub mod ocsp;
 pub mod probe;
 pub mod report;
 mod resumption;

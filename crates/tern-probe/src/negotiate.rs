@@ -25,9 +25,9 @@ pub fn negotiated(reply: &ServerReply) -> Option<Negotiated> {
     match reply {
         ServerReply::Hello(h) | ServerReply::HelloRetry(h) => Some(Negotiated {
             version: wire::version_name(h.version).to_string(),
-            suite: wire::suite_name(h.suite),
+            suite: wire::suite_name(h.suite).into_owned(),
             key_exchange: wire::suite(h.suite).map(|s| s.kx),
-            group: h.group.map(wire::group_name),
+            group: h.group.map(|g| wire::group_name(g).into_owned()),
             alpn: None,
         }),
         ServerReply::Alert(_) | ServerReply::Closed => None,
@@ -89,7 +89,8 @@ pub fn run(
                 Ok(_) => Some(false),
                 Err(_) => None,
             };
-            n.groups.push((wire::group_name(group), accepted));
+            n.groups
+                .push((wire::group_name(group).into_owned(), accepted));
         }
     }
 

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::ServerName;
+use tern_tls::verify::SignatureOnlyVerifier;
 
-use crate::handshake::{self, Established, RecordingVerifier};
+use crate::handshake::{self, Established};
 use crate::report::{Negotiated, Report, RoundTrips};
 use crate::{certinfo, findings, http, negotiate, resumption, ProbeError};
 
@@ -59,7 +60,7 @@ pub(crate) struct Target {
     pub server_name: ServerName<'static>,
     /// Host header value.
     pub host: String,
-    pub verifier: Arc<RecordingVerifier>,
+    pub verifier: Arc<SignatureOnlyVerifier>,
     pub timeout: Duration,
     pub samples: usize,
 }
@@ -110,7 +111,9 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
         addr,
         server_name,
         host: sni.clone().unwrap_or_else(|| addr.ip().to_string()),
-        verifier: Arc::new(RecordingVerifier::new(handshake::provider())),
+        // Records what the server presented; trust is not judged (the
+        // certificate report says so).
+        verifier: Arc::new(SignatureOnlyVerifier::new(&handshake::provider()).recording()),
         timeout: opts.timeout,
         samples: opts.samples.clamp(1, 20),
     };
@@ -130,7 +133,7 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
             None
         }
     };
-    let presented = target.verifier.presented();
+    let presented = target.verifier.presented().unwrap_or_default();
     let browser = first.as_ref().map(describe);
     let tls13 = first
         .as_ref()

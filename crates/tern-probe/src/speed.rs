@@ -82,6 +82,7 @@ pub struct SpeedReport {
 
 /// Errors of `tern speed`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpeedError {
     #[error("crypto provider refused an operation: {0}")]
     Crypto(&'static str),

@@ -8,19 +8,10 @@
 
 use std::io::{self, Read, Write};
 
-/// TLS protocol versions on the wire.
-pub const TLS10: u16 = 0x0301;
-pub const TLS11: u16 = 0x0302;
-pub const TLS12: u16 = 0x0303;
-pub const TLS13: u16 = 0x0304;
-
-/// Named groups we offer (IANA code points).
-pub const X25519: u16 = 0x001d;
-pub const SECP256R1: u16 = 0x0017;
-pub const SECP384R1: u16 = 0x0018;
-pub const SECP521R1: u16 = 0x0019;
-pub const X25519MLKEM768: u16 = 0x11ec;
-pub const FFDHE2048: u16 = 0x0100;
+/// TLS protocol versions and named groups on the wire (IANA code points).
+pub use tern_tls::iana::{
+    FFDHE2048, SECP256R1, SECP384R1, SECP521R1, TLS10, TLS11, TLS12, TLS13, X25519, X25519MLKEM768,
+};
 
 /// The groups whose acceptance `probe` reports, in the order it reports them.
 pub const GROUPS: [u16; 6] = [
@@ -209,6 +200,7 @@ pub struct ServerHello {
 
 /// Errors while reading the server's answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     #[error("I/O: {0}")]
     Io(#[from] io::Error),

@@ -55,6 +55,12 @@ pub struct Record<'a> {
     /// Why the request failed, as `side:kind` (`backend:timeout`,
     /// `client:gone`, ...); `None` when it did not.
     pub error: Option<&'static str>,
+    /// The request's ID (`request_id_header`), logged as `request_id=`
+    /// after the other fields when request IDs are on.
+    pub request_id: Option<&'a str>,
+    /// The `grpc-status` a gRPC call ended with: logged as
+    /// `grpc_status=N` after the other fields, only for gRPC calls.
+    pub grpc_status: Option<u16>,
 }
 
 /// The shared destination of all workers' batches.
@@ -157,8 +163,8 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.client,
         t.sni.as_deref().unwrap_or("-"),
         or_dash(t.version),
-        or_dash(t.cipher),
-        or_dash(t.group),
+        or_dash(&t.cipher),
+        or_dash(&t.group),
         t.alpn.as_deref().unwrap_or("-"),
         if t.resumed { "yes" } else { "no" },
         r.handshake_us,
@@ -172,6 +178,11 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         r.total_us,
         r.error.unwrap_or("-"),
     );
+    if let Some(id) = r.request_id {
+        // IDs are checked to be visible ASCII without spaces.
+        buf.pop();
+        let _ = writeln!(buf, " request_id={id}");
+    }
     if r.early {
         // Only early requests carry the field: every other line keeps the
         // field list log parsers already know.
@@ -197,6 +208,10 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
             }
         }
         let _ = writeln!(buf, "\" client_cert_sha256={}", c.sha256);
+    }
+    if let Some(code) = r.grpc_status {
+        buf.pop();
+        let _ = writeln!(buf, " grpc_status={code}");
     }
 }
 
@@ -229,6 +244,12 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
         v["client_cert_subject"] = serde_json::Value::from(c.subject.as_str());
         v["client_cert_sha256"] = serde_json::Value::from(c.sha256.as_str());
     }
+    if let Some(code) = r.grpc_status {
+        v["grpc_status"] = code.into();
+    }
+    if let Some(id) = r.request_id {
+        v["request_id"] = serde_json::Value::from(id);
+    }
     let _ = writeln!(buf, "{v}");
 }
 
@@ -259,6 +280,8 @@ mod tests {
             backend_us: 300,
             total_us: 500,
             error: None,
+            request_id: None,
+            grpc_status: None,
         }
     }
 
@@ -266,8 +289,8 @@ mod tests {
     fn text_and_json_lines_carry_the_same_keys() {
         let tls = Negotiated {
             version: "TLSv1.3",
-            cipher: "TLS_AES_128_GCM_SHA256",
-            group: "X25519",
+            cipher: "TLS_AES_128_GCM_SHA256".into(),
+            group: "X25519".into(),
             alpn: Some("http/1.1".into()),
             sni: Some("localhost".into()),
             resumed: true,
@@ -301,6 +324,13 @@ mod tests {
         let mut text = String::new();
         format_text(&mut text, &early);
         assert!(text.ends_with(" error=- early=yes\n"), "{text}");
+        let grpc = Record {
+            grpc_status: Some(14),
+            ..record(&tls)
+        };
+        let mut text = String::new();
+        format_text(&mut text, &grpc);
+        assert!(text.ends_with(" error=- grpc_status=14\n"), "{text}");
         let mut json = String::new();
         format_json(&mut json, &early);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();

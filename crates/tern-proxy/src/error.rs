@@ -36,6 +36,23 @@ pub enum ServeError {
         /// What failed.
         source: std::io::Error,
     },
+    /// A binary upgrade could not take over from the running tern (which
+    /// keeps serving).
+    #[error("upgrade through {path}: {message}")]
+    Upgrade {
+        /// The upgrade socket.
+        path: std::path::PathBuf,
+        /// What failed.
+        message: String,
+    },
+    /// Switching to the configured user or group failed.
+    #[error("cannot run as user {user}: {message}")]
+    Privileges {
+        /// The user.
+        user: String,
+        /// What failed.
+        message: String,
+    },
     /// Any other I/O failure (threads, runtime, access log).
     #[error("{context}: {source}")]
     Io {

@@ -44,6 +44,21 @@ pub(crate) enum Kind {
     /// Client: the request cannot be expressed for the backend (a field
     /// value HTTP/2 cannot carry, an unknown method) (400).
     Unrelayable,
+    /// Client: its address is denied (`deny`/`allow`): closed before the
+    /// handshake on a listener, 403 on a route.
+    Denied,
+    /// Client: over `client_rate` (429 with Retry-After).
+    RateLimited,
+    /// Client: over `client_max_connections` (closed before the handshake).
+    TooManyConnections,
+    /// Client: the request body is over `max_request_body` (413).
+    BodyTooLarge,
+    /// Client: the TLS handshake failed or timed out (closed; logged only
+    /// with `log_rejected`, counted in the handshake metrics).
+    HandshakeFailed,
+    /// Client: the request head did not come within `header_timeout`
+    /// (slowloris; closed).
+    HeadTimeout,
     /// Backend: connection refused or failed (502).
     Connect,
     /// Backend: no connection within the connect timeout (504).
@@ -69,9 +84,16 @@ impl Kind {
     /// The side this kind of failure is on.
     pub(crate) fn side(self) -> Side {
         match self {
-            Kind::ClientGone | Kind::BadBody | Kind::UploadStalled | Kind::Unrelayable => {
-                Side::Client
-            }
+            Kind::ClientGone
+            | Kind::BadBody
+            | Kind::UploadStalled
+            | Kind::Unrelayable
+            | Kind::Denied
+            | Kind::RateLimited
+            | Kind::TooManyConnections
+            | Kind::BodyTooLarge
+            | Kind::HandshakeFailed
+            | Kind::HeadTimeout => Side::Client,
             Kind::NotImplemented => Side::Tern,
             _ => Side::Backend,
         }
@@ -84,6 +106,12 @@ impl Kind {
             Kind::BadBody => "bad_body",
             Kind::UploadStalled => "upload_stalled",
             Kind::Unrelayable => "unrelayable",
+            Kind::Denied => "denied",
+            Kind::RateLimited => "rate_limited",
+            Kind::TooManyConnections => "too_many_connections",
+            Kind::BodyTooLarge => "body_too_large",
+            Kind::HandshakeFailed => "handshake_failed",
+            Kind::HeadTimeout => "head_timeout",
             Kind::Connect => "connect",
             Kind::ConnectTimeout => "connect_timeout",
             Kind::AllDown => "all_down",
@@ -97,11 +125,17 @@ impl Kind {
     }
 
     /// Every kind, in the order of [`Kind::index`] (for metrics).
-    pub(crate) const ALL: [Kind; 13] = [
+    pub(crate) const ALL: [Kind; 19] = [
         Kind::ClientGone,
         Kind::BadBody,
         Kind::UploadStalled,
         Kind::Unrelayable,
+        Kind::Denied,
+        Kind::RateLimited,
+        Kind::TooManyConnections,
+        Kind::BodyTooLarge,
+        Kind::HandshakeFailed,
+        Kind::HeadTimeout,
         Kind::Connect,
         Kind::ConnectTimeout,
         Kind::AllDown,
@@ -123,7 +157,14 @@ impl Kind {
     /// was already under way).
     pub(crate) fn status(self) -> Option<u16> {
         match self {
-            Kind::ClientGone | Kind::Body => None,
+            Kind::ClientGone
+            | Kind::Body
+            | Kind::TooManyConnections
+            | Kind::HandshakeFailed
+            | Kind::HeadTimeout => None,
+            Kind::Denied => Some(403),
+            Kind::BodyTooLarge => Some(413),
+            Kind::RateLimited => Some(429),
             Kind::BadBody | Kind::Unrelayable => Some(400),
             Kind::UploadStalled => Some(408),
             Kind::Connect | Kind::Closed | Kind::Invalid | Kind::Upload => Some(502),
@@ -165,6 +206,12 @@ impl ExchangeError {
             Kind::BadBody => "client:bad_body",
             Kind::UploadStalled => "client:upload_stalled",
             Kind::Unrelayable => "client:unrelayable",
+            Kind::Denied => "client:denied",
+            Kind::RateLimited => "client:rate_limited",
+            Kind::TooManyConnections => "client:too_many_connections",
+            Kind::BodyTooLarge => "client:body_too_large",
+            Kind::HandshakeFailed => "client:handshake_failed",
+            Kind::HeadTimeout => "client:head_timeout",
             Kind::Connect => "backend:connect",
             Kind::ConnectTimeout => "backend:connect_timeout",
             Kind::AllDown => "backend:all_down",
@@ -196,7 +243,9 @@ impl fmt::Display for ExchangeError {
 pub(crate) fn answer_text(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("Bad Request", "bad request\n"),
+        403 => ("Forbidden", "forbidden\n"),
         408 => ("Request Timeout", "request timeout\n"),
+        413 => ("Content Too Large", "content too large\n"),
         421 => (
             "Misdirected Request",
             "misdirected request: connect with this host name as the TLS server name\n",
@@ -205,6 +254,7 @@ pub(crate) fn answer_text(status: u16) -> (&'static str, &'static str) {
             "Too Early",
             "too early: send it again after the handshake\n",
         ),
+        429 => ("Too Many Requests", "too many requests\n"),
         431 => (
             "Request Header Fields Too Large",
             "request header fields too large\n",

@@ -45,7 +45,7 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
     });
     let tls = tern_tls::Negotiated {
         version: if flags & 2 == 2 { "TLSv1.2" } else { "TLSv1.3" },
-        cipher: "TLS_AES_128_GCM_SHA256",
+        cipher: "TLS_AES_128_GCM_SHA256".into(),
         sni: (!sni.is_empty()).then_some(sni),
         alpn: (!alpn.is_empty()).then_some(alpn),
         resumed: flags & 4 == 4,
@@ -96,7 +96,7 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
         let want: &str = match kind {
             0x21 => tls.version,
             0x22 => &cn,
-            0x23 => tls.cipher,
+            0x23 => &tls.cipher,
             0x24 => &sig,
             0x25 => &key,
             other => return Err(format!("unknown sub-TLV {other:#x}")),
@@ -214,6 +214,7 @@ mod h2_fuzz {
                 metrics: Default::default(),
                 log: WorkerLog::new(sink),
                 shutdown,
+                clients: Default::default(),
             });
             Session {
                 runtime,

@@ -54,5 +54,5 @@ mod message;
 pub mod metrics;
 mod upstream;
 
-pub use control::server::{run, Reloader};
+pub use control::server::{run, Reloader, Start};
 pub use error::ServeError;

@@ -9,7 +9,7 @@
 //! head for the other protocol reads it from there.
 
 use bytes::Bytes;
-use tern_http::rewrite::ClientCertFields;
+use tern_http::rewrite::{ClientCertFields, FieldEdits};
 use tern_http::{BodyFraming, RequestHead, ResponseHead};
 
 /// A client request, borrowed from its front end.
@@ -28,7 +28,9 @@ pub(crate) struct Request<'r> {
     pub body: BodyLen,
     /// An HTTP/1.0 client (no chunked coding, no keepalive by default).
     pub http10: bool,
-    /// An HTTP/1.1 `Upgrade` request (WebSocket and the like).
+    /// An HTTP/1.1 `Upgrade` request (WebSocket and the like), or an
+    /// HTTP/2 extended CONNECT for a WebSocket (RFC 8441), which becomes
+    /// one to an HTTP/1.1 backend.
     pub upgrade: bool,
     /// The client waits for `100 Continue` before it sends its body.
     pub expects_continue: bool,
@@ -37,6 +39,9 @@ pub(crate) struct Request<'r> {
     /// The client's verified certificate, as the backend is told it
     /// (RFC 9440 fields); `None` without one.
     pub client_cert: Option<&'r ClientCertFields>,
+    /// The client takes trailers (`TE: trailers`): the backend is told so,
+    /// and an HTTP/1.1 client is sent the response's trailers only then.
+    pub trailers_ok: bool,
 }
 
 impl Request<'_> {
@@ -45,10 +50,43 @@ impl Request<'_> {
         self.method == "CONNECT"
     }
 
+    /// True for an HTTP/2 extended CONNECT that opens a WebSocket (RFC
+    /// 8441): relayed to an HTTP/1.1 backend as `GET` with
+    /// `Upgrade: websocket`.
+    pub(crate) fn is_websocket_connect(&self) -> bool {
+        self.is_connect() && self.upgrade && matches!(self.head, RequestView::H2(_))
+    }
+
     /// True for HEAD.
     pub(crate) fn is_head(&self) -> bool {
         self.method == "HEAD"
     }
+
+    /// True for a gRPC call (`content-type: application/grpc` and its
+    /// `+proto`/`+json` forms): its failures are answered the gRPC way.
+    pub(crate) fn is_grpc(&self) -> bool {
+        let ct = match self.head {
+            RequestView::H1(h) => h.fields.get("content-type"),
+            RequestView::H2(p) => p
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .map(http::HeaderValue::as_bytes),
+        };
+        ct.is_some_and(|v| {
+            v.len() >= 16
+                && v[..16].eq_ignore_ascii_case(b"application/grpc")
+                && matches!(v.get(16), None | Some(b'+' | b';'))
+        })
+    }
+}
+
+/// True when an HTTP/2 or HTTP/3 request's `te` field says it takes
+/// trailers (the only value those protocols allow, RFC 9113 section
+/// 8.2.2).
+pub(crate) fn h2_takes_trailers(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::TE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"))
 }
 
 /// A request head as its front end parsed it.
@@ -81,6 +119,8 @@ pub(crate) struct ResponseView<'r> {
     /// The body: `Empty` (HEAD, 1xx, 204, 304, or an ended stream),
     /// `Length`, `Chunked` (length unknown) or `UntilClose`.
     pub body: BodyFraming,
+    /// What the header rules change on the way to the client.
+    pub edits: &'r FieldEdits<'r>,
 }
 
 /// A response head as the backend client parsed it.
@@ -154,10 +194,107 @@ impl Piece<'_> {
 /// One step through a body.
 #[derive(Debug)]
 pub(crate) enum Step<'a> {
-    /// A piece; `true` when it is the last one.
+    /// A piece; `true` when it is the last one (no trailers follow).
     Data(Piece<'a>, bool),
     /// Nothing is at hand yet (only when the caller asked not to wait).
     NotYet,
     /// The body has ended (nothing was left with the last piece).
     End,
+    /// The body has ended with these trailer fields, already cleaned by
+    /// [`clean_trailers`].
+    Trailers(Trailers),
+}
+
+/// Trailer fields (RFC 9110 section 6.5): what an HTTP/1.1 chunked body's
+/// trailer section, or HTTP/2's and HTTP/3's trailing HEADERS, carried.
+pub(crate) type Trailers = http::HeaderMap;
+
+/// Why a trailer section was not relayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TrailerError {
+    /// Larger than [`tern_http::trailers::MAX_TRAILERS`].
+    #[error(
+        "trailer section larger than {} bytes",
+        tern_http::trailers::MAX_TRAILERS
+    )]
+    TooLarge,
+    /// An HTTP/1.1 trailer section that does not parse, or a field that
+    /// the other protocol cannot carry.
+    #[error("malformed trailer section")]
+    Malformed,
+}
+
+/// The trailers from any protocol as they go on, by the one rule: fields
+/// forbidden in a trailer section are dropped
+/// ([`tern_http::trailers::is_forbidden_trailer`]), and a section past
+/// [`tern_http::trailers::MAX_TRAILERS`] is refused whole. `None` when
+/// nothing is left to relay.
+pub(crate) fn clean_trailers<'f>(
+    fields: impl Iterator<Item = (&'f str, &'f [u8])>,
+) -> Result<Option<Trailers>, TrailerError> {
+    use tern_http::trailers::{field_size, is_forbidden_trailer, MAX_TRAILERS};
+    let mut out = Trailers::new();
+    let mut size = 0;
+    for (name, value) in fields {
+        size += field_size(name, value);
+        if size > MAX_TRAILERS {
+            return Err(TrailerError::TooLarge);
+        }
+        if is_forbidden_trailer(name) {
+            continue;
+        }
+        let name =
+            http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| TrailerError::Malformed)?;
+        let value = http::HeaderValue::from_bytes(value).map_err(|_| TrailerError::Malformed)?;
+        out.append(name, value);
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
+/// [`clean_trailers`] for a trailer map as HTTP/2 and HTTP/3 deliver it.
+pub(crate) fn clean_trailer_map(map: &Trailers) -> Result<Option<Trailers>, TrailerError> {
+    clean_trailers(map.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))
+}
+
+/// [`clean_trailers`] for an HTTP/1.1 trailer section as the chunked
+/// scanner captured it.
+pub(crate) fn clean_trailer_section(raw: &[u8]) -> Result<Option<Trailers>, TrailerError> {
+    let fields = tern_http::trailers::parse_section(raw).map_err(|_| TrailerError::Malformed)?;
+    clean_trailers(fields.into_iter())
+}
+
+/// The gRPC status a response carries (`grpc-status` in its trailers, or
+/// in its head for a trailers-only response), for the access log and
+/// metrics.
+pub(crate) fn grpc_status(fields: &http::HeaderMap) -> Option<u16> {
+    fields
+        .get("grpc-status")
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailers_lose_forbidden_fields_and_keep_the_rest() {
+        let raw =
+            b"grpc-status: 0\r\nContent-Length: 5\r\nX-Forwarded-For: 6.6.6.6\r\nx-sum: 1\r\n\r\n";
+        let t = clean_trailer_section(raw).unwrap().unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(grpc_status(&t), Some(0));
+        assert_eq!(t["x-sum"], "1");
+        assert_eq!(clean_trailer_section(b"host: x\r\n\r\n"), Ok(None));
+    }
+
+    #[test]
+    fn a_trailer_section_past_the_bound_is_refused() {
+        let big = vec![b'a'; tern_http::trailers::MAX_TRAILERS];
+        let fields = [("x-big", &big[..])];
+        assert_eq!(
+            clean_trailers(fields.into_iter()),
+            Err(TrailerError::TooLarge)
+        );
+    }
 }

@@ -15,6 +15,7 @@
 //! | `GET /slow/MS` | waits MS milliseconds, then `slow MS\n` |
 //! | `GET /status/CODE` | status CODE, body `status CODE\n` (empty for 1xx/204/304) |
 //! | `GET /upgrade` | 101 Switching Protocols, then echoes every byte back |
+//! | `POST /trailers` | JSON: `trailers`, the request's trailer fields as `[name, value]` pairs; chunked, ended by the trailers [`TRAILERS_SENT`] (declared in `Trailer`; HTTP/1.1 sends them only to a request with `TE: trailers`) |
 //! | `GET /drop` | no response: the connection is closed |
 //! | `GET /close` | `closing\n` with `Connection: close`, then the connection is closed |
 //! | `GET /post-page?n=N&len=L` | an HTML page whose script POSTs N bodies of L bytes to `/echo?client=chromium` one after another (synchronous XHR, so all have run before the load event) and puts each answer in a `<pre class="answer">` |
@@ -414,6 +415,7 @@ async fn handle(
             Err(_) => status_response(StatusCode::BAD_REQUEST, "bad status code\n"),
         },
         ("upgrade", _) => upgrade(req),
+        ("trailers", _) => with_trailers(req).await?,
         ("close", _) => {
             let mut response = Response::new(full("closing\n"));
             response
@@ -426,6 +428,69 @@ async fn handle(
         _ => status_response(StatusCode::NOT_FOUND, "not found\n"),
     };
     Ok(response)
+}
+
+/// The trailer fields `/trailers` ends its response with: two that a
+/// proxy relays, and one (`set-cookie`) that must not come from trailers.
+pub const TRAILERS_SENT: [(&str, &str); 3] = [
+    ("x-sum", "42"),
+    ("grpc-status", "0"),
+    ("set-cookie", "from=trailer"),
+];
+
+/// `/trailers`: reports the request's trailers, and ends its own body
+/// with [`TRAILERS_SENT`].
+async fn with_trailers(req: Request<Incoming>) -> Result<Response<ResponseBody>, HandlerError> {
+    let collected = req.into_body().collect().await?;
+    let received: Vec<[String; 2]> = collected.trailers().map_or_else(Vec::new, |t| {
+        t.iter()
+            .map(|(n, v)| {
+                [
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                ]
+            })
+            .collect()
+    });
+    let json = serde_json::to_vec(&serde_json::json!({ "trailers": received }))?;
+    let mut trailers = hyper::HeaderMap::new();
+    for (name, value) in TRAILERS_SENT {
+        trailers.append(name, HeaderValue::from_static(value));
+    }
+    let body = TrailerBody {
+        data: Some(Bytes::from(json)),
+        trailers: Some(trailers),
+    };
+    let mut response = Response::new(body.boxed());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        "trailer",
+        HeaderValue::from_static("x-sum, grpc-status, set-cookie"),
+    );
+    Ok(response)
+}
+
+/// One DATA piece, then trailers.
+struct TrailerBody {
+    data: Option<Bytes>,
+    trailers: Option<hyper::HeaderMap>,
+}
+
+impl Body for TrailerBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let frame = match self.data.take() {
+            Some(data) => Some(Frame::data(data)),
+            None => self.trailers.take().map(Frame::trailers),
+        };
+        std::task::Poll::Ready(frame.map(Ok))
+    }
 }
 
 /// Counts a request in flight while it lives.

@@ -109,6 +109,29 @@ impl HttpConn {
         config: Arc<ClientConfig>,
     ) -> io::Result<HttpConn> {
         let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        HttpConn::over(tcp, server_name, config)
+    }
+
+    /// Like [`HttpConn::connect`], from the local address `source` (e.g.
+    /// 127.0.0.2: a second client on loopback).
+    pub fn connect_from(
+        source: std::net::IpAddr,
+        addr: SocketAddr,
+        server_name: &str,
+        config: Arc<ClientConfig>,
+    ) -> io::Result<HttpConn> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        socket.bind(&SocketAddr::new(source, 0).into())?;
+        socket.connect_timeout(&addr.into(), IO_TIMEOUT)?;
+        HttpConn::over(socket.into(), server_name, config)
+    }
+
+    /// The TLS handshake over a connected `tcp`.
+    fn over(tcp: TcpStream, server_name: &str, config: Arc<ClientConfig>) -> io::Result<HttpConn> {
         tcp.set_nodelay(true)?;
         tcp.set_read_timeout(Some(IO_TIMEOUT))?;
         tcp.set_write_timeout(Some(IO_TIMEOUT))?;

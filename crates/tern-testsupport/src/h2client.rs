@@ -74,6 +74,8 @@ pub struct H2Response {
     pub headers: HeaderMap,
     /// The whole body.
     pub body: Vec<u8>,
+    /// The trailer fields that ended it, if any.
+    pub trailers: Option<HeaderMap>,
 }
 
 impl H2Response {
@@ -101,6 +103,8 @@ pub enum Body {
     Empty,
     /// These pieces, each sent as its own DATA frame(s), then END_STREAM.
     Chunks(Vec<Bytes>),
+    /// These pieces, then these trailers (which carry END_STREAM).
+    WithTrailers(Vec<Bytes>, HeaderMap),
 }
 
 impl H2Client {
@@ -144,13 +148,22 @@ impl H2Client {
         let mut send = self.send.clone().ready().await?;
         let empty = matches!(&body, Body::Empty);
         let (response, mut stream) = send.send_request(request, empty)?;
-        if let Body::Chunks(chunks) = body {
-            // h2 buffers what the window does not yet allow; an empty last
-            // frame carries END_STREAM.
-            for chunk in chunks {
-                stream.send_data(chunk, false)?;
+        match body {
+            Body::Empty => {}
+            Body::Chunks(chunks) => {
+                // h2 buffers what the window does not yet allow; an empty
+                // last frame carries END_STREAM.
+                for chunk in chunks {
+                    stream.send_data(chunk, false)?;
+                }
+                stream.send_data(Bytes::new(), true)?;
             }
-            stream.send_data(Bytes::new(), true)?;
+            Body::WithTrailers(chunks, trailers) => {
+                for chunk in chunks {
+                    stream.send_data(chunk, false)?;
+                }
+                stream.send_trailers(trailers)?;
+            }
         }
         let response = response.await?;
         let (parts, mut recv) = response.into_parts();
@@ -160,10 +173,12 @@ impl H2Client {
             let _ = recv.flow_control().release_capacity(chunk.len());
             body.extend_from_slice(&chunk);
         }
+        let trailers = recv.trailers().await?;
         Ok(H2Response {
             status: parts.status,
             headers: parts.headers,
             body,
+            trailers,
         })
     }
 

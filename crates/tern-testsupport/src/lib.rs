@@ -27,6 +27,7 @@ pub mod tern;
 pub mod tools;
 
 pub mod chromium;
+pub mod grpc_interop;
 pub mod h2client;
 pub mod h2frames;
 pub mod haproxy;

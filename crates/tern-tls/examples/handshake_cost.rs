@@ -14,18 +14,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
 use rustls::crypto::aws_lc_rs::kx_group;
-use rustls::crypto::{
-    verify_tls12_signature, verify_tls13_signature, CryptoProvider, SupportedKxGroup,
-};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::crypto::SupportedKxGroup;
+use rustls::pki_types::ServerName;
 use rustls::server::ProducesTickets;
 use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, ServerConfig,
-    ServerConnection, SignatureScheme, SupportedProtocolVersion,
+    ClientConfig, ClientConnection, HandshakeKind, ServerConfig, ServerConnection,
+    SupportedProtocolVersion,
 };
+use tern_tls::verify::SignatureOnlyVerifier;
 use tern_tls::{build_server_config, LoadedCert, ServerTlsSettings, TicketSource, TlsPolicy};
 
 const BATCHES: usize = 5;
@@ -262,8 +260,10 @@ fn client_config(
         .with_protocol_versions(versions)
         .expect("versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyChain(
-            rustls::crypto::aws_lc_rs::default_provider(),
+        // Skips chain validation (the client's cost is not measured) but
+        // checks signatures, so the server must really sign.
+        .with_custom_certificate_verifier(Arc::new(SignatureOnlyVerifier::new(
+            &rustls::crypto::aws_lc_rs::default_provider(),
         )))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -291,41 +291,4 @@ fn self_signed(
         &rustls::crypto::aws_lc_rs::default_provider(),
     )
     .expect("load")
-}
-
-/// Skips chain validation (the client's cost is not measured) but checks
-/// signatures, so the server must really sign.
-#[derive(Debug)]
-struct AcceptAnyChain(CryptoProvider);
-
-impl ServerCertVerifier for AcceptAnyChain {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

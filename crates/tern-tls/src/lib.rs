@@ -1,9 +1,13 @@
 //! TLS for tern: certificates and SNI selection, the protocol/cipher/group
 //! policy, session tickets and resumption, OCSP staples, the crypto provider
-//! and the CPU features it relies on.
+//! and the CPU features it relies on; and the TLS rules `tern serve`,
+//! `tern bench` and `tern probe` share: suite and group names ([`iana`]),
+//! OCSP staple reading and freshness ([`ocsp`]), the client verifier that
+//! checks signatures but not trust ([`verify`]).
 //!
 //! This crate builds `rustls` configurations and explains them; it does no
-//! I/O on sockets and parses no command lines.
+//! I/O on sockets and parses no command lines. Not for: judging a server's
+//! trust chain (clients here either use webpki roots or [`verify`]).
 //!
 //! ```text
 //!  CertFiles ──certs::load──▶ LoadedCert ─┐
@@ -21,6 +25,7 @@ pub mod certs;
 pub mod client_auth;
 pub mod cpu;
 mod error;
+pub mod iana;
 pub mod managed;
 pub mod ocsp;
 pub mod policy;
@@ -28,6 +33,7 @@ pub mod selfsigned;
 pub mod server;
 pub mod sni;
 pub mod tickets;
+pub mod verify;
 
 pub use certs::{CertFiles, KeyKind, LoadedCert};
 pub use client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert, ClientCertRefusal};

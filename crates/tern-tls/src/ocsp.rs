@@ -24,7 +24,7 @@ const ID_PKIX_OCSP_BASIC: &str = "1.3.6.1.5.5.7.48.1.1";
 
 /// How far in the future a thisUpdate may lie before the staple is refused:
 /// responders and servers disagree on the clock by a little.
-const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// What the check concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,62 @@ pub enum StapleVerdict {
     ServeWithWarning(String),
     /// Do not serve it, for this reason.
     Refuse(String),
+}
+
+/// What a staple says about the leaf it was read against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staple {
+    /// The certificate's status.
+    pub status: CertState,
+    /// When the responder vouched for the status.
+    pub this_update: SystemTime,
+    /// When the responder will have newer information; `None` when it gave
+    /// no time.
+    pub next_update: Option<SystemTime>,
+}
+
+/// A certificate's status as an OCSP responder states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertState {
+    /// Not revoked.
+    Good,
+    /// Revoked at that time.
+    Revoked(SystemTime),
+    /// The responder does not know the certificate.
+    Unknown,
+}
+
+impl CertState {
+    /// `good`, `revoked` or `unknown`, as RFC 6960 names them.
+    pub fn name(self) -> &'static str {
+        match self {
+            CertState::Good => "good",
+            CertState::Revoked(_) => "revoked",
+            CertState::Unknown => "unknown",
+        }
+    }
+}
+
+impl Staple {
+    /// Why the staple is not fresh at `now`, or `None` when it is: its
+    /// thisUpdate may lie up to [`CLOCK_SKEW`] in the future, and `now`
+    /// must not be past its nextUpdate. The one freshness rule for what
+    /// `tern serve` staples and what `tern probe` reports.
+    pub fn staleness(&self, now: SystemTime) -> Option<String> {
+        if self.this_update > now + CLOCK_SKEW {
+            return Some(format!(
+                "its thisUpdate {} is in the future",
+                crate::certs::format_utc(self.this_update)
+            ));
+        }
+        match self.next_update {
+            Some(next) if now > next => Some(format!(
+                "it is past its nextUpdate {}",
+                crate::certs::format_utc(next)
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Checks `response` (DER) against `chain` (leaf first, then its issuer if
@@ -57,6 +113,25 @@ fn check(
     chain: &[CertificateDer<'_>],
     now: SystemTime,
 ) -> Result<Option<String>, String> {
+    let staple = read_staple(response, chain)?;
+    if let Some(stale) = staple.staleness(now) {
+        return Err(stale);
+    }
+    match staple.status {
+        CertState::Good => Ok(None),
+        CertState::Revoked(at) => Ok(Some(format!(
+            "it says the certificate was REVOKED at {}: replace the certificate",
+            crate::certs::format_utc(at)
+        ))),
+        CertState::Unknown => Err("the responder does not know the certificate".into()),
+    }
+}
+
+/// Reads a DER `OCSPResponse` and what it says about `chain`'s leaf (the
+/// issuer, when `chain` holds it, must match too). `Err` says why it
+/// cannot be used: not a successful basic response, or about another
+/// certificate.
+pub fn read_staple(response: &[u8], chain: &[CertificateDer<'_>]) -> Result<Staple, String> {
     let outer =
         OcspResponse::from_der(response).map_err(|e| format!("not a DER OCSP response: {e}"))?;
     if outer.response_status != OcspResponseStatus::Successful {
@@ -89,31 +164,15 @@ fn check(
         .iter()
         .find(|r| speaks_about(r, &leaf, issuer.as_ref()))
         .ok_or_else(|| another_certificate(&basic, &leaf))?;
-
-    let this_update = unix_time(&single.this_update.0);
-    if this_update > now + CLOCK_SKEW {
-        return Err(format!(
-            "its thisUpdate {} is in the future",
-            crate::certs::format_utc(this_update)
-        ));
-    }
-    if let Some(next) = &single.next_update {
-        let next = unix_time(&next.0);
-        if now > next {
-            return Err(format!(
-                "it is past its nextUpdate {}",
-                crate::certs::format_utc(next)
-            ));
-        }
-    }
-    match &single.cert_status {
-        CertStatus::Good(_) => Ok(None),
-        CertStatus::Revoked(info) => Ok(Some(format!(
-            "it says the certificate was REVOKED at {}: replace the certificate",
-            crate::certs::format_utc(unix_time(&info.revocation_time.0))
-        ))),
-        CertStatus::Unknown(_) => Err("the responder does not know the certificate".into()),
-    }
+    Ok(Staple {
+        status: match &single.cert_status {
+            CertStatus::Good(_) => CertState::Good,
+            CertStatus::Revoked(info) => CertState::Revoked(unix_time(&info.revocation_time.0)),
+            CertStatus::Unknown(_) => CertState::Unknown,
+        },
+        this_update: unix_time(&single.this_update.0),
+        next_update: single.next_update.as_ref().map(|t| unix_time(&t.0)),
+    })
 }
 
 /// Why no SingleResponse matched: another serial, or the same serial from
@@ -214,4 +273,31 @@ fn trim_zeros(bytes: &[u8]) -> &[u8] {
 fn hex_colon(bytes: &[u8]) -> String {
     let parts: Vec<String> = bytes.iter().map(|b| format!("{b:02X}")).collect();
     parts.join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn staple(this: u64, next: Option<u64>) -> Staple {
+        let at = |s| UNIX_EPOCH + Duration::from_secs(s);
+        Staple {
+            status: CertState::Good,
+            this_update: at(this),
+            next_update: next.map(at),
+        }
+    }
+
+    #[test]
+    fn freshness_allows_the_clock_skew_before_this_update_and_none_after_next_update() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let skew = CLOCK_SKEW.as_secs();
+        // A responder's clock a little ahead of ours: still fresh.
+        assert_eq!(staple(1_000_000 + skew, None).staleness(now), None);
+        let ahead = staple(1_000_000 + skew + 1, None).staleness(now);
+        assert!(ahead.unwrap().contains("in the future"));
+        assert_eq!(staple(0, Some(1_000_000)).staleness(now), None);
+        let past = staple(0, Some(999_999)).staleness(now);
+        assert!(past.unwrap().contains("past its nextUpdate"));
+    }
 }

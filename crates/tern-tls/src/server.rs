@@ -1,5 +1,6 @@
 //! The rustls `ServerConfig` tern serves with, and what a handshake negotiated.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 use crate::certs::LoadedCert;
 use crate::client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert};
 use crate::cpu::CpuFeatures;
+use crate::iana::{group_name, suite_name};
 use crate::managed::{AlpnChallenges, ManagedCert, Resolver, ACME_TLS_ALPN};
-use crate::policy::{group_name, suite_name, TlsPolicy};
+use crate::policy::TlsPolicy;
 use crate::tickets::TicketKeys;
 use crate::TlsError;
 
@@ -305,7 +307,7 @@ impl Parts<'_> {
         // RFC 9149: a client that says how many tickets it wants gets that
         // many, never more than tern sends anyway. One that will not resume
         // (a one-shot client) can ask for none: each ticket costs the server
-        // about 2 µs and a record on the wire (BENCHMARKS.md).
+        // about 2 µs and a record on the wire (docs/benchmarks-history.md).
         config.max_tls13_tickets = settings.tls13_tickets;
         Ok(Arc::new(config))
     }
@@ -365,10 +367,10 @@ impl ProducesTickets for NoTickets {
 pub struct Negotiated {
     /// "TLSv1.3" or "TLSv1.2".
     pub version: &'static str,
-    /// IANA cipher suite name.
-    pub cipher: &'static str,
-    /// Key-exchange group.
-    pub group: &'static str,
+    /// IANA cipher suite name ([`crate::iana::suite_name`]).
+    pub cipher: Cow<'static, str>,
+    /// Key-exchange group ([`crate::iana::group_name`]).
+    pub group: Cow<'static, str>,
     /// ALPN protocol, if one was agreed.
     pub alpn: Option<String>,
     /// SNI the client sent.
@@ -395,10 +397,10 @@ pub fn negotiated(conn: &ServerConnection) -> Negotiated {
         version,
         cipher: conn
             .negotiated_cipher_suite()
-            .map_or("", |s| suite_name(s.suite())),
+            .map_or(Cow::Borrowed(""), |s| suite_name(s.suite())),
         group: conn
             .negotiated_key_exchange_group()
-            .map_or("", |g| group_name(g.name())),
+            .map_or(Cow::Borrowed(""), |g| group_name(g.name())),
         alpn: conn
             .alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned()),

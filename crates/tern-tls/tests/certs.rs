@@ -199,14 +199,14 @@ fn ocsp_staple_is_attached_and_served() {
         let settings = common::settings(vec![loaded], tern_tls::TicketSource::Disabled);
         let config = tern_tls::build_server_config(&settings).unwrap();
         let server = common::TestServer::start(config).await;
-        let verifier = common::SchemeLimitedVerifier::all();
+        let verifier = common::all_schemes();
         let client = common::client_with(verifier.clone(), common::TLS13);
         let view = common::connect(server.addr, client, "localhost")
             .await
             .unwrap();
         assert_eq!(view.body, b"ok");
-        let seen = verifier.ocsp_seen.lock().unwrap().clone();
-        assert_eq!(seen.as_deref(), Some(staple.as_slice()));
+        let seen = verifier.presented().expect("a full handshake");
+        assert_eq!(seen.ocsp, staple);
     });
 }
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, settings, Alg, LeafSpec, Pki, SchemeLimitedVerifier, TestServer};
+use common::{all_schemes, connect, settings, Alg, LeafSpec, Pki, TestServer};
 use rustls::crypto::aws_lc_rs::cipher_suite as cs;
 use rustls::{ClientConfig, SupportedCipherSuite, SupportedProtocolVersion};
 use tern_tls::{
@@ -30,7 +30,7 @@ fn client_with_suites(
             .with_protocol_versions(versions)
             .unwrap()
             .dangerous()
-            .with_custom_certificate_verifier(SchemeLimitedVerifier::all())
+            .with_custom_certificate_verifier(all_schemes())
             .with_no_client_auth(),
     )
 }
@@ -122,7 +122,7 @@ async fn narrowed_policy_refuses_what_it_dropped() {
     connect(server.addr, any, "localhost").await.unwrap();
     let seen = server.next_negotiated().await;
     assert_eq!(
-        (seen.cipher, seen.group),
+        (&*seen.cipher, &*seen.group),
         ("TLS_AES_256_GCM_SHA384", "X25519")
     );
 }

@@ -7,9 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{
-    client_with, connect, settings, Alg, Pki, SchemeLimitedVerifier, TempDir, TestServer,
-};
+use common::{all_schemes, client_with, connect, settings, Alg, Pki, TempDir, TestServer};
 use rustls::{ClientConfig, HandshakeKind, ServerConfig, SupportedProtocolVersion};
 use tern_tls::{
     build_server_config, build_server_config_reusing, LoadedCert, TicketKeys, TicketSource,
@@ -24,7 +22,7 @@ fn localhost_cert() -> LoadedCert {
 }
 
 fn client(versions: &[&'static SupportedProtocolVersion]) -> Arc<ClientConfig> {
-    client_with(SchemeLimitedVerifier::all(), versions)
+    client_with(all_schemes(), versions)
 }
 
 /// Full handshake then a second connection with the same client config:
@@ -276,7 +274,7 @@ async fn negotiated_reports_version_cipher_group_alpn_and_sni() {
             .with_protocol_versions(common::TLS13)
             .unwrap()
             .dangerous()
-            .with_custom_certificate_verifier(SchemeLimitedVerifier::all())
+            .with_custom_certificate_verifier(all_schemes())
             .with_no_client_auth(),
     );
     connect(server.addr, pq_client, "localhost").await.unwrap();

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    client_with, connect, ecdsa_schemes, rsa_schemes, settings, verifying_client, Alg, Pki,
-    SchemeLimitedVerifier, TestServer, BOTH, TLS12, TLS13,
+    all_schemes, client_with, connect, ecdsa_schemes, only_schemes, rsa_schemes, settings,
+    verifying_client, Alg, Pki, TestServer, BOTH, TLS12, TLS13,
 };
 use tern_tls::{build_server_config, SniResolver, TicketSource, TlsError};
 
@@ -33,7 +33,7 @@ async fn sni_picks_exact_then_wildcard_then_default() {
     let mut server = TestServer::start(config).await;
     // Any chain is accepted so the default certificate can be observed
     // under names it does not cover; signatures are still verified.
-    let client = client_with(SchemeLimitedVerifier::all(), BOTH);
+    let client = client_with(all_schemes(), BOTH);
 
     let cases: [(&str, &[u8]); 7] = [
         ("a.example.com", &exact.leaf_der),
@@ -83,12 +83,12 @@ async fn ecdsa_client_gets_ecdsa_and_rsa_only_client_gets_rsa_for_the_same_name(
     let mut server = TestServer::start(config).await;
 
     for versions in [TLS13, TLS12] {
-        let both = client_with(SchemeLimitedVerifier::all(), versions);
+        let both = client_with(all_schemes(), versions);
         let view = connect(server.addr, both, "www.example.com").await.unwrap();
         assert_eq!(view.leaf_der, ecdsa.leaf_der, "{versions:?}: full client");
         server.next_negotiated().await;
 
-        let ecdsa_only = client_with(SchemeLimitedVerifier::new(ecdsa_schemes()), versions);
+        let ecdsa_only = client_with(only_schemes(ecdsa_schemes()), versions);
         let view = connect(server.addr, ecdsa_only, "www.example.com")
             .await
             .unwrap();
@@ -101,7 +101,7 @@ async fn ecdsa_client_gets_ecdsa_and_rsa_only_client_gets_rsa_for_the_same_name(
             assert_eq!(seen.cipher, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256");
         }
 
-        let rsa_only = client_with(SchemeLimitedVerifier::new(rsa_schemes()), versions);
+        let rsa_only = client_with(only_schemes(rsa_schemes()), versions);
         let view = connect(server.addr, rsa_only, "www.example.com")
             .await
             .unwrap();
@@ -123,12 +123,12 @@ async fn wildcard_names_also_choose_by_key_type() {
     let config = build_server_config(&settings(certs, TicketSource::Disabled)).unwrap();
     let server = TestServer::start(config).await;
 
-    let ecdsa_only = client_with(SchemeLimitedVerifier::new(ecdsa_schemes()), TLS13);
+    let ecdsa_only = client_with(only_schemes(ecdsa_schemes()), TLS13);
     let view = connect(server.addr, ecdsa_only, "api.example.org")
         .await
         .unwrap();
     assert_eq!(view.leaf_der, ecdsa.leaf_der);
-    let rsa_only = client_with(SchemeLimitedVerifier::new(rsa_schemes()), TLS13);
+    let rsa_only = client_with(only_schemes(rsa_schemes()), TLS13);
     let view = connect(server.addr, rsa_only, "api.example.org")
         .await
         .unwrap();

@@ -185,10 +185,12 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
         let tls = conn.tls();
         let cipher = tls
             .negotiated_cipher_suite()
-            .map_or("", |s| tern_tls::policy::suite_name(s.suite()));
+            .and_then(|s| tern_tls::iana::suite(s.suite().into()))
+            .map_or("", |s| s.name);
         let group = tls
             .negotiated_key_exchange_group()
-            .map_or("none", |g| tern_tls::policy::group_name(g.name()));
+            .and_then(|g| tern_tls::iana::group(g.name().into()))
+            .unwrap_or("none");
         [
             ("version", "TLSv1.3"),
             ("cipher", cipher),

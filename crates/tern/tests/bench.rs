@@ -29,3 +29,6 @@ mod serve;
 
 #[path = "bench/server_cpu.rs"]
 mod server_cpu;
+
+#[path = "bench/truths.rs"]
+mod truths;

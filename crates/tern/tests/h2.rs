@@ -12,6 +12,8 @@
 //!   attacker its connection, not other clients their service
 //! - `conformance`: h2spec, every case
 //! - `browser`: Chromium loads a 50+ resource page over one h2 connection
+//! - `websocket`: WebSockets over extended CONNECT (Chromium) and over
+//!   HTTP/1.1 (Python `websockets`), to a real WebSocket backend
 
 use std::time::Duration;
 
@@ -25,6 +27,8 @@ mod conformance;
 mod limits;
 #[path = "h2/relay.rs"]
 mod relay;
+#[path = "h2/websocket.rs"]
+mod websocket;
 
 /// How long tests wait for an access-log line to appear.
 pub const LOG_WAIT: Duration = Duration::from_secs(5);

@@ -1,4 +1,5 @@
-//! Operating `tern serve` in production: hot reload under load, TCP mode in
+//! Operating `tern serve` in production: hot reload and binary upgrade
+//! under load, TCP mode in
 //! front of real PROXY-protocol consumers, PROXY protocol from an L4
 //! balancer, and OCSP stapling. Real peers only: the tern binary, HAProxy
 //! from Debian, `openssl`, hyper and hand-written PROXY peers, all on
@@ -10,16 +11,22 @@ use std::time::Duration;
 
 use tern_testsupport::certs::{CertFiles, KeyKind, TestCa};
 
+#[path = "operations/activation.rs"]
+mod activation;
 #[path = "operations/fleet.rs"]
 mod fleet;
 #[path = "operations/ocsp.rs"]
 mod ocsp;
+#[path = "operations/privileges.rs"]
+mod privileges;
 #[path = "operations/proxy_in.rs"]
 mod proxy_in;
 #[path = "operations/reload.rs"]
 mod reload;
 #[path = "operations/tcp_mode.rs"]
 mod tcp_mode;
+#[path = "operations/upgrade.rs"]
+mod upgrade;
 
 /// How long tests wait for tern to log a reload or an access-log line.
 pub const LOG_WAIT: Duration = Duration::from_secs(10);

@@ -28,6 +28,8 @@ mod config;
 mod conformance;
 #[path = "serve/descriptors.rs"]
 mod descriptors;
+#[path = "serve/edge.rs"]
+mod edge;
 #[path = "serve/forwarded.rs"]
 mod forwarded;
 #[path = "serve/framing.rs"]
@@ -56,6 +58,8 @@ mod policy;
 mod responses;
 #[path = "serve/sni.rs"]
 mod sni;
+#[path = "serve/trailers.rs"]
+mod trailers;
 
 /// How long tests wait for an access-log line to appear.
 pub const LOG_WAIT: Duration = Duration::from_secs(5);

@@ -1,10 +1,10 @@
 //! Integration tests of `tern serve` backend groups: balancing (weights,
 //! least connections), failover (retry on connect failure, passive
 //! ejection, 503 when every server is down), active health checks,
-//! routing by Host to several groups, and HTTP/2 groups (h2c, and h2 over
-//! TLS). Real tern processes configured by a TOML file, real hyper
-//! backends (HTTP/1.1, h2c, HTTP/2 over TLS) and plain TCP listeners on
-//! loopback.
+//! routing by Host to several groups, HTTP/2 groups (h2c, and h2 over
+//! TLS), and gRPC through both. Real tern processes configured by a TOML
+//! file, real hyper backends (HTTP/1.1, h2c, HTTP/2 over TLS), grpc-go's
+//! interop client and server, and plain TCP listeners on loopback.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,6 +15,8 @@ use tern_testsupport::tern::Served;
 mod balance;
 #[path = "upstreams/failover.rs"]
 mod failover;
+#[path = "upstreams/grpc.rs"]
+mod grpc;
 #[path = "upstreams/h2_tls.rs"]
 mod h2_tls;
 #[path = "upstreams/h2c.rs"]

@@ -5,13 +5,16 @@
 
 use std::fmt::Write;
 
-use super::svg::{bar_chart, line_chart, Series};
+use super::svg::{line_chart, time_chart, Series};
 use super::{text, Report};
 
 /// Colours of targets 1..n, in order.
 const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 ];
+
+/// Reds and oranges for the error series, apart from the target colours.
+const ERROR_COLORS: [&str; 3] = ["#c00000", "#e65c00", "#99004d"];
 
 /// Renders `report` as one HTML page.
 pub fn render(report: &Report) -> String {
@@ -22,6 +25,13 @@ pub fn render(report: &Report) -> String {
          .warn{background:#fee;border:2px solid #c00;padding:.5em 1em;font-weight:bold}svg{display:block;margin:1em 0}</style>\
          </head><body>\n<h1>tern bench report</h1>\n",
     );
+    if report.every_request_failed() {
+        let _ = writeln!(
+            out,
+            "<div class=\"warn\" id=\"failed\"><p>FAILED: {}</p></div>",
+            escape(&text::failure_line(report))
+        );
+    }
     if !report.warnings.is_empty() {
         out.push_str("<div class=\"warn\" id=\"warnings\"><p>The figures below are not comparable as they stand:</p><ul>");
         for w in &report.warnings {
@@ -41,60 +51,52 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str("<h2>Latency distribution</h2>\n");
     out.push_str(&latency_chart(report));
-    out.push_str("<h2>Completions per second</h2>\n");
-    let completions: Vec<Series<'_>> = report
+    out.push_str("<h2>Over time</h2>\n");
+    out.push_str(&time_charts(report));
+    out.push_str("<h2>Disclosure and figures</h2>\n<pre id=\"report\">");
+    out.push_str(&escape(&text::render(report)));
+    out.push_str("</pre>\n</body></html>\n");
+    out
+}
+
+/// Completions and errors per second on the run's wall clock: each round
+/// of each target where it ran (a gap where another target ran), partial
+/// seconds at a round's end scaled to a rate instead of drawn as a dip,
+/// errors in a chart of their own.
+fn time_charts(report: &Report) -> String {
+    let end = report
+        .targets
+        .iter()
+        .flat_map(|t| t.timeline.iter())
+        .map(|s| s.start_s + s.elapsed_s)
+        .fold(0.0, f64::max);
+    let rates = |t: &super::TargetReport, errors: bool| -> Vec<(f64, f64)> {
+        let mut points = Vec::new();
+        for span in &t.timeline {
+            for (i, b) in span.series.iter().enumerate() {
+                let covered = (span.elapsed_s - i as f64).clamp(1e-3, 1.0);
+                // The sliver of a second a round ends in is too short to
+                // give a rate; a round shorter than a second is its own
+                // single point.
+                if covered < 0.25 && i > 0 {
+                    continue;
+                }
+                let n = if errors { b.errors } else { b.completed };
+                points.push((span.start_s + i as f64 + covered / 2.0, n as f64 / covered));
+            }
+            points.push((f64::NAN, f64::NAN));
+        }
+        points
+    };
+    let requests: Vec<Series<'_>> = report
         .targets
         .iter()
         .enumerate()
         .map(|(i, t)| Series {
             label: &t.url,
             color: COLORS[i % COLORS.len()],
-            points: t
-                .stats
-                .series
-                .iter()
-                .enumerate()
-                .map(|(s, b)| (s as f64, b.completed as f64))
-                .collect(),
+            points: rates(t, false),
             dashed: false,
-        })
-        .collect();
-    out.push_str(&bar_chart(
-        "Completions per second",
-        "seconds since start",
-        "requests",
-        &completions,
-    ));
-    out.push_str("<h2>Throughput and errors over time</h2>\n");
-    let mut over_time = Vec::new();
-    for (i, t) in report.targets.iter().enumerate() {
-        over_time.push(Series {
-            label: &t.url,
-            color: COLORS[i % COLORS.len()],
-            points: t
-                .stats
-                .series
-                .iter()
-                .enumerate()
-                .map(|(s, b)| (s as f64, b.completed as f64))
-                .collect(),
-            dashed: false,
-        });
-    }
-    let errors: Vec<(usize, Vec<(f64, f64)>)> = report
-        .targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            (
-                i,
-                t.stats
-                    .series
-                    .iter()
-                    .enumerate()
-                    .map(|(s, b)| (s as f64, b.errors as f64))
-                    .collect(),
-            )
         })
         .collect();
     let error_labels: Vec<String> = report
@@ -102,24 +104,35 @@ pub fn render(report: &Report) -> String {
         .iter()
         .map(|t| format!("errors {}", t.url))
         .collect();
-    for ((i, points), label) in errors.into_iter().zip(&error_labels) {
-        over_time.push(Series {
+    let errors: Vec<Series<'_>> = report
+        .targets
+        .iter()
+        .zip(&error_labels)
+        .enumerate()
+        .map(|(i, (t, label))| Series {
             label,
-            color: COLORS[i % COLORS.len()],
-            points,
+            color: ERROR_COLORS[i % ERROR_COLORS.len()],
+            points: rates(t, true),
             dashed: true,
-        });
-    }
-    out.push_str(&line_chart(
-        "Requests and errors per second",
-        "seconds since start",
-        "per second",
-        &over_time,
-        false,
+        })
+        .collect();
+    let mut out = String::from("<div id=\"requests-over-time\">");
+    out.push_str(&time_chart(
+        "Completed requests per second",
+        "seconds since the run started",
+        "requests/s",
+        &requests,
+        end,
     ));
-    out.push_str("<h2>Disclosure and figures</h2>\n<pre id=\"report\">");
-    out.push_str(&escape(&text::render(report)));
-    out.push_str("</pre>\n</body></html>\n");
+    out.push_str("</div>\n<div id=\"errors-over-time\">");
+    out.push_str(&time_chart(
+        "Failed requests per second",
+        "seconds since the run started",
+        "errors/s",
+        &errors,
+        end,
+    ));
+    out.push_str("</div>\n");
     out
 }
 

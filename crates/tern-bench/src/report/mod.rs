@@ -1,6 +1,7 @@
 //! The report of a run: the disclosure, one section per target, and the raw
 //! measurements (HDR histograms serialized) so runs can be merged.
 
+mod merge;
 mod serde_stats;
 
 pub mod csv;
@@ -41,6 +42,15 @@ pub struct Report {
     pub interrupted: bool,
     /// Warnings to print first (compare mode mismatches, merges).
     pub warnings: Vec<String>,
+    /// Wall-clock time the measured part of the run started (after any
+    /// warm-up), milliseconds since the Unix epoch; `None` in reports
+    /// written before it was recorded. Merge uses it to see whether runs
+    /// overlapped.
+    #[serde(default)]
+    pub started_unix_ms: Option<u64>,
+    /// Wall-clock time the run ended, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub ended_unix_ms: Option<u64>,
 }
 
 /// The plan, as disclosed.
@@ -73,6 +83,14 @@ pub struct PlanInfo {
     pub verification: String,
     /// TLS offer restrictions given on the command line.
     pub tls_offer: String,
+    /// Warm-up before the measured part (`--warmup`), readable (`2.0s`):
+    /// requests made and left out of every figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<String>,
+    /// Every target is `http://`: no TLS, so no offer, verification or
+    /// resumption to disclose.
+    #[serde(default)]
+    pub plain_http: bool,
 }
 
 /// Figures of one target in one round (compare mode spread).
@@ -106,6 +124,27 @@ pub struct TargetReport {
     /// `None` in reports written before it was measured.
     #[serde(default)]
     pub server_cpu: Option<ServerCpu>,
+    /// The protocol this target ran with, when it is not the plan's (a
+    /// protocol comparison).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpVersion>,
+    /// Where each round of this target sat in the run's wall-clock time,
+    /// with its own per-second series: time charts place rounds where they
+    /// ran instead of joining them end to end.
+    #[serde(default)]
+    pub timeline: Vec<RoundSpan>,
+}
+
+/// One round of one target on the run's clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundSpan {
+    /// Start, seconds since the measured part of the run started.
+    pub start_s: f64,
+    /// How long the round ran, seconds.
+    pub elapsed_s: f64,
+    /// Completions and errors per second of the round, from its start;
+    /// the last bucket covers only what is left of `elapsed_s`.
+    pub series: Vec<crate::stats::SecondBucket>,
 }
 
 /// Summary of one phase histogram.
@@ -293,6 +332,8 @@ impl TargetReport {
             rounds,
             stats,
             server_cpu: None,
+            http: None,
+            timeline: Vec::new(),
         }
     }
 }
@@ -328,72 +369,24 @@ impl Report {
         Report::from_json(&text, path)
     }
 
-    /// Merges runs made from several load machines against the same
-    /// targets: histograms and counts add up, machines are listed.
-    pub fn merge(reports: Vec<Report>) -> Result<Report, BenchError> {
-        let mut it = reports.into_iter();
-        let Some(mut merged) = it.next() else {
-            return Err(BenchError::Config("nothing to merge".into()));
-        };
-        for (i, other) in it.enumerate() {
-            let urls = |r: &Report| r.targets.iter().map(|t| t.url.clone()).collect::<Vec<_>>();
-            if urls(&merged) != urls(&other) {
-                return Err(BenchError::Config(format!(
-                    "report {} has targets {:?}, the first has {:?}",
-                    i + 2,
-                    urls(&other),
-                    urls(&merged)
-                )));
-            }
-            if other.plan != merged.plan {
-                merged.warnings.push(format!(
-                    "merged report {} ran a different plan; figures mix conditions",
-                    i + 2
-                ));
-            }
-            merged.command_lines.extend(other.command_lines);
-            merged.machines.extend(other.machines);
-            merged.interrupted |= other.interrupted;
-            for (mine, theirs) in merged.targets.iter_mut().zip(other.targets) {
-                mine.stats.merge(&theirs.stats);
-                for a in theirs.addresses {
-                    if !mine.addresses.contains(&a) {
-                        mine.addresses.push(a);
-                    }
-                }
-                mine.rounds.extend(theirs.rounds);
-                mine.server_cpu = merge_server_cpu(mine.server_cpu.take(), theirs.server_cpu);
-                mine.summary = Summary::from_stats(&mine.stats);
-            }
-        }
-        merged.warnings.retain(|w| !w.contains(" negotiated "));
-        let mismatch = negotiation_warnings(&merged.targets);
-        merged.warnings.extend(mismatch);
-        Ok(merged)
+    /// True when a target got no response at all and some request failed:
+    /// the run measured nothing but its failures.
+    pub fn every_request_failed(&self) -> bool {
+        self.targets
+            .iter()
+            .any(|t| t.summary.completed == 0 && t.summary.failed > 0)
     }
-}
 
-/// Server CPU of merged runs: the runs may have overlapped in time, each
-/// then counting the server's work for the others' requests too, and the
-/// merged request count covers runs that did not measure it. So the figure
-/// is unknown after a merge; each run's own report has it.
-fn merge_server_cpu(a: Option<ServerCpu>, b: Option<ServerCpu>) -> Option<ServerCpu> {
-    if a.is_none() && b.is_none() {
-        return None;
+    /// The most frequent error of the targets that got no response, with
+    /// its count, for the one-line failure message.
+    pub fn main_failure(&self) -> Option<(String, u64)> {
+        self.targets
+            .iter()
+            .filter(|t| t.summary.completed == 0)
+            .flat_map(|t| t.stats.errors.iter())
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, n)| (k.clone(), *n))
     }
-    let mut pids: Vec<u32> = a
-        .iter()
-        .chain(b.iter())
-        .flat_map(|s| s.pids.clone())
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    let found_by = a.as_ref().or(b.as_ref()).and_then(|s| s.found_by);
-    Some(ServerCpu::unknown(
-        pids,
-        found_by,
-        "merged runs: server CPU does not add up, see each run's report".to_string(),
-    ))
 }
 
 /// Warnings when compared targets did not negotiate the same things: a
@@ -420,6 +413,8 @@ pub fn negotiation_warnings(targets: &[TargetReport]) -> Vec<String> {
         let Some(other) = t.summary.dominant() else {
             continue;
         };
+        // In a protocol comparison the ALPN is the variable under test.
+        let alpn_varies = t.http.is_some() && t.http != first.http;
         let fields = [
             ("TLS version", &base.version, &other.version),
             ("cipher", &base.cipher, &other.cipher),
@@ -428,7 +423,7 @@ pub fn negotiation_warnings(targets: &[TargetReport]) -> Vec<String> {
             ("ALPN", &base.alpn, &other.alpn),
         ];
         for (what, a, b) in fields {
-            if a != b {
+            if a != b && !(what == "ALPN" && alpn_varies) {
                 out.push(format!(
                     "targets negotiated different {what}: {} got {a}, {} got {b}",
                     first.url, t.url

@@ -160,6 +160,35 @@ pub fn line_chart(
     let x1 = all().map(|p| p.0).fold(f64::MIN, f64::max);
     let (x0, x1) = if x0 <= x1 { (x0, x1) } else { (0.0, 1.0) };
     let x0 = if log_x { x0.max(1e-3) } else { x0 };
+    lines(title, x_label, y_label, series, (x0, x1), log_x)
+}
+
+/// A line chart over time from 0 to `end` seconds; a NaN point breaks a
+/// line (a target's rounds, apart).
+pub fn time_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+    end: f64,
+) -> String {
+    lines(title, x_label, y_label, series, (0.0, end), false)
+}
+
+fn lines(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+    (x0, x1): (f64, f64),
+    log_x: bool,
+) -> String {
+    let all = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| !p.1.is_nan())
+    };
     let f = Frame {
         x0,
         x1: if x1 > x0 { x1 } else { x0 + 1.0 },
@@ -169,25 +198,29 @@ pub fn line_chart(
     let mut out = String::new();
     frame_svg(&mut out, title, x_label, y_label, &f);
     for s in series {
-        let pts: Vec<String> = s
-            .points
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", f.tx(*x), f.ty(*y)))
-            .collect();
-        let _ = write!(
-            out,
-            r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>"#,
-            escape(s.color),
-            if s.dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
-            },
-            pts.join(" ")
-        );
+        for part in s.points.split(|p| p.0.is_nan() || p.1.is_nan()) {
+            if part.is_empty() {
+                continue;
+            }
+            let pts: Vec<String> = part
+                .iter()
+                .map(|(x, y)| format!("{:.1},{:.1}", f.tx(*x), f.ty(*y)))
+                .collect();
+            let _ = write!(
+                out,
+                r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>"#,
+                escape(s.color),
+                if s.dashed {
+                    r#" stroke-dasharray="6 4""#
+                } else {
+                    ""
+                },
+                pts.join(" ")
+            );
+        }
         // Markers keep short series (a one-second run) visible.
         if s.points.len() <= 60 {
-            for (x, y) in &s.points {
+            for (x, y) in s.points.iter().filter(|p| !p.1.is_nan()) {
                 let _ = write!(
                     out,
                     r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"/>"#,

@@ -16,6 +16,10 @@ const BAR_WIDTH: f64 = 40.0;
 /// Renders the whole text report.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    if r.every_request_failed() {
+        let _ = writeln!(out, "!!! FAILED: {}", failure_line(r));
+        out.push('\n');
+    }
     if !r.warnings.is_empty() {
         out.push_str("!!! WARNING: the figures below are not comparable as they stand !!!\n");
         for w in &r.warnings {
@@ -33,6 +37,41 @@ pub fn render(r: &Report) -> String {
         compare(&mut out, r);
     }
     out
+}
+
+/// What failed, in one line: the first thing a failed run's report says.
+pub fn failure_line(r: &Report) -> String {
+    let requests: u64 = r
+        .targets
+        .iter()
+        .filter(|t| t.summary.completed == 0)
+        .map(|t| t.summary.failed)
+        .sum();
+    match r.main_failure() {
+        Some((kind, n)) => {
+            format!("every request failed ({requests} requests; {n} x {kind})")
+        }
+        None => format!("every request failed ({requests} requests)"),
+    }
+}
+
+/// The protocol part of the Plan line: one for the run, or one per target
+/// in a protocol comparison.
+fn http_names(r: &Report) -> String {
+    let name = |h: HttpVersion| match h {
+        HttpVersion::Http1 => "HTTP/1.1",
+        HttpVersion::Http2 => "HTTP/2",
+        HttpVersion::Http3 => "HTTP/3 over QUIC v1",
+    };
+    if r.targets.iter().all(|t| t.http.is_none()) {
+        return name(r.plan.http).to_string();
+    }
+    r.targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{} [{}]", name(t.http.unwrap_or(r.plan.http)), i + 1))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn disclosure(out: &mut String, r: &Report) {
@@ -57,6 +96,9 @@ fn disclosure(out: &mut String, r: &Report) {
             .collect();
         let _ = writeln!(out, "  Target:       {} -> {}", t.url, addrs.join(", "));
         let s = &t.summary;
+        if r.plan.plain_http {
+            continue;
+        }
         if s.negotiated.is_empty() {
             let _ = writeln!(out, "    TLS:        no handshake completed");
         }
@@ -103,22 +145,32 @@ fn disclosure(out: &mut String, r: &Report) {
         ConnectionPlan::NewConnection => "new connection per request".to_string(),
         ConnectionPlan::Resumed(_) => "new connection per request, resuming".to_string(),
     };
-    let http = match p.http {
-        HttpVersion::Http1 => "HTTP/1.1",
-        HttpVersion::Http2 => "HTTP/2",
-        HttpVersion::Http3 => "HTTP/3 over QUIC v1",
+    let http = http_names(r);
+    let tls = if p.plain_http {
+        "no TLS (plain HTTP)".to_string()
+    } else {
+        format!("resumption asked: {}", p.resumption_asked)
     };
+    let streams = match p.streams_per_connection {
+        1 => "1 stream".to_string(),
+        n => format!("{n} streams"),
+    };
+    let warmup = p
+        .warmup
+        .as_ref()
+        .map(|w| format!("; after {w} of warm-up left out"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  Plan:         {plan}; keepalive {}; resumption asked: {}; {http}; {} connections x {} streams; {load}; {} ({} round(s))",
+        "  Plan:         {plan}; keepalive {}; {tls}; {http}; {} connections x {streams}; {load}; {} ({} round(s)){warmup}",
         if p.keepalive { "on" } else { "off" },
-        p.resumption_asked,
         p.connections,
-        p.streams_per_connection,
         p.stop,
         p.rounds
     );
-    let _ = writeln!(out, "  TLS offer:    {}; {}", p.tls_offer, p.verification);
+    if !p.plain_http {
+        let _ = writeln!(out, "  TLS offer:    {}; {}", p.tls_offer, p.verification);
+    }
     let requests: u64 = r
         .targets
         .iter()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use tern_acme::{AcmeSettings, CertSpec, Challenge, Eab, KeyType};
 
-use super::options::{AcmeOptions, ListenerOptions};
+use super::options::{defaults, AcmeOptions, ListenerOptions};
 use super::resolve::{duration, key_err};
 use super::KeyError;
 
@@ -123,15 +123,18 @@ fn specs(
         return Err(key_err(names_key, "no names"));
     }
     let mut keys = Vec::new();
+    let given = key_types.iter().map(String::as_str);
+    let key_types: Vec<&str> = if key_types.is_empty() {
+        defaults::ACME_KEY_TYPES.to_vec()
+    } else {
+        given.collect()
+    };
     for t in key_types {
         let key = KeyType::parse(t)
             .ok_or_else(|| key_err(types_key, format!("unknown key type {t:?} (ecdsa, rsa)")))?;
         if !keys.contains(&key) {
             keys.push(key);
         }
-    }
-    if keys.is_empty() {
-        keys.push(KeyType::EcdsaP256);
     }
     for key in keys {
         out.push(CertSpec {
@@ -146,11 +149,11 @@ fn specs(
 /// The `[acme]` table (and its flags) as settings; relative paths are
 /// taken from `base`.
 pub(crate) fn settings(a: &AcmeOptions, base: &Path) -> Result<AcmeSettings, KeyError> {
-    let directory = match a.directory.as_deref() {
-        None | Some("letsencrypt") => tern_acme::LETS_ENCRYPT.to_string(),
-        Some("letsencrypt-staging") => tern_acme::LETS_ENCRYPT_STAGING.to_string(),
-        Some(url) if url.starts_with("https://") && url.len() > "https://".len() => url.to_string(),
-        Some(other) => {
+    let directory = match a.directory.as_deref().unwrap_or(defaults::ACME_DIRECTORY) {
+        "letsencrypt" => tern_acme::LETS_ENCRYPT.to_string(),
+        "letsencrypt-staging" => tern_acme::LETS_ENCRYPT_STAGING.to_string(),
+        url if url.starts_with("https://") && url.len() > "https://".len() => url.to_string(),
+        other => {
             return Err(key_err(
                 "directory",
                 format!("{other:?} is not an https:// URL (or letsencrypt, letsencrypt-staging)"),
@@ -218,11 +221,7 @@ pub(crate) fn settings(a: &AcmeOptions, base: &Path) -> Result<AcmeSettings, Key
             ))
         }
     };
-    let retry_base = duration(
-        a.retry.as_deref(),
-        "retry",
-        std::time::Duration::from_secs(60),
-    )?;
+    let retry_base = duration(a.retry.as_deref(), "retry", defaults::ACME_RETRY)?;
     Ok(AcmeSettings {
         directory,
         contact: a.contact.clone(),

@@ -44,47 +44,14 @@ pub(crate) fn parse(
     }
     // Command-line values replace the file's; an error in one of them is
     // reported against the flag, not a line of the file.
-    let from_flags = |key: &str| match key {
-        "workers" => overrides.workers.is_some(),
-        "accept" => overrides.accept.is_some(),
-        "log_format" => overrides.log_format.is_some(),
-        "access_log" => overrides.access_log.is_some(),
-        "shutdown_timeout" => overrides.shutdown_timeout.is_some(),
-        "admin" => overrides.admin.is_some(),
-        _ => false,
+    let given = given_options(overrides)?;
+    let acme_given = match given.get("acme") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => toml::Table::new(),
     };
-    global.workers = overrides.workers.or(global.workers);
-    global.accept = overrides.accept.clone().or(global.accept);
-    global.log_format = overrides.log_format.clone().or(global.log_format);
-    global.access_log = overrides.access_log.clone().or(global.access_log);
-    global.shutdown_timeout = overrides
-        .shutdown_timeout
-        .clone()
-        .or(global.shutdown_timeout);
-    global.admin = overrides.admin.clone().or(global.admin);
-    let acme_flags = &overrides.acme;
-    let acme_from_flag = |key: &str| match key {
-        "directory" => acme_flags.directory.is_some(),
-        "contact" => !acme_flags.contact.is_empty(),
-        "state_dir" => acme_flags.state_dir.is_some(),
-        "ca_root" => acme_flags.ca_root.is_some(),
-        "eab_kid" => acme_flags.eab_kid.is_some(),
-        "eab_hmac_key" => acme_flags.eab_hmac_key.is_some(),
-        "retry" => acme_flags.retry.is_some(),
-        _ => false,
-    };
-    {
-        let a = &mut global.acme;
-        a.directory = acme_flags.directory.clone().or(a.directory.take());
-        if !acme_flags.contact.is_empty() {
-            a.contact = acme_flags.contact.clone();
-        }
-        a.state_dir = acme_flags.state_dir.clone().or(a.state_dir.take());
-        a.ca_root = acme_flags.ca_root.clone().or(a.ca_root.take());
-        a.eab_kid = acme_flags.eab_kid.clone().or(a.eab_kid.take());
-        a.eab_hmac_key = acme_flags.eab_hmac_key.clone().or(a.eab_hmac_key.take());
-        a.retry = acme_flags.retry.clone().or(a.retry.take());
-    }
+    global = overlay(global, &given)?;
+    let from_flags = |key: &str| key != "acme" && given.contains_key(key);
+    let acme_from_flag = |key: &str| acme_given.contains_key(key);
 
     let base = path
         .parent()
@@ -149,6 +116,50 @@ pub(crate) fn parse(
     Ok(config)
 }
 
+/// The options `overrides` sets, as a TOML table: unset ones (`None`,
+/// empty lists, an empty `acme`) are left out.
+fn given_options(overrides: &GlobalOptions) -> Result<toml::Table, ConfigError> {
+    fn prune(table: &mut toml::Table) {
+        table.retain(|_, value| match value {
+            toml::Value::Array(items) => !items.is_empty(),
+            toml::Value::Table(inner) => {
+                prune(inner);
+                !inner.is_empty()
+            }
+            _ => true,
+        });
+    }
+    let mut table = toml::Table::try_from(overrides)
+        .map_err(|e| ConfigError::new(format!("command-line options: {e}")))?;
+    prune(&mut table);
+    Ok(table)
+}
+
+/// The file's top-level options with `given` laid over them (`acme` key
+/// by key); listeners and upstream groups stay the file's.
+fn overlay(file: GlobalOptions, given: &toml::Table) -> Result<GlobalOptions, ConfigError> {
+    let mut table = toml::Table::try_from(&file)
+        .map_err(|e| ConfigError::new(format!("configuration: {e}")))?;
+    for (key, value) in given {
+        match (table.get_mut(key), value) {
+            (Some(toml::Value::Table(mine)), toml::Value::Table(theirs)) => {
+                mine.extend(theirs.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            _ => {
+                table.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    let merged: GlobalOptions = table
+        .try_into()
+        .map_err(|e| ConfigError::new(format!("command-line options: {e}")))?;
+    Ok(GlobalOptions {
+        upstream: file.upstream,
+        listener: file.listener,
+        ..merged
+    })
+}
+
 fn located(path: &Path, text: &str, table: Option<(&str, usize)>, e: KeyError) -> ConfigError {
     ConfigError::at(path, line_of_key(text, table, e.key), e.message)
 }
@@ -188,6 +199,14 @@ fn line_of_key(text: &str, table: Option<(&str, usize)>, key: &str) -> usize {
                 current = Some((name, index));
             } else if current.as_ref().is_some_and(|(c, _)| *c == top) {
                 // A sub-table of the current array element: same scope.
+                // A key that is a table (`[listener.response_headers]`)
+                // is found at its header.
+                let here = current.as_ref().map(|(c, i)| (c.as_str(), *i));
+                if here == table
+                    && name.strip_prefix(&top).and_then(|r| r.strip_prefix('.')) == Some(key)
+                {
+                    return n + 1;
+                }
             } else {
                 current = Some((name, usize::MAX));
             }
@@ -217,6 +236,56 @@ mod tests {
         parse(Path::new("t.toml"), text, &GlobalOptions::default())
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn command_line_values_replace_the_files_key_by_key() {
+        let text =
+            "workers = 3\nlog_format = \"json\"\n[acme]\ndirectory = \"letsencrypt-staging\"\n\
+                    contact = [\"mailto:a@example.com\"]\n[[listener]]\nlisten = \"127.0.0.1:1\"\n";
+        let file: GlobalOptions = toml::from_str(text).unwrap();
+        let overrides = GlobalOptions {
+            workers: Some(2),
+            acme: super::super::AcmeOptions {
+                retry: Some("5m".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let given = given_options(&overrides).unwrap();
+        assert_eq!(given.keys().collect::<Vec<_>>(), ["acme", "workers"]);
+        let merged = overlay(file, &given).unwrap();
+        assert_eq!(merged.workers, Some(2));
+        assert_eq!(merged.log_format.as_deref(), Some("json"));
+        assert_eq!(
+            merged.acme.directory.as_deref(),
+            Some("letsencrypt-staging")
+        );
+        assert_eq!(merged.acme.contact, ["mailto:a@example.com"]);
+        assert_eq!(merged.acme.retry.as_deref(), Some("5m"));
+        assert_eq!(merged.listener.len(), 1);
+        let bad = GlobalOptions {
+            workers: Some(0),
+            ..Default::default()
+        };
+        let e = parse(Path::new("t.toml"), text, &bad)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--workers: must be at least 1");
+    }
+
+    #[test]
+    fn top_level_options_take_values_so_given_ones_can_be_told() {
+        use clap::Args;
+        let cmd = GlobalOptions::augment_args(clap::Command::new("t"));
+        for arg in cmd.get_arguments() {
+            assert!(
+                arg.get_action().takes_values(),
+                "--{}: a top-level switch must be Option<bool>: a bare bool's false \
+                 would override the file",
+                arg.get_id()
+            );
+        }
     }
 
     #[test]

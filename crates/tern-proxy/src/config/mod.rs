@@ -7,6 +7,7 @@
 //! from: `tern.toml:12: cert /etc/tern/a.pem: no such file`.
 
 mod acme;
+mod edge;
 pub(crate) mod file;
 mod options;
 mod reference;
@@ -17,10 +18,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub(crate) use edge::{admits, canonical};
+pub use edge::{
+    ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate, RequestIdFormat,
+    RequestIdSettings, Template, Var,
+};
 pub use file::load_file;
 pub use options::{
-    CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions, ServerOptions,
-    UpstreamOptions,
+    defaults, shown, AcmeOptions, CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions,
+    ServerOptions, UpstreamOptions,
 };
 pub use reference::reference_markdown;
 pub use resolve::from_options;
@@ -31,9 +37,6 @@ pub use upstream::{
     BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
     UpstreamConfig,
 };
-
-/// Listen address when none is given.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8443";
 
 /// A whole, validated configuration.
 #[derive(Debug, Clone)]
@@ -50,12 +53,29 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Admin listener for /metrics and /health (loopback only), if on.
     pub admin: Option<SocketAddr>,
+    /// Where the running tern hands its sockets to a new binary, if on.
+    pub upgrade_socket: Option<PathBuf>,
+    /// The user (and group) to switch to after binding, if any.
+    pub run_as: Option<RunAs>,
     /// Backend groups, referred to by index from listeners and routes.
     pub upstreams: Vec<UpstreamConfig>,
     /// The listeners.
     pub listeners: Vec<ListenerConfig>,
     /// The ACME CA, when some listener has ACME certificates.
     pub acme: Option<tern_acme::AcmeSettings>,
+}
+
+/// The unprivileged identity tern switches to once its sockets are open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name, for messages.
+    pub user: String,
+    /// Its numeric id.
+    pub uid: u32,
+    /// The group's name, for messages.
+    pub group: String,
+    /// The group's numeric id.
+    pub gid: u32,
 }
 
 /// How worker threads accept connections.
@@ -127,36 +147,43 @@ pub struct Route {
     pub host: String,
     /// Index into [`Config::upstreams`].
     pub upstream: usize,
+    /// Client networks served on this route (empty: all not denied).
+    pub allow: Vec<TrustedNet>,
+    /// Client networks answered 403 on this route.
+    pub deny: Vec<TrustedNet>,
 }
 
 /// HTTP/2 limits per client connection. Each answers a known attack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct H2Limits {
     /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
-    /// Default 128.
     pub max_concurrent_streams: u32,
     /// Largest decoded header list (SETTINGS_MAX_HEADER_LIST_SIZE); bounds
-    /// HPACK bombs and CONTINUATION floods (RUSTSEC-2024-0332). Default 64 KiB.
+    /// HPACK bombs and CONTINUATION floods (RUSTSEC-2024-0332).
     pub max_header_list_size: u32,
     /// HPACK dynamic table size tern keeps for the client's headers
-    /// (SETTINGS_HEADER_TABLE_SIZE). Default 4096.
+    /// (SETTINGS_HEADER_TABLE_SIZE).
     pub header_table_size: u32,
     /// Stream resets a client may cause per second before it gets GOAWAY
-    /// (rapid reset, CVE-2023-44487). Default 200.
+    /// (rapid reset, CVE-2023-44487).
     pub max_resets_per_second: u32,
     /// Response bytes buffered per stream beyond the client's flow-control
-    /// window; a slow reader cannot make tern hold more. Default 64 KiB.
+    /// window; a slow reader cannot make tern hold more (not an option:
+    /// [`H2_MAX_SEND_BUFFER`]).
     pub max_send_buffer: u32,
 }
+
+/// Response bytes buffered per HTTP/2 stream beyond the client's window.
+pub const H2_MAX_SEND_BUFFER: u32 = 64 * 1024;
 
 impl Default for H2Limits {
     fn default() -> Self {
         H2Limits {
-            max_concurrent_streams: 128,
-            max_header_list_size: 64 * 1024,
-            header_table_size: 4096,
-            max_resets_per_second: 200,
-            max_send_buffer: 64 * 1024,
+            max_concurrent_streams: defaults::H2_MAX_CONCURRENT_STREAMS,
+            max_header_list_size: defaults::H2_MAX_HEADER_LIST_SIZE,
+            header_table_size: defaults::H2_HEADER_TABLE_SIZE,
+            max_resets_per_second: defaults::H2_MAX_RESETS_PER_SECOND,
+            max_send_buffer: H2_MAX_SEND_BUFFER,
         }
     }
 }
@@ -167,19 +194,17 @@ impl Default for H2Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct H3Settings {
     /// Request streams a client may have open at once
-    /// (initial_max_streams_bidi). Default 100.
+    /// (initial_max_streams_bidi).
     pub max_streams: u32,
     /// New connections per second and worker past which unvalidated
     /// clients get a stateless Retry (address validation). 0: always.
-    /// Default 200.
     pub retry_above: u32,
     /// The Alt-Svc field value added to HTTP/1.1 and HTTP/2 responses
     /// (`h3=":PORT"; ma=N`); None when not advertised.
     pub alt_svc: Option<String>,
-    /// Send with UDP GSO where the kernel has it. Default true.
+    /// Send with UDP GSO where the kernel has it.
     pub gso: bool,
-    /// Take requests in 0-RTT (safe methods only, 425 otherwise). Default
-    /// false.
+    /// Take requests in 0-RTT (safe methods only, 425 otherwise).
     pub early_data: bool,
 }
 
@@ -187,11 +212,11 @@ impl H3Settings {
     /// Defaults for a listener on `port`.
     pub fn new(port: u16) -> Self {
         H3Settings {
-            max_streams: 100,
-            retry_above: 200,
-            alt_svc: Some(alt_svc(port, 86400)),
-            gso: true,
-            early_data: false,
+            max_streams: defaults::H3_MAX_STREAMS,
+            retry_above: defaults::QUIC_RETRY_ABOVE,
+            alt_svc: Some(alt_svc(port, defaults::ALT_SVC_MAX_AGE)),
+            gso: defaults::QUIC_GSO,
+            early_data: defaults::QUIC_EARLY_DATA,
         }
     }
 }
@@ -205,38 +230,38 @@ pub fn alt_svc(port: u16, max_age: u32) -> String {
 pub type TrustedNet = ipnet::IpNet;
 
 /// Bounds on time and memory. Each answers an attack or a failure that
-/// would otherwise pin resources.
+/// would otherwise pin resources. Defaults: [`defaults`].
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// TLS handshake deadline (slow or silent clients). Default 10 s.
+    /// TLS handshake deadline (slow or silent clients).
     pub handshake_timeout: Duration,
-    /// Request head deadline once it started (slowloris). Default 10 s.
+    /// Request head deadline once it started (slowloris).
     pub header_timeout: Duration,
-    /// Idle keepalive and stalled-body deadline. Default 60 s.
+    /// Idle keepalive and stalled-body deadline.
     pub idle_timeout: Duration,
-    /// Backend connect deadline. Default 5 s.
+    /// Backend connect deadline.
     pub backend_connect_timeout: Duration,
-    /// Backend response-head deadline and per-read deadline. Default 60 s.
+    /// Backend response-head deadline and per-read deadline.
     pub backend_response_timeout: Duration,
-    /// Open client connections across workers. Default 10000.
+    /// Open client connections across workers.
     pub max_connections: usize,
-    /// Request head size bound (431 above). Default 64 KiB.
+    /// Request head size bound (431 above).
     pub max_head_bytes: usize,
-    /// Idle backend connections kept per backend and worker. Default 64.
+    /// Idle backend connections kept per backend and worker.
     pub backend_pool_size: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            handshake_timeout: Duration::from_secs(10),
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            backend_connect_timeout: Duration::from_secs(5),
-            backend_response_timeout: Duration::from_secs(60),
-            max_connections: 10_000,
-            max_head_bytes: tern_http::head::DEFAULT_MAX_HEAD_BYTES,
-            backend_pool_size: 64,
+            handshake_timeout: defaults::HANDSHAKE_TIMEOUT,
+            header_timeout: defaults::HEADER_TIMEOUT,
+            idle_timeout: defaults::IDLE_TIMEOUT,
+            backend_connect_timeout: defaults::BACKEND_CONNECT_TIMEOUT,
+            backend_response_timeout: defaults::BACKEND_RESPONSE_TIMEOUT,
+            max_connections: defaults::MAX_CONNECTIONS,
+            max_head_bytes: defaults::MAX_HEAD_BYTES,
+            backend_pool_size: defaults::BACKEND_POOL_SIZE,
         }
     }
 }
@@ -272,6 +297,9 @@ pub struct ListenerConfig {
     pub acme: Vec<tern_acme::CertSpec>,
     /// Plain-HTTP listener for ACME HTTP-01 and redirects to https.
     pub http_listen: Option<SocketAddr>,
+    /// Header rules, request IDs, body limit, per-client limits and
+    /// access lists.
+    pub edge: EdgePolicy,
 }
 
 /// A configuration error: where, and what.

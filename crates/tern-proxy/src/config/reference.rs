@@ -1,86 +1,92 @@
-//! The configuration reference, generated from the option definitions so
-//! that `tern serve --help`, the TOML keys and docs/config.md cannot drift
-//! apart (a test compares the document with this output).
+//! The configuration reference, generated from the option declarations
+//! (`options.rs`) so that `tern serve --help`, the TOML keys and
+//! docs/config.md cannot drift apart (a test compares the document with
+//! this output). Each table is one options struct; each row is one field,
+//! with its doc comment and the default clap shows in `--help`.
 
-use clap::{Args, Command};
+use clap::{Arg, Args, Command};
 
-use super::options::AcmeOptions;
+use super::options::{defaults, AcmeOptions, CertificateOptions, RouteOptions, UpstreamOptions};
 use super::{GlobalOptions, ListenerOptions};
 
 /// Markdown tables of every option: TOML key, command-line flag, meaning.
 pub fn reference_markdown() -> String {
     let mut out = String::new();
     out.push_str("### Top level\n\n");
-    let top = GlobalOptions::augment_args(Command::new("tern"));
-    let acme_ids: Vec<String> = AcmeOptions::augment_args(Command::new("tern"))
-        .get_arguments()
+    let acme_ids: Vec<String> = arguments::<AcmeOptions>()
         .map(|a| a.get_id().to_string())
         .collect();
-    let top = acme_ids
-        .iter()
-        .fold(top, |cmd, id| cmd.mut_arg(id, |a| a.hide(true)));
-    table(&mut out, top, &[]);
+    let top_rows = arguments::<GlobalOptions>()
+        .filter(|a| !acme_ids.iter().any(|id| id == a.get_id().as_str()));
+    table(&mut out, top_rows, Flags::Own, &[]);
     out.push_str("\n### `[acme]`\n\n");
     out.push_str("Used by certificates with `acme` names; see docs/acme.md.\n\n");
-    table(
-        &mut out,
-        AcmeOptions::augment_args(Command::new("tern")),
-        &[],
-    );
+    table(&mut out, arguments::<AcmeOptions>(), Flags::Own, &[]);
     out.push_str("\n### `[[listener]]`\n\n");
+    let tickets = format!(
+        "Session tickets on or off (`--no-tickets` turns them off). [default: {}]",
+        defaults::TICKETS
+    );
     table(
         &mut out,
-        ListenerOptions::augment_args(Command::new("tern")),
-        &[(
-            "tickets",
-            "—",
-            "Session tickets on or off (`--no-tickets` turns them off). [default: true]",
-        )],
+        arguments::<ListenerOptions>(),
+        Flags::Own,
+        &[("tickets", "—", &tickets)],
     );
     out.push_str("\n### `[[listener.certificate]]`\n\n");
-    out.push_str("| key | flag | meaning |\n|---|---|---|\n");
-    out.push_str("| `cert` | `--cert` | Certificate chain (PEM, leaf first). |\n");
-    out.push_str("| `key` | `--key` | Private key (PEM: PKCS#8, SEC1 or PKCS#1). |\n");
-    out.push_str("| `ocsp` | `--ocsp` | DER OCSP response to staple. |\n");
-    out.push_str("| `acme` | `--acme` | Instead of `cert` and `key`: DNS names to obtain one certificate for over ACME (see `[acme]`). |\n");
-    out.push_str("| `key_types` | `--acme-key-types` | With `acme`: `\"ecdsa\"` (P-256), `\"rsa\"` (2048) or both, one certificate each. [default: ecdsa] |\n");
-    out.push_str("| `client_auth` | — | Client certificates for this certificate's names (SNI): `\"none\"`, `\"optional\"` or `\"required\"`; a request whose Host falls under another policy than its connection's SNI gets 421. [default: the listener's] |\n");
-    out.push_str("| `client_ca` | — | CA bundles (PEM) for this certificate's names. [default: the listener's] |\n");
-    out.push_str("| `client_crl` | — | CRL files for this certificate's names. [default: the listener's] |\n");
+    out.push_str(
+        "More certificates of a listener, chosen by SNI. The flag column names the \
+listener flag that says the same on the command line.\n\n",
+    );
+    table(&mut out, arguments::<CertificateOptions>(), Flags::Own, &[]);
     out.push_str("\n### `[[listener.route]]`\n\n");
+    table(&mut out, arguments::<RouteOptions>(), Flags::None, &[]);
+    out.push_str("\n### `[listener.request_headers]`, `[listener.response_headers]`\n\n");
+    out.push_str("Header rules for the request sent to the backend and the response sent to the client (also tern's own answers); see docs/edge-policy.md. Values may name `${client_ip}`, `${request_id}`, `${tls_version}` and `${sni}`. Forwarding, framing and hop-by-hop fields are tern's: a rule naming one is a config error.\n\n");
     out.push_str("| key | meaning |\n|---|---|\n");
-    out.push_str("| `host` | Host name, exact (`api.example.com`) or one-label wildcard (`*.example.com`), matched against each request's Host (port removed), or the SNI when there is no Host. |\n");
-    out.push_str("| `upstream` | Name of the `[[upstream]]` group those requests go to. |\n");
+    out.push_str(
+        "| `set` | Table of fields set: any the peer sent under the name are replaced. |\n",
+    );
+    out.push_str("| `add` | Table of fields added next to any the peer sent. |\n");
+    out.push_str("| `remove` | Names of fields removed. |\n");
     out.push_str("\n### `[[upstream]]`\n\n");
-    out.push_str("| key | meaning |\n|---|---|\n");
-    for (key, meaning) in UPSTREAM_KEYS {
-        out.push_str(&format!("| `{key}` | {meaning} |\n"));
-    }
+    table(&mut out, arguments::<UpstreamOptions>(), Flags::None, &[]);
+    out.push_str(
+        "\nA request whose connection failed before any byte was sent is retried on the \
+next server; when every server is down tern answers 503 at once.\n",
+    );
     out
 }
 
-/// The keys of `[[upstream]]` (TOML only: a group has no flags).
-const UPSTREAM_KEYS: [(&str, &str); 14] = [
-    ("name", "Name listeners and routes refer to."),
-    ("servers", "Servers: `\"HOST:PORT\"` or `{ addr = \"HOST:PORT\", weight = N }` (weight 1..=100, default 1)."),
-    ("balance", "`\"round_robin\"` (smooth weighted) or `\"least_conn\"`. [default: round_robin]"),
-    ("protocol", "`\"http1\"` (HTTP/1.1, pooled keepalive), `\"h2c\"` (HTTP/2 over cleartext TCP with prior knowledge) or `\"h2\"` (HTTP/2 over TLS, ALPN `h2`, TLS 1.2/1.3, certificate checked against `tls_ca`). HTTP/2 groups keep one multiplexed session per server and worker; their health checks speak the same protocol. [default: http1]"),
-    ("tls_ca", "`protocol = \"h2\"` only, required: PEM bundle of the CA certificates the servers' certificates must chain to (relative to the config file; re-read on reload)."),
-    ("tls_server_name", "`protocol = \"h2\"` only: DNS name (sent as SNI) or IP address the servers' certificates must carry. [default: the host of each server's `HOST:PORT`; an IP address is checked against the certificate's IP addresses]"),
-    ("health_check_path", "HTTP path for active health checks (GET; 2xx/3xx is healthy). Off when absent."),
-    ("health_check_interval", "Time between checks. [default: 2s]"),
-    ("health_check_timeout", "Deadline of one check. [default: 1s]"),
-    ("rise", "Consecutive successes that mark a server up. [default: 2]"),
-    ("fall", "Consecutive failures that mark a server down. [default: 3]"),
-    ("max_fails", "Connect failures in a row that eject a server passively. [default: 3]"),
-    ("fail_timeout", "How long a passively ejected server is skipped. [default: 10s]"),
-    ("(retries)", "A request whose connection failed before any byte was sent is retried on the next server; when every server is down tern answers 503 at once."),
-];
+/// The arguments one options struct declares.
+fn arguments<T: Args>() -> impl Iterator<Item = Arg> {
+    T::augment_args(Command::new("tern"))
+        .get_arguments()
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter()
+}
 
-fn table(out: &mut String, cmd: Command, extra: &[(&str, &str, &str)]) {
-    out.push_str("| key | flag | meaning |\n|---|---|---|\n");
-    for arg in cmd.get_arguments() {
+/// Whether a table has a flag column.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flags {
+    Own,
+    None,
+}
+
+fn table(
+    out: &mut String,
+    args: impl Iterator<Item = Arg>,
+    flags: Flags,
+    extra: &[(&str, &str, &str)],
+) {
+    match flags {
+        Flags::Own => out.push_str("| key | flag | meaning |\n|---|---|---|\n"),
+        Flags::None => out.push_str("| key | meaning |\n|---|---|\n"),
+    }
+    for arg in args {
         let Some(long) = arg.get_long() else { continue };
+        // `accept` is hidden from --help (a measuring knob) but is a key.
         if arg.is_hide_set() && long != "accept" {
             continue;
         }
@@ -88,15 +94,33 @@ fn table(out: &mut String, cmd: Command, extra: &[(&str, &str, &str)]) {
             "no_tickets" => continue,
             id => id.to_string(),
         };
-        let help = arg
-            .get_long_help()
-            .or(arg.get_help())
-            .map(|h| h.to_string().replace('\n', " "))
-            .unwrap_or_default();
-        out.push_str(&format!("| `{key}` | `--{long}` | {help} |\n"));
+        let meaning = meaning(&arg);
+        match flags {
+            Flags::Own => out.push_str(&format!("| `{key}` | `--{long}` | {meaning} |\n")),
+            Flags::None => out.push_str(&format!("| `{key}` | {meaning} |\n")),
+        }
     }
     for (key, flag, help) in extra {
         out.push_str(&format!("| `{key}` | {flag} | {help} |\n"));
+    }
+}
+
+/// The help text of an argument, with its default as `--help` shows it.
+fn meaning(arg: &Arg) -> String {
+    let help = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(|h| h.to_string().replace('\n', " "))
+        .unwrap_or_default();
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if defaults.is_empty() {
+        help
+    } else {
+        format!("{help} [default: {}]", defaults.join(","))
     }
 }
 

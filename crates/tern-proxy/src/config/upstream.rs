@@ -8,7 +8,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
-use super::options::{ServerOptions, UpstreamOptions};
+use super::options::{defaults, UpstreamOptions};
 use super::resolve::{duration, key_err};
 use super::KeyError;
 
@@ -134,14 +134,17 @@ impl UpstreamConfig {
             name,
             servers: servers
                 .into_iter()
-                .map(|addr| ServerConfig { addr, weight: 1 })
+                .map(|addr| ServerConfig {
+                    addr,
+                    weight: defaults::WEIGHT,
+                })
                 .collect(),
             balance: Balance::RoundRobin,
             protocol: BackendProtocol::Http1,
             health: None,
             passive: PassiveEjection {
-                max_fails: 3,
-                fail_timeout: Duration::from_secs(10),
+                max_fails: defaults::MAX_FAILS,
+                fail_timeout: defaults::FAIL_TIMEOUT,
             },
             tls: None,
         }
@@ -157,10 +160,10 @@ pub(crate) fn resolve_addr(text: &str, key: &'static str) -> Result<SocketAddr, 
 }
 
 pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Balance, KeyError> {
-    match text {
-        None | Some("round_robin") => Ok(Balance::RoundRobin),
-        Some("least_conn") => Ok(Balance::LeastConn),
-        Some(other) => Err(key_err(
+    match text.unwrap_or(defaults::BALANCE) {
+        "round_robin" => Ok(Balance::RoundRobin),
+        "least_conn" => Ok(Balance::LeastConn),
+        other => Err(key_err(
             key,
             format!("unknown balance policy {other:?} (round_robin, least_conn)"),
         )),
@@ -171,10 +174,10 @@ pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Bal
 pub(crate) fn default_health(path: String) -> HealthCheck {
     HealthCheck {
         path,
-        interval: Duration::from_secs(2),
-        timeout: Duration::from_secs(1),
-        rise: 2,
-        fall: 3,
+        interval: defaults::HEALTH_CHECK_INTERVAL,
+        timeout: defaults::HEALTH_CHECK_TIMEOUT,
+        rise: defaults::RISE,
+        fall: defaults::FALL,
     }
 }
 
@@ -204,10 +207,7 @@ pub(crate) fn resolve_upstream(
     }
     let mut servers = Vec::with_capacity(o.servers.len());
     for s in &o.servers {
-        let (addr, weight) = match s {
-            ServerOptions::Addr(a) => (a.as_str(), 1),
-            ServerOptions::Weighted { addr, weight } => (addr.as_str(), weight.unwrap_or(1)),
-        };
+        let (addr, weight) = (s.addr(), s.weight());
         if !(1..=100).contains(&weight) {
             return Err(key_err(
                 "servers",
@@ -219,11 +219,11 @@ pub(crate) fn resolve_upstream(
             weight,
         });
     }
-    let protocol = match o.protocol.as_deref() {
-        None | Some("http1") | Some("http/1.1") => BackendProtocol::Http1,
-        Some("h2c") => BackendProtocol::H2c,
-        Some("h2") => BackendProtocol::H2,
-        Some(other) => {
+    let protocol = match o.protocol.as_deref().unwrap_or(defaults::PROTOCOL) {
+        "http1" | "http/1.1" => BackendProtocol::Http1,
+        "h2c" => BackendProtocol::H2c,
+        "h2" => BackendProtocol::H2,
+        other => {
             return Err(key_err(
                 "protocol",
                 format!("unknown backend protocol {other:?} (http1, h2c, h2)"),
@@ -261,7 +261,7 @@ pub(crate) fn resolve_upstream(
         }
     };
     let tls = backend_tls(o, protocol, base)?;
-    let max_fails = o.max_fails.unwrap_or(3);
+    let max_fails = o.max_fails.unwrap_or(defaults::MAX_FAILS);
     if max_fails == 0 {
         return Err(key_err("max_fails", "must be at least 1"));
     }
@@ -276,7 +276,7 @@ pub(crate) fn resolve_upstream(
             fail_timeout: duration(
                 o.fail_timeout.as_deref(),
                 "fail_timeout",
-                Duration::from_secs(10),
+                defaults::FAIL_TIMEOUT,
             )?,
         },
         tls,

@@ -13,7 +13,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::worker::ConnCounter;
+use crate::exchange::clients::ClientKey;
 use crate::exchange::{ListenerCtx, WorkerCtx};
+use crate::fault::{ExchangeError, Kind};
 
 /// A running endpoint and its accept loop.
 pub(crate) struct QuicAcceptor {
@@ -76,6 +78,17 @@ async fn accept_loop(
             incoming.refuse();
             continue;
         };
+        // A denied address costs no packet at all (ignored, not refused:
+        // a refusal would answer a spoofed source).
+        let edge = &listener.config.edge;
+        let peer = incoming.remote_address();
+        if !edge.admits(peer.ip()) {
+            worker
+                .metrics
+                .request_error(ExchangeError::new(Kind::Denied));
+            incoming.ignore();
+            continue;
+        }
         // Under a flood of Initials, clients first prove they receive at
         // their address (one round trip): spoofed ones never come back and
         // cost no handshake. Validated ones carry a Retry token.
@@ -90,6 +103,15 @@ async fn accept_loop(
             }
             continue;
         }
+        // Counted with the client's TCP connections (one table per worker).
+        let key = ClientKey::of(peer.ip(), edge.client.ipv6_prefix);
+        let Ok(slot) = worker.clients.connect(key, &edge.client) else {
+            worker
+                .metrics
+                .request_error(ExchangeError::new(Kind::TooManyConnections));
+            incoming.refuse();
+            continue;
+        };
         let max = listener.config.limits.max_connections;
         let Some(guard) = counter.admit(max, &worker.metrics) else {
             tracing::debug!(client = %incoming.remote_address(), max, "connection limit reached; refusing QUIC connection");
@@ -98,7 +120,7 @@ async fn accept_loop(
         };
         let worker = worker.clone();
         tokio::task::spawn_local(async move {
-            let _guard = guard;
+            let _guard = (guard, slot);
             crate::front::h3::handle(incoming, listener, worker).await;
         });
     }

@@ -10,12 +10,18 @@
 //! |                 | a bad one is refused and the running one keeps serving        |
 //! | SIGTERM, SIGINT | stop accepting; finish in-flight requests (up to the shutdown |
 //! |                 | timeout); close idle connections; exit 0                      |
+//!
+//! A new binary started with `tern serve --upgrade` takes the listening
+//! sockets over ([`super::upgrade`]); this process then drains as on
+//! SIGTERM.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use std::os::fd::AsFd;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
@@ -24,6 +30,8 @@ use crate::access_log::Sink;
 use crate::config::{AcceptMode, Config, ConfigError, ListenerConfig, Mode};
 use crate::control::acme::AcmeRegistry;
 use crate::control::generation::Generation;
+use crate::control::inherit::{Held, Inherited, Kind};
+use crate::control::upgrade::Upgrade;
 use crate::control::worker::{self, WorkerSpec, WorkerUpdate};
 use crate::error::ServeError;
 use crate::metrics::Metrics;
@@ -39,8 +47,47 @@ pub type Reloader = Box<dyn Fn() -> Result<Config, ConfigError> + Send>;
 /// listener (health) and the next reload.
 pub(crate) type Current = Arc<Mutex<Arc<Generation>>>;
 
-/// Runs `tern serve` until SIGTERM or SIGINT, then drains and returns.
-pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
+/// How `tern serve` gets its listening sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Start {
+    /// Binds them (or takes systemd's, `LISTEN_FDS`).
+    Fresh,
+    /// Takes them from the tern running on `upgrade_socket`, which drains
+    /// once this one serves (docs/upgrade.md).
+    Upgrade,
+}
+
+/// Runs `tern serve` until SIGTERM or SIGINT (or until a new binary has
+/// taken over), then drains and returns.
+pub fn run(config: Config, reload: Option<Reloader>, start: Start) -> Result<(), ServeError> {
+    // First, before any thread exists: it clears LISTEN_FDS and LISTEN_PID.
+    let mut inherited = Inherited::from_systemd()?;
+    let mut upgrade = None;
+    if start == Start::Upgrade {
+        let Some(path) = config.upgrade_socket.clone() else {
+            return Err(ConfigError::new(
+                "--upgrade needs `upgrade_socket` (--upgrade-socket): the path the running tern listens on",
+            )
+            .into());
+        };
+        let (u, from_old) = Upgrade::connect(&path)?;
+        inherited = from_old;
+        upgrade = Some(u);
+    }
+    let outcome = serve(config, reload, inherited, &mut upgrade);
+    if let (Err(e), Some(u)) = (&outcome, &upgrade) {
+        u.failed(&e.to_string());
+    }
+    outcome
+}
+
+fn serve(
+    config: Config,
+    reload: Option<Reloader>,
+    mut inherited: Inherited,
+    upgrade: &mut Option<Upgrade>,
+) -> Result<(), ServeError> {
     tracing::info!("{}", tern_tls::provider_summary());
     super::fd_limit::raise_for(&config);
     let io = |context| move |source| ServeError::Io { context, source };
@@ -61,20 +108,56 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
     let mut demo = None;
     let mut acme = AcmeRegistry::default();
     let generation = Arc::new(Generation::build(&config, None, &mut demo, &mut acme)?);
+    let held = Held::default();
     let mut plain_http = Vec::new();
     for l in &config.listeners {
         if let Some(addr) = l.http_listen {
-            plain_http.push((bind_plain(addr)?, l.listen.port()));
+            let socket = match inherited.single_tcp(addr) {
+                Some(s) => s,
+                None => bind_plain(addr)?,
+            };
+            held.add(Kind::Tcp, addr, socket.as_fd());
+            plain_http.push((socket, l.listen.port()));
         }
     }
+    let admin_socket = match config.admin {
+        Some(addr) => {
+            let socket = match inherited.single_tcp(addr) {
+                Some(s) => s,
+                None => bind_plain(addr)?,
+            };
+            held.add(Kind::Tcp, addr, socket.as_fd());
+            Some(socket)
+        }
+        None => None,
+    };
     let mut sockets = HashMap::new();
     let mut udp_sockets = HashMap::new();
     for l in &config.listeners {
-        sockets.insert(l.listen, bind(l.listen, config.accept, config.workers)?);
+        let tcp = match inherited.tcp_for_workers(l.listen, config.workers)? {
+            Some(s) => s,
+            None => bind(l.listen, config.accept, config.workers)?,
+        };
+        held.add_all(Kind::Tcp, l.listen, &tcp);
+        sockets.insert(l.listen, tcp);
         if l.h3.is_some() {
-            udp_sockets.insert(l.listen, bind_udp(l.listen, config.workers)?);
+            let udp = match inherited.udp_for_workers(l.listen, config.workers)? {
+                Some(s) => s,
+                None => bind_udp(l.listen, config.workers)?,
+            };
+            held.add_all(Kind::Udp, l.listen, &udp);
+            udp_sockets.insert(l.listen, udp);
         }
     }
+    inherited.close_unused();
+    let (handed_tx, handed_rx) = mpsc::unbounded_channel();
+    if upgrade.is_none() {
+        if let Some(path) = &config.upgrade_socket {
+            super::upgrade::serve(path, held.clone(), handed_tx.clone())?;
+        }
+    }
+    // Everything that needs root is done: sockets bound, keys read.
+    super::privilege::drop_to(config.run_as.as_ref())?;
     let metrics = Arc::new(Metrics::default());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
@@ -114,6 +197,9 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             g.start_health_checks();
         }
         acme.start_and_retain(&config);
+        // The listeners of the control runtime, stopped when a new binary
+        // takes over (it serves them on the same sockets).
+        let mut control_listeners = Vec::new();
         for (socket, https_port) in plain_http {
             let addr = socket.local_addr().ok();
             let listener = tokio::net::TcpListener::from_std(socket).map_err(|source| {
@@ -127,23 +213,40 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
                     "plain HTTP on http://{addr}: ACME HTTP-01 answers, other requests redirected to https port {https_port}"
                 );
             }
-            tokio::spawn(crate::control::plain_http::serve(
+            control_listeners.push(tokio::spawn(crate::control::plain_http::serve(
                 listener,
                 https_port,
                 acme.challenges().http.clone(),
-            ));
+            )));
         }
-        if let Some(addr) = config.admin {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
+        if let (Some(addr), Some(socket)) = (config.admin, admin_socket) {
+            let listener = tokio::net::TcpListener::from_std(socket)
                 .map_err(|source| ServeError::Bind { addr, source })?;
             tracing::info!("admin listener on http://{addr}/metrics and /health");
-            tokio::spawn(crate::control::admin::serve(
+            control_listeners.push(tokio::spawn(crate::control::admin::serve(
                 listener,
                 metrics.clone(),
                 current.clone(),
                 shutdown_rx.clone(),
-            ));
+            )));
+        }
+        let mut serving = true;
+        if let Some(u) = upgrade.take() {
+            let old = u.old_pid;
+            match u.ready() {
+                Ok(()) => {
+                    tracing::info!(old, "upgrade: serving; the previous tern drains");
+                    if let Some(path) = &config.upgrade_socket {
+                        if let Err(e) = super::upgrade::serve(path, held.clone(), handed_tx) {
+                            tracing::error!("{e}; the next upgrade needs a restart");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("{e}; shutting down, the previous tern keeps serving");
+                    serving = false;
+                }
+            }
         }
         let mut state = ControlState {
             config,
@@ -152,8 +255,17 @@ pub fn run(config: Config, reload: Option<Reloader>) -> Result<(), ServeError> {
             demo,
             metrics: metrics.clone(),
             acme,
+            held,
+            handed_over: false,
         };
-        control_loop(&mut state, signals, reload).await?;
+        if serving {
+            control_loop(&mut state, signals, reload, handed_rx).await?;
+        }
+        for task in control_listeners {
+            if state.handed_over {
+                task.abort();
+            }
+        }
         Ok::<_, ServeError>(state.config.shutdown_timeout)
     })?;
 
@@ -190,6 +302,10 @@ struct ControlState {
     demo: Option<SocketAddr>,
     metrics: Arc<Metrics>,
     acme: AcmeRegistry,
+    /// Copies of the listening sockets, for the next upgrade.
+    held: Held,
+    /// A new binary serves on this process's sockets now.
+    handed_over: bool,
 }
 
 /// The signals tern acts on.
@@ -215,11 +331,13 @@ impl Signals {
     }
 }
 
-/// Waits for signals: reloads on SIGHUP, returns on SIGTERM/SIGINT.
+/// Waits for signals: reloads on SIGHUP, returns on SIGTERM/SIGINT or
+/// once a new binary serves (`handed` yields its pid).
 async fn control_loop(
     state: &mut ControlState,
     signals: Signals,
     reload: Option<Reloader>,
+    mut handed: mpsc::UnboundedReceiver<u32>,
 ) -> Result<(), ServeError> {
     let Signals {
         mut term,
@@ -244,6 +362,11 @@ async fn control_loop(
             }
             _ = int.recv() => {
                 tracing::info!("SIGINT received: shutting down, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
+                return Ok(());
+            }
+            Some(pid) = handed.recv() => {
+                tracing::info!(new = pid, "upgrade: the new binary serves; draining: no new connections, finishing in-flight requests (up to {:?})", state.config.shutdown_timeout);
+                state.handed_over = true;
                 return Ok(());
             }
             _ = hup.recv() => {
@@ -378,6 +501,27 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
             udp_sockets.insert(l.listen, bind_udp(l.listen, state.config.workers)?);
         }
     }
+    // What the next upgrade hands over: the new addresses, not the gone.
+    let plain: HashSet<SocketAddr> = state
+        .config
+        .listeners
+        .iter()
+        .filter_map(|l| l.http_listen)
+        .chain(state.config.admin)
+        .collect();
+    state.held.retain(|kind, addr| {
+        plain.contains(&addr)
+            || new
+                .listeners
+                .iter()
+                .any(|l| l.listen == addr && (kind == Kind::Tcp || l.h3.is_some()))
+    });
+    for (addr, list) in &sockets {
+        state.held.add_all(Kind::Tcp, *addr, list);
+    }
+    for (addr, list) in &udp_sockets {
+        state.held.add_all(Kind::Udp, *addr, list);
+    }
     generation.start_health_checks();
     for (id, tx) in state.senders.iter().enumerate() {
         let _ = tx.send(WorkerUpdate {
@@ -449,6 +593,18 @@ fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
         config.workers,
         l.tls.policy.describe()
     );
+    let hsts = l
+        .edge
+        .response_headers
+        .add
+        .iter()
+        .any(|(n, _)| &**n == "strict-transport-security");
+    if l.listen.port() == 443 && l.mode == Mode::Http && !hsts {
+        tracing::info!(
+            "note: {} serves HTTPS on port 443 without HSTS: browsers will still try plain              HTTP first, open to downgrade (set hsts, e.g. \"max-age=31536000\"; docs/edge-policy.md)",
+            l.listen
+        );
+    }
     if let Some(h3) = &l.h3 {
         let advertised = h3
             .alt_svc

@@ -82,6 +82,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         metrics: spec.metrics.clone(),
         log: WorkerLog::new(spec.sink.clone()),
         shutdown: spec.shutdown.clone(),
+        clients: Default::default(),
     });
     let mut worker = Worker {
         ctx: ctx.clone(),

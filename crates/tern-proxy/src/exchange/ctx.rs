@@ -13,7 +13,7 @@ use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Record, WorkerLog};
-use crate::config::ListenerConfig;
+use crate::config::{ListenerConfig, Route};
 use crate::fault::ExchangeError;
 use crate::message::Request;
 use crate::upstream::Backends;
@@ -41,6 +41,12 @@ impl ListenerCtx {
     /// the request's Host (port removed) or, failing that, the SNI; else the
     /// listener's default group.
     pub fn route(&self, sni: Option<&str>, host: Option<&[u8]>) -> &Backends {
+        self.route_of(sni, host).0
+    }
+
+    /// The upstream group for a request, and the route that chose it (none
+    /// for the default group).
+    pub fn route_of(&self, sni: Option<&str>, host: Option<&[u8]>) -> (&Backends, Option<&Route>) {
         let routes = &self.config.routes;
         if !routes.is_empty() {
             let host = host.map(strip_port);
@@ -50,12 +56,12 @@ impl ListenerCtx {
                     || (host.is_none() && sni.is_some_and(|s| hit(s.as_bytes())))
                 {
                     if let Some(b) = self.upstreams.get(r.upstream) {
-                        return b;
+                        return (b, Some(r));
                     }
                 }
             }
         }
-        &self.upstreams[self.default_upstream]
+        (&self.upstreams[self.default_upstream], None)
     }
 }
 
@@ -116,6 +122,8 @@ pub(crate) struct WorkerCtx {
     pub log: WorkerLog,
     /// Becomes true when tern is shutting down.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Per-client connection counts and request buckets of this worker.
+    pub clients: Rc<super::clients::Clients>,
 }
 
 /// What a connection's handlers need to know.
@@ -174,6 +182,11 @@ pub(crate) struct Outcome {
     pub error: Option<ExchangeError>,
     /// The request came in TLS early data (HTTP/3 0-RTT).
     pub early: bool,
+    /// The request's ID, when request IDs are on.
+    pub request_id: Option<String>,
+    /// The `grpc-status` the response ended with (its trailers, or the
+    /// head of a trailers-only response, or tern's own answer).
+    pub grpc_status: Option<u16>,
 }
 
 impl ConnCtx<'_> {
@@ -203,9 +216,16 @@ impl ConnCtx<'_> {
             backend_us: o.backend_us,
             total_us: started.elapsed().as_micros() as u64,
             error: o.error.map(ExchangeError::label),
+            request_id: o.request_id.as_deref(),
+            grpc_status: o.grpc_status,
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);
+        }
+        if let Some(code) = o.grpc_status {
+            self.worker
+                .metrics
+                .grpc_call(code, started.elapsed(), o.bytes_in, o.bytes_out);
         }
     }
 

@@ -18,7 +18,9 @@
 //! ends call this module, this module calls the backend clients, and
 //! neither of those imports it back.
 
+pub(crate) mod clients;
 pub(crate) mod ctx;
+mod policy;
 mod to_h1;
 mod to_h2;
 
@@ -26,13 +28,14 @@ use std::future::Future;
 use std::time::Instant;
 
 use h2::RecvStream;
+use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
 use tokio::net::TcpStream;
 
 pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
 
 use crate::fault::{ExchangeError, Kind, Side};
-use crate::message::{BodyForm, Piece, Request, ResponseView, Step};
+use crate::message::{grpc_status, BodyForm, Piece, Request, ResponseView, Step, Trailers};
 
 /// A client's request body, as its front end delivers it, and what a
 /// front end can tell the client before the response.
@@ -83,11 +86,26 @@ pub(crate) trait Front {
     /// carries the head with it.
     async fn send_body(&mut self, piece: Piece<'_>, last: bool) -> Result<(), Kind>;
 
+    /// Ends the response body with trailer fields (cleaned already). A
+    /// client leg that cannot carry them (an HTTP/1.1 client that did not
+    /// send `TE: trailers`, or a body not chunk-encoded) gets the body's
+    /// end without them.
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind>;
+
     /// Sends the head now: no body is at hand yet.
     async fn flush(&mut self) -> Result<(), Kind>;
 
-    /// Answers with a status of tern's (nothing was sent yet).
-    async fn answer(&mut self, status: u16);
+    /// Answers with a status of tern's (nothing was sent yet), with the
+    /// fields `edits` add (the response rules, Retry-After).
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>);
+
+    /// Answers a gRPC call tern could not complete the way gRPC clients
+    /// understand: a trailers-only response (HTTP 200, `grpc-status`,
+    /// `grpc-message`). Only HTTP/2 and HTTP/3 carry gRPC; an HTTP/1.1
+    /// client gets [`Front::answer`]'s `fallback` status.
+    async fn answer_grpc(&mut self, _code: u16, _message: &str, fallback: u16) {
+        self.answer(fallback, &FieldEdits::NONE).await
+    }
 
     /// Marks a response whose backend failed mid-body as incomplete (an
     /// HTTP/2 stream reset; over HTTP/1.1, the close that follows does).
@@ -136,18 +154,27 @@ pub(crate) async fn run<F: Front>(
         .listener
         .misdirected(ctx.tls.sni.as_deref(), req.authority)
     {
-        front.answer(421).await;
+        front.answer(421, &FieldEdits::NONE).await;
         o.status = front.status();
         ctx.log_request(req.method, req.target, &o, started);
         return Finished { error: None };
     }
-    let backends = ctx.listener.route(ctx.tls.sni.as_deref(), req.authority);
-    let result = if backends.protocol().is_http2() {
-        // Boxed so the HTTP/2 client's state does not enlarge every
-        // HTTP/1.1 exchange's future.
-        Box::pin(to_h2::exchange(front, req, ctx, backends, &mut o)).await
-    } else {
-        to_h1::exchange(front, req, ctx, backends, &mut o).await
+    let (backends, route) = ctx.listener.route_of(ctx.tls.sni.as_deref(), req.authority);
+    let mut edits = policy::edits(req, ctx);
+    o.request_id = edits.id.take();
+    let result = match policy::admit(req, ctx, route) {
+        Err((kind, retry_after)) => {
+            if let Some(after) = retry_after {
+                edits.response.add.push(policy::retry_after(after));
+            }
+            Err(kind)
+        }
+        Ok(()) if backends.protocol().is_http2() => {
+            // Boxed so the HTTP/2 client's state does not enlarge every
+            // HTTP/1.1 exchange's future.
+            Box::pin(to_h2::exchange(front, req, ctx, backends, &edits, &mut o)).await
+        }
+        Ok(()) => to_h1::exchange(front, req, ctx, backends, &edits, &mut o).await,
     };
     let error = result.err().map(ExchangeError::new);
     if let Some(e) = error {
@@ -157,12 +184,27 @@ pub(crate) async fn run<F: Front>(
                 upstream = %backends.name(), error = %e, "request failed"),
         }
         match (front.status(), e.kind().status()) {
-            (0, Some(status)) => front.answer(status).await,
+            (0, Some(status)) if req.is_grpc() => {
+                let code = grpc_code_for(status);
+                o.grpc_status = Some(code);
+                front
+                    .answer_grpc(code, crate::fault::answer_text(status).1.trim_end(), status)
+                    .await
+            }
+            (0, Some(status)) => front.answer(status, &edits.response).await,
             (0, None) => {}
             // The status line is out: all that is left is to mark the
             // response incomplete.
             (_, _) => front.abort(),
         }
+    }
+    if req.is_grpc()
+        && o.grpc_status.is_none()
+        && error.is_some_and(|e| e.kind() == Kind::ClientGone)
+    {
+        // The client cancelled the call (gRPC's CANCELLED), as gRPC
+        // servers log it.
+        o.grpc_status = Some(1);
     }
     o.error = error;
     o.status = front.status();
@@ -189,9 +231,40 @@ fn backend_answered(
         .backend_response(backends.name(), addr, took);
 }
 
+/// The gRPC status code for a call tern answers with HTTP `status` itself
+/// (gRPC's "HTTP to gRPC status code mapping"): a backend that could not
+/// be reached or answered too late is UNAVAILABLE (14), which a gRPC
+/// client may retry.
+fn grpc_code_for(status: u16) -> u16 {
+    match status {
+        400 => 13,
+        401 => 16,
+        403 => 7,
+        404 | 501 => 12,
+        429 | 502..=504 => 14,
+        _ => 2,
+    }
+}
+
+/// Records the gRPC status a response's head carries (a trailers-only
+/// response).
+fn note_grpc_head(o: &mut Outcome, view: &ResponseView<'_>) {
+    if let crate::message::ResponseHeadView::H2(parts) = view.head {
+        if let Some(code) = grpc_status(&parts.headers) {
+            o.grpc_status = Some(code);
+        }
+    }
+}
+
 /// Moves a response body from a backend client to the front end: the
-/// pieces at hand leave with the head, then each piece as it comes.
-async fn relay_body<F, B>(front: &mut F, mut next: B, wait: std::time::Duration) -> Result<(), Kind>
+/// pieces at hand leave with the head, then each piece as it comes, and
+/// the trailers that end it (their `grpc-status` noted in `o`).
+async fn relay_body<F, B>(
+    front: &mut F,
+    mut next: B,
+    wait: std::time::Duration,
+    o: &mut Outcome,
+) -> Result<(), Kind>
 where
     F: Front,
     B: BodySteps,
@@ -199,6 +272,12 @@ where
     let mut t = None;
     loop {
         match next.step(t).await? {
+            Step::Trailers(trailers) => {
+                if let Some(code) = grpc_status(&trailers) {
+                    o.grpc_status = Some(code);
+                }
+                return front.send_trailers(trailers).await;
+            }
             Step::Data(piece, last) => {
                 front.send_body(piece, last).await?;
                 if last {

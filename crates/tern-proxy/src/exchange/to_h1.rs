@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use tern_http::framing::response_framing;
 use tokio::net::TcpStream;
 
+use tern_http::rewrite::FieldEdits;
+
+use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::message::{
@@ -24,10 +27,11 @@ pub(super) async fn exchange<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
     let mut s = H1Scratch::take();
-    let result = exchange_in(front, req, ctx, backends, o, &mut s).await;
+    let result = exchange_in(front, req, ctx, backends, edits, o, &mut s).await;
     s.give_back();
     result
 }
@@ -37,18 +41,21 @@ async fn exchange_in<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    if req.is_connect() && matches!(req.head, RequestView::H2(_)) {
-        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take.
+    if req.is_connect() && matches!(req.head, RequestView::H2(_)) && !req.is_websocket_connect() {
+        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take
+        // (an extended CONNECT for a WebSocket does: it becomes Upgrade).
         return Err(Kind::NotImplemented);
     }
     let mut conn = {
         let (body, reset) = front.split();
-        let request = send_request(body, req, ctx, backends, o, s);
+        let mut body = edits.cap(body);
+        let request = send_request(&mut body, req, ctx, backends, &edits.request, o, s);
         tokio::select! {
             r = request => r?,
             () = reset => return Err(Kind::ClientGone),
@@ -73,6 +80,7 @@ async fn exchange_in<F: Front>(
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,
+        edits: &edits.response,
     };
     // A close-delimited body leaves the client connection unusable.
     let form = front.start_response(view, framing.is_until_close())?;
@@ -85,6 +93,7 @@ async fn exchange_in<F: Front>(
             s,
         },
         wait,
+        o,
     )
     .await?;
     body.settle(s);
@@ -106,6 +115,7 @@ async fn send_request<B: ClientBody>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &FieldEdits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
 ) -> Result<BackendConn, Kind> {
@@ -115,6 +125,7 @@ async fn send_request<B: ClientBody>(
         req,
         &ctx.facts(req),
         ctx.listener.config.forwarded,
+        edits,
         &mut s.out,
     );
     // The body already at hand goes in the same write as the head.
@@ -127,6 +138,10 @@ async fn send_request<B: ClientBody>(
             }
             Step::End => {
                 h1::push_body(&mut s.out, &[], chunked, true);
+                whole = true;
+            }
+            Step::Trailers(t) => {
+                h1::push_trailers(&mut s.out, &t, chunked);
                 whole = true;
             }
             Step::NotYet => break,
@@ -194,6 +209,11 @@ async fn send_rest<B: ClientBody>(
         let (piece, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece, last),
             Step::End => (crate::message::Piece::Slice(&[]), true),
+            Step::Trailers(trailers) => {
+                s.out.clear();
+                h1::push_trailers(&mut s.out, &trailers, chunked);
+                return h1::write(conn, &s.out, t).await;
+            }
             Step::NotYet => continue,
         };
         if chunked {

@@ -16,12 +16,14 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
+use tern_http::rewrite::FieldEdits;
 use tern_http::BodyFraming;
 
+use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step};
+use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step, Trailers};
 use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
 use crate::upstream::Backends;
 
@@ -30,6 +32,7 @@ pub(super) async fn exchange<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
     if req.upgrade || req.is_connect() {
@@ -43,7 +46,7 @@ pub(super) async fn exchange<F: Front>(
     let up = Cell::new(0);
     // The body at hand goes up with the head (one write when the session
     // next flushes); a request that is whole with it can be sent again.
-    let (inline, whole) = gather_inline(front, req, duplex.as_mut(), &up).await?;
+    let (inline, whole, trailers) = gather_inline(front, req, duplex.as_mut(), &up, edits).await?;
     let facts = ctx.facts(req);
     let mut retried = false;
     loop {
@@ -52,6 +55,7 @@ pub(super) async fn exchange<F: Front>(
             req,
             &facts,
             ctx.listener.config.forwarded,
+            &edits.request,
             limits.backend_connect_timeout,
         );
         let opened = {
@@ -72,7 +76,12 @@ pub(super) async fn exchange<F: Front>(
             kind
         })?;
         o.backend = Some(held.addr);
-        send_inline(&mut upstream, &inline, whole && req.body != BodyLen::Empty)?;
+        send_inline(
+            &mut upstream,
+            &inline,
+            whole && req.body != BodyLen::Empty,
+            trailers.as_ref(),
+        )?;
         let result = if whole {
             let sent = Instant::now();
             let wait = limits.backend_response_timeout;
@@ -94,9 +103,17 @@ pub(super) async fn exchange<F: Front>(
                 }
             }
             match response_head(head, ctx, backends, o, sent) {
-                Ok(answer) => relay(front, req, answer, false, limits.backend_response_timeout)
-                    .await
-                    .map(|()| false),
+                Ok(answer) => relay(
+                    front,
+                    req,
+                    answer,
+                    &edits.response,
+                    false,
+                    limits.backend_response_timeout,
+                    o,
+                )
+                .await
+                .map(|()| false),
                 Err(kind) => Err(kind),
             }
         } else {
@@ -112,11 +129,13 @@ pub(super) async fn exchange<F: Front>(
                         &mut upstream,
                         body,
                         &up,
+                        edits,
                     )
                     .await
                 }
                 None => {
-                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream).await
+                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream, edits)
+                        .await
                 }
             }
         };
@@ -136,23 +155,25 @@ pub(super) async fn exchange<F: Front>(
 /// HTTP/2 peer grants, so nothing waits in tern's send buffer for long).
 const INLINE_BODY: usize = 16 * 1024;
 
-/// The request body already at hand (at most [`INLINE_BODY`]), and whether
-/// it is the whole body.
+/// The request body already at hand (at most [`INLINE_BODY`]), whether
+/// it is the whole body, and the trailers that ended it.
 async fn gather_inline<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     duplex: Option<&mut RecvStream>,
     up: &Cell<u64>,
-) -> Result<(Vec<Bytes>, bool), Kind> {
+    edits: &Edits<'_>,
+) -> Result<(Vec<Bytes>, bool, Option<Trailers>), Kind> {
     let mut pieces = Vec::new();
     if req.body == BodyLen::Empty {
-        return Ok((pieces, true));
+        return Ok((pieces, true, None));
     }
     let mut size = 0;
     if let Some(body) = duplex {
         while size < INLINE_BODY && !body.is_end_stream() {
             match body.data().now_or_never() {
                 Some(Some(Ok(chunk))) => {
+                    edits.count_body(chunk.len())?;
                     size += chunk.len();
                     up.set(up.get() + chunk.len() as u64);
                     let _ = body.flow_control().release_capacity(chunk.len());
@@ -162,37 +183,52 @@ async fn gather_inline<F: Front>(
                 Some(None) | None => break,
             }
         }
-        return Ok((pieces, body.is_end_stream()));
+        // Trailers still to come leave the body to the duplex upload.
+        return Ok((pieces, body.is_end_stream(), None));
     }
     let (body, _) = front.split();
+    let mut body = edits.cap(body);
     while size < INLINE_BODY {
         match body.step(false).await? {
             Step::Data(piece, last) => {
                 size += piece.len();
                 pieces.push(piece.into_bytes());
                 if last {
-                    return Ok((pieces, true));
+                    return Ok((pieces, true, None));
                 }
             }
-            Step::End => return Ok((pieces, true)),
+            Step::End => return Ok((pieces, true, None)),
+            Step::Trailers(t) => return Ok((pieces, true, Some(t))),
             Step::NotYet => break,
         }
     }
-    Ok((pieces, false))
+    Ok((pieces, false, None))
 }
 
-/// Queues the inline body on the new stream (ending it when `end`).
-fn send_inline(upstream: &mut SendStream<Bytes>, pieces: &[Bytes], end: bool) -> Result<(), Kind> {
+/// Queues the inline body on the new stream (ending it when `end`, with
+/// `trailers` when there are some).
+fn send_inline(
+    upstream: &mut SendStream<Bytes>,
+    pieces: &[Bytes],
+    end: bool,
+    trailers: Option<&Trailers>,
+) -> Result<(), Kind> {
     let n = pieces.len();
+    let end_with_data = end && trailers.is_none();
     for (i, piece) in pieces.iter().enumerate() {
         upstream
-            .send_data(piece.clone(), end && i + 1 == n)
+            .send_data(piece.clone(), end_with_data && i + 1 == n)
             .map_err(|_| Kind::Closed)?;
     }
-    if end && n == 0 {
-        upstream
+    match trailers {
+        // Kept for a retry: a copy of a small map.
+        Some(t) if end => upstream
+            .send_trailers(t.clone())
+            .map_err(|_| Kind::Closed)?,
+        _ if end_with_data && n == 0 => upstream
             .send_data(Bytes::new(), true)
-            .map_err(|_| Kind::Closed)?;
+            .map_err(|_| Kind::Closed)?,
+        _ => {}
     }
     Ok(())
 }
@@ -226,12 +262,20 @@ async fn with_duplex_body<F: Front>(
     upstream: &mut SendStream<Bytes>,
     body: &mut RecvStream,
     up: &Cell<u64>,
+    edits: &Edits<'_>,
 ) -> Result<bool, Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
     let sent = Instant::now();
     let mut upload_done = body.is_end_stream();
-    let mut upload = pin!(upload_stream(body, upstream, limits.idle_timeout, wait, up));
+    let mut upload = pin!(upload_stream(
+        body,
+        upstream,
+        limits.idle_timeout,
+        wait,
+        up,
+        edits.body_limit
+    ));
     let mut head = pin!(tokio::time::timeout(wait, response));
     let head = {
         let (_, reset) = front.split();
@@ -244,6 +288,7 @@ async fn with_duplex_body<F: Front>(
                         Ok(()) => {}
                         Err(UploadEnd::ClientReset) => return Err(Kind::ClientGone),
                         Err(UploadEnd::ClientStalled) => return Err(Kind::UploadStalled),
+                        Err(UploadEnd::TooLarge) => return Err(Kind::BodyTooLarge),
                         // The backend may have answered and reset the rest of
                         // the request: its head (or its error) decides.
                         Err(UploadEnd::Backend) => {}
@@ -255,15 +300,17 @@ async fn with_duplex_body<F: Front>(
         }
     };
     let answer = response_head(head, ctx, backends, o, sent)?;
-    let (framing, recv) = start(front, req, answer, false)?;
-    let relay = relay_response(front, framing, recv, wait);
+    let (framing, recv) = start(front, req, answer, &edits.response, false, o)?;
+    let relay = relay_response(front, framing, recv, wait, o);
     let mut relay = pin!(relay);
     let relayed = loop {
         tokio::select! {
             r = &mut upload, if !upload_done => {
                 upload_done = true;
-                if r == Err(UploadEnd::ClientReset) {
-                    return Err(Kind::ClientGone);
+                match r {
+                    Err(UploadEnd::ClientReset) => return Err(Kind::ClientGone),
+                    Err(UploadEnd::TooLarge) => return Err(Kind::BodyTooLarge),
+                    _ => {}
                 }
             }
             r = &mut relay => break r,
@@ -277,6 +324,7 @@ async fn with_duplex_body<F: Front>(
 
 /// An HTTP/1.1 client's body (the part not sent with the head), pulled
 /// piece by piece until the response head comes.
+#[allow(clippy::too_many_arguments)]
 async fn with_pulled_body<F: Front>(
     front: &mut F,
     req: &Request<'_>,
@@ -285,6 +333,7 @@ async fn with_pulled_body<F: Front>(
     o: &mut Outcome,
     response: ResponseFuture,
     upstream: &mut SendStream<Bytes>,
+    edits: &Edits<'_>,
 ) -> Result<bool, Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
@@ -298,7 +347,8 @@ async fn with_pulled_body<F: Front>(
             body.send_continue().await?;
         }
         drop(reset);
-        let pull = pull_upload(body, upstream, wait);
+        let mut body = edits.cap(body);
+        let pull = pull_upload(&mut body, upstream, wait);
         tokio::select! {
             r = pull => {
                 r?;
@@ -317,7 +367,7 @@ async fn with_pulled_body<F: Front>(
     }
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    relay(front, req, answer, answered_early, wait).await?;
+    relay(front, req, answer, &edits.response, answered_early, wait, o).await?;
     Ok(false)
 }
 
@@ -328,13 +378,14 @@ async fn relay_response<F: Front>(
     framing: BodyFraming,
     recv: RecvStream,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
     if framing == BodyFraming::Empty {
         return front
             .send_body(crate::message::Piece::Slice(&[]), true)
             .await;
     }
-    relay_body(front, H2Steps(ResponseBody::new(recv)), wait).await
+    relay_body(front, H2Steps(ResponseBody::new(recv)), wait, o).await
 }
 
 /// Starts the client's response with `answer`'s head; returns the body's
@@ -343,14 +394,18 @@ fn start<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
+    edits: &FieldEdits<'_>,
     close: bool,
+    o: &mut Outcome,
 ) -> Result<(BodyFraming, RecvStream), Kind> {
     let (parts, recv) = answer.into_parts();
     let framing = body_framing(req, &parts, &recv);
     let view = ResponseView {
         head: ResponseHeadView::H2(&parts),
         body: framing,
+        edits,
     };
+    super::note_grpc_head(o, &view);
     front.start_response(view, close)?;
     Ok((framing, recv))
 }
@@ -360,11 +415,13 @@ async fn relay<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
+    edits: &FieldEdits<'_>,
     close: bool,
     wait: Duration,
+    o: &mut Outcome,
 ) -> Result<(), Kind> {
-    let (framing, recv) = start(front, req, answer, close)?;
-    relay_response(front, framing, recv, wait).await
+    let (framing, recv) = start(front, req, answer, edits, close, o)?;
+    relay_response(front, framing, recv, wait, o).await
 }
 
 /// Moves a request body the front end delivers in pieces up the backend
@@ -378,6 +435,7 @@ async fn pull_upload<B: ClientBody>(
         let (data, last) = match body.step(true).await? {
             Step::Data(piece, last) => (piece.into_bytes(), last),
             Step::End => (Bytes::new(), true),
+            Step::Trailers(t) => return upstream.send_trailers(t).map_err(|_| Kind::Upload),
             Step::NotYet => continue,
         };
         h2data::send(upstream, data, last, wait)

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tern_http::head::{FieldKind, ResponseHead};
-use tern_http::rewrite::is_connection_specific;
+use tern_http::rewrite::{is_connection_specific, FieldEdits};
 use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
@@ -59,12 +59,37 @@ pub(crate) fn for_client(
             .headers_mut()
             .append(http::header::ALT_SVC, alt_svc.clone());
     }
+    apply(response.headers_mut(), view.edits)?;
     Ok(response)
 }
 
+/// Applies the header rules' `edits` to a response's fields.
+fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Kind> {
+    for name in edits.drop {
+        headers.remove(&**name);
+    }
+    for (name, value) in edits.added() {
+        // Names and literal values were checked at start-up; a variable
+        // expanding to bytes a field cannot carry is tern's to skip.
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value),
+        ) {
+            (Ok(n), Ok(v)) => {
+                headers.append(n, v);
+            }
+            _ => tracing::debug!(
+                field = name,
+                "header rule value is not a valid field value; skipped"
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// tern's own answer with `status` (nothing came from the backend): the
-/// head, and the short text body it carries.
-pub(crate) fn answer(status: u16) -> (Response<()>, &'static str) {
+/// head, and the short text body it carries, with the fields `edits` add.
+pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'static str) {
     let (_, body) = crate::fault::answer_text(status);
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -74,7 +99,52 @@ pub(crate) fn answer(status: u16) -> (Response<()>, &'static str) {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let _ = apply(headers, edits);
     (response, body)
+}
+
+/// The HTTP/2 answer to an extended CONNECT whose backend switched to
+/// WebSocket (RFC 8441 section 5): 200, with the backend's 101 fields
+/// less the connection-specific ones and `Sec-WebSocket-Accept` (the
+/// handshake's key exchange is HTTP/1.1's alone).
+pub(crate) fn websocket_accepted(head: &ResponseHead, listener: &ListenerCtx) -> Response<()> {
+    let mut response = Response::new(());
+    let headers = response.headers_mut();
+    for (name, kind, value) in head.fields.iter_spans() {
+        if kind.is_connection_specific() || name.eq_ignore_ascii_case("sec-websocket-accept") {
+            continue;
+        }
+        let raw = &head.fields.raw()[value];
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(raw),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    if let Some(alt_svc) = &listener.alt_svc {
+        headers.append(http::header::ALT_SVC, alt_svc.clone());
+    }
+    response
+}
+
+/// tern's own answer to a gRPC call it could not complete: a
+/// trailers-only response (HTTP 200, the gRPC status in its one HEADERS
+/// frame), which every gRPC client reads as the call's status.
+pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
+    let mut response = Response::new(());
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", HeaderValue::from(code));
+    // grpc-message is percent-encoded; tern's own texts are plain ASCII
+    // without '%', which need no encoding.
+    if let Ok(v) = HeaderValue::from_str(message) {
+        headers.insert("grpc-message", v);
+    }
+    response
 }
 
 /// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field

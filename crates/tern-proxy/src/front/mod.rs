@@ -21,11 +21,24 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Instant;
 
+use tern_tls::Negotiated;
 use tokio::net::TcpStream;
+
+use crate::access_log::Record;
+use crate::exchange::clients::{ClientKey, ConnSlot};
+use crate::fault::{ExchangeError, Kind};
 
 use crate::config::Mode;
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
 use crate::metrics::HandshakeFailure;
+
+/// Request-body flow-control window per stream, for HTTP/2 and HTTP/3
+/// alike: how much a client may send on one request before tern has
+/// forwarded it to the backend.
+pub(crate) const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Connection-level request-body window, for HTTP/2 and HTTP/3 alike.
+pub(crate) const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// Handles one accepted connection to the end.
 pub(crate) async fn handle(
@@ -47,6 +60,24 @@ pub(crate) async fn handle(
             }
         }
     }
+    // Before any TLS work: a denied client or one over its connection
+    // limit costs an accept and a close.
+    let _slot = match admit(peer, &listener, &worker) {
+        Ok(slot) => slot,
+        Err(kind) => {
+            tracing::debug!(client = %peer, "closing before the handshake: {}", kind.as_str());
+            worker.metrics.request_error(ExchangeError::new(kind));
+            log_rejected(
+                peer,
+                &listener,
+                &worker,
+                kind,
+                &Negotiated::default(),
+                start,
+            );
+            return;
+        }
+    };
     // rustls sends the alert that says why a handshake failed.
     let handshake = accept(tcp, &listener);
     let Some(tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
@@ -152,29 +183,103 @@ pub(crate) async fn under_deadline<T, E: std::fmt::Display>(
     what: &str,
     classify: impl Fn(&E) -> HandshakeFailure,
 ) -> Option<T> {
-    match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
-        Ok(Ok(done)) => Some(done),
-        Ok(Err(e)) => {
-            let why = classify(&e);
-            match why.client_cert() {
-                // An operator of an mTLS listener wants to know who was
-                // turned away and why, at the default log level.
-                Some(refusal) => tracing::info!(
-                    client = %peer,
-                    reason = refusal.label(),
-                    "client certificate refused: {e}"
-                ),
-                None => tracing::debug!(client = %peer, "{what} handshake failed: {e}"),
+    let started = Instant::now();
+    let failure =
+        match tokio::time::timeout(listener.config.limits.handshake_timeout, handshake).await {
+            Ok(Ok(done)) => return Some(done),
+            Ok(Err(e)) => {
+                let why = classify(&e);
+                match why.client_cert() {
+                    // An operator of an mTLS listener wants to know who was
+                    // turned away and why, at the default log level.
+                    Some(refusal) => tracing::info!(
+                        client = %peer,
+                        reason = refusal.label(),
+                        "client certificate refused: {e}"
+                    ),
+                    None => tracing::debug!(client = %peer, "{what} handshake failed: {e}"),
+                }
+                why
             }
-            worker.metrics.handshake_failed(why);
-            None
-        }
-        Err(_) => {
-            tracing::debug!(client = %peer, "{what} handshake timed out");
-            worker.metrics.handshake_failed(HandshakeFailure::Timeout);
-            None
-        }
+            Err(_) => {
+                tracing::debug!(client = %peer, "{what} handshake timed out");
+                HandshakeFailure::Timeout
+            }
+        };
+    worker.metrics.handshake_failed(failure);
+    let none = Negotiated::default();
+    log_rejected(
+        peer,
+        listener,
+        worker,
+        Kind::HandshakeFailed,
+        &none,
+        started,
+    );
+    None
+}
+
+/// The listener's access lists and per-client connection limit, applied
+/// to a new connection from `peer` (the PROXY-protocol address when the
+/// listener takes them). The slot counts the connection while it lives.
+fn admit(
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+) -> Result<Option<ConnSlot>, Kind> {
+    let edge = &listener.config.edge;
+    if !edge.admits(peer.ip()) {
+        return Err(Kind::Denied);
     }
+    let key = ClientKey::of(peer.ip(), edge.client.ipv6_prefix);
+    worker
+        .clients
+        .connect(key, &edge.client)
+        .map_err(|_| Kind::TooManyConnections)
+}
+
+/// A connection that ends before any request (`kind` says why): counted
+/// with the request errors, and logged when `log_rejected` is on.
+pub(crate) fn rejected(ctx: &ConnCtx<'_>, kind: Kind) {
+    ctx.worker.metrics.request_error(ExchangeError::new(kind));
+    let started = Instant::now()
+        .checked_sub(std::time::Duration::from_micros(ctx.handshake_us))
+        .unwrap_or_else(Instant::now);
+    log_rejected(ctx.peer, ctx.listener, ctx.worker, kind, &ctx.tls, started);
+}
+
+/// The access-log line of a connection closed before any request, like
+/// nginx's 400/408 lines: method and path `-`, status 0 (nothing was
+/// answered), the reason in `error=`. Only with `log_rejected`; not
+/// counted as a request.
+fn log_rejected(
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+    kind: Kind,
+    tls: &Negotiated,
+    started: Instant,
+) {
+    if !listener.config.edge.log_rejected {
+        return;
+    }
+    worker.log.log(&Record {
+        client: peer,
+        tls,
+        handshake_us: 0,
+        early: false,
+        method: "-",
+        path: "-",
+        status: 0,
+        bytes_in: 0,
+        bytes_out: 0,
+        backend: None,
+        backend_us: 0,
+        total_us: started.elapsed().as_micros() as u64,
+        error: Some(ExchangeError::new(kind).label()),
+        request_id: None,
+        grpc_status: None,
+    });
 }
 
 /// How long an over-the-limit connection gets to finish its handshake and

@@ -113,7 +113,7 @@ pub(crate) fn ssl_tlv(tls: &Negotiated) -> Vec<u8> {
             ppp::v2::Type::SSLCommonName,
             cert.and_then(|c| c.common_name.as_deref()),
         ),
-        (ppp::v2::Type::SSLCipher, Some(tls.cipher)),
+        (ppp::v2::Type::SSLCipher, Some(&tls.cipher)),
         (
             ppp::v2::Type::SSLSignatureAlgorithm,
             cert.map(|c| c.sig_alg.as_str()),
@@ -213,7 +213,7 @@ mod tests {
     fn v2_ssl_tlv_names_the_verified_client_certificate() {
         let mut tls = tls();
         tls.version = "TLSv1.3";
-        tls.cipher = "TLS_AES_128_GCM_SHA256";
+        tls.cipher = "TLS_AES_128_GCM_SHA256".into();
         let h = encode(
             ProxyProtocol::V2,
             "192.0.2.1:5000".parse().unwrap(),

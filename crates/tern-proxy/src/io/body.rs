@@ -63,13 +63,15 @@ impl Pending {
 
     /// The next piece of the body at the front of `avail` (at most `limit`
     /// wire bytes): the wire bytes themselves, or with `decode` and chunked
-    /// coding, the payload appended to `payload` (cleared first).
+    /// coding, the payload appended to `payload` (cleared first) and, at
+    /// the body's end, its trailer section put in `trailers`.
     pub(crate) fn take_piece(
         &mut self,
         avail: &[u8],
         limit: usize,
         decode: bool,
         payload: &mut Vec<u8>,
+        trailers: &mut Vec<u8>,
     ) -> Result<Taken, HttpError> {
         match self {
             Pending::Chunked(scanner) if decode => {
@@ -77,6 +79,7 @@ impl Pending {
                 let avail = &avail[..avail.len().min(limit)];
                 let scan = scanner.decode(avail, payload)?;
                 if scan.done {
+                    *trailers = scanner.take_trailers();
                     *self = Pending::Done;
                 }
                 Ok(Taken::Decoded {
@@ -176,19 +179,22 @@ mod tests {
         let mut p = Pending::new(BodyFraming::Chunked);
         let wire = b"3;x=1\r\nabc\r\n0\r\n\r\nNEXT";
         assert_eq!(
-            p.take_piece(wire, usize::MAX, false, &mut out).unwrap(),
+            p.take_piece(wire, usize::MAX, false, &mut out, &mut Vec::new())
+                .unwrap(),
             Taken::Wire(17)
         );
         let mut p = Pending::new(BodyFraming::Chunked);
         assert_eq!(
-            p.take_piece(wire, usize::MAX, true, &mut out).unwrap(),
+            p.take_piece(wire, usize::MAX, true, &mut out, &mut Vec::new())
+                .unwrap(),
             Taken::Decoded { consumed: 17 }
         );
         assert_eq!(out, b"abc");
         assert!(p.is_done());
         let mut p = Pending::new(BodyFraming::Length(4));
         assert_eq!(
-            p.take_piece(b"abcdef", usize::MAX, true, &mut out).unwrap(),
+            p.take_piece(b"abcdef", usize::MAX, true, &mut out, &mut Vec::new())
+                .unwrap(),
             Taken::Wire(4)
         );
     }

@@ -18,6 +18,21 @@ pub(crate) const BACKEND_BOUNDS_US: &[u64] = &[
     2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
 ];
 
+/// Upper bounds (µs) for gRPC calls: from a unary call next door to a
+/// stream held open for an hour.
+pub(crate) const GRPC_BOUNDS_US: &[u64] = &[
+    1_000,
+    5_000,
+    25_000,
+    100_000,
+    500_000,
+    2_500_000,
+    10_000_000,
+    60_000_000,
+    600_000_000,
+    3_600_000_000,
+];
+
 /// Counts of observations per bucket (not cumulative: each observation
 /// touches one counter) plus their sum, sharded by thread. Allocated once,
 /// when the histogram is made.
@@ -108,7 +123,7 @@ mod tests {
 
     #[test]
     fn bucket_bounds_ascend() {
-        for bounds in [HANDSHAKE_BOUNDS_US, BACKEND_BOUNDS_US] {
+        for bounds in [HANDSHAKE_BOUNDS_US, BACKEND_BOUNDS_US, GRPC_BOUNDS_US] {
             assert!(bounds.windows(2).all(|w| w[0] < w[1]));
         }
     }

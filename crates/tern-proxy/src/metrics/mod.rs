@@ -29,7 +29,7 @@ mod sharded;
 mod text;
 
 use backend::BackendLatency;
-use histogram::{Histogram, HANDSHAKE_BOUNDS_US};
+use histogram::{Histogram, GRPC_BOUNDS_US, HANDSHAKE_BOUNDS_US};
 use labels::{status_index, status_label, LabelSet, STATUS_SLOTS};
 use process::ProcessStats;
 use sharded::ShardedCounters;
@@ -62,6 +62,11 @@ pub struct Metrics {
     bytes_out: ShardedCounters,
     /// Failed requests by [`crate::fault::Kind`] (its side follows).
     request_errors: ShardedCounters,
+    /// gRPC calls by `grpc-status` (0 to 16, then "other"); with their
+    /// bytes each way and total duration.
+    grpc_calls: ShardedCounters,
+    grpc_bytes: ShardedCounters,
+    grpc_seconds: Histogram,
     /// Backend response times by upstream name, then server.
     backends: BackendLatency,
 }
@@ -89,6 +94,9 @@ impl Default for Metrics {
             bytes_in: ShardedCounters::new(protocols.slots()),
             bytes_out: ShardedCounters::new(protocols.slots()),
             request_errors: ShardedCounters::new(crate::fault::Kind::ALL.len()),
+            grpc_calls: ShardedCounters::new(GRPC_STATUS_SLOTS),
+            grpc_bytes: ShardedCounters::new(2),
+            grpc_seconds: Histogram::new(GRPC_BOUNDS_US),
             backends: BackendLatency::default(),
             versions,
             ciphers,
@@ -97,6 +105,9 @@ impl Default for Metrics {
         }
     }
 }
+
+/// `grpc-status` slots: codes 0 to 16, then one for anything else.
+const GRPC_STATUS_SLOTS: usize = 18;
 
 /// The unlabelled counters, as slots of `Metrics::scalars`.
 struct Scalar;
@@ -253,8 +264,8 @@ impl Metrics {
     pub fn handshake(&self, tls: &Negotiated, took: Duration) {
         let slot = self.handshake_slot(
             self.versions.index(tls.version),
-            self.ciphers.index(tls.cipher),
-            self.groups.index(tls.group),
+            self.ciphers.index(&tls.cipher),
+            self.groups.index(&tls.group),
             tls.resumed,
         );
         self.handshakes.add(slot, 1);
@@ -292,6 +303,22 @@ impl Metrics {
         self.request_errors.add(e.kind().index(), 1);
     }
 
+    /// A gRPC call ended with `grpc_status` after `took`, having moved
+    /// `bytes_in` from and `bytes_out` to the client.
+    pub(crate) fn grpc_call(
+        &self,
+        grpc_status: u16,
+        took: Duration,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) {
+        let slot = usize::from(grpc_status).min(GRPC_STATUS_SLOTS - 1);
+        self.grpc_calls.add(slot, 1);
+        self.grpc_bytes.add(0, bytes_in);
+        self.grpc_bytes.add(1, bytes_out);
+        self.grpc_seconds.observe(took);
+    }
+
     /// A backend answered a request head after `took`.
     pub fn backend_response(&self, upstream: &str, server: SocketAddr, took: Duration) {
         self.backends.observe(upstream, server, took);
@@ -309,6 +336,7 @@ impl Metrics {
         self.render_handshakes(&mut e);
         self.render_requests(&mut e);
         self.render_request_errors(&mut e);
+        self.render_grpc(&mut e);
         self.render_backend_splits(&mut e);
         self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
@@ -406,6 +434,47 @@ impl Metrics {
                 e.sample("tern_request_errors_total", &labels, n);
             }
         }
+    }
+
+    fn render_grpc(&self, e: &mut Exposition) {
+        e.family(
+            "tern_grpc_calls_total",
+            Kind::Counter,
+            "gRPC calls (content-type application/grpc) by the grpc-status they ended with (from the backend's trailers, or tern's own answer); \"other\" past 16.",
+        );
+        for slot in 0..GRPC_STATUS_SLOTS {
+            let n = self.grpc_calls.get(slot);
+            if n > 0 {
+                let label = if slot + 1 == GRPC_STATUS_SLOTS {
+                    "other".to_string()
+                } else {
+                    slot.to_string()
+                };
+                e.sample("tern_grpc_calls_total", &[("grpc_status", &label)], n);
+            }
+        }
+        e.family(
+            "tern_grpc_bytes_total",
+            Kind::Counter,
+            "Bytes of gRPC calls, from (in) and to (out) clients.",
+        );
+        for (dir, slot) in [("in", 0), ("out", 1)] {
+            e.sample(
+                "tern_grpc_bytes_total",
+                &[("direction", dir)],
+                self.grpc_bytes.get(slot),
+            );
+        }
+        e.family(
+            "tern_grpc_call_duration_seconds",
+            Kind::Histogram,
+            "gRPC calls from the request's first byte to the response's last (streams included).",
+        );
+        e.histogram(
+            "tern_grpc_call_duration_seconds",
+            &[],
+            &self.grpc_seconds.snapshot(),
+        );
     }
 
     fn render_reloads(&self, e: &mut Exposition) {

@@ -14,8 +14,8 @@ fn scrape(m: &Metrics, health: &[(String, SocketAddr, bool)]) -> Scrape {
 fn tls13(resumed: bool) -> Negotiated {
     Negotiated {
         version: "TLSv1.3",
-        cipher: "TLS_AES_128_GCM_SHA256",
-        group: "X25519",
+        cipher: "TLS_AES_128_GCM_SHA256".into(),
+        group: "X25519".into(),
         resumed,
         ..Negotiated::default()
     }
@@ -66,16 +66,16 @@ fn handshakes_are_counted_by_version_cipher_group_and_resumption() {
     m.handshake(&tls13(true), Duration::from_micros(150));
     let resumed_tls12 = Negotiated {
         version: "TLSv1.2",
-        cipher: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        group: "",
+        cipher: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".into(),
+        group: "".into(),
         resumed: true,
         ..Negotiated::default()
     };
     m.handshake(&resumed_tls12, Duration::from_micros(100));
     let strange = Negotiated {
         version: "TLSv1.4",
-        cipher: "TLS_NEW",
-        group: "X448",
+        cipher: "TLS_NEW".into(),
+        group: "X448".into(),
         ..Negotiated::default()
     };
     m.handshake(&strange, Duration::from_micros(100));

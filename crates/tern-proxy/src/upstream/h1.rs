@@ -14,7 +14,7 @@ use tern_http::forwarding::ForwardedFields;
 use tern_http::head::{parse_response_into, ResponseHead};
 use tern_http::rewrite::{
     wants_close, write_request_head, write_request_head_from_h2, BackendConnection, ClientFacts,
-    H1BodyFraming,
+    FieldEdits, H1BodyFraming,
 };
 use tern_http::BodyFraming;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,7 +24,7 @@ use crate::fault::Kind;
 use crate::io::body::{encode_chunk, Pending, Taken, LAST_CHUNK};
 use crate::io::deadline::{within, Watchdog};
 use crate::io::iobuf::{HeadWaitError, IoBuf};
-use crate::message::{BodyLen, Piece, Request, RequestView, Step};
+use crate::message::{clean_trailer_section, BodyLen, Piece, Request, RequestView, Step, Trailers};
 
 /// Body bytes sent in the same write as a head (request or response).
 /// Larger bodies follow in further writes.
@@ -107,6 +107,7 @@ pub(crate) fn write_head(
     req: &Request<'_>,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
     out: &mut Vec<u8>,
 ) -> bool {
     out.clear();
@@ -119,7 +120,7 @@ pub(crate) fn write_head(
             } else {
                 BackendConnection::KeepAlive
             };
-            write_request_head(head, facts, forwarded, mode, out);
+            write_request_head(head, facts, forwarded, mode, edits, out);
         }
         RequestView::H2(parts) => {
             let framing = match req.body {
@@ -127,8 +128,13 @@ pub(crate) fn write_head(
                 BodyLen::Length(n) => H1BodyFraming::Length(n),
                 BodyLen::Unknown => H1BodyFraming::Chunked,
             };
+            let method = if req.is_websocket_connect() {
+                "GET"
+            } else {
+                req.method
+            };
             write_request_head_from_h2(
-                req.method,
+                method,
                 req.target,
                 req.authority,
                 parts
@@ -138,11 +144,56 @@ pub(crate) fn write_head(
                 framing,
                 facts,
                 forwarded,
+                edits,
                 out,
             );
         }
     }
+    if req.is_websocket_connect() {
+        // RFC 8441 section 5: the HTTP/1.1 handshake an extended CONNECT
+        // stands for (the client's sec-websocket-version, -protocol and
+        // -extensions went with its other fields).
+        out.truncate(out.len() - 2);
+        out.extend_from_slice(b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ");
+        out.extend_from_slice(websocket_key().as_bytes());
+        out.extend_from_slice(b"\r\n\r\n");
+    }
+    if req.trailers_ok {
+        // The client takes trailers: so may the backend's response carry
+        // them (RFC 9110 section 10.1.4: TE is named in Connection).
+        out.truncate(out.len() - 2);
+        out.extend_from_slice(b"TE: trailers\r\nConnection: te\r\n\r\n");
+    }
     req.body == BodyLen::Unknown
+}
+
+/// A fresh `Sec-WebSocket-Key` (RFC 6455 section 4.1: 16 random bytes,
+/// base64).
+fn websocket_key() -> String {
+    use base64::Engine as _;
+    let mut nonce = [0u8; 16];
+    let random = rustls::crypto::aws_lc_rs::default_provider().secure_random;
+    if random.fill(&mut nonce).is_err() {
+        // Never seen; the key only proves the backend speaks WebSocket, so
+        // a clock-derived nonce still serves.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        nonce = t.to_le_bytes();
+    }
+    base64::engine::general_purpose::STANDARD.encode(nonce)
+}
+
+/// Appends the end of a chunked request body with `trailers` as its
+/// trailer section; a body of declared length has ended already and
+/// cannot carry them (they stop here).
+pub(crate) fn push_trailers(out: &mut Vec<u8>, trailers: &Trailers, chunked: bool) {
+    if chunked {
+        tern_http::trailers::write_last_chunk(
+            trailers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+            out,
+        );
+    }
 }
 
 /// Appends a request body piece to `out`, chunk-encoded when `chunked`;
@@ -255,6 +306,9 @@ pub(crate) struct ResponseBody {
     read: u64,
     /// A small body came in a later write than its head.
     split: bool,
+    /// Trailers that ended a decoded chunked body, for the step after its
+    /// last piece.
+    trailers: Option<Trailers>,
 }
 
 impl ResponseBody {
@@ -266,6 +320,7 @@ impl ResponseBody {
             decode,
             read: 0,
             split: false,
+            trailers: None,
         }
     }
 
@@ -351,7 +406,7 @@ impl ResponseBody {
     ) -> Result<Step<'s>, Kind> {
         s.bbuf.consume(std::mem::take(&mut self.handed));
         if self.pending.is_done() {
-            return Ok(Step::End);
+            return Ok(self.trailers.take().map_or(Step::End, Step::Trailers));
         }
         if s.bbuf.is_empty() {
             let Some(t) = wait else {
@@ -374,11 +429,25 @@ impl ResponseBody {
                 return Ok(end);
             }
         }
+        let mut raw_trailers = Vec::new();
         let taken = self
             .pending
-            .take_piece(s.bbuf.filled(), usize::MAX, self.decode, &mut s.payload)
+            .take_piece(
+                s.bbuf.filled(),
+                usize::MAX,
+                self.decode,
+                &mut s.payload,
+                &mut raw_trailers,
+            )
             .map_err(|_| Kind::Body)?;
-        let last = self.pending.is_done();
+        if !raw_trailers.is_empty() {
+            self.trailers = clean_trailer_section(&raw_trailers).map_err(|e| {
+                tracing::debug!("backend trailers refused: {e}");
+                Kind::Body
+            })?;
+        }
+        // With trailers to come, the last piece does not end the body.
+        let last = self.pending.is_done() && self.trailers.is_none();
         Ok(match taken {
             Taken::Wire(n) => {
                 self.read += n as u64;

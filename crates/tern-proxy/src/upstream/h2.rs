@@ -16,12 +16,13 @@ use http::{HeaderName, HeaderValue, Method, Uri};
 use tern_http::forwarding::ForwardedFields;
 use tern_http::rewrite::{
     forwarding_fields, h1_request_fields_for_h2, keeps_h2_request_field_for_h2, ClientFacts,
+    FieldEdits,
 };
 
 use super::{Backends, H2Stream};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{BodyLen, Piece, Request, RequestView, Step};
+use crate::message::{clean_trailer_map, BodyLen, Piece, Request, RequestView, Step};
 
 /// A stream on a backend session with the request head sent, and the
 /// session handle that counts it in flight on its server (for least_conn)
@@ -43,6 +44,7 @@ pub(crate) async fn open(
     req: &Request<'_>,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
     connect_timeout: Duration,
 ) -> Result<Opened, (Kind, Option<std::net::SocketAddr>)> {
     let method =
@@ -54,8 +56,8 @@ pub(crate) async fn open(
             .await
             .map_err(|e| (e.kind(), None))?;
         let addr = stream.addr;
-        let request =
-            backend_request(backends, &method, req, addr, facts, forwarded).map_err(|e| {
+        let request = backend_request(backends, &method, req, addr, facts, forwarded, edits)
+            .map_err(|e| {
                 tracing::debug!("request not relayable over HTTP/2: {e}");
                 (Kind::Unrelayable, Some(addr))
             })?;
@@ -104,6 +106,7 @@ fn backend_request(
     server: std::net::SocketAddr,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
+    edits: &FieldEdits<'_>,
 ) -> Result<http::Request<()>, BuildError> {
     let uri = match req.authority {
         Some(a) => Uri::builder().authority(a),
@@ -129,21 +132,26 @@ fn backend_request(
     };
     match req.head {
         RequestView::H1(head) => {
-            for (name, value) in h1_request_fields_for_h2(head) {
+            for (name, value) in h1_request_fields_for_h2(head).filter(|(n, _)| !edits.drops(n)) {
                 put(name, value);
             }
         }
         RequestView::H2(parts) => {
-            for (name, value) in parts
-                .headers
-                .iter()
-                .filter(|(n, _)| keeps_h2_request_field_for_h2(n.as_str()))
-            {
+            for (name, value) in parts.headers.iter().filter(|(n, _)| {
+                keeps_h2_request_field_for_h2(n.as_str()) && !edits.drops(n.as_str())
+            }) {
                 put(name.as_str(), value.as_bytes());
             }
         }
     }
+    if req.trailers_ok {
+        // The one TE value HTTP/2 allows; gRPC servers require it.
+        put("te", b"trailers");
+    }
     forwarding_fields(facts, forwarded, req.authority, |n, v| put(n, v));
+    for (name, value) in edits.added() {
+        put(name, value);
+    }
     match bad {
         Some(name) => Err(BuildError::Field(name)),
         None => Ok(request),
@@ -175,6 +183,8 @@ pub(crate) enum UploadEnd {
     ClientStalled,
     /// The backend reset the stream or held its window shut.
     Backend,
+    /// The body went past `max_request_body`.
+    TooLarge,
 }
 
 /// Moves an HTTP/2 client's request body (DATA payloads, moved, not
@@ -187,17 +197,21 @@ pub(crate) async fn upload_stream(
     idle: Duration,
     backend_wait: Duration,
     moved: &std::cell::Cell<u64>,
+    limit: Option<u64>,
 ) -> Result<(), UploadEnd> {
     loop {
         let chunk = match tokio::time::timeout(idle, body.data()).await {
             // A stalled upload is not a reset: it must not count against
             // the client's reset budget.
             Err(_) => return Err(UploadEnd::ClientStalled),
-            Ok(None) => return h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+            Ok(None) => return end_upload(body, upstream, idle).await,
             Ok(Some(Err(_))) => return Err(UploadEnd::ClientReset),
             Ok(Some(Ok(chunk))) => chunk,
         };
         let n = chunk.len();
+        if limit.is_some_and(|l| moved.get() + n as u64 > l) {
+            return Err(UploadEnd::TooLarge);
+        }
         // h2 has checked the DATA against any Content-Length already.
         let last = body.is_end_stream();
         h2data::send(upstream, chunk, last, backend_wait)
@@ -211,6 +225,28 @@ pub(crate) async fn upload_stream(
     }
 }
 
+/// Ends an upload whose DATA is over: with the client's trailers
+/// (cleaned) when it sent some, else an empty END_STREAM.
+async fn end_upload(
+    body: &mut RecvStream,
+    upstream: &mut SendStream<Bytes>,
+    idle: Duration,
+) -> Result<(), UploadEnd> {
+    match tokio::time::timeout(idle, body.trailers()).await {
+        Err(_) => Err(UploadEnd::ClientStalled),
+        Ok(Err(_)) => Err(UploadEnd::ClientReset),
+        Ok(Ok(None)) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+        Ok(Ok(Some(map))) => match clean_trailer_map(&map) {
+            Ok(Some(t)) => upstream.send_trailers(t).map_err(|_| UploadEnd::Backend),
+            Ok(None) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
+            Err(e) => {
+                tracing::debug!("client trailers refused: {e}");
+                Err(UploadEnd::ClientReset)
+            }
+        },
+    }
+}
+
 /// A response body being read from a backend stream.
 pub(crate) struct ResponseBody {
     recv: RecvStream,
@@ -221,6 +257,26 @@ pub(crate) struct ResponseBody {
 }
 
 impl ResponseBody {
+    /// What ends a body whose DATA is over: the backend's trailers
+    /// (cleaned), if it sent any (h2 has them at hand once DATA ended).
+    async fn trailers(&mut self, wait: Option<Duration>) -> Result<Step<'static>, Kind> {
+        let t = wait.unwrap_or(Duration::ZERO);
+        let map = match tokio::time::timeout(t, self.recv.trailers()).await {
+            Ok(Ok(map)) => map,
+            // None at hand yet: only DATA said the body is over.
+            Err(_) if wait.is_none() => return Ok(Step::NotYet),
+            Ok(Err(_)) | Err(_) => return Err(Kind::Body),
+        };
+        match map.map(|m| clean_trailer_map(&m)) {
+            None | Some(Ok(None)) => Ok(Step::End),
+            Some(Ok(Some(t))) => Ok(Step::Trailers(t)),
+            Some(Err(e)) => {
+                tracing::debug!("backend trailers refused: {e}");
+                Err(Kind::Body)
+            }
+        }
+    }
+
     /// The body of a response.
     pub(crate) fn new(recv: RecvStream) -> Self {
         ResponseBody { recv, handed: 0 }
@@ -244,7 +300,7 @@ impl ResponseBody {
             },
         };
         match next {
-            None => Ok(Step::End),
+            None => self.trailers(wait).await,
             Some(Err(e)) => {
                 tracing::debug!("backend stream failed: {e}");
                 Err(Kind::Body)

@@ -14,8 +14,7 @@ use crate::TlsError;
 
 mod names;
 
-pub use names::{group_name, suite_name};
-use names::{parse_group, parse_suite, parse_version, GROUPS, SUITES};
+use names::{group_name, parse_group, parse_suite, parse_version, suite_name, GROUPS, SUITES};
 
 /// A protocol version tern can speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,13 +6,19 @@ use rustls::crypto::SupportedKxGroup;
 use rustls::{NamedGroup, SupportedCipherSuite};
 
 use super::TlsVersion;
-use crate::TlsError;
+use crate::{iana, TlsError};
 
-/// A suite the policy can enable: its IANA name, OpenSSL name and rustls value.
+/// A suite the policy can enable: its OpenSSL name and rustls value (its
+/// IANA name is in [`crate::iana`]).
 pub(super) struct SuiteEntry {
-    iana: &'static str,
     openssl: &'static str,
     pub(super) suite: SupportedCipherSuite,
+}
+
+impl SuiteEntry {
+    fn iana(&self) -> &'static str {
+        suite_name(self.suite.suite())
+    }
 }
 
 /// All suites tern knows, in default server preference order: TLS 1.3 first,
@@ -21,57 +27,54 @@ pub(super) struct SuiteEntry {
 /// (chosen only by clients that lack AES, since the server order wins).
 pub(super) const SUITES: &[SuiteEntry] = &[
     SuiteEntry {
-        iana: "TLS_AES_128_GCM_SHA256",
         openssl: "TLS_AES_128_GCM_SHA256",
         suite: cs::TLS13_AES_128_GCM_SHA256,
     },
     SuiteEntry {
-        iana: "TLS_AES_256_GCM_SHA384",
         openssl: "TLS_AES_256_GCM_SHA384",
         suite: cs::TLS13_AES_256_GCM_SHA384,
     },
     SuiteEntry {
-        iana: "TLS_CHACHA20_POLY1305_SHA256",
         openssl: "TLS_CHACHA20_POLY1305_SHA256",
         suite: cs::TLS13_CHACHA20_POLY1305_SHA256,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
         openssl: "ECDHE-ECDSA-AES128-GCM-SHA256",
         suite: cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
         openssl: "ECDHE-ECDSA-AES256-GCM-SHA384",
         suite: cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
         openssl: "ECDHE-ECDSA-CHACHA20-POLY1305",
         suite: cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
         openssl: "ECDHE-RSA-AES128-GCM-SHA256",
         suite: cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
         openssl: "ECDHE-RSA-AES256-GCM-SHA384",
         suite: cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
     },
     SuiteEntry {
-        iana: "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
         openssl: "ECDHE-RSA-CHACHA20-POLY1305",
         suite: cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
     },
 ];
 
-/// A group the policy can enable: its canonical name, aliases and rustls value.
+/// A group the policy can enable: its aliases and rustls value (its
+/// canonical name is in [`crate::iana`]).
 pub(super) struct GroupEntry {
-    name: &'static str,
     aliases: &'static [&'static str],
     pub(super) group: &'static dyn SupportedKxGroup,
+}
+
+impl GroupEntry {
+    fn name(&self) -> &'static str {
+        group_name(self.group.name())
+    }
 }
 
 /// All groups tern knows, in the order `describe()` lists them (rustls picks
@@ -81,22 +84,18 @@ pub(super) struct GroupEntry {
 /// `examples/handshake_cost`, roughly +40 µs of server CPU per full handshake.
 pub(super) const GROUPS: &[GroupEntry] = &[
     GroupEntry {
-        name: "X25519MLKEM768",
         aliases: &[],
         group: kx_group::X25519MLKEM768,
     },
     GroupEntry {
-        name: "X25519",
         aliases: &[],
         group: kx_group::X25519,
     },
     GroupEntry {
-        name: "secp256r1",
         aliases: &["P-256", "prime256v1"],
         group: kx_group::SECP256R1,
     },
     GroupEntry {
-        name: "secp384r1",
         aliases: &["P-384"],
         group: kx_group::SECP384R1,
     },
@@ -110,20 +109,16 @@ const REASON_CBC: &str =
 const REASON_BROKEN: &str = "RC4, 3DES, NULL, EXPORT and MD5 suites are broken";
 const REASON_OLD_VERSION: &str = "TLS versions below 1.2 are unsafe (RFC 8996)";
 
-/// The IANA name of a cipher suite ("TLS_AES_128_GCM_SHA256"), or "unknown".
-pub fn suite_name(suite: rustls::CipherSuite) -> &'static str {
-    SUITES
-        .iter()
-        .find(|s| s.suite.suite() == suite)
-        .map_or("unknown", |s| s.iana)
+/// The IANA name of a suite the policy can enable. Every one has a name in
+/// [`crate::iana`] (a test checks), so the empty fallback is never shown.
+pub(super) fn suite_name(suite: rustls::CipherSuite) -> &'static str {
+    iana::suite(suite.into()).map_or("", |s| s.name)
 }
 
-/// The canonical name of a group ("X25519", "secp256r1", ...), or "unknown".
-pub fn group_name(group: NamedGroup) -> &'static str {
-    GROUPS
-        .iter()
-        .find(|g| g.group.name() == group)
-        .map_or("unknown", |g| g.name)
+/// The canonical name of a group the policy can enable; as for suites,
+/// every one has a name (a test checks).
+pub(super) fn group_name(group: NamedGroup) -> &'static str {
+    iana::group(group.into()).unwrap_or("")
 }
 
 pub(super) fn parse_version(name: &str) -> Result<TlsVersion, TlsError> {
@@ -148,10 +143,10 @@ pub(super) fn parse_version(name: &str) -> Result<TlsVersion, TlsError> {
 pub(super) fn parse_suite(name: &str) -> Result<SupportedCipherSuite, TlsError> {
     let upper = name.to_ascii_uppercase();
     let known = SUITES.iter().find(|s| {
-        s.iana == upper
+        s.iana() == upper
             || s.openssl == upper
             // rustls spells TLS 1.3 suites "TLS13_..."
-            || upper.strip_prefix("TLS13_") == s.iana.strip_prefix("TLS_")
+            || upper.strip_prefix("TLS13_") == s.iana().strip_prefix("TLS_")
     });
     if let Some(entry) = known {
         return Ok(entry.suite);
@@ -167,7 +162,11 @@ pub(super) fn parse_suite(name: &str) -> Result<SupportedCipherSuite, TlsError> 
     Err(TlsError::UnknownName {
         what: "cipher",
         name: name.to_string(),
-        accepted: SUITES.iter().map(|s| s.iana).collect::<Vec<_>>().join(", "),
+        accepted: SUITES
+            .iter()
+            .map(SuiteEntry::iana)
+            .collect::<Vec<_>>()
+            .join(", "),
     })
 }
 
@@ -224,7 +223,8 @@ fn suite_refusal(upper: &str) -> Option<&'static str> {
 
 pub(super) fn parse_group(name: &str) -> Result<&'static dyn SupportedKxGroup, TlsError> {
     let known = GROUPS.iter().find(|g| {
-        g.name.eq_ignore_ascii_case(name) || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+        g.name().eq_ignore_ascii_case(name)
+            || g.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
     });
     if let Some(entry) = known {
         return Ok(entry.group);
@@ -240,7 +240,7 @@ pub(super) fn parse_group(name: &str) -> Result<&'static dyn SupportedKxGroup, T
     let accepted: Vec<String> = GROUPS
         .iter()
         .map(|g| {
-            let mut all = vec![g.name];
+            let mut all = vec![g.name()];
             all.extend_from_slice(g.aliases);
             all.join("/")
         })
@@ -250,4 +250,19 @@ pub(super) fn parse_group(name: &str) -> Result<&'static dyn SupportedKxGroup, T
         name: name.to_string(),
         accepted: accepted.join(", "),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_suite_and_group_the_policy_knows_has_an_iana_name() {
+        for s in SUITES {
+            assert!(!s.iana().is_empty(), "{:?}", s.suite.suite());
+        }
+        for g in GROUPS {
+            assert!(!g.name().is_empty(), "{:?}", g.group.name());
+        }
+    }
 }

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -19,13 +19,12 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, RsaKeySize,
 };
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{
-    ClientConfig, DigitallySignedStruct, HandshakeKind, ServerConfig, SignatureScheme,
-    SupportedProtocolVersion,
+    ClientConfig, HandshakeKind, ServerConfig, SignatureScheme, SupportedProtocolVersion,
 };
+use tern_tls::verify::SignatureOnlyVerifier;
 use tern_tls::{LoadedCert, Negotiated};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -365,84 +364,27 @@ pub async fn connect(
         .map_err(|_| std::io::Error::other("client timed out"))?
 }
 
-/// Accepts any certificate chain (recording the OCSP staple) but verifies
-/// handshake signatures for real, offering only `schemes`. Lets a test
-/// pose as an ECDSA-only or RSA-only client and reach the default
-/// certificate under a name it does not cover.
-#[derive(Debug)]
-pub struct SchemeLimitedVerifier {
-    schemes: Vec<SignatureScheme>,
-    provider: CryptoProvider,
-    pub ocsp_seen: Mutex<Option<Vec<u8>>>,
+/// tern-tls's verifier offering every scheme, recording what the server
+/// presented.
+pub fn all_schemes() -> Arc<SignatureOnlyVerifier> {
+    Arc::new(SignatureOnlyVerifier::new(&provider()).recording())
 }
 
-impl SchemeLimitedVerifier {
-    pub fn new(schemes: Vec<SignatureScheme>) -> Arc<Self> {
-        Arc::new(SchemeLimitedVerifier {
-            schemes,
-            provider: provider(),
-            ocsp_seen: Mutex::new(None),
-        })
-    }
-
-    pub fn all() -> Arc<Self> {
-        let all = provider()
-            .signature_verification_algorithms
-            .supported_schemes();
-        Self::new(all)
-    }
-}
-
-impl ServerCertVerifier for SchemeLimitedVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        *self.ocsp_seen.lock().expect("lock") = Some(ocsp_response.to_vec());
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.schemes.clone()
-    }
+/// tern-tls's verifier offering only `schemes`: lets a test pose as an
+/// ECDSA-only or RSA-only client and reach the default certificate under a
+/// name it does not cover.
+pub fn only_schemes(schemes: Vec<SignatureScheme>) -> Arc<SignatureOnlyVerifier> {
+    Arc::new(
+        SignatureOnlyVerifier::new(&provider())
+            .with_schemes(schemes)
+            .recording(),
+    )
 }
 
 /// A client config using `verifier`, the given versions and the default
 /// (in-memory, 256 entries) resumption store.
 pub fn client_with(
-    verifier: Arc<SchemeLimitedVerifier>,
+    verifier: Arc<SignatureOnlyVerifier>,
     versions: &[&'static SupportedProtocolVersion],
 ) -> Arc<ClientConfig> {
     Arc::new(

@@ -112,6 +112,11 @@ pub struct BenchArgs {
     /// Resumption mechanism for --plan resumed (TLS 1.2 only; TLS 1.3 uses tickets).
     #[arg(long, value_parser = ["tickets", "session-ids"], default_value = "tickets")]
     pub resume: String,
+    /// Before measuring, send requests to each target for this long (2s,
+    /// 500ms) and leave them out of every figure: the server's caches,
+    /// allocator and CPU frequency settle first.
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<String>,
     /// Open loop at this total rate (requests/second); latency counts from
     /// the intended send time.
     #[arg(long)]
@@ -274,9 +279,12 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(path) = &args.csv {
         failed |= write_out(Some(path), &csv::render(&report.targets[0].stats)).is_err();
     }
+    if report.every_request_failed() {
+        eprintln!("tern bench: {}", text::failure_line(&report));
+    }
     if report.interrupted {
         ExitCode::from(130)
-    } else if failed {
+    } else if report.every_request_failed() || failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -450,6 +458,17 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         Some(z) => StopCondition::Duration(parse_go_duration(z)?),
         None => StopCondition::Requests(a.requests),
     };
+    c.warmup = a
+        .warmup
+        .as_deref()
+        .map(|w| {
+            parse_go_duration(w).map_err(|_| {
+                BenchError::Config(format!(
+                    "--warmup {w:?}: expected a duration like 2s, 500ms"
+                ))
+            })
+        })
+        .transpose()?;
     c.timeout = (a.timeout > 0).then(|| Duration::from_secs(a.timeout));
     let version = |v: &Option<String>| match v.as_deref() {
         Some("1.2") => Some(TlsVersion::Tls12),

@@ -4,34 +4,132 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::parser::ValueSource;
+use clap::Args as _;
 use tern_proxy::config::{self, Config, GlobalOptions, ListenerOptions, LogFormat};
 
-/// Arguments of `tern serve`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Durations are written like 10s, 500ms, 2m, 1h. \
-With no options, tern listens on 127.0.0.1:8443 with a fresh self-signed \
-certificate and answers from a built-in demo origin. The configuration file \
-reference is docs/config.md.")]
+/// Arguments of `tern serve`: the flags as clap declares them, with the
+/// values clap filled in from defaults cleared (so `None` means "not
+/// given", as in the TOML file), and the listener flags that were given.
+#[derive(Debug)]
 pub struct ServeArgs {
+    /// TOML configuration file.
+    pub config: Option<PathBuf>,
+    /// Validate and exit.
+    pub check: bool,
+    /// Take the listening sockets over from a running tern (binary upgrade).
+    pub upgrade: bool,
+    /// Print the configuration reference and exit.
+    pub config_reference: bool,
+    /// Process-wide options.
+    pub global: GlobalOptions,
+    /// The command line's listener.
+    pub listener: ListenerOptions,
+    /// Long names of the listener flags given on the command line, in
+    /// declaration order (refused with --config).
+    pub listener_flags_given: Vec<String>,
+}
+
+/// The flags of `tern serve` as declared.
+#[derive(Debug, clap::Args)]
+#[command(after_help = format!("Durations are written like 10s, 500ms, 2m, 1h. \
+With no options, tern listens on {} with a fresh self-signed \
+certificate and answers from a built-in demo origin. The configuration file \
+reference is docs/config.md.", config::defaults::LISTEN))]
+struct ServeFlags {
     /// TOML configuration file (see docs/config.md). Listener options
     /// cannot be combined with it; process-wide ones override the file.
     #[arg(long, short = 'c', value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    config: Option<PathBuf>,
 
     /// Validate the configuration (certificates included) and exit: 0 when
     /// valid, 1 with the error otherwise.
     #[arg(long)]
-    pub check: bool,
+    check: bool,
+
+    /// Take the listening sockets over from the tern running on
+    /// `upgrade_socket` (a binary upgrade, docs/upgrade.md): once this one
+    /// serves, the running one drains and exits. If this one fails to
+    /// start, the running one keeps serving.
+    #[arg(long, conflicts_with = "check")]
+    upgrade: bool,
 
     /// Print the configuration reference (markdown) and exit.
     #[arg(long, hide = true)]
-    pub config_reference: bool,
+    config_reference: bool,
 
     #[command(flatten)]
-    pub global: GlobalOptions,
+    global: GlobalOptions,
 
     #[command(flatten)]
-    pub listener: ListenerOptions,
+    listener: ListenerOptions,
+}
+
+impl clap::Args for ServeArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        ServeFlags::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        ServeFlags::augment_args_for_update(cmd)
+    }
+}
+
+impl clap::FromArgMatches for ServeArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = |id: &str| {
+            matches!(
+                matches.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        let listener_flags_given = listener_arguments()
+            .filter(|a| given(a.get_id().as_str()))
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .collect();
+        // Defaults are shown by --help and applied by config::resolve from
+        // the same constants; here "absent" must stay absent.
+        let mut matches = matches.clone();
+        let defaulted: Vec<String> = matches
+            .ids()
+            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
+            .map(|id| id.to_string())
+            .collect();
+        let takes_values = ServeFlags::augment_args(clap::Command::new("serve"));
+        for id in defaulted {
+            let has_value = takes_values
+                .get_arguments()
+                .any(|a| a.get_id() == id.as_str() && a.get_action().takes_values());
+            // A switch (`--http3`) keeps its false: its field is a bool.
+            if has_value {
+                let _ = matches.try_clear_id(&id);
+            }
+        }
+        let flags = ServeFlags::from_arg_matches(&matches)?;
+        Ok(ServeArgs {
+            config: flags.config,
+            check: flags.check,
+            upgrade: flags.upgrade,
+            config_reference: flags.config_reference,
+            global: flags.global,
+            listener: flags.listener,
+            listener_flags_given,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+/// The flags [`ListenerOptions`] declares: what `--config` refuses.
+pub fn listener_arguments() -> impl Iterator<Item = clap::Arg> {
+    ListenerOptions::augment_args(clap::Command::new("listener"))
+        .get_arguments()
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 /// Runs `tern serve`.
@@ -67,7 +165,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             Box::new(move || config::from_options(&global, &listener))
         }
     };
-    match tern_proxy::run(config, Some(reload)) {
+    let start = if args.upgrade {
+        tern_proxy::Start::Upgrade
+    } else {
+        tern_proxy::Start::Fresh
+    };
+    match tern_proxy::run(config, Some(reload), start) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tern: error: {e}");
@@ -79,7 +182,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
 fn load(args: &ServeArgs) -> Result<Config, config::ConfigError> {
     match &args.config {
         Some(path) => {
-            if let Some(flag) = listener_flag_given(&args.listener) {
+            if let Some(flag) = args.listener_flags_given.first() {
                 return Err(config::ConfigError::new(format!(
                     "--{flag} cannot be combined with --config: set it in the file's [[listener]] table"
                 )));
@@ -88,43 +191,6 @@ fn load(args: &ServeArgs) -> Result<Config, config::ConfigError> {
         }
         None => config::from_options(&args.global, &args.listener),
     }
-}
-
-/// The first listener flag set on the command line, if any.
-fn listener_flag_given(l: &ListenerOptions) -> Option<&'static str> {
-    let strings = [
-        ("listen", l.listen.is_some()),
-        ("mode", l.mode.is_some()),
-        ("backend", !l.backends.is_empty()),
-        ("cert", !l.cert.is_empty()),
-        ("key", !l.key.is_empty()),
-        ("ocsp", !l.ocsp.is_empty()),
-        ("tls-versions", !l.tls_versions.is_empty()),
-        ("ciphers", !l.ciphers.is_empty()),
-        ("groups", !l.groups.is_empty()),
-        ("alpn", !l.alpn.is_empty()),
-        ("session-cache", l.session_cache.is_some()),
-        ("no-tickets", l.no_tickets),
-        ("ticket-rotation", l.ticket_rotation.is_some()),
-        ("ticket-keys-file", l.ticket_keys_file.is_some()),
-        ("forwarded", !l.forwarded.is_empty()),
-        ("proxy-protocol", l.proxy_protocol.is_some()),
-        ("handshake-timeout", l.handshake_timeout.is_some()),
-        ("header-timeout", l.header_timeout.is_some()),
-        ("idle-timeout", l.idle_timeout.is_some()),
-        (
-            "backend-connect-timeout",
-            l.backend_connect_timeout.is_some(),
-        ),
-        (
-            "backend-response-timeout",
-            l.backend_response_timeout.is_some(),
-        ),
-        ("max-connections", l.max_connections.is_some()),
-        ("max-head-bytes", l.max_head_bytes.is_some()),
-        ("backend-pool-size", l.backend_pool_size.is_some()),
-    ];
-    strings.iter().find(|(_, set)| *set).map(|(name, _)| *name)
 }
 
 fn init_tracing(format: LogFormat) {
@@ -143,5 +209,39 @@ fn init_tracing(format: LogFormat) {
     match format {
         LogFormat::Text => builder.with_target(false).init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::ServeArgs;
+
+    fn serve(args: &[&str]) -> ServeArgs {
+        let argv = ["tern", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Serve(args) => *args,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_shown_by_help_reach_resolution_as_absent() {
+        let args = serve(&[]);
+        assert_eq!(args.listener.h3_max_streams, None);
+        assert_eq!(args.listener.listen, None);
+        assert!(args.listener.alpn.is_empty());
+        assert_eq!(args.global.log_format, None);
+        assert!(args.listener_flags_given.is_empty());
+    }
+
+    #[test]
+    fn given_listener_flags_are_named_in_declaration_order() {
+        let args = serve(&["--http3", "--listen", "127.0.0.1:1", "--workers", "2"]);
+        assert_eq!(args.listener_flags_given, ["listen", "http3"]);
+        assert_eq!(args.listener.listen.as_deref(), Some("127.0.0.1:1"));
+        assert_eq!(args.global.workers, Some(2));
     }
 }

@@ -2,12 +2,13 @@
 
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
 
-use crate::support::{bench, bench_json, num, summary};
+use crate::support::{bench, bench_json, bench_json_failed, num, summary};
 
 #[test]
 fn refused_connections_are_counted() {
     let addr = tern_testsupport::tern::free_addr();
-    let report = bench_json(&["-n", "20", "-c", "2", &format!("https://{addr}/")]);
+    // Every request failed: a failed run, with its report all the same.
+    let report = bench_json_failed(&["-n", "20", "-c", "2", &format!("https://{addr}/")]);
     let s = summary(&report, 0);
     assert_eq!(num(s, "failed"), 20.0);
     assert_eq!(
@@ -23,11 +24,11 @@ fn tls_failure_says_what_was_offered() {
         ..BenchTargetOptions::default()
     });
     let out = bench(&["-n", "4", "-c", "1", "--tls-max", "1.2", &server.url("/")]);
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1), "every request failed");
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
-        .find(|l| l.contains("tls handshake"))
+        .find(|l| l.starts_with("  [") && l.contains("tls handshake"))
         .unwrap_or_else(|| panic!("no TLS error in\n{text}"));
     assert!(
         line.contains("[4]") && line.contains("alert") && line.contains("offered suites"),
@@ -38,7 +39,7 @@ fn tls_failure_says_what_was_offered() {
 #[test]
 fn timeouts_are_counted() {
     let server = BenchTarget::start(BenchTargetOptions::default());
-    let report = bench_json(&["-n", "2", "-c", "2", "-t", "1", &server.url("/slow/3000")]);
+    let report = bench_json_failed(&["-n", "2", "-c", "2", "-t", "1", &server.url("/slow/3000")]);
     assert_eq!(
         report["targets"][0]["stats"]["errors"]["timeout: no complete response in time"],
         2
@@ -69,7 +70,7 @@ fn sni_and_ca_file_verify_the_server_name() {
         &server.url("/"),
     ]);
     assert_eq!(num(summary(&ok, 0), "completed"), 2.0);
-    let bad = bench_json(&[
+    let bad = bench_json_failed(&[
         "-n",
         "2",
         "-c",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tern_testsupport::tern::{log_field, Served};
 
-use crate::support::{bench, bench_json, negotiated, num, summary};
+use crate::support::{bench, bench_json, bench_json_failed, negotiated, num, summary};
 
 fn h3_served() -> (Served, String) {
     let served = Served::builder().args(&["--http3"]).admin().start();
@@ -214,7 +214,7 @@ fn h3_errors_are_clear() {
     // and the run ends.
     let served = Served::start(&[]);
     let url = format!("https://{}/", served.addr);
-    let report = bench_json(&["-h3", "-n", "2", "-c", "1", "-t", "2", &url]);
+    let report = bench_json_failed(&["-h3", "-n", "2", "-c", "1", "-t", "2", &url]);
     let s = summary(&report, 0);
     assert_eq!(num(s, "failed"), 2.0, "{s}");
     assert_eq!(num(s, "completed"), 0.0, "{s}");

@@ -24,13 +24,26 @@ pub fn bench(args: &[&str]) -> Output {
 
 /// Runs `tern bench <args> -o json`, asserts success and parses the report.
 pub fn bench_json(args: &[&str]) -> Value {
+    bench_json_exiting(args, 0)
+}
+
+/// Runs `tern bench <args> -o json` where every request fails: asserts
+/// the exit status of a failed run (1) and parses the report it still
+/// prints.
+pub fn bench_json_failed(args: &[&str]) -> Value {
+    bench_json_exiting(args, 1)
+}
+
+/// Runs `tern bench <args> -o json`, asserts its exit status is `code` and
+/// parses the report.
+pub fn bench_json_exiting(args: &[&str], code: i32) -> Value {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     let out = bench(&all);
-    assert!(
-        out.status.success(),
-        "tern bench {all:?} failed: {}\n{}",
-        out.status,
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "tern bench {all:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

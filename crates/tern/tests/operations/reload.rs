@@ -30,7 +30,7 @@ const REQUESTS_BETWEEN_RELOADS: usize = 20;
 
 /// A client thread sending requests until told to stop, counting successes
 /// and keeping a description of every failure.
-struct SteadyLoad {
+pub(super) struct SteadyLoad {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failures: Arc<Mutex<Vec<String>>>,
@@ -38,7 +38,7 @@ struct SteadyLoad {
 }
 
 impl SteadyLoad {
-    fn start(addr: SocketAddr, config: Arc<ClientConfig>) -> SteadyLoad {
+    pub(super) fn start(addr: SocketAddr, config: Arc<ClientConfig>) -> SteadyLoad {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failures = Arc::new(Mutex::new(Vec::new()));
@@ -57,7 +57,7 @@ impl SteadyLoad {
                         }
                     };
                     for _ in 0..REQUESTS_PER_CONNECTION {
-                        if !one_request(&mut conn, &ok, &failures) {
+                        if one_request(&mut conn, &ok, &failures) != Reply::KeepAlive {
                             break;
                         }
                     }
@@ -68,13 +68,22 @@ impl SteadyLoad {
         {
             let (stop, ok, failures) = (stop.clone(), ok.clone(), failures.clone());
             threads.push(std::thread::spawn(move || {
-                let mut conn = match HttpConn::connect(addr, "localhost", config) {
+                let mut conn = match HttpConn::connect(addr, "localhost", config.clone()) {
                     Ok(c) => c,
                     Err(e) => return record(&failures, format!("long connection: {e}")),
                 };
                 while !stop.load(Ordering::SeqCst) {
-                    if !one_request(&mut conn, &ok, &failures) {
-                        return;
+                    match one_request(&mut conn, &ok, &failures) {
+                        Reply::KeepAlive => {}
+                        Reply::Failed => return,
+                        // The server said so (a binary upgrade drains
+                        // this process): a new connection, as a client does.
+                        Reply::Close => {
+                            match HttpConn::connect(addr, "localhost", config.clone()) {
+                                Ok(c) => conn = c,
+                                Err(e) => return record(&failures, format!("reconnect: {e}")),
+                            }
+                        }
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -91,7 +100,7 @@ impl SteadyLoad {
     /// Waits until `n` more requests have succeeded than when called, so
     /// the load has really run (on the current generation); panics with
     /// the failures so far after `LOG_WAIT`.
-    fn wait_for_more(&self, n: usize) {
+    pub(super) fn wait_for_more(&self, n: usize) {
         let target = self.ok.load(Ordering::SeqCst) + n;
         assert!(
             eventually(LOG_WAIT, || self.ok.load(Ordering::SeqCst) >= target),
@@ -101,7 +110,7 @@ impl SteadyLoad {
     }
 
     /// Stops the clients; returns (successful requests, failures).
-    fn finish(self) -> (usize, Vec<String>) {
+    pub(super) fn finish(self) -> (usize, Vec<String>) {
         self.stop.store(true, Ordering::SeqCst);
         for t in self.threads {
             t.join().expect("load thread panicked");
@@ -111,19 +120,37 @@ impl SteadyLoad {
     }
 }
 
-fn one_request(conn: &mut HttpConn, ok: &AtomicUsize, failures: &Mutex<Vec<String>>) -> bool {
+/// How a request of the load went.
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    /// 200; the connection stays open.
+    KeepAlive,
+    /// 200 with `Connection: close`.
+    Close,
+    /// Anything else (recorded as a failure).
+    Failed,
+}
+
+fn one_request(conn: &mut HttpConn, ok: &AtomicUsize, failures: &Mutex<Vec<String>>) -> Reply {
     match conn.get("localhost", "/echo") {
         Ok(r) if r.status == 200 => {
             ok.fetch_add(1, Ordering::SeqCst);
-            true
+            let close = r
+                .header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+            if close {
+                Reply::Close
+            } else {
+                Reply::KeepAlive
+            }
         }
         Ok(r) => {
             record(failures, format!("status {}: {}", r.status, r.text()));
-            false
+            Reply::Failed
         }
         Err(e) => {
             record(failures, format!("request: {e}"));
-            false
+            Reply::Failed
         }
     }
 }

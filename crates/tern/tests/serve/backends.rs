@@ -45,12 +45,12 @@ fn backend_slower_than_response_timeout_gives_504() {
         .wait_stdout_lines("path=/slow/4000", 1, LOG_WAIT)
         .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
     assert!(lines[0].contains(" status=504 "), "{}", lines[0]);
-    assert!(lines[0].ends_with(" error=backend:timeout"), "{}", lines[0]);
+    assert!(lines[0].contains(" error=backend:timeout"), "{}", lines[0]);
     let ok = served
         .tern
         .wait_stdout_lines("path=/slow/10", 1, LOG_WAIT)
         .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
-    assert!(ok[0].ends_with(" error=-"), "{}", ok[0]);
+    assert!(ok[0].contains(" error=- "), "{}", ok[0]);
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn backend_closing_without_response_gives_502() {
         .tern
         .wait_stdout_lines("path=/drop", 1, LOG_WAIT)
         .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
-    assert!(lines[0].ends_with(" error=backend:closed"), "{}", lines[0]);
+    assert!(lines[0].contains(" error=backend:closed"), "{}", lines[0]);
 }
 
 #[test]

@@ -181,6 +181,71 @@ fn check_accepts_good_config() {
     );
 }
 
+/// A value clap accepts for `arg` (it only has to parse: the flag must be
+/// refused before it is used).
+fn some_value(arg: &clap::Arg) -> &'static str {
+    let flag = format!("--{}", arg.get_long().unwrap_or_default());
+    ["1", "true"]
+        .into_iter()
+        .find(|v| {
+            clap::Command::new("t")
+                .arg(arg.clone())
+                .try_get_matches_from(["t", flag.as_str(), v])
+                .is_ok()
+        })
+        .unwrap_or_else(|| panic!("no test value parses for --{:?}", arg.get_long()))
+}
+
+#[test]
+fn every_listener_flag_with_config_is_refused_by_name() {
+    use clap::Args;
+    let dir = ConfigDir::new();
+    let path = dir.write("good.toml", &dir.text(free_addr(), free_addr(), ""));
+    let path = path.display().to_string();
+    assert_check_passed(&check(Path::new(&path)));
+    let flags = tern_proxy::config::ListenerOptions::augment_args(clap::Command::new("t"));
+    let mut refused = 0;
+    for arg in flags.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        let flag = format!("--{long}");
+        let mut args = vec!["serve", "--config", path.as_str(), "--check", flag.as_str()];
+        if arg.get_action().takes_values() {
+            args.push(some_value(arg));
+        }
+        let finished = run_to_exit(tern_bin(), &args, EXIT_WAIT);
+        assert_eq!(
+            finished.status.and_then(|s| s.code()),
+            Some(1),
+            "{args:?} was not refused: {}{}",
+            finished.stdout,
+            finished.stderr
+        );
+        let want = format!("tern: error: {flag} cannot be combined with --config");
+        assert!(
+            finished.stderr.trim().starts_with(&want),
+            "{args:?}: want {want:?}, got {:?}",
+            finished.stderr
+        );
+        refused += 1;
+    }
+    // The struct has dozens of flags; a generator that found few is broken.
+    assert!(refused >= 40, "only {refused} listener flags found");
+    // Process-wide flags still override the file.
+    let finished = run_to_exit(
+        tern_bin(),
+        [
+            "serve",
+            "--config",
+            path.as_str(),
+            "--check",
+            "--workers",
+            "2",
+        ],
+        EXIT_WAIT,
+    );
+    assert_check_passed(&finished);
+}
+
 #[test]
 fn check_accepts_certificate_tables_and_all_documented_keys() {
     let dir = ConfigDir::new();
@@ -493,4 +558,23 @@ fn check_accepts_acme_settings_without_contacting_the_ca() {
     let path = dir.write("acme-good.toml", &text);
     let finished = check(&path);
     assert_check_passed(&finished);
+}
+
+#[test]
+fn header_rule_on_a_forwarding_field_is_a_config_error() {
+    let dir = ConfigDir::new();
+    let text = dir.text(
+        free_addr(),
+        free_addr(),
+        "\n[listener.request_headers]\nset = { \"X-Forwarded-For\" = \"1.2.3.4\" }\n",
+    );
+    let path = dir.write("forwarding_rule.toml", &text);
+    assert_config_error(
+        &path,
+        &[
+            line_of(&text, "[listener.request_headers]"),
+            line_of(&text, "X-Forwarded-For"),
+        ],
+        Some("forwarding field"),
+    );
 }

@@ -20,7 +20,7 @@ use crate::clients_cli::page_answers;
 
 /// A Python with aioquic (`.ci/run` installs it with pip), or a skip (a
 /// failure in CI).
-fn python_with_aioquic() -> Option<String> {
+pub(crate) fn python_with_aioquic() -> Option<String> {
     for python in ["python3", "/usr/bin/python3"] {
         let check = run_tool(
             python,
@@ -41,15 +41,15 @@ fn python_with_aioquic() -> Option<String> {
 }
 
 /// What one run of the aioquic client asked for.
-struct H3Run<'a> {
-    method: &'a str,
-    path: &'a str,
-    count: usize,
-    body_len: u64,
-    parallel: usize,
-    header_bytes: usize,
+pub(crate) struct H3Run<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub count: usize,
+    pub body_len: u64,
+    pub parallel: usize,
+    pub header_bytes: usize,
     /// QUIC connections opened at once, each making `count` requests.
-    connections: usize,
+    pub connections: usize,
 }
 
 impl Default for H3Run<'_> {
@@ -90,7 +90,7 @@ fn h3_client_in_flight(
     client
 }
 
-fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
+pub(crate) fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
     let script = program("h3_client.py").display().to_string();
     let port = served.addr.port().to_string();
     let ca = served.ca().ca_file().display().to_string();
@@ -151,6 +151,59 @@ fn aioquic_posts_on_one_quic_connection() {
             assert_ne!(log_field(line, field).unwrap_or("-"), "-", "{line}");
         }
     }
+}
+
+/// The header rules and HSTS apply to HTTP/3 responses as to the others
+/// (docs/edge-policy.md), and the rate limit counts HTTP/3 requests.
+#[test]
+fn header_rules_and_hsts_apply_to_h3_responses() {
+    let Some(python) = python_with_aioquic() else {
+        return;
+    };
+    let served = Served::builder()
+        .config(|c| {
+            format!(
+                "workers = 1\n[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+                 http3 = true\nhsts = \"max-age=600\"\nclient_rate = \"1/h\"\nclient_burst = 1\n\
+                 [listener.response_headers]\nset = {{ \"X-Frame-Options\" = \"DENY\" }}\nremove = [\"content-type\"]\n",
+                c.listen,
+                c.backend.as_deref().expect("a backend"),
+                c.chain(),
+                c.key()
+            )
+        })
+        .start();
+    let out = h3_client(
+        &python,
+        &served,
+        &H3Run {
+            count: 3,
+            ..H3Run::default()
+        },
+    );
+    let lines = answers(&out);
+    assert_eq!(lines.len(), 3, "{}", out.all());
+    for line in &lines[..2] {
+        assert_eq!(line["status"], 200, "{line}");
+        let headers = &line["headers"];
+        assert_eq!(
+            headers["strict-transport-security"], "max-age=600",
+            "{line}"
+        );
+        assert_eq!(headers["x-frame-options"], "DENY", "{line}");
+        assert!(headers.get("content-type").is_none(), "{line}");
+        assert_eq!(
+            headers["x-request-id"].as_str().map(str::len),
+            Some(32),
+            "{line}"
+        );
+    }
+    assert_eq!(lines[2]["status"], 429, "{}", lines[2]);
+    assert!(
+        lines[2]["headers"].get("retry-after").is_some(),
+        "{}",
+        lines[2]
+    );
 }
 
 /// Responses larger than the client's flow-control windows (aioquic's are

@@ -10,7 +10,7 @@ use tern_testsupport::tern::Served;
 use crate::LOG_WAIT;
 
 /// The keys of a text access-log line, in the documented order.
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 18] = [
     "client",
     "sni",
     "tls",
@@ -28,6 +28,7 @@ const KEYS: [&str; 17] = [
     "backend_us",
     "total_us",
     "error",
+    "request_id",
 ];
 
 const NUMERIC: [&str; 6] = [

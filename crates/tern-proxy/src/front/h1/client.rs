@@ -5,7 +5,8 @@
 use std::cell::RefCell;
 
 use tern_http::rewrite::{
-    is_connection_specific, write_response_head, write_response_head_from_h2, write_simple_response,
+    is_connection_specific, write_response_head, write_response_head_from_h2,
+    write_simple_response, FieldEdits,
 };
 use tern_http::{BodyFraming, ResponseHead};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -17,7 +18,10 @@ use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
 use crate::io::deadline::within;
 use crate::io::iobuf::IoBuf;
-use crate::message::{BodyForm, Piece, ResponseHeadView, ResponseView, Step};
+use crate::message::{
+    clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Trailers,
+};
+use tern_http::trailers::write_last_chunk;
 
 /// Body bytes sent in the same write as a response head.
 const INLINE_BODY: usize = 16 * 1024;
@@ -43,6 +47,12 @@ pub(super) struct H1Client<'x, 'c, C> {
     http10: bool,
     /// The connection closes after this exchange.
     pub close: bool,
+    /// The client sent `TE: trailers`: a chunked response's trailers reach
+    /// it (without, they stop at tern).
+    pub trailers_ok: bool,
+    /// The trailers of the request body, for the step after its last
+    /// piece.
+    trailers: Option<Trailers>,
     status: u16,
     bytes_in: u64,
     bytes_out: u64,
@@ -75,6 +85,8 @@ where
             chunk_encode: false,
             http10,
             close,
+            trailers_ok: false,
+            trailers: None,
             status: 0,
             bytes_in: head_len,
             bytes_out: 0,
@@ -141,7 +153,7 @@ where
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         self.cbuf.consume(std::mem::take(&mut self.handed));
         if self.pending.is_done() {
-            return Ok(Step::End);
+            return Ok(self.trailers.take().map_or(Step::End, Step::Trailers));
         }
         if self.cbuf.is_empty() {
             if !wait {
@@ -153,14 +165,28 @@ where
                 _ => return Err(Kind::ClientGone),
             }
         }
+        let mut raw_trailers = Vec::new();
         let taken = self
             .pending
-            .take_piece(self.cbuf.filled(), usize::MAX, true, &mut self.payload)
+            .take_piece(
+                self.cbuf.filled(),
+                usize::MAX,
+                true,
+                &mut self.payload,
+                &mut raw_trailers,
+            )
             .map_err(|e| {
                 tracing::debug!(client = %self.ctx.peer, "bad request body: {e}");
                 Kind::BadBody
             })?;
-        let last = self.pending.is_done();
+        if !raw_trailers.is_empty() {
+            self.trailers = clean_trailer_section(&raw_trailers).map_err(|e| {
+                tracing::debug!(client = %self.ctx.peer, "request trailers refused: {e}");
+                Kind::BadBody
+            })?;
+        }
+        // With trailers to come, the last piece does not end the body.
+        let last = self.pending.is_done() && self.trailers.is_none();
         Ok(match taken {
             Taken::Wire(n) => {
                 self.handed = n;
@@ -185,7 +211,7 @@ where
 
     async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind> {
         let mut out = Vec::with_capacity(256);
-        write_response_head(head, false, &mut out);
+        write_response_head(head, false, &FieldEdits::NONE, &mut out);
         self.write(&out, false).await
     }
 }
@@ -210,8 +236,16 @@ where
         self.out.clear();
         let form = match view.head {
             ResponseHeadView::H1(head) => {
-                write_response_head(head, self.close, &mut self.out);
-                BodyForm::Wire
+                write_response_head(head, self.close, view.edits, &mut self.out);
+                if view.body == BodyFraming::Chunked && !self.http10 {
+                    // Decoded and chunk-encoded again, so that its trailer
+                    // section goes through the one trailer rule (and only
+                    // to a client that takes trailers).
+                    self.chunk_encode = true;
+                    BodyForm::Payload
+                } else {
+                    BodyForm::Wire
+                }
             }
             ResponseHeadView::H2(parts) => {
                 // Without a length, HTTP/1.1 clients get chunked coding;
@@ -230,6 +264,7 @@ where
                         .map(|(n, v)| (n.as_str(), v.as_bytes())),
                     self.chunk_encode,
                     self.close,
+                    view.edits,
                     &mut self.out,
                 );
                 BodyForm::Payload
@@ -276,6 +311,21 @@ where
         self.write(data, last).await
     }
 
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        if !(self.chunk_encode && self.trailers_ok) {
+            return self.send_body(Piece::Slice(&[]), true).await;
+        }
+        if !self.head_pending {
+            self.out.clear();
+        }
+        self.head_pending = false;
+        write_last_chunk(
+            trailers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+            &mut self.out,
+        );
+        self.write_out(true).await
+    }
+
     async fn flush(&mut self) -> Result<(), Kind> {
         if self.head_pending {
             self.head_pending = false;
@@ -284,10 +334,11 @@ where
         Ok(())
     }
 
-    async fn answer(&mut self, status: u16) {
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
         let (reason, body) = answer_text(status);
         self.out.clear();
         write_simple_response(status, reason, body, true, &mut self.out);
+        insert_fields(&mut self.out, edits);
         self.status = status;
         self.close = true;
         let _ = self.write_out(true).await;
@@ -308,7 +359,7 @@ where
         self.status = 101;
         self.close = true;
         self.out.clear();
-        write_response_head(head, false, &mut self.out);
+        write_response_head(head, false, &FieldEdits::NONE, &mut self.out);
         self.out.extend_from_slice(early);
         self.write_out(false).await?;
         self.cbuf.consume(std::mem::take(&mut self.handed));
@@ -365,4 +416,23 @@ fn give_back_out(mut out: Vec<u8>) {
             spare.push(out);
         }
     });
+}
+
+/// Puts the fields `edits` add into the simple response in `out`, before
+/// the blank line that ends its head.
+fn insert_fields(out: &mut Vec<u8>, edits: &FieldEdits<'_>) {
+    if edits.add.is_empty() {
+        return;
+    }
+    let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let mut fields = Vec::with_capacity(128);
+    for (name, value) in edits.added() {
+        fields.extend_from_slice(b"\r\n");
+        fields.extend_from_slice(name.as_bytes());
+        fields.extend_from_slice(b": ");
+        fields.extend_from_slice(value);
+    }
+    out.splice(end..end, fields);
 }

@@ -8,7 +8,7 @@
 
 mod client;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tern_http::head::{parse_request_into, FieldKind, RequestHead};
 use tern_http::rewrite::{wants_close, wants_upgrade, write_simple_response};
@@ -16,7 +16,7 @@ use tern_http::{framing, BodyFraming, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::exchange::ConnCtx;
-use crate::fault::answer_text;
+use crate::fault::{answer_text, Kind};
 use crate::io::deadline::Watchdog;
 use crate::io::iobuf::{HeadWaitError, IoBuf};
 use crate::message::{BodyLen, Request, RequestView};
@@ -109,12 +109,15 @@ where
     let mut first = true;
     let mut next_request_wait = None;
     loop {
-        if *ctx.worker.shutdown.borrow() {
+        // A connection accepted just before the shutdown still gets its
+        // first request answered (with `Connection: close`): its client
+        // had no way to know.
+        if !first && *ctx.worker.shutdown.borrow() {
             break;
         }
         // Wait for the first byte of the next request: the idle timeout
         // (or, for the first request, the header timeout) applies, and a
-        // shutdown closes an idle connection at once.
+        // shutdown closes an idle connection after DRAIN_IDLE_GRACE.
         if buf.is_empty() {
             let wait = if first {
                 limits.header_timeout
@@ -130,12 +133,24 @@ where
                 client.readable().await?;
                 buf.fill_from(client).await
             };
+            tokio::pin!(next);
             let read = tokio::select! {
-                r = watchdog.run(next) => r,
-                _ = &mut shutdown => break,
+                r = watchdog.run(&mut next) => r,
+                // A busy keepalive client may have its next request on the
+                // way already; closing under it would fail that request.
+                // It gets a moment to arrive, answered with `Connection:
+                // close`; a truly idle client is closed after it.
+                _ = &mut shutdown, if !first => {
+                    tokio::time::timeout(DRAIN_IDLE_GRACE, &mut next).await.ok()
+                }
             };
             match read {
                 Some(Ok(n)) if n > 0 => {}
+                None if first => {
+                    // Not a byte of a request within header_timeout.
+                    super::rejected(ctx, Kind::HeadTimeout);
+                    break;
+                }
                 _ => break, // closed, error or idle
             }
         }
@@ -144,6 +159,10 @@ where
         let head_len = match read_head(client, &mut buf, ctx, started).await {
             Ok(n) => n,
             Err(HeadReadError::Closed) => break,
+            Err(HeadReadError::TimedOut) => {
+                super::rejected(ctx, Kind::HeadTimeout);
+                break;
+            }
             Err(HeadReadError::Invalid(e)) => {
                 reject(client, ctx, &e, buf.len() as u64, started).await;
                 break;
@@ -186,8 +205,14 @@ where
     let _ = tokio::time::timeout(limits.idle_timeout, client.shutdown()).await;
 }
 
+/// How long an idle keepalive connection may still send a request once
+/// tern shuts down (or hands over to a new binary).
+const DRAIN_IDLE_GRACE: Duration = Duration::from_millis(500);
+
 enum HeadReadError {
     Closed,
+    /// No whole head within `header_timeout` (slowloris).
+    TimedOut,
     Invalid(HttpError),
 }
 
@@ -209,7 +234,8 @@ where
         Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
         // Closed mid-head, read error, or too slow (slowloris): there is
         // no one to answer, or no reason to wait.
-        Err(HeadWaitError::TimedOut | HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
+        Err(HeadWaitError::TimedOut) => Err(HeadReadError::TimedOut),
+        Err(HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
     }
 }
 
@@ -284,9 +310,11 @@ where
                 .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
         early: false,
         client_cert: ctx.client_cert.as_ref(),
+        trailers_ok: head.fields.has_token("te", "trailers"),
     };
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
+    front.trailers_ok = req.trailers_ok;
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
     let closing = front.finish() || finished.error.is_some();
     if closing {

@@ -24,15 +24,9 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::exchange::ConnCtx;
 use crate::io::deadline::Watchdog;
-
-/// Request-body flow-control window per stream: how much a client may send
-/// before tern has forwarded it to the backend.
-const STREAM_WINDOW: u32 = 256 * 1024;
-
-/// Connection-level request-body window.
-const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// Serves HTTP/2 on a terminated TLS connection until the client leaves,
 /// idles out, misbehaves or tern shuts down.
@@ -51,7 +45,9 @@ where
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_send_buffer_size(lim.max_send_buffer as usize)
         .max_pending_accept_reset_streams(20)
-        .max_local_error_reset_streams(Some(256));
+        .max_local_error_reset_streams(Some(256))
+        // Extended CONNECT (RFC 8441): WebSockets over this connection.
+        .enable_connect_protocol();
     let mut conn = match tokio::time::timeout(
         limits.header_timeout,
         builder.handshake::<_, Bytes>(io),

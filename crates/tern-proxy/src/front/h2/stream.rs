@@ -12,13 +12,16 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::Request;
 use tern_http::head::ResponseHead;
+use tern_http::rewrite::FieldEdits;
 use tern_http::BodyFraming;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
+use crate::message::{
+    clean_trailer_map, BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers,
+};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +45,15 @@ pub(super) async fn handle(
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok());
+    // Extended CONNECT for a WebSocket (RFC 8441): the stream becomes the
+    // tunnel once the backend switched protocols; no body goes before.
+    let websocket = parts.method == http::Method::CONNECT
+        && parts
+            .extensions
+            .get::<h2::ext::Protocol>()
+            .is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"));
     let body = match declared {
-        _ if recv.is_end_stream() => BodyLen::Empty,
+        _ if recv.is_end_stream() || websocket => BodyLen::Empty,
         Some(n) => BodyLen::Length(n),
         None => BodyLen::Unknown,
     };
@@ -54,10 +64,11 @@ pub(super) async fn handle(
         head: RequestView::H2(&parts),
         body,
         http10: false,
-        upgrade: false,
+        upgrade: websocket,
         expects_continue: false,
         early: false,
         client_cert: ctx.client_cert.as_ref(),
+        trailers_ok: crate::message::h2_takes_trailers(&parts.headers),
     };
     let mut front = H2Client {
         body: H2Body {
@@ -121,7 +132,7 @@ impl ClientBody for H2Body {
             None => {
                 return match self.declared {
                     Some(n) if n != self.received => Err(Kind::BadBody),
-                    _ => Ok(Step::End),
+                    _ => request_trailers(recv).await,
                 }
             }
             Some(Err(_)) => return Err(Kind::ClientGone),
@@ -143,6 +154,23 @@ impl ClientBody for H2Body {
     async fn interim(&mut self, _head: &ResponseHead) -> Result<(), Kind> {
         // Interim responses (100 Continue, 103) are not relayed over h2.
         Ok(())
+    }
+}
+
+/// What ends a request body whose DATA is over: its trailers (cleaned), if
+/// the client sent any. h2 has them at hand once DATA has ended.
+async fn request_trailers(recv: &mut RecvStream) -> Result<Step<'static>, Kind> {
+    match recv.trailers().now_or_never() {
+        Some(Ok(Some(map))) => match clean_trailer_map(&map) {
+            Ok(Some(t)) => Ok(Step::Trailers(t)),
+            Ok(None) => Ok(Step::End),
+            Err(e) => {
+                tracing::debug!("client trailers refused: {e}");
+                Err(Kind::BadBody)
+            }
+        },
+        Some(Err(_)) => Err(Kind::ClientGone),
+        Some(Ok(None)) | None => Ok(Step::End),
     }
 }
 
@@ -213,13 +241,26 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        let Some(mut send) = self.send.take() else {
+            return Ok(());
+        };
+        send.send_trailers(trailers).map_err(|_| Kind::ClientGone)
+    }
+
     async fn flush(&mut self) -> Result<(), Kind> {
         // Frames leave when the connection task next writes.
         Ok(())
     }
 
-    async fn answer(&mut self, status: u16) {
-        let (response, body) = http_parts::answer(status);
+    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+        self.status = 200;
+        let response = http_parts::grpc_answer(code, message);
+        let _ = self.respond.send_response(response, true);
+    }
+
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
+        let (response, body) = http_parts::answer(status, edits);
         self.status = status;
         if let Ok(mut send) = self.respond.send_response(response, false) {
             if send
@@ -235,6 +276,29 @@ impl Front for H2Client<'_, '_> {
         if let Some(send) = self.send.as_mut() {
             send.send_reset(h2::Reason::INTERNAL_ERROR);
         }
+    }
+
+    async fn upgrade(
+        &mut self,
+        head: &ResponseHead,
+        backend: &mut tokio::net::TcpStream,
+        early: &[u8],
+    ) -> Result<(), Kind> {
+        // Only an extended CONNECT asked for a WebSocket.
+        let Some(mut recv) = self.body.recv.take() else {
+            return Err(Kind::Invalid);
+        };
+        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let mut send = self
+            .respond
+            .send_response(response, false)
+            .map_err(|_| Kind::ClientGone)?;
+        self.status = 200;
+        let idle = self.ctx.listener.config.limits.idle_timeout;
+        let (up, down) = h2data::tunnel(&mut recv, &mut send, backend, early, idle).await;
+        self.body.received += up;
+        self.bytes_out += down;
+        Ok(())
     }
 
     fn status(&self) -> u16 {

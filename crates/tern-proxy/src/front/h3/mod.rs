@@ -29,19 +29,14 @@ use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use quinn::crypto::rustls::{HandshakeData, QuicServerConfig};
 use rustls::HandshakeKind;
-use tern_tls::policy::{group_name, suite_name};
+use tern_tls::iana::{group_name, suite_name};
 use tern_tls::Negotiated;
 
+use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::config::{H3Settings, ListenerConfig};
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
 use crate::io::deadline::Watchdog;
 use crate::metrics::HandshakeFailure;
-
-/// Request-body receive window per stream, as HTTP/2's.
-const STREAM_WINDOW: u32 = 256 * 1024;
-
-/// Connection-level receive window, as HTTP/2's.
-const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// Response data a connection may hold that the client has not
 /// acknowledged, sent or not. quinn's default is 10 MB, which a client with
@@ -182,8 +177,8 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
     };
     Negotiated {
         version: "TLSv1.3",
-        cipher: data.cipher_suite.map_or("", suite_name),
-        group: data.key_exchange_group.map_or("", group_name),
+        cipher: data.cipher_suite.map_or("".into(), suite_name),
+        group: data.key_exchange_group.map_or("".into(), group_name),
         alpn: Some("h3".into()),
         sni: data.server_name,
         resumed: data.handshake_kind == Some(HandshakeKind::Resumed),

@@ -8,12 +8,15 @@ use futures_util::FutureExt;
 use h3::server::{RequestResolver, RequestStream};
 use http::Response;
 use tern_http::head::ResponseHead;
+use tern_http::rewrite::FieldEdits;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
 use crate::io::deadline::within;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step};
+use crate::message::{
+    clean_trailer_map, BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers,
+};
 
 type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
@@ -74,6 +77,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         expects_continue: false,
         early,
         client_cert: ctx.client_cert.as_ref(),
+        trailers_ok: crate::message::h2_takes_trailers(&parts.headers),
     };
     let mut front = H3Client {
         body,
@@ -85,7 +89,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         bytes_out: 0,
     };
     if too_early {
-        front.answer(425).await;
+        front.answer(425, &FieldEdits::NONE).await;
         let o = crate::exchange::Outcome {
             status: front.status(),
             bytes_out: front.bytes().1,
@@ -134,6 +138,25 @@ impl H3Body {
     }
 }
 
+impl H3Body {
+    /// What ends a body whose DATA is over: its trailers (cleaned), if the
+    /// client sent any (h3 holds them once DATA has ended).
+    async fn trailers(&mut self) -> Result<Step<'static>, Kind> {
+        match within(self.idle, self.recv.recv_trailers()).await {
+            Some(Ok(Some(map))) => match clean_trailer_map(&map) {
+                Ok(Some(t)) => Ok(Step::Trailers(t)),
+                Ok(None) => Ok(Step::End),
+                Err(e) => {
+                    tracing::debug!("client trailers refused: {e}");
+                    Err(Kind::BadBody)
+                }
+            },
+            Some(Ok(None)) => Ok(Step::End),
+            Some(Err(_)) | None => Err(Kind::ClientGone),
+        }
+    }
+}
+
 impl ClientBody for H3Body {
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         if let Some(first) = self.first.take() {
@@ -166,7 +189,7 @@ impl ClientBody for H3Body {
                 self.ended = true;
                 match self.declared {
                     Some(n) if n != self.received => Err(Kind::BadBody),
-                    _ => Ok(Step::End),
+                    _ => self.trailers().await,
                 }
             }
             Err(_) => Err(Kind::ClientGone),
@@ -273,12 +296,45 @@ impl Front for H3Client<'_, '_> {
         Ok(())
     }
 
+    async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        if self.finished {
+            return Ok(());
+        }
+        self.send_head().await?;
+        self.finished = true;
+        let idle = self.write_deadline();
+        let send = &mut self.send;
+        match within(idle, async {
+            send.send_trailers(trailers).await?;
+            send.finish().await
+        })
+        .await
+        {
+            Some(Ok(())) => Ok(()),
+            _ => Err(Kind::ClientGone),
+        }
+    }
+
     async fn flush(&mut self) -> Result<(), Kind> {
         self.send_head().await
     }
 
-    async fn answer(&mut self, status: u16) {
-        let (response, body) = http_parts::answer(status);
+    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+        self.status = 200;
+        self.head = None;
+        self.finished = true;
+        let response = http_parts::grpc_answer(code, message);
+        let idle = self.write_deadline();
+        let send = &mut self.send;
+        let _ = within(idle, async {
+            send.send_response(response).await?;
+            send.finish().await
+        })
+        .await;
+    }
+
+    async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
+        let (response, body) = http_parts::answer(status, edits);
         self.status = status;
         self.head = None;
         self.finished = true;

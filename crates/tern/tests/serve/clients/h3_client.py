@@ -11,7 +11,10 @@
 # requests (a burst of new connections). With HOLD_S in the environment,
 # each connection then stays, sending a QUIC PING every 0.2 s, until the
 # server closes it or HOLD_S seconds pass, and prints {"closed_after_s": S}
-# (null when it stayed open).
+# (null when it stayed open). With TRAILERS=1, each request says
+# `te: trailers` and ends its body with trailers x-req-sum: 7 and
+# authorization: secret (a field not allowed in trailers), and each line
+# has the response's trailers as "trailers".
 import asyncio
 import hashlib
 import json
@@ -45,7 +48,9 @@ class Client(QuicConnectionProtocol):
             if entry is None:
                 continue
             response, waiter = entry
-            if isinstance(ev, HeadersReceived):
+            if isinstance(ev, HeadersReceived) and response["headers"]:
+                response["trailers"].extend(ev.headers)
+            elif isinstance(ev, HeadersReceived):
                 response["headers"].extend(ev.headers)
             else:
                 response["body"] += ev.data
@@ -62,13 +67,20 @@ class Client(QuicConnectionProtocol):
             (b":path", path.encode()),
             (b"x-forwarded-for", b"6.6.6.6"),
         ] + extra
-        if body:
+        trailers = os.environ.get("TRAILERS") == "1"
+        if trailers:
+            headers.append((b"te", b"trailers"))
+        elif body:
             headers.append((b"content-length", str(len(body)).encode()))
         self._http.send_headers(stream_id, headers, end_stream=not body)
         if body:
-            self._http.send_data(stream_id, body, end_stream=True)
+            self._http.send_data(stream_id, body, end_stream=not trailers)
+        if body and trailers:
+            self._http.send_headers(
+                stream_id, [(b"x-req-sum", b"7"), (b"authorization", b"secret")], end_stream=True
+            )
         waiter = self._loop.create_future()
-        self._pending[stream_id] = ({"headers": [], "body": b""}, waiter)
+        self._pending[stream_id] = ({"headers": [], "trailers": [], "body": b""}, waiter)
         self.transmit()
         return await asyncio.wait_for(waiter, 20)
 
@@ -86,9 +98,11 @@ def summary(response):
         "status": int(headers.get(":status", "0")),
         "proto": "h3",
         "alt_svc": headers.get("alt-svc"),
+        "headers": {k: v for k, v in headers.items() if not k.startswith(":")},
         "body": body,
         "length": len(raw),
         "sha256": hashlib.sha256(raw).hexdigest(),
+        "trailers": {k.decode(): v.decode() for k, v in response["trailers"]},
     }
 
 

@@ -1,0 +1,171 @@
+//! `tern report merge`: runs of the same targets from several load
+//! machines (at once) or one after the other, added up without inventing
+//! throughput.
+
+use super::{negotiation_warnings, Report, Summary};
+use crate::error::BenchError;
+use crate::server::ServerCpu;
+
+impl Report {
+    /// Merges runs made from several load machines against the same
+    /// targets: histograms and counts add up, machines are listed. Runs
+    /// that overlapped in time (the load machines ran at once) divide
+    /// their requests by the longest run; runs made one after the other
+    /// divide by their running times added, so two sequential runs never
+    /// read as twice the throughput.
+    pub fn merge(reports: Vec<Report>) -> Result<Report, BenchError> {
+        let Some(first) = reports.first() else {
+            return Err(BenchError::Config("nothing to merge".into()));
+        };
+        let urls = |r: &Report| r.targets.iter().map(|t| t.url.clone()).collect::<Vec<_>>();
+        for (i, other) in reports.iter().enumerate().skip(1) {
+            if urls(first) != urls(other) {
+                return Err(BenchError::Config(format!(
+                    "report {} has targets {:?}, the first has {:?}",
+                    i + 1,
+                    urls(other),
+                    urls(first)
+                )));
+            }
+        }
+        let timing = merge_timing(&reports);
+        let mut it = reports.into_iter().enumerate();
+        let Some((_, mut merged)) = it.next() else {
+            return Err(BenchError::Config("nothing to merge".into()));
+        };
+        let mut elapsed_sum: Vec<std::time::Duration> =
+            merged.targets.iter().map(|t| t.stats.elapsed).collect();
+        shift_timeline(&mut merged, timing.offsets_s[0]);
+        for (i, mut other) in it {
+            if other.plan != merged.plan {
+                merged.warnings.push(format!(
+                    "merged report {} ran a different plan; figures mix conditions",
+                    i + 1
+                ));
+            }
+            shift_timeline(&mut other, timing.offsets_s[i]);
+            merged.command_lines.extend(other.command_lines);
+            merged.machines.extend(other.machines);
+            merged.interrupted |= other.interrupted;
+            for ((mine, theirs), sum) in merged
+                .targets
+                .iter_mut()
+                .zip(other.targets)
+                .zip(&mut elapsed_sum)
+            {
+                *sum += theirs.stats.elapsed;
+                mine.stats.merge(&theirs.stats);
+                for a in theirs.addresses {
+                    if !mine.addresses.contains(&a) {
+                        mine.addresses.push(a);
+                    }
+                }
+                mine.rounds.extend(theirs.rounds);
+                mine.timeline.extend(theirs.timeline);
+                mine.server_cpu = merge_server_cpu(mine.server_cpu.take(), theirs.server_cpu);
+            }
+        }
+        if timing.sequential {
+            for (t, sum) in merged.targets.iter_mut().zip(elapsed_sum) {
+                t.stats.elapsed = sum;
+            }
+        }
+        for t in &mut merged.targets {
+            t.summary = Summary::from_stats(&t.stats);
+        }
+        merged.started_unix_ms = timing.start_ms;
+        merged.ended_unix_ms = timing.end_ms;
+        merged.warnings.retain(|w| !w.contains(" negotiated "));
+        merged.warnings.extend(timing.warnings);
+        let mismatch = negotiation_warnings(&merged.targets);
+        merged.warnings.extend(mismatch);
+        Ok(merged)
+    }
+}
+
+/// How merged runs sat in time.
+struct MergeTiming {
+    /// Each run's start after the earliest, seconds (0 when unknown).
+    offsets_s: Vec<f64>,
+    /// No two runs overlapped.
+    sequential: bool,
+    start_ms: Option<u64>,
+    end_ms: Option<u64>,
+    warnings: Vec<String>,
+}
+
+fn merge_timing(reports: &[Report]) -> MergeTiming {
+    let spans: Option<Vec<(u64, u64)>> = reports
+        .iter()
+        .map(|r| r.started_unix_ms.zip(r.ended_unix_ms))
+        .collect();
+    let Some(spans) = spans else {
+        return MergeTiming {
+            offsets_s: vec![0.0; reports.len()],
+            sequential: false,
+            start_ms: None,
+            end_ms: None,
+            warnings: vec![
+                "a merged report has no wall-clock start (written by an older tern): the runs are assumed to have run at the same time".to_string(),
+            ],
+        };
+    };
+    let start = spans.iter().map(|s| s.0).min().unwrap_or(0);
+    let end = spans.iter().map(|s| s.1).max().unwrap_or(0);
+    let mut sorted = spans.clone();
+    sorted.sort_unstable();
+    let sequential = sorted.len() > 1 && sorted.windows(2).all(|w| w[0].1 <= w[1].0);
+    let mut warnings = Vec::new();
+    if sequential {
+        warnings.push(
+            "merged runs did not overlap in time: requests per second are over their running times added, not the longest run"
+                .to_string(),
+        );
+    } else if sorted.windows(2).any(|w| w[0].1 <= w[1].0) {
+        warnings.push(
+            "merged runs overlapped only in part: requests per second assume they ran at the same time"
+                .to_string(),
+        );
+    }
+    MergeTiming {
+        offsets_s: spans
+            .iter()
+            .map(|s| (s.0 - start) as f64 / 1000.0)
+            .collect(),
+        sequential,
+        start_ms: Some(start),
+        end_ms: Some(end),
+        warnings,
+    }
+}
+
+fn shift_timeline(report: &mut Report, offset_s: f64) {
+    for t in &mut report.targets {
+        for span in &mut t.timeline {
+            span.start_s += offset_s;
+        }
+    }
+}
+
+/// Server CPU of merged runs: the runs may have overlapped in time, each
+/// then counting the server's work for the others' requests too, and the
+/// merged request count covers runs that did not measure it. So the figure
+/// is unknown after a merge; each run's own report has it.
+fn merge_server_cpu(a: Option<ServerCpu>, b: Option<ServerCpu>) -> Option<ServerCpu> {
+    if a.is_none() && b.is_none() {
+        return None;
+    }
+    let mut pids: Vec<u32> = a
+        .iter()
+        .chain(b.iter())
+        .flat_map(|s| s.pids.clone())
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let found_by = a.as_ref().or(b.as_ref()).and_then(|s| s.found_by);
+    Some(ServerCpu::unknown(
+        pids,
+        found_by,
+        "merged runs: server CPU does not add up, see each run's report".to_string(),
+    ))
+}

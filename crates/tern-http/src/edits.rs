@@ -1,0 +1,98 @@
+//! What an operator's header rules do to one message on its way through:
+//! fields dropped from what the peer sent, and fields tern adds after its
+//! own. Every head writer (HTTP/1.1 and HTTP/2, either direction) takes a
+//! [`FieldEdits`], so a rule has the same effect whatever protocols the
+//! client and the backend speak.
+//!
+//! Rules never touch the fields tern owns: the forwarding fields (their
+//! truth is tern's promise to the backend), the framing fields (a rule that
+//! changed Content-Length would smuggle requests) and the hop-by-hop ones.
+//! [`owned_by_tern`] says why a name is refused, for the config error.
+
+use std::borrow::Cow;
+
+use crate::head::FieldKind;
+
+/// Edits to one message's fields. Empty (the default) changes nothing and
+/// costs nothing.
+#[derive(Debug, Default, Clone)]
+pub struct FieldEdits<'a> {
+    /// Lowercase names whose fields, as the peer sent them, are dropped
+    /// (removed, or replaced by a `set`).
+    pub drop: &'a [Box<str>],
+    /// Fields added after tern's own, in order.
+    pub add: Vec<(&'a str, Cow<'a, [u8]>)>,
+}
+
+impl FieldEdits<'_> {
+    /// No edits.
+    pub const NONE: FieldEdits<'static> = FieldEdits {
+        drop: &[],
+        add: Vec::new(),
+    };
+
+    /// True when a field called `name` (any case), as the peer sent it,
+    /// goes no further.
+    pub fn drops(&self, name: &str) -> bool {
+        self.drop.iter().any(|d| d.eq_ignore_ascii_case(name))
+    }
+
+    /// The fields to add, as (name, value).
+    pub fn added(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.add.iter().map(|(n, v)| (*n, v.as_ref()))
+    }
+}
+
+/// Why a header rule may not name `name`, or `None` when it may.
+pub fn owned_by_tern(name: &str) -> Option<&'static str> {
+    match FieldKind::of(name) {
+        FieldKind::ClientForwarding => Some(
+            "is a forwarding field: tern always removes the client's and adds its own \
+             (see the `forwarded` option)",
+        ),
+        FieldKind::ContentLength | FieldKind::TransferEncoding => {
+            Some("frames the message body: tern sets it from the body it forwards")
+        }
+        FieldKind::Host => Some("routes the request: tern forwards the client's"),
+        FieldKind::Connection | FieldKind::Upgrade | FieldKind::HopByHop => {
+            Some("is hop-by-hop: tern manages it for each connection")
+        }
+        FieldKind::Expect => Some("is answered by tern itself (100-continue)"),
+        FieldKind::Other => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarding_and_framing_fields_are_refused() {
+        for name in [
+            "X-Forwarded-For",
+            "x_forwarded_for",
+            "Forwarded",
+            "Content-Length",
+            "transfer-encoding",
+            "Connection",
+            "TE",
+            "Host",
+        ] {
+            assert!(owned_by_tern(name).is_some(), "{name}");
+        }
+        for name in ["X-Frame-Options", "Server", "Strict-Transport-Security"] {
+            assert!(owned_by_tern(name).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn drops_ignore_case() {
+        let drop: Vec<Box<str>> = vec!["server".into()];
+        let edits = FieldEdits {
+            drop: &drop,
+            add: Vec::new(),
+        };
+        assert!(edits.drops("Server"));
+        assert!(!edits.drops("Server-Timing"));
+    }
+}

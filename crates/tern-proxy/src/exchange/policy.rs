@@ -1,0 +1,234 @@
+//! The edge rules every request passes in the exchange core, whatever
+//! protocol it came in: the route's access list (403), the client's
+//! request rate (429), the declared body size (413), then the header
+//! rules and the request ID it carries both ways.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+
+use tern_http::rewrite::FieldEdits;
+use tern_http::ResponseHead;
+
+use super::clients::{ClientKey, Refused};
+use super::{ClientBody, ConnCtx};
+use crate::config::{admits, HeaderRules, Part, RequestIdFormat, Route, Template, Var};
+use crate::fault::Kind;
+use crate::message::{BodyLen, Request, RequestView, Step};
+
+/// Longest client-sent request ID kept (from a trusted proxy).
+const MAX_FORWARDED_ID: usize = 128;
+
+/// What the rules did to one request: the edits to its head and to its
+/// response's, and its ID.
+#[derive(Debug, Default)]
+pub(crate) struct Edits<'a> {
+    /// Fields of the request sent to the backend.
+    pub request: FieldEdits<'a>,
+    /// Fields of the response sent to the client (also on tern's own
+    /// answers).
+    pub response: FieldEdits<'a>,
+    /// The request's ID, for the access log.
+    pub id: Option<String>,
+    /// `max_request_body`, checked as the body goes up.
+    pub body_limit: Option<u64>,
+    /// Request body bytes seen so far (inline and streamed together).
+    pub body_seen: Cell<u64>,
+}
+
+impl Edits<'_> {
+    /// Counts `n` more request body bytes: `BodyTooLarge` past the limit.
+    /// Before the head went up the client gets 413 and the backend
+    /// nothing; after, the backend request is aborted, and the client gets
+    /// 413 unless its response had begun (then its stream is reset).
+    pub(crate) fn count_body(&self, n: usize) -> Result<(), Kind> {
+        let seen = self.body_seen.get() + n as u64;
+        self.body_seen.set(seen);
+        match self.body_limit {
+            Some(limit) if seen > limit => Err(Kind::BodyTooLarge),
+            _ => Ok(()),
+        }
+    }
+
+    /// `body`, with its pieces counted against `max_request_body`.
+    pub(crate) fn cap<'b, B: ClientBody>(&'b self, body: &'b mut B) -> Capped<'b, B> {
+        Capped {
+            inner: body,
+            edits: self,
+        }
+    }
+}
+
+/// A client's request body whose pieces are counted against
+/// `max_request_body` (bodies without a Content-Length, or longer than it
+/// claimed: HTTP/1.1 chunked, HTTP/2 and HTTP/3 streams).
+pub(crate) struct Capped<'b, B> {
+    inner: &'b mut B,
+    edits: &'b Edits<'b>,
+}
+
+impl<B: ClientBody> ClientBody for Capped<'_, B> {
+    async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
+        let edits = self.edits;
+        let step = self.inner.step(wait).await?;
+        if let Step::Data(piece, _) = &step {
+            edits.count_body(piece.len())?;
+        }
+        Ok(step)
+    }
+
+    async fn send_continue(&mut self) -> Result<(), Kind> {
+        self.inner.send_continue().await
+    }
+
+    async fn interim(&mut self, head: &ResponseHead) -> Result<(), Kind> {
+        self.inner.interim(head).await
+    }
+}
+
+/// Refuses a request the rules turn away: the status it gets comes from
+/// the kind; `retry_after` for 429.
+pub(crate) fn admit(
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    route: Option<&Route>,
+) -> Result<(), (Kind, Option<u32>)> {
+    let edge = &ctx.listener.config.edge;
+    if let Some(r) = route {
+        if !admits(&r.allow, &r.deny, ctx.peer.ip()) {
+            return Err((Kind::Denied, None));
+        }
+    }
+    if let (Some(limit), BodyLen::Length(n)) = (edge.max_request_body, req.body) {
+        if n > limit {
+            return Err((Kind::BodyTooLarge, None));
+        }
+    }
+    let limits = &edge.client;
+    if limits.rate.is_some() {
+        let key = ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix);
+        if let Err(Refused::Rate(after)) = ctx.worker.clients.request(key, limits) {
+            return Err((Kind::RateLimited, Some(after)));
+        }
+    }
+    Ok(())
+}
+
+/// The edits the listener's rules make to `req` and its response.
+pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
+    let edge = &ctx.listener.config.edge;
+    let mut out = Edits {
+        body_limit: edge.max_request_body,
+        ..Edits::default()
+    };
+    let id = edge.request_id.as_ref().map(|settings| {
+        let kept = ctx
+            .listener
+            .config
+            .accept_proxy
+            .is_some()
+            .then(|| client_id(req, &settings.header))
+            .flatten();
+        let id = kept.unwrap_or_else(|| new_id(settings.format));
+        (&*settings.header, id)
+    });
+    let id_text = id.as_ref().map(|(_, v)| v.as_str()).unwrap_or("");
+    render(&edge.request_headers, ctx, id_text, &mut out.request);
+    render(&edge.response_headers, ctx, id_text, &mut out.response);
+    if let Some((name, value)) = id {
+        // The ID's field is among the rules' drops (config::edge): the
+        // client's never passes, nor a backend's in the response.
+        out.request
+            .add
+            .push((name, Cow::Owned(value.clone().into_bytes())));
+        out.response
+            .add
+            .push((name, Cow::Owned(value.clone().into_bytes())));
+        out.id = Some(value);
+    }
+    out
+}
+
+fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &str, out: &mut FieldEdits<'c>) {
+    if rules.is_empty() {
+        return;
+    }
+    out.drop = &rules.drop;
+    for (name, template) in &rules.add {
+        let value = match template.literal() {
+            Some(text) => Cow::Borrowed(text.as_bytes()),
+            None => Cow::Owned(fill(template, ctx, id)),
+        };
+        out.add.push((name, value));
+    }
+}
+
+fn fill(template: &Template, ctx: &ConnCtx<'_>, id: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(64);
+    for part in &template.0 {
+        match part {
+            Part::Text(t) => v.extend_from_slice(t.as_bytes()),
+            Part::Var(Var::ClientIp) => v.extend_from_slice(ctx.peer.ip().to_string().as_bytes()),
+            Part::Var(Var::RequestId) => v.extend_from_slice(id.as_bytes()),
+            Part::Var(Var::TlsVersion) => v.extend_from_slice(ctx.tls.version.as_bytes()),
+            Part::Var(Var::Sni) => {
+                // SNI is a DNS name (checked by rustls): safe in a field.
+                v.extend_from_slice(ctx.tls.sni.as_deref().unwrap_or("").as_bytes())
+            }
+        }
+    }
+    v
+}
+
+/// A request ID the client sent (kept from trusted proxies only), when it
+/// is one short token of visible ASCII.
+fn client_id(req: &Request<'_>, header: &str) -> Option<String> {
+    let value = match req.head {
+        RequestView::H1(head) => head.fields.get(header),
+        RequestView::H2(parts) => parts.headers.get(header).map(|v| v.as_bytes()),
+    }?;
+    let ok = !value.is_empty()
+        && value.len() <= MAX_FORWARDED_ID
+        && value.iter().all(|b| b.is_ascii_graphic());
+    ok.then(|| String::from_utf8_lossy(value).into_owned())
+}
+
+/// A new request ID.
+fn new_id(format: RequestIdFormat) -> String {
+    let random: u128 = rand::random();
+    match format {
+        RequestIdFormat::Random => format!("{random:032x}"),
+        RequestIdFormat::UuidV7 => {
+            let millis = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let bytes = random.to_be_bytes();
+            let mut rand10 = [0u8; 10];
+            rand10.copy_from_slice(&bytes[..10]);
+            uuid::Builder::from_unix_timestamp_millis(millis, &rand10)
+                .into_uuid()
+                .hyphenated()
+                .to_string()
+        }
+    }
+}
+
+/// The field `Retry-After: N` for a 429.
+pub(crate) fn retry_after(seconds: u32) -> (&'static str, Cow<'static, [u8]>) {
+    ("retry-after", Cow::Owned(seconds.to_string().into_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random_hex_or_uuidv7() {
+        let a = new_id(RequestIdFormat::Random);
+        let b = new_id(RequestIdFormat::Random);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        let u = uuid::Uuid::parse_str(&new_id(RequestIdFormat::UuidV7)).unwrap();
+        assert_eq!(u.get_version_num(), 7);
+    }
+}

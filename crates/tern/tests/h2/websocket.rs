@@ -1,0 +1,120 @@
+//! WebSockets through tern to an HTTP/1.1 backend: Chromium, having loaded
+//! a page over HTTP/2, opens its WebSocket on the same connection with an
+//! extended CONNECT (RFC 8441; tern advertises SETTINGS_ENABLE_CONNECT_
+//! PROTOCOL), which tern turns into an HTTP/1.1 `Upgrade: websocket`; the
+//! echo comes back. Python's `websockets` client does the same over
+//! HTTP/1.1. The backend is Python's `websockets` server
+//! (`ws_origin.py`): real WebSocket framing at both ends.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tern_testsupport::chromium::{dump_dom, find_chromium};
+use tern_testsupport::tern::{free_addr, log_field, wait_accepting, Served};
+use tern_testsupport::tools::{run_tool, KillOnDrop};
+
+use crate::{skip_without, LOG_WAIT};
+
+/// `python3` when it has the `websockets` package (`.ci/run` installs it).
+fn python_with_websockets() -> Option<&'static str> {
+    let ok = run_tool(
+        "python3",
+        ["-c", "import websockets"],
+        b"",
+        Duration::from_secs(30),
+    )
+    .success();
+    (!skip_without("python3 with websockets (pip install websockets)", ok)).then_some("python3")
+}
+
+/// The WebSocket origin on a free port.
+fn start_origin(python: &str) -> (KillOnDrop, SocketAddr) {
+    let addr = free_addr();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h2/ws_origin.py");
+    let child = Command::new(python)
+        .arg(script)
+        .arg(addr.port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ws_origin.py");
+    let origin = KillOnDrop(child);
+    wait_accepting(addr, Duration::from_secs(20));
+    (origin, addr)
+}
+
+#[test]
+fn chromium_websocket_rides_the_pages_h2_connection() {
+    let found = find_chromium();
+    if skip_without("chromium", found.is_some()) {
+        return;
+    }
+    let (Some(chromium), Some(python)) = (found, python_with_websockets()) else {
+        return;
+    };
+    let (_origin, origin_addr) = start_origin(python);
+    let served = Served::builder().backend_addr(origin_addr).start();
+    let url = format!("https://localhost:{}/", served.addr.port());
+    let out = dump_dom(&chromium, &url, &[], Duration::from_secs(90));
+    assert!(
+        out.stdout
+            .contains(r#"<p id="echo">echo:hello over https:</p>"#),
+        "the echo did not reach the page:\n{}\n--- tern:\n{}",
+        out.all(),
+        served.tern.stderr_text()
+    );
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/ws", 1, LOG_WAIT)
+        .expect("an access-log line for the WebSocket");
+    let line = &lines[0];
+    assert_eq!(log_field(line, "alpn"), Some("h2"), "{line}");
+    assert_eq!(log_field(line, "method"), Some("CONNECT"), "{line}");
+    assert_eq!(log_field(line, "status"), Some("200"), "{line}");
+    let page = served
+        .tern
+        .wait_stdout_lines("path=/ ", 1, LOG_WAIT)
+        .expect("an access-log line for the page");
+    assert_eq!(
+        log_field(&page[0], "client"),
+        log_field(line, "client"),
+        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    );
+}
+
+#[test]
+fn python_websockets_client_echoes_over_http11() {
+    let Some(python) = python_with_websockets() else {
+        return;
+    };
+    let (_origin, origin_addr) = start_origin(python);
+    let served = Served::builder().backend_addr(origin_addr).start();
+    let script = format!(
+        "import ssl\n\
+         from websockets.sync.client import connect\n\
+         ctx = ssl.create_default_context(cafile={ca:?})\n\
+         with connect('wss://localhost:{port}/ws', ssl=ctx) as ws:\n\
+         \x20   for m in ['one', 'two' * 20000]:\n\
+         \x20       ws.send(m)\n\
+         \x20       assert ws.recv(timeout=20) == m\n\
+         print('echoed both')\n",
+        ca = served.ca().ca_file().display().to_string(),
+        port = served.addr.port(),
+    );
+    let out = run_tool(python, ["-c", &script], b"", Duration::from_secs(60));
+    assert!(
+        out.success() && out.stdout.contains("echoed both"),
+        "{}\n--- tern:\n{}",
+        out.all(),
+        served.tern.stderr_text()
+    );
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/ws", 1, LOG_WAIT)
+        .expect("an access-log line for the WebSocket");
+    assert_eq!(log_field(&lines[0], "status"), Some("101"), "{}", lines[0]);
+    assert_eq!(log_field(&lines[0], "method"), Some("GET"), "{}", lines[0]);
+}

@@ -1,0 +1,73 @@
+# A WebSocket origin on Python's `websockets` (an implementation no one
+# here wrote), plain HTTP/1.1 on 127.0.0.1:PORT:
+#   /ws    echoes every message back, and prints "echoed: MESSAGE"
+#   /      a page whose script opens wss://HOST/ws, sends a message, shows
+#          the echo in <p id="echo">, then sends "ack"
+#   /wait  answered only once "ack" arrived (the page's image: it holds the
+#          load event until the echo is in the DOM, so --dump-dom sees it)
+# Prints "listening" once it accepts. Usage: ws_origin.py PORT
+import asyncio
+import sys
+
+from websockets.asyncio.server import serve
+from websockets.datastructures import Headers
+from websockets.http11 import Response
+
+PAGE = b"""<!doctype html><html><body>
+<img src="/wait" alt="">
+<script>
+const ws = new WebSocket("wss://" + location.host + "/ws");
+ws.onopen = () => ws.send("hello over " + location.protocol);
+ws.onmessage = (e) => {
+  const p = document.createElement("p");
+  p.id = "echo";
+  p.textContent = "echo:" + e.data;
+  document.body.append(p);
+  ws.send("ack");
+};
+ws.onerror = () => {
+  const p = document.createElement("p");
+  p.id = "error";
+  p.textContent = "websocket error";
+  document.body.append(p);
+  fetch("/release");
+};
+</script></body></html>"""
+
+acked = asyncio.Event()
+
+
+async def echo(ws):
+    async for message in ws:
+        if message == "ack":
+            acked.set()
+            continue
+        print(f"echoed: {message}", flush=True)
+        await ws.send(message)
+
+
+async def http(connection, request):
+    if request.path == "/ws":
+        return None
+    if request.path == "/":
+        headers = Headers([("Content-Type", "text/html"), ("Content-Length", str(len(PAGE)))])
+        return Response(200, "OK", headers, PAGE)
+    if request.path == "/release":
+        acked.set()
+        return connection.respond(200, "released\n")
+    if request.path == "/wait":
+        try:
+            await asyncio.wait_for(acked.wait(), 30)
+        except asyncio.TimeoutError:
+            pass
+        return connection.respond(200, "done\n")
+    return connection.respond(404, "not found\n")
+
+
+async def main():
+    async with serve(echo, "127.0.0.1", int(sys.argv[1]), process_request=http):
+        print("listening", flush=True)
+        await asyncio.Future()
+
+
+asyncio.run(main())

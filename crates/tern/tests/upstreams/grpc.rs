@@ -1,0 +1,212 @@
+//! gRPC through tern: grpc-go's own interop client (TLS, ALPN h2) runs
+//! every standard test case through tern to grpc-go's interop server in
+//! an h2c group and in an h2 (TLS) group. Every case passes; each call's
+//! access-log line carries its grpc-status; a call whose backend is gone
+//! gets gRPC's UNAVAILABLE from tern (a trailers-only response), not a
+//! bare 502 body.
+//!
+//! Skipped, with a message, only where the interop binaries are not
+//! installed (outside CI: `.ci/run` installs them, and CI fails without).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use tern_testsupport::certs::{KeyKind, TestCa};
+use tern_testsupport::grpc_interop::{
+    interop_dir, run_case, start_server, INTEROP_DIR, STANDARD_CASES,
+};
+use tern_testsupport::tern::{free_addr, log_field, Served};
+
+use crate::servers;
+
+/// tern in front of one group `grpc` of `protocol` (`extra`: more keys of
+/// the group), its access log on stdout.
+fn grpc_front(protocol: &str, backend: SocketAddr, extra: &str) -> Served {
+    Served::builder()
+        .cert_names(&["localhost"])
+        .no_backend()
+        .config(move |c| {
+            format!(
+                "workers = 1\naccess_log = \"-\"\n\n\
+                 [[upstream]]\nname = \"grpc\"\nprotocol = \"{protocol}\"\n{extra}{}\n\n\
+                 [[listener]]\nlisten = \"{}\"\nupstream = \"grpc\"\ncert = {:?}\nkey = {:?}\n",
+                servers(&[backend]),
+                c.listen,
+                c.chain(),
+                c.key(),
+            )
+        })
+        .start()
+}
+
+/// Runs every standard case through `front`; panics naming each case that
+/// failed, with the client's words and tern's log.
+fn all_cases_pass(dir: &Path, front: &Served) {
+    let ca = front.ca().ca_file();
+    let failed: Vec<String> = STANDARD_CASES
+        .iter()
+        .filter_map(|case| {
+            let out = run_case(dir, front.addr, ca, "localhost", case);
+            (!out.success()).then(|| format!("{case}: {}", out.all().trim()))
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} interop cases failed through tern:\n{}\n--- tern stderr:\n{}",
+        failed.len(),
+        STANDARD_CASES.len(),
+        failed.join("\n"),
+        front.tern.stderr_text()
+    );
+}
+
+/// The access-log lines of calls to `method` (a path suffix), once at
+/// least `count` are written.
+fn call_lines(front: &Served, method: &str, count: usize) -> Vec<String> {
+    front
+        .tern
+        .wait_stdout_lines(method, count, Duration::from_secs(10))
+        .unwrap_or_else(|out| panic!("no {count} log lines for {method}:\n{out}"))
+}
+
+/// The calls' statuses as the access log gives them, and the backend's
+/// gRPC status codes carried in trailers (OK) and in a trailers-only
+/// response (UNIMPLEMENTED), with the status the call ended with.
+fn assert_grpc_statuses_logged(front: &Served) {
+    for line in call_lines(front, "/grpc.testing.TestService/EmptyCall", 1) {
+        assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
+        assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
+    }
+    let lines = call_lines(front, "/grpc.testing.UnimplementedService/", 1);
+    assert_eq!(log_field(&lines[0], "grpc_status"), Some("12"), "{lines:?}");
+    // status_code_and_message asks the server for code 2 (UNKNOWN).
+    let lines = call_lines(front, "grpc_status=2", 1);
+    assert!(lines[0].contains("/grpc.testing.TestService/"), "{lines:?}");
+}
+
+fn skip() {
+    eprintln!(
+        "skipped: grpc-go's interop client/server are not installed in ~/{INTEROP_DIR} \
+         (.ci/run installs them: go install google.golang.org/grpc/interop/client@VERSION)"
+    );
+}
+
+#[test]
+fn grpc_interop_cases_pass_through_tern_to_an_h2c_backend() {
+    let Some(dir) = interop_dir() else {
+        return skip();
+    };
+    let backend_addr = free_addr();
+    let backend = start_server(&dir, backend_addr, None);
+    let front = grpc_front("h2c", backend_addr, "");
+    all_cases_pass(&dir, &front);
+    assert_grpc_statuses_logged(&front);
+
+    // The backend gone: the call fails as UNAVAILABLE, which gRPC clients
+    // may retry, and the log says so.
+    drop(backend);
+    let out = run_case(
+        &dir,
+        front.addr,
+        front.ca().ca_file(),
+        "localhost",
+        "empty_unary",
+    );
+    assert!(!out.success(), "the call cannot succeed: {}", out.all());
+    assert!(
+        out.all().contains("code = Unavailable"),
+        "a gRPC error the client understands: {}",
+        out.all()
+    );
+    let lines = call_lines(&front, "grpc_status=14", 1);
+    assert!(lines[0].contains("error=backend:"), "{lines:?}");
+}
+
+#[test]
+fn grpc_interop_cases_pass_through_tern_to_an_h2_tls_backend() {
+    let Some(dir) = interop_dir() else {
+        return skip();
+    };
+    let mut backend_ca = TestCa::new();
+    let cert = backend_ca.leaf(&["127.0.0.1", "localhost"], KeyKind::EcdsaP256);
+    let backend_addr = free_addr();
+    let _backend = start_server(&dir, backend_addr, Some((&cert.chain, &cert.key)));
+    let extra = format!(
+        "tls_ca = {:?}\n",
+        backend_ca.ca_file().display().to_string()
+    );
+    let front = grpc_front("h2", backend_addr, &extra);
+    all_cases_pass(&dir, &front);
+    assert_grpc_statuses_logged(&front);
+}
+
+/// Python's grpcio (C core: a second gRPC implementation) calls grpc-go's
+/// interop server through tern, unary and server streaming, with raw
+/// protobuf bytes (no generated code): `UnaryCall` asking for a 100-byte
+/// payload, `StreamingOutputCall` asking for 3 responses.
+const GRPCIO_CLIENT: &str = r#"
+import sys
+import grpc
+ca = open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+opts = [("grpc.ssl_target_name_override", "localhost")]
+with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
+    raw = dict(request_serializer=None, response_deserializer=None)
+    unary = ch.unary_unary("/grpc.testing.TestService/UnaryCall", **raw)
+    # SimpleRequest{response_size: 100}
+    reply, call = unary.with_call(b"\x10\x64", timeout=20)
+    assert len(reply) > 100, reply
+    assert call.code() == grpc.StatusCode.OK, call.code()
+    stream = ch.unary_stream("/grpc.testing.TestService/StreamingOutputCall", **raw)
+    # StreamingOutputCallRequest{response_parameters: [{size: 10}, {size: 20}, {size: 30}]}
+    replies = list(stream(b"\x12\x02\x08\x0a\x12\x02\x08\x14\x12\x02\x08\x1e", timeout=20))
+    assert len(replies) == 3, replies
+    print("grpcio unary and streaming ok")
+"#;
+
+/// `python3` when it has grpcio (`.ci/run` installs it); a skip with a
+/// message elsewhere, a failure in CI.
+fn python_with_grpcio() -> Option<&'static str> {
+    let ok = tern_testsupport::tools::run_tool(
+        "python3",
+        ["-c", "import grpc"],
+        b"",
+        Duration::from_secs(30),
+    )
+    .success();
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "grpcio is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: python3 has no grpcio (pip install grpcio)");
+    }
+    ok.then_some("python3")
+}
+
+#[test]
+fn python_grpcio_calls_the_go_server_through_tern() {
+    let (Some(dir), Some(python)) = (interop_dir(), python_with_grpcio()) else {
+        return skip();
+    };
+    let backend_addr = free_addr();
+    let _backend = start_server(&dir, backend_addr, None);
+    let front = grpc_front("h2c", backend_addr, "");
+    let target = format!("127.0.0.1:{}", front.addr.port());
+    let ca = front.ca().ca_file().display().to_string();
+    let out = tern_testsupport::tools::run_tool(
+        python,
+        ["-c", GRPCIO_CLIENT, &target, &ca],
+        b"",
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.success() && out.stdout.contains("grpcio unary and streaming ok"),
+        "{}\n--- tern:\n{}",
+        out.all(),
+        front.tern.stderr_text()
+    );
+    let lines = call_lines(&front, "StreamingOutputCall", 1);
+    assert_eq!(log_field(&lines[0], "grpc_status"), Some("0"), "{lines:?}");
+}
