@@ -3,8 +3,6 @@
 //! results are merged when all have finished.
 
 use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -20,6 +18,7 @@ use crate::http2::H2Request;
 use crate::http3::H3Connector;
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
+use crate::timeout::Watchdog;
 use crate::tls::{self, KeyCache};
 
 mod h2;
@@ -332,51 +331,6 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
                 tokio::time::sleep_until(intended.into()).await;
             }
             intended
-        }
-    }
-}
-
-/// The request timeout of one slot (or stream). A `tokio::time::timeout`
-/// per request would insert and remove a timer-wheel entry per request; the
-/// watchdog keeps one timer per slot and re-arms it only when it fires:
-/// deadlines only move forward, so a stale timer fires early, the watchdog
-/// sees the request in flight is not overdue yet and re-arms it for that
-/// request's deadline. At most one spurious wake-up per `limit`.
-struct Watchdog {
-    limit: Option<Duration>,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl Watchdog {
-    fn new(limit: Option<Duration>) -> Watchdog {
-        Watchdog { limit, timer: None }
-    }
-
-    /// Runs `fut`, failing with `on_timeout()` once it has run `limit`.
-    async fn run<T, E>(
-        &mut self,
-        fut: impl Future<Output = Result<T, E>>,
-        on_timeout: impl FnOnce() -> E,
-    ) -> Result<T, E> {
-        let Some(limit) = self.limit else {
-            return fut.await;
-        };
-        let deadline = tokio::time::Instant::now() + limit;
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            tokio::select! {
-                biased;
-                result = &mut fut => return result,
-                () = timer.as_mut() => {
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(on_timeout());
-                    }
-                    timer.as_mut().reset(deadline);
-                }
-            }
         }
     }
 }

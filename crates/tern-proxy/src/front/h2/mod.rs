@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::exchange::ConnCtx;
-use crate::io::deadline::Watchdog;
+use tern_deadline::Watchdog;
 
 /// Serves HTTP/2 on a terminated TLS connection until the client leaves,
 /// idles out, misbehaves or tern shuts down.

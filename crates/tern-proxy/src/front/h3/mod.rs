@@ -35,8 +35,8 @@ use tern_tls::Negotiated;
 use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::config::{H3Settings, ListenerConfig};
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
-use crate::io::deadline::Watchdog;
 use crate::metrics::HandshakeFailure;
+use tern_deadline::Watchdog;
 
 /// Response data a connection may hold that the client has not
 /// acknowledged, sent or not. quinn's default is 10 MB, which a client with
