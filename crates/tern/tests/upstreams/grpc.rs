@@ -23,6 +23,16 @@ use crate::servers;
 /// tern in front of one group `grpc` of `protocol` (`extra`: more keys of
 /// the group), its access log on stdout.
 fn grpc_front(protocol: &str, backend: SocketAddr, extra: &str) -> Served {
+    grpc_front_with(protocol, backend, extra, "")
+}
+
+/// [`grpc_front`] with `listener_extra` keys in the listener.
+fn grpc_front_with(
+    protocol: &str,
+    backend: SocketAddr,
+    extra: &str,
+    listener_extra: &str,
+) -> Served {
     Served::builder()
         .cert_names(&["localhost"])
         .no_backend()
@@ -30,7 +40,7 @@ fn grpc_front(protocol: &str, backend: SocketAddr, extra: &str) -> Served {
             format!(
                 "workers = 1\naccess_log = \"-\"\n\n\
                  [[upstream]]\nname = \"grpc\"\nprotocol = \"{protocol}\"\n{extra}{}\n\n\
-                 [[listener]]\nlisten = \"{}\"\nupstream = \"grpc\"\ncert = {:?}\nkey = {:?}\n",
+                 [[listener]]\nlisten = \"{}\"\nupstream = \"grpc\"\ncert = {:?}\nkey = {:?}\n{listener_extra}",
                 servers(&[backend]),
                 c.listen,
                 c.chain(),
@@ -209,4 +219,67 @@ fn python_grpcio_calls_the_go_server_through_tern() {
     );
     let lines = call_lines(&front, "StreamingOutputCall", 1);
     assert_eq!(log_field(&lines[0], "grpc_status"), Some("0"), "{lines:?}");
+}
+
+/// grpcio asks grpc-go's server for 10 responses 300 ms apart: a server
+/// stream of about 3 s, through a tern whose `backend_response_timeout`
+/// and `idle_timeout` are 1 s. Neither cuts a stream while data flows:
+/// each bounds a silence, not the stream.
+const LONG_STREAM_CLIENT: &str = r#"
+import sys, time
+import grpc
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | 0x80 if n else b])
+        if not n:
+            return out
+# ResponseParameters{size: 10, interval_us: 300000}, ten times.
+param = b"\x08\x0a\x10" + varint(300000)
+request = (b"\x12" + bytes([len(param)]) + param) * 10
+ca = open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+opts = [("grpc.ssl_target_name_override", "localhost")]
+with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
+    stream = ch.unary_stream("/grpc.testing.TestService/StreamingOutputCall",
+                             request_serializer=None, response_deserializer=None)
+    start = time.monotonic()
+    replies = list(stream(request, timeout=30))
+    took = time.monotonic() - start
+    assert len(replies) == 10, len(replies)
+    print(f"10 replies in {took:.1f} s")
+    assert took > 2.0, took
+"#;
+
+#[test]
+fn a_grpc_stream_outlives_the_timeouts_while_data_flows() {
+    let (Some(dir), Some(python)) = (interop_dir(), python_with_grpcio()) else {
+        return skip();
+    };
+    let backend_addr = free_addr();
+    let _backend = start_server(&dir, backend_addr, None);
+    let front = grpc_front_with(
+        "h2c",
+        backend_addr,
+        "",
+        "backend_response_timeout = \"1s\"\nidle_timeout = \"1s\"\n",
+    );
+    let target = format!("127.0.0.1:{}", front.addr.port());
+    let ca = front.ca().ca_file().display().to_string();
+    let out = tern_testsupport::tools::run_tool(
+        python,
+        ["-c", LONG_STREAM_CLIENT, &target, &ca],
+        b"",
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.success(),
+        "{}\n--- tern:\n{}",
+        out.all(),
+        front.tern.stderr_text()
+    );
+    let lines = call_lines(&front, "StreamingOutputCall", 1);
+    assert_eq!(log_field(&lines[0], "grpc_status"), Some("0"), "{lines:?}");
+    assert_eq!(log_field(&lines[0], "error"), Some("-"), "{lines:?}");
 }
