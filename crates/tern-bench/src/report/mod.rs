@@ -51,6 +51,9 @@ pub struct Report {
     /// Wall-clock time the run ended, milliseconds since the Unix epoch.
     #[serde(default)]
     pub ended_unix_ms: Option<u64>,
+    /// `--threshold` gates, checked per target.
+    #[serde(default)]
+    pub thresholds: Vec<crate::threshold::ThresholdResult>,
 }
 
 /// The plan, as disclosed.

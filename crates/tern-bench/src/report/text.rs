@@ -36,7 +36,36 @@ pub fn render(r: &Report) -> String {
     } else {
         compare(&mut out, r);
     }
+    thresholds(&mut out, r);
     out
+}
+
+/// The gates, last: what a CI log shows at its end.
+fn thresholds(out: &mut String, r: &Report) {
+    if r.thresholds.is_empty() {
+        return;
+    }
+    out.push_str("Thresholds:\n");
+    let several = r.targets.len() > 1;
+    for t in &r.thresholds {
+        let value = match t.value {
+            Some(v) if t.threshold.starts_with("errors") => format!("{:.3}%", v * 100.0),
+            Some(v) => format!("{v:.3}"),
+            None => "unknown".to_string(),
+        };
+        let target = if several {
+            format!(" [{}]", t.target)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {}{target}: {value}",
+            if t.pass { "PASS" } else { "FAIL" },
+            t.threshold
+        );
+    }
+    out.push('\n');
 }
 
 /// What failed, in one line: the first thing a failed run's report says.

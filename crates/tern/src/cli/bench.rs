@@ -154,6 +154,11 @@ pub struct BenchArgs {
     /// Also write one CSV line per request to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// A gate on the result, repeatable: p99<50ms, p99.9<=1s, mean<5ms,
+    /// errors<0.1%, rps>10000, server_cpu_per_request<20us. Checked for
+    /// every target and printed as PASS/FAIL; exit status 99 when one fails.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<tern_bench::threshold::Threshold>,
     /// No progress bar even on a terminal.
     #[arg(long)]
     pub no_progress: bool,
@@ -240,6 +245,9 @@ pub fn rewrite_hey_flags(args: impl Iterator<Item = OsString>) -> Vec<OsString> 
         .collect()
 }
 
+/// Exit status when a `--threshold` failed (k6 uses the same).
+const THRESHOLD_FAILED: u8 = 99;
+
 /// Runs `tern bench`.
 pub fn run(args: BenchArgs) -> ExitCode {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
@@ -250,13 +258,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = match tern_bench::run(config) {
+    let mut report = match tern_bench::run(config) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tern bench: {e}");
             return ExitCode::from(1);
         }
     };
+    tern_bench::threshold::apply(&args.thresholds, &mut report);
     let json = match report.to_json() {
         Ok(j) => j,
         Err(e) => {
@@ -286,6 +295,8 @@ pub fn run(args: BenchArgs) -> ExitCode {
         ExitCode::from(130)
     } else if report.every_request_failed() || failed {
         ExitCode::from(1)
+    } else if report.thresholds.iter().any(|t| !t.pass) {
+        ExitCode::from(THRESHOLD_FAILED)
     } else {
         ExitCode::SUCCESS
     }
