@@ -1,6 +1,8 @@
 //! The report of a run: the disclosure, one section per target, and the raw
 //! measurements (HDR histograms serialized) so runs can be merged.
 
+pub mod diff;
+pub mod interval;
 mod merge;
 mod serde_stats;
 

@@ -202,6 +202,21 @@ pub enum ReportAction {
         #[arg(short = 'o', long)]
         out: Option<PathBuf>,
     },
+    /// Compare two JSON reports figure by figure: change, interval and
+    /// verdict (better / worse / same); exit 99 when a figure got worse
+    /// beyond the tolerance: a performance gate for CI.
+    Diff {
+        /// The reference run.
+        base: PathBuf,
+        /// The run to judge.
+        new: PathBuf,
+        /// Changes smaller than this are "same" (percent, or a fraction).
+        #[arg(long, default_value = "5%", value_parser = parse_share)]
+        tolerance: f64,
+        /// Output on stdout: text or json.
+        #[arg(short = 'o', value_parser = ["text", "json"], default_value = "text")]
+        output: String,
+    },
     /// Print a JSON report as text.
     Text {
         /// JSON report.
@@ -337,6 +352,37 @@ pub fn run_report(args: ReportArgs) -> ExitCode {
         }),
         ReportAction::Text { file } => Report::read(&file.to_string_lossy())
             .map(|r| write_out(None, &text::render(&r)).is_ok()),
+        ReportAction::Diff {
+            base,
+            new,
+            tolerance,
+            output,
+        } => {
+            return match (
+                Report::read(&base.to_string_lossy()),
+                Report::read(&new.to_string_lossy()),
+            ) {
+                (Ok(b), Ok(n)) => {
+                    let d = tern_bench::report::diff::Diff::new(&b, &n, tolerance);
+                    let shown = if output == "json" {
+                        d.to_json()
+                    } else {
+                        d.render()
+                    };
+                    if write_out(None, &shown).is_err() {
+                        ExitCode::from(1)
+                    } else if d.regressed() {
+                        ExitCode::from(THRESHOLD_FAILED)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("tern report: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -546,6 +592,21 @@ fn protocol_targets(base: &Target, list: &[String]) -> Result<Vec<Target>, Bench
         ));
     }
     Ok(targets)
+}
+
+/// A share as `5%` or `0.05`.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let (number, scale) = match s.trim().strip_suffix('%') {
+        Some(p) => (p, 0.01),
+        None => (s.trim(), 1.0),
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * scale)
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a share like 5% or 0.05"))
 }
 
 /// Parses Go durations as hey takes them: `10s`, `1m30s`, `500ms`, `1.5h`.

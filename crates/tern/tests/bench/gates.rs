@@ -3,7 +3,7 @@
 
 use tern_testsupport::bench_target::{BenchTarget, BenchTargetOptions};
 
-use crate::support::{bench, bench_json, bench_json_exiting};
+use crate::support::{artifact, bench, bench_json, bench_json_exiting, tern};
 
 #[test]
 fn a_failing_threshold_exits_99_and_says_which() {
@@ -83,4 +83,54 @@ fn a_bad_threshold_is_a_usage_error_before_any_load() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("\"fast\" is not a duration"), "{stderr}");
     assert_eq!(server.requests(), 0);
+}
+
+/// `tern report diff`: a run against itself is "same" throughout (exit 0);
+/// against a run of a slowed server (every response held 20 ms) it is
+/// "worse" and exits 99.
+#[test]
+fn report_diff_is_same_against_itself_and_worse_against_a_slowed_server() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let run = |name: &str, path: &str| {
+        let file = artifact("diff", name);
+        bench_json(&[
+            "-n",
+            "60",
+            "-c",
+            "2",
+            "--json",
+            file.to_str().unwrap(),
+            &server.url(path),
+        ]);
+        file
+    };
+    let base = run("base.json", "/");
+    let slow = run("slow.json", "/slow/20");
+    let diff = |a: &std::path::Path, b: &std::path::Path| {
+        tern()
+            .args(["report", "diff"])
+            .arg(a)
+            .arg(b)
+            .output()
+            .expect("run tern report diff")
+    };
+    let same = diff(&base, &base);
+    let text = String::from_utf8_lossy(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{text}");
+    for line in text.lines().filter(|l| l.starts_with("    ")) {
+        assert!(
+            line.contains("  same") || line.contains("  unknown"),
+            "{line}\n{text}"
+        );
+    }
+    assert!(text.contains("p99_ms") && text.contains("rps"), "{text}");
+
+    let worse = diff(&base, &slow);
+    let text = String::from_utf8_lossy(&worse.stdout);
+    assert_eq!(worse.status.code(), Some(99), "{text}");
+    let p50 = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("p50_ms"))
+        .unwrap_or_else(|| panic!("no p50 line in {text}"));
+    assert!(p50.contains("WORSE"), "{p50}");
 }
