@@ -32,6 +32,7 @@ pub mod run;
 pub mod server;
 pub mod stats;
 pub mod target;
+pub mod threshold;
 mod timeout;
 pub mod tls;
 pub mod warmup;

@@ -127,6 +127,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         warnings,
         started_unix_ms,
         ended_unix_ms: unix_ms(),
+        thresholds: Vec::new(),
     })
 }
 
