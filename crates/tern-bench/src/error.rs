@@ -78,6 +78,10 @@ pub enum RequestError {
     Timeout,
     /// The peer closed the connection before a complete response.
     Closed,
+    /// The server said GOAWAY (no error) before it processed the request:
+    /// RFC 9113 section 6.8 lets a client retry it, as browsers do, so it
+    /// is sent again on a new connection and not counted as a failure.
+    Unprocessed,
     /// The response was not valid HTTP.
     Http(String),
     /// Another I/O error on an established connection.
@@ -96,6 +100,7 @@ impl fmt::Display for RequestError {
             }
             RequestError::Timeout => f.write_str("timeout: no complete response in time"),
             RequestError::Closed => f.write_str("connection closed before a complete response"),
+            RequestError::Unprocessed => f.write_str("GOAWAY before the request was processed"),
             RequestError::Http(e) => write!(f, "http: {e}"),
             RequestError::Io(e) => write!(f, "io: {e}"),
         }
