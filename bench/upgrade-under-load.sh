@@ -50,6 +50,8 @@ for tool in python3 taskset timeout; do need "$tool"; done
 # nginx re-executes its own argv[0] on SIGUSR2: it must be a path.
 NGINX_BIN="$(command -v "${NGINX_BIN:-nginx}" || echo nginx)"
 HEY="$(command -v hey || true)"
+new_load="tern bench --disable-keepalive"
+[[ -n "$HEY" ]] && new_load="hey -disable-keepalive"
 
 bench_workdir tern-upgrade-under-load
 make_cert ecdsa
@@ -142,7 +144,9 @@ bench_json() {
     taskset -c "$LOAD_CPU" "$TERN" bench "$@" -z "${secs}s" -c "$C" -k -o json "$url" 2> /dev/null |
         python3 -c 'import json,sys
 t=json.load(sys.stdin)["targets"][0]; s=t["summary"]
-refused=sum(n for k, n in t["stats"].get("errors", {}).items() if "refused" in k)
+errors=t["stats"].get("errors", {})
+refused=sum(n for k, n in errors.items() if "refused" in k)
+if errors: print("errors:", json.dumps(errors), file=sys.stderr)
 print(s["failed"], s["completed"] + s["failed"], refused)'
 }
 
@@ -199,7 +203,7 @@ for server in "${wanted[@]}"; do
 done
 
 echo
-echo "binary upgrades under load: $UPGRADES upgrades ${GAP_S}s apart (each waits for the old process to exit) during each load of $LOADS${H3:+ h3} (C=$C, h2: -m $M; new: ${HEY:+hey -disable-keepalive}${HEY:-tern bench --disable-keepalive}); TLS 1.3 $TLS_SUITE $TLS_GROUP; one worker on CPU $SERVER_CPU with the origin, clients on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
+echo "binary upgrades under load: $UPGRADES upgrades ${GAP_S}s apart (each waits for the old process to exit) during each load of $LOADS${H3:+ h3} (C=$C, h2: -m $M; new: $new_load); TLS 1.3 $TLS_SUITE $TLS_GROUP; one worker on CPU $SERVER_CPU with the origin, clients on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
 echo "upgrade: tern serve --upgrade; nginx SIGUSR2 then SIGQUIT to the old master; haproxy -x stats.sock -sf OLD"
 for server in "${wanted[@]}"; do grep -q "^$server	" "$results" && echo "  $server: $(server_version "$server")"; done
 echo "| server | load | failed | refused connections | median takeover (s) | median until the old process is gone (s) |"

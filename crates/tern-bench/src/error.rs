@@ -78,9 +78,11 @@ pub enum RequestError {
     Timeout,
     /// The peer closed the connection before a complete response.
     Closed,
-    /// The server said GOAWAY (no error) before it processed the request:
-    /// RFC 9113 section 6.8 lets a client retry it, as browsers do, so it
-    /// is sent again on a new connection and not counted as a failure.
+    /// The server said GOAWAY (no error) before it processed the request
+    /// (HTTP/2), or before the request was sent (HTTP/3): RFC 9113 section
+    /// 6.8 and RFC 9114 section 5.2 let a client send it again, as
+    /// browsers do, so it goes again on a new connection and is not
+    /// counted as a failure.
     Unprocessed,
     /// The response was not valid HTTP.
     Http(String),
