@@ -91,6 +91,14 @@ impl Budget {
         }
     }
 
+    /// Returns a ticket taken for a request that was never processed
+    /// (and is sent again).
+    fn give_back(&self) {
+        if self.limit.is_some() {
+            self.taken.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     fn exhausted(&self) -> bool {
         self.control.stop.load(Ordering::Relaxed)
             || self.past_deadline()
@@ -467,6 +475,11 @@ async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<
             .await;
         match res {
             Ok(ex) => ctx.record_ok(intended, &ex, None),
+            // Sent again on the next connection.
+            Err((RequestError::Unprocessed, _)) => {
+                ctx.job.budget.give_back();
+                return;
+            }
             Err((err, connection_dead)) => {
                 ctx.record_error(intended, &err);
                 if connection_dead {
