@@ -284,9 +284,14 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                 break;
             }
             _ = &mut shutdown, if !going_away => {
-                // GOAWAY: requests already accepted finish; no new ones.
+                // GOAWAY: requests already accepted finish, and so do those
+                // the client has sent before it sees the GOAWAY (up to its
+                // stream credit; a GOAWAY limited to what was accepted
+                // would close the connection under them, unanswered); no
+                // new ones after that.
                 going_away = true;
-                if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await, Ok(Ok(()))) {
+                let in_flight = lim.h3.as_ref().map_or(0, |h3| h3.max_streams as usize);
+                if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(in_flight)).await, Ok(Ok(()))) {
                     break;
                 }
             }
