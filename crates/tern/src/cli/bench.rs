@@ -277,7 +277,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tern bench: {e}");
-            return ExitCode::from(1);
+            // A configuration refused before any load is a usage error.
+            let usage = matches!(e, BenchError::Config(_) | BenchError::TlsConfig(_));
+            return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
     tern_bench::threshold::apply(&args.thresholds, &mut report);
