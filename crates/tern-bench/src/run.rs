@@ -222,6 +222,11 @@ fn validate(config: &BenchConfig) -> Result<(), BenchError> {
             )));
         }
     }
+    if config.stop == StopCondition::Requests(0) {
+        return Err(BenchError::Config(
+            "-n 0: nothing to send; -n must be at least 1".into(),
+        ));
+    }
     if let StopCondition::Requests(n) = config.stop {
         if n < config.connections as u64 && config.targets.len() == 1 {
             // hey refuses this too: some connections would never send.

@@ -30,10 +30,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Number of requests to run (per target).
-    #[arg(short = 'n', default_value_t = 200)]
+    #[arg(short = 'n', default_value_t = tern_bench::config::DEFAULT_REQUESTS)]
     pub requests: u64,
     /// Number of connections to run concurrently.
-    #[arg(short = 'c', default_value_t = 50)]
+    #[arg(short = 'c', default_value_t = tern_bench::config::DEFAULT_CONNECTIONS)]
     pub concurrency: usize,
     /// Rate limit per connection, requests per second (becomes an open loop
     /// at c × q in total; see docs/bench.md).
@@ -88,7 +88,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub compare_protocols: Vec<String>,
     /// Timeout for each request in seconds; 0 for none.
-    #[arg(short = 't', default_value_t = 20)]
+    #[arg(short = 't', default_value_t = tern_bench::config::DEFAULT_TIMEOUT_S)]
     pub timeout: u64,
     /// Do not send Accept-Encoding: gzip.
     #[arg(long)]
@@ -277,7 +277,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tern bench: {e}");
-            return ExitCode::from(1);
+            // A configuration refused before any load is a usage error.
+            let usage = matches!(e, BenchError::Config(_) | BenchError::TlsConfig(_));
+            return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
     tern_bench::threshold::apply(&args.thresholds, &mut report);
