@@ -7,7 +7,7 @@
 # NGINX_BIN (nginx >= 1.25 with --with-http_v3_module) and HAPROXY_BIN
 # (haproxy >= 2.8 built with USE_QUIC=1; over OpenSSL, also
 # USE_QUIC_OPENSSL_COMPAT=1, which this script turns on with limited-quic).
-# BENCHMARKS.md says how the ones of its runs were built.
+# docs/benchmarks-history.md says how the ones of its runs were built.
 #
 # Every server: one worker pinned to CPU 0 with the nginx backend, the same
 # certificate, TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 only (pinned on both

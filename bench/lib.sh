@@ -276,6 +276,25 @@ CONF
 # 127.0.0.1:PORT in front of 127.0.0.1:BACKEND_PORT, pinned to SERVER_CPU.
 # Sets STARTED_PID (the process whose children are counted too); returns 1,
 # with the server's log on stderr, if it does not listen.
+# tern_serve_args PORT BACKEND_PORT: the arguments start_server gives
+# `tern serve` (same SRV_* settings), in the array TERN_SERVE_ARGS.
+tern_serve_args() {
+    local port="$1" backend="$2"
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
+    local tern_alpn=http/1.1
+    [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && tern_alpn=h2,http/1.1
+    local -a extra=()
+    read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}"
+    TERN_SERVE_ARGS=(serve --listen "127.0.0.1:$port"
+        --backend "127.0.0.1:$backend" --cert "$cert" --key "$key"
+        --workers 1 --access-log off
+        --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn"
+        --forwarded x-forwarded-for,x-forwarded-proto
+        --backend-pool-size "$pool" --max-connections "$((conns + 1024))"
+        --idle-timeout "${idle}s" --backend-response-timeout "${idle}s"
+        "${extra[@]}")
+}
+
 start_server() {
     local name="$1" port="$2" backend="$3" dir="$work/$1"
     local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
@@ -284,19 +303,8 @@ start_server() {
     case "$name" in
         tern)
             [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
-            local tern_alpn=http/1.1
-            [[ "$alpn" == h2 ]] && tern_alpn=h2,http/1.1
-            local -a extra=()
-            read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}"
-            taskset -c "$SERVER_CPU" "$TERN" serve --listen "127.0.0.1:$port" \
-                --backend "127.0.0.1:$backend" --cert "$cert" --key "$key" \
-                --workers 1 --access-log off \
-                --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn" \
-                --forwarded x-forwarded-for,x-forwarded-proto \
-                --backend-pool-size "$pool" --max-connections "$((conns + 1024))" \
-                --idle-timeout "${idle}s" --backend-response-timeout "${idle}s" \
-                "${extra[@]}" \
-                2> "$dir/log" &
+            tern_serve_args "$port" "$backend"
+            taskset -c "$SERVER_CPU" "$TERN" "${TERN_SERVE_ARGS[@]}" 2> "$dir/log" &
             ;;
         nginx)
             local h2="" h3_listen=""
@@ -359,6 +367,7 @@ CONF
 global
     nbthread 1
     $quic_global
+    ${SRV_HAPROXY_EXPOSE_FDS:+stats socket $dir/stats.sock mode 600 level admin expose-fd listeners}
     maxconn $((conns + 1024))
     no strict-limits
 defaults
@@ -419,6 +428,15 @@ server_version() {
         hitch) echo "$(hitch --version 2>&1 | head -1) ($(openssl version | awk '{print $1, $2}') at run time)" ;;
         *) echo "$1 ?" ;;
     esac
+}
+
+# start_fault_origin: bench/fault_origin.py on a free port ($origin_port)
+# of CPU $SERVER_CPU, stopped with the rest at exit.
+start_fault_origin() {
+    origin_port="$(free_port)"
+    taskset -c "$SERVER_CPU" python3 "$(dirname "${BASH_SOURCE[0]}")/fault_origin.py" "$origin_port" > "$work/origin.out" &
+    pids+=($!)
+    wait_port "$origin_port"
 }
 
 # bench_workdir NAME: a scratch folder $work (/tmp/NAME.XXXXXX) and the list

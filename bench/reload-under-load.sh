@@ -47,10 +47,7 @@ bench_workdir tern-reload-under-load
 make_cert ecdsa
 SRV_ALPN=h2
 SRV_HAPROXY_MASTER=1
-origin_port="$(free_port)"
-taskset -c "$SERVER_CPU" python3 "$here/fault_origin.py" "$origin_port" > "$work/origin.out" &
-pids+=($!)
-wait_port "$origin_port"
+start_fault_origin
 read -r -a wanted <<< "$SERVERS"
 start_servers "$origin_port" "${wanted[@]}"
 

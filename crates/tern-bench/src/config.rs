@@ -6,6 +6,13 @@ use std::time::Duration;
 
 use crate::target::Target;
 
+/// Requests per target when neither `-n` nor `-z` is given (hey's).
+pub const DEFAULT_REQUESTS: u64 = 200;
+/// Concurrent connections when `-c` is not given (hey's).
+pub const DEFAULT_CONNECTIONS: usize = 50;
+/// Per-request timeout in seconds when `-t` is not given (hey's).
+pub const DEFAULT_TIMEOUT_S: u64 = 20;
+
 /// How connections are used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -201,10 +208,10 @@ impl BenchConfig {
             http: HttpVersion::Http1,
             streams_per_connection: 1,
             load: LoadModel::Closed,
-            connections: 50,
+            connections: DEFAULT_CONNECTIONS,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            stop: StopCondition::Requests(200),
-            timeout: Some(Duration::from_secs(20)),
+            stop: StopCondition::Requests(DEFAULT_REQUESTS),
+            timeout: Some(Duration::from_secs(DEFAULT_TIMEOUT_S)),
             tls: TlsOptions::default(),
             rounds: 1,
             warmup: None,

@@ -79,6 +79,12 @@ pub enum RequestError {
     Timeout,
     /// The peer closed the connection before a complete response.
     Closed,
+    /// The server said GOAWAY (no error) before it processed the request
+    /// (HTTP/2), or before the request was sent (HTTP/3): RFC 9113 section
+    /// 6.8 and RFC 9114 section 5.2 let a client send it again, as
+    /// browsers do, so it goes again on a new connection and is not
+    /// counted as a failure.
+    Unprocessed,
     /// The response was not valid HTTP.
     Http(String),
     /// Another I/O error on an established connection.
@@ -97,6 +103,7 @@ impl fmt::Display for RequestError {
             }
             RequestError::Timeout => f.write_str("timeout: no complete response in time"),
             RequestError::Closed => f.write_str("connection closed before a complete response"),
+            RequestError::Unprocessed => f.write_str("GOAWAY before the request was processed"),
             RequestError::Http(e) => write!(f, "http: {e}"),
             RequestError::Io(e) => write!(f, "io: {e}"),
         }

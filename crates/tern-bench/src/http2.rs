@@ -154,6 +154,10 @@ fn h2_error(e: &h2::Error) -> (RequestError, bool) {
             .get_io()
             .map_or_else(|| "io".to_string(), |io| io.kind().to_string());
         (RequestError::Io(kind), true)
+    } else if e.is_go_away() && e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+        // A graceful GOAWAY (a server draining) reaches the streams it
+        // did not process, and requests sent after it.
+        (RequestError::Unprocessed, true)
     } else if e.is_go_away() {
         (RequestError::Http(format!("GOAWAY: {e}")), true)
     } else if let Some(reason) = e.reason() {

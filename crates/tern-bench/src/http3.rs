@@ -144,7 +144,15 @@ pub async fn exchange(
     req: &H2Request,
 ) -> Result<Exchange, (RequestError, bool)> {
     let start = Instant::now();
-    let mut stream = send.send_request(req.build()).await.map_err(stream_error)?;
+    let mut stream = send.send_request(req.build()).await.map_err(|e| {
+        // The server said GOAWAY (a server draining): this request was
+        // never sent, and goes again on the next connection.
+        if matches!(e, h3::error::StreamError::RemoteClosing { .. }) {
+            (RequestError::Unprocessed, true)
+        } else {
+            stream_error(e)
+        }
+    })?;
     if !req.body().is_empty() {
         stream
             .send_data(req.body().clone())

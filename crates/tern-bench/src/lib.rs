@@ -32,6 +32,8 @@ pub mod run;
 pub mod server;
 pub mod stats;
 pub mod target;
+pub mod threshold;
+mod timeout;
 pub mod tls;
 pub mod warmup;
 pub mod worker;

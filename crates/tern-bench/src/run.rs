@@ -127,6 +127,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         warnings,
         started_unix_ms,
         ended_unix_ms: unix_ms(),
+        thresholds: Vec::new(),
     })
 }
 
@@ -220,6 +221,11 @@ fn validate(config: &BenchConfig) -> Result<(), BenchError> {
                 "--rate must be positive, got {rate}"
             )));
         }
+    }
+    if config.stop == StopCondition::Requests(0) {
+        return Err(BenchError::Config(
+            "-n 0: nothing to send; -n must be at least 1".into(),
+        ));
     }
     if let StopCondition::Requests(n) = config.stop {
         if n < config.connections as u64 && config.targets.len() == 1 {

@@ -3,8 +3,6 @@
 //! results are merged when all have finished.
 
 use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -20,6 +18,7 @@ use crate::http2::H2Request;
 use crate::http3::H3Connector;
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
+use crate::timeout::Watchdog;
 use crate::tls::{self, KeyCache};
 
 mod h2;
@@ -89,6 +88,14 @@ impl Budget {
         match self.limit {
             Some(limit) => self.taken.fetch_add(1, Ordering::Relaxed) < limit,
             None => true,
+        }
+    }
+
+    /// Returns a ticket taken for a request that was never processed
+    /// (and is sent again).
+    fn give_back(&self) {
+        if self.limit.is_some() {
+            self.taken.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -336,51 +343,6 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
     }
 }
 
-/// The request timeout of one slot (or stream). A `tokio::time::timeout`
-/// per request would insert and remove a timer-wheel entry per request; the
-/// watchdog keeps one timer per slot and re-arms it only when it fires:
-/// deadlines only move forward, so a stale timer fires early, the watchdog
-/// sees the request in flight is not overdue yet and re-arms it for that
-/// request's deadline. At most one spurious wake-up per `limit`.
-struct Watchdog {
-    limit: Option<Duration>,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl Watchdog {
-    fn new(limit: Option<Duration>) -> Watchdog {
-        Watchdog { limit, timer: None }
-    }
-
-    /// Runs `fut`, failing with `on_timeout()` once it has run `limit`.
-    async fn run<T, E>(
-        &mut self,
-        fut: impl Future<Output = Result<T, E>>,
-        on_timeout: impl FnOnce() -> E,
-    ) -> Result<T, E> {
-        let Some(limit) = self.limit else {
-            return fut.await;
-        };
-        let deadline = tokio::time::Instant::now() + limit;
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            tokio::select! {
-                biased;
-                result = &mut fut => return result,
-                () = timer.as_mut() => {
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(on_timeout());
-                    }
-                    timer.as_mut().reset(deadline);
-                }
-            }
-        }
-    }
-}
-
 /// Connection set-up phases, for per-request records.
 #[derive(Debug, Clone, Copy, Default)]
 struct Setup {
@@ -513,6 +475,11 @@ async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<
             .await;
         match res {
             Ok(ex) => ctx.record_ok(intended, &ex, None),
+            // Sent again on the next connection.
+            Err((RequestError::Unprocessed, _)) => {
+                ctx.job.budget.give_back();
+                return;
+            }
             Err((err, connection_dead)) => {
                 ctx.record_error(intended, &err);
                 if connection_dead {

@@ -20,7 +20,8 @@
 //!             HTTP/1.1 (h1) and HTTP/2 (h2) backend clients
 //!
 //!  leaves, used by all and using none of the above:
-//!  io/ (bounded buffers, cheap timers, body pieces, h2 sends), fault (which
+//!  io/ (bounded buffers, body pieces, h2 sends; the cheap timers are
+//!  the tern-deadline crate), fault (which
 //!  side failed, and the status), message (the protocol-neutral request and
 //!  response views), config, metrics, access_log
 //! ```

@@ -51,55 +51,26 @@ use KeyExchange::{Dhe, Ecdhe, Rsa, Tls13};
 
 /// Every suite tern has a name for: those `tern serve` can enable and the
 /// slow or unsafe ones it refuses but `tern probe` offers and reports.
+#[rustfmt::skip]
 pub const SUITES: &[Suite] = &[
     s(0x1301, "TLS_AES_128_GCM_SHA256", Tls13, Aead),
     s(0x1302, "TLS_AES_256_GCM_SHA384", Tls13, Aead),
     s(0x1303, "TLS_CHACHA20_POLY1305_SHA256", Tls13, Aead),
-    s(
-        0xc02b,
-        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-        Ecdhe,
-        Aead,
-    ),
-    s(
-        0xc02c,
-        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        Ecdhe,
-        Aead,
-    ),
-    s(
-        0xcca9,
-        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
-        Ecdhe,
-        Aead,
-    ),
+    s(0xc02b, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", Ecdhe, Aead),
+    s(0xc02c, "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", Ecdhe, Aead),
+    s(0xcca9, "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", Ecdhe, Aead),
     s(0xc02f, "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", Ecdhe, Aead),
     s(0xc030, "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", Ecdhe, Aead),
-    s(
-        0xcca8,
-        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        Ecdhe,
-        Aead,
-    ),
+    s(0xcca8, "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", Ecdhe, Aead),
     s(0xc009, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", Ecdhe, Cbc),
     s(0xc00a, "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", Ecdhe, Cbc),
-    s(
-        0xc023,
-        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
-        Ecdhe,
-        Cbc,
-    ),
+    s(0xc023, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", Ecdhe, Cbc),
     s(0xc013, "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", Ecdhe, Cbc),
     s(0xc014, "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", Ecdhe, Cbc),
     s(0xc027, "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", Ecdhe, Cbc),
     s(0x009e, "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256", Dhe, Aead),
     s(0x009f, "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", Dhe, Aead),
-    s(
-        0xccaa,
-        "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
-        Dhe,
-        Aead,
-    ),
+    s(0xccaa, "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256", Dhe, Aead),
     s(0x0033, "TLS_DHE_RSA_WITH_AES_128_CBC_SHA", Dhe, Cbc),
     s(0x0039, "TLS_DHE_RSA_WITH_AES_256_CBC_SHA", Dhe, Cbc),
     s(0x0067, "TLS_DHE_RSA_WITH_AES_128_CBC_SHA256", Dhe, Cbc),

@@ -32,3 +32,6 @@ mod server_cpu;
 
 #[path = "bench/truths.rs"]
 mod truths;
+
+#[path = "bench/gates.rs"]
+mod gates;

@@ -257,6 +257,42 @@ fn reload_under_load_script_short_form() {
 }
 
 #[test]
+fn upgrade_under_load_script_short_form() {
+    if !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "upgrade-under-load.sh",
+        &[
+            ("UPGRADES", "3"),
+            ("GAP_S", "0.3"),
+            ("C", "4"),
+            ("SERVERS", "tern"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let last = out.stdout.lines().last().unwrap_or("");
+    assert_eq!(last, "tern: 0 failed", "{}", out.all());
+    for load in ["h1", "h2", "new"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| tern | {load} |")))
+            .unwrap_or_else(|| panic!("no row for {load}:\n{}", out.all()));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // | server | load | failed | refused | takeover | gone |
+        assert!(cells[3].starts_with("0 of "), "{row}");
+        assert_eq!(cells[4], "0", "refused connections: {row}");
+        let total: u64 = cells[3]
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(total > 0, "the load did not run: {row}");
+    }
+}
+
+#[test]
 fn acme_pebble_script_gets_a_pebble_certificate_over_both_challenges() {
     if tern_testsupport::pebble::require().is_none() {
         return;

@@ -1,6 +1,8 @@
 //! The report of a run: the disclosure, one section per target, and the raw
 //! measurements (HDR histograms serialized) so runs can be merged.
 
+pub mod diff;
+pub mod interval;
 mod merge;
 mod serde_stats;
 
@@ -51,6 +53,9 @@ pub struct Report {
     /// Wall-clock time the run ended, milliseconds since the Unix epoch.
     #[serde(default)]
     pub ended_unix_ms: Option<u64>,
+    /// `--threshold` gates, checked per target.
+    #[serde(default)]
+    pub thresholds: Vec<crate::threshold::ThresholdResult>,
 }
 
 /// The plan, as disclosed.

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, Summary, TargetReport, PERCENTILES};
+use super::{interval, Report, Summary, TargetReport, PERCENTILES};
 use crate::config::{ConnectionPlan, HttpVersion, LoadModel};
 use crate::env::Machine;
 
@@ -36,7 +36,36 @@ pub fn render(r: &Report) -> String {
     } else {
         compare(&mut out, r);
     }
+    thresholds(&mut out, r);
     out
+}
+
+/// The gates, last: what a CI log shows at its end.
+fn thresholds(out: &mut String, r: &Report) {
+    if r.thresholds.is_empty() {
+        return;
+    }
+    out.push_str("Thresholds:\n");
+    let several = r.targets.len() > 1;
+    for t in &r.thresholds {
+        let value = match t.value {
+            Some(v) if t.threshold.starts_with("errors") => format!("{:.3}%", v * 100.0),
+            Some(v) => format!("{v:.3}"),
+            None => "unknown".to_string(),
+        };
+        let target = if several {
+            format!(" [{}]", t.target)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {}{target}: {value}",
+            if t.pass { "PASS" } else { "FAIL" },
+            t.threshold
+        );
+    }
+    out.push('\n');
 }
 
 /// What failed, in one line: the first thing a failed run's report says.
@@ -326,23 +355,6 @@ fn status_and_errors(out: &mut String, t: &TargetReport) {
     }
 }
 
-/// Mean and relative spread (max-min over mean) of per-round values.
-fn spread(values: impl Iterator<Item = f64>) -> String {
-    let v: Vec<f64> = values.collect();
-    if v.len() < 2 {
-        return String::new();
-    }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let (lo, hi) = v
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-    if mean > 0.0 {
-        format!(" ±{:.0}%", 50.0 * (hi - lo) / mean)
-    } else {
-        String::new()
-    }
-}
-
 /// A comparison row: label, overall figure, per-round figure (NaN: none).
 type Row = (
     &'static str,
@@ -359,7 +371,9 @@ fn compare(out: &mut String, r: &Report) {
             "-".to_string()
         }
     };
-    out.push_str("Comparison (value, ratio to the first target, spread across rounds):\n");
+    out.push_str(
+        "Comparison (value; ratio to the first target with its 95% bootstrap interval over rounds, n.s. when it contains 1.0; spread across rounds):\n",
+    );
     for (i, t) in r.targets.iter().enumerate() {
         let _ = writeln!(out, "  [{}] {}", i + 1, t.url);
     }
@@ -377,12 +391,24 @@ fn compare(out: &mut String, r: &Report) {
         ),
         ("Errors", |s| s.failed as f64, |f| f.errors as f64),
     ];
+    let per_round = |t: &TargetReport, round: fn(&super::RoundFigures) -> f64| -> Vec<f64> {
+        t.rounds.iter().map(round).filter(|x| !x.is_nan()).collect()
+    };
     for (label, get, round) in rows {
         let _ = write!(out, "  {label:<22}");
-        for t in &r.targets {
+        let base_rounds = per_round(&r.targets[0], round);
+        for (i, t) in r.targets.iter().enumerate() {
             let v = get(&t.summary);
-            let sp = spread(t.rounds.iter().map(round).filter(|x| !x.is_nan()));
-            let _ = write!(out, "  {v:>10.3} ({}){sp:<6}", ratio(v, get(base)));
+            let rounds = per_round(t, round);
+            let sp = interval::spread(&rounds)
+                .map(|s| format!(" ±{:.0}%", s * 100.0))
+                .unwrap_or_default();
+            let vs = match (i, interval::ratio(&base_rounds, &rounds)) {
+                (0, _) => "base".to_string(),
+                (_, Some(ci)) => ci.describe(),
+                (_, None) => ratio(v, get(base)),
+            };
+            let _ = write!(out, "  {v:>10.3} ({vs}){sp}");
         }
         out.push('\n');
     }
@@ -400,9 +426,14 @@ fn compare(out: &mut String, r: &Report) {
         let per_request = |t: &TargetReport| t.server_cpu.as_ref().and_then(|s| s.us_per_request);
         let _ = write!(out, "  {:<22}", "Server CPU µs/request");
         for t in &r.targets {
+            let few = if t.server_cpu.as_ref().is_some_and(|c| c.few_ticks()) {
+                " (fewer than 100 ticks)"
+            } else {
+                ""
+            };
             match (per_request(t), per_request(&r.targets[0])) {
                 (Some(v), Some(b)) => {
-                    let _ = write!(out, "  {v:>10.3} ({}){:<6}", ratio(v, b), "");
+                    let _ = write!(out, "  {v:>10.1} ({}){few}", ratio(v, b));
                 }
                 (Some(v), None) => {
                     let _ = write!(out, "  {v:>10.3} (-){:<6}", "");

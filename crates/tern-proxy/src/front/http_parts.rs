@@ -11,7 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
-use crate::message::{ResponseHeadView, ResponseView};
+use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
 /// else its `host` field. It routes the request and becomes the backend's
@@ -101,6 +101,21 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
     headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     let _ = apply(headers, edits);
     (response, body)
+}
+
+/// What ends a client's request body whose DATA is over, given the
+/// trailers its stream delivered (HTTP/2 or HTTP/3): those trailers,
+/// cleaned, or the plain end; a section refused by the trailer rule is
+/// the client's fault.
+pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'static>, Kind> {
+    match trailers.map(clean_trailer_map) {
+        None | Some(Ok(None)) => Ok(Step::End),
+        Some(Ok(Some(t))) => Ok(Step::Trailers(t)),
+        Some(Err(e)) => {
+            tracing::debug!("client trailers refused: {e}");
+            Err(Kind::BadBody)
+        }
+    }
 }
 
 /// The HTTP/2 answer to an extended CONNECT whose backend switched to

@@ -4,7 +4,7 @@ use std::io;
 
 use tern_http::head::find_head_end;
 
-use super::deadline::Watchdog;
+use tern_deadline::Watchdog;
 use tern_http::HttpError;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;

@@ -4,6 +4,5 @@
 //! and backend clients alike; knows none of them.
 
 pub(crate) mod body;
-pub(crate) mod deadline;
 pub(crate) mod h2data;
 pub(crate) mod iobuf;

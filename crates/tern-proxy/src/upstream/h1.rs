@@ -22,9 +22,9 @@ use tokio::net::TcpStream;
 
 use crate::fault::Kind;
 use crate::io::body::{encode_chunk, Pending, Taken, LAST_CHUNK};
-use crate::io::deadline::{within, Watchdog};
 use crate::io::iobuf::{HeadWaitError, IoBuf};
 use crate::message::{clean_trailer_section, BodyLen, Piece, Request, RequestView, Step, Trailers};
+use tern_deadline::{within, Watchdog};
 
 /// Body bytes sent in the same write as a head (request or response).
 /// Larger bodies follow in further writes.

@@ -30,10 +30,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Number of requests to run (per target).
-    #[arg(short = 'n', default_value_t = 200)]
+    #[arg(short = 'n', default_value_t = tern_bench::config::DEFAULT_REQUESTS)]
     pub requests: u64,
     /// Number of connections to run concurrently.
-    #[arg(short = 'c', default_value_t = 50)]
+    #[arg(short = 'c', default_value_t = tern_bench::config::DEFAULT_CONNECTIONS)]
     pub concurrency: usize,
     /// Rate limit per connection, requests per second (becomes an open loop
     /// at c × q in total; see docs/bench.md).
@@ -88,7 +88,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub compare_protocols: Vec<String>,
     /// Timeout for each request in seconds; 0 for none.
-    #[arg(short = 't', default_value_t = 20)]
+    #[arg(short = 't', default_value_t = tern_bench::config::DEFAULT_TIMEOUT_S)]
     pub timeout: u64,
     /// Do not send Accept-Encoding: gzip.
     #[arg(long)]
@@ -154,6 +154,11 @@ pub struct BenchArgs {
     /// Also write one CSV line per request to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// A gate on the result, repeatable: p99<50ms, p99.9<=1s, mean<5ms,
+    /// errors<0.1%, rps>10000, server_cpu_per_request<20us. Checked for
+    /// every target and printed as PASS/FAIL; exit status 99 when one fails.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<tern_bench::threshold::Threshold>,
     /// No progress bar even on a terminal.
     #[arg(long)]
     pub no_progress: bool,
@@ -196,6 +201,21 @@ pub enum ReportAction {
         /// Output file (default: the input with .html).
         #[arg(short = 'o', long)]
         out: Option<PathBuf>,
+    },
+    /// Compare two JSON reports figure by figure: change, interval and
+    /// verdict (better / worse / same); exit 99 when a figure got worse
+    /// beyond the tolerance: a performance gate for CI.
+    Diff {
+        /// The reference run.
+        base: PathBuf,
+        /// The run to judge.
+        new: PathBuf,
+        /// Changes smaller than this are "same" (percent, or a fraction).
+        #[arg(long, default_value = "5%", value_parser = parse_share)]
+        tolerance: f64,
+        /// Output on stdout: text or json.
+        #[arg(short = 'o', value_parser = ["text", "json"], default_value = "text")]
+        output: String,
     },
     /// Print a JSON report as text.
     Text {
@@ -240,6 +260,9 @@ pub fn rewrite_hey_flags(args: impl Iterator<Item = OsString>) -> Vec<OsString> 
         .collect()
 }
 
+/// Exit status when a `--threshold` failed (k6 uses the same).
+const THRESHOLD_FAILED: u8 = 99;
+
 /// Runs `tern bench`.
 pub fn run(args: BenchArgs) -> ExitCode {
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
@@ -250,13 +273,16 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = match tern_bench::run(config) {
+    let mut report = match tern_bench::run(config) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tern bench: {e}");
-            return ExitCode::from(1);
+            // A configuration refused before any load is a usage error.
+            let usage = matches!(e, BenchError::Config(_) | BenchError::TlsConfig(_));
+            return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
+    tern_bench::threshold::apply(&args.thresholds, &mut report);
     let json = match report.to_json() {
         Ok(j) => j,
         Err(e) => {
@@ -286,6 +312,8 @@ pub fn run(args: BenchArgs) -> ExitCode {
         ExitCode::from(130)
     } else if report.every_request_failed() || failed {
         ExitCode::from(1)
+    } else if report.thresholds.iter().any(|t| !t.pass) {
+        ExitCode::from(THRESHOLD_FAILED)
     } else {
         ExitCode::SUCCESS
     }
@@ -326,6 +354,37 @@ pub fn run_report(args: ReportArgs) -> ExitCode {
         }),
         ReportAction::Text { file } => Report::read(&file.to_string_lossy())
             .map(|r| write_out(None, &text::render(&r)).is_ok()),
+        ReportAction::Diff {
+            base,
+            new,
+            tolerance,
+            output,
+        } => {
+            return match (
+                Report::read(&base.to_string_lossy()),
+                Report::read(&new.to_string_lossy()),
+            ) {
+                (Ok(b), Ok(n)) => {
+                    let d = tern_bench::report::diff::Diff::new(&b, &n, tolerance);
+                    let shown = if output == "json" {
+                        d.to_json()
+                    } else {
+                        d.render()
+                    };
+                    if write_out(None, &shown).is_err() {
+                        ExitCode::from(1)
+                    } else if d.regressed() {
+                        ExitCode::from(THRESHOLD_FAILED)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("tern report: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -535,6 +594,21 @@ fn protocol_targets(base: &Target, list: &[String]) -> Result<Vec<Target>, Bench
         ));
     }
     Ok(targets)
+}
+
+/// A share as `5%` or `0.05`.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let (number, scale) = match s.trim().strip_suffix('%') {
+        Some(p) => (p, 0.01),
+        None => (s.trim(), 1.0),
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * scale)
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a share like 5% or 0.05"))
 }
 
 /// Parses Go durations as hey takes them: `10s`, `1m30s`, `500ms`, `1.5h`.

@@ -23,6 +23,16 @@ use crate::servers;
 /// tern in front of one group `grpc` of `protocol` (`extra`: more keys of
 /// the group), its access log on stdout.
 fn grpc_front(protocol: &str, backend: SocketAddr, extra: &str) -> Served {
+    grpc_front_with(protocol, backend, extra, "")
+}
+
+/// [`grpc_front`] with `listener_extra` keys in the listener.
+fn grpc_front_with(
+    protocol: &str,
+    backend: SocketAddr,
+    extra: &str,
+    listener_extra: &str,
+) -> Served {
     Served::builder()
         .cert_names(&["localhost"])
         .no_backend()
@@ -30,7 +40,7 @@ fn grpc_front(protocol: &str, backend: SocketAddr, extra: &str) -> Served {
             format!(
                 "workers = 1\naccess_log = \"-\"\n\n\
                  [[upstream]]\nname = \"grpc\"\nprotocol = \"{protocol}\"\n{extra}{}\n\n\
-                 [[listener]]\nlisten = \"{}\"\nupstream = \"grpc\"\ncert = {:?}\nkey = {:?}\n",
+                 [[listener]]\nlisten = \"{}\"\nupstream = \"grpc\"\ncert = {:?}\nkey = {:?}\n{listener_extra}",
                 servers(&[backend]),
                 c.listen,
                 c.chain(),
@@ -185,28 +195,80 @@ fn python_with_grpcio() -> Option<&'static str> {
     ok.then_some("python3")
 }
 
-#[test]
-fn python_grpcio_calls_the_go_server_through_tern() {
+/// Runs the Python `script` (argv: target, CA file) against grpc-go's
+/// interop server (h2c) through a tern with `listener_extra` keys; checks
+/// it succeeded and returns the access-log line of its
+/// `StreamingOutputCall`. None (after a skip message) without the tools.
+fn grpcio_through_tern(script: &str, listener_extra: &str) -> Option<String> {
     let (Some(dir), Some(python)) = (interop_dir(), python_with_grpcio()) else {
-        return skip();
+        skip();
+        return None;
     };
     let backend_addr = free_addr();
     let _backend = start_server(&dir, backend_addr, None);
-    let front = grpc_front("h2c", backend_addr, "");
+    let front = grpc_front_with("h2c", backend_addr, "", listener_extra);
     let target = format!("127.0.0.1:{}", front.addr.port());
     let ca = front.ca().ca_file().display().to_string();
     let out = tern_testsupport::tools::run_tool(
         python,
-        ["-c", GRPCIO_CLIENT, &target, &ca],
+        ["-c", script, &target, &ca],
         b"",
         Duration::from_secs(60),
     );
     assert!(
-        out.success() && out.stdout.contains("grpcio unary and streaming ok"),
+        out.success() && out.stdout.contains(" ok"),
         "{}\n--- tern:\n{}",
         out.all(),
         front.tern.stderr_text()
     );
-    let lines = call_lines(&front, "StreamingOutputCall", 1);
-    assert_eq!(log_field(&lines[0], "grpc_status"), Some("0"), "{lines:?}");
+    call_lines(&front, "StreamingOutputCall", 1).pop()
+}
+
+#[test]
+fn python_grpcio_calls_the_go_server_through_tern() {
+    let Some(line) = grpcio_through_tern(GRPCIO_CLIENT, "") else {
+        return;
+    };
+    assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
+}
+
+/// grpcio asks grpc-go's server for 10 responses 300 ms apart: a server
+/// stream of about 3 s, through a tern whose `backend_response_timeout`
+/// and `idle_timeout` are 1 s. Neither cuts a stream while data flows:
+/// each bounds a silence, not the stream.
+const LONG_STREAM_CLIENT: &str = r#"
+import sys, time
+import grpc
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | 0x80 if n else b])
+        if not n:
+            return out
+# ResponseParameters{size: 10, interval_us: 300000}, ten times.
+param = b"\x08\x0a\x10" + varint(300000)
+request = (b"\x12" + bytes([len(param)]) + param) * 10
+ca = open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+opts = [("grpc.ssl_target_name_override", "localhost")]
+with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
+    stream = ch.unary_stream("/grpc.testing.TestService/StreamingOutputCall",
+                             request_serializer=None, response_deserializer=None)
+    start = time.monotonic()
+    replies = list(stream(request, timeout=30))
+    took = time.monotonic() - start
+    assert len(replies) == 10, len(replies)
+    assert took > 2.0, took
+    print(f"10 replies in {took:.1f} s: ok")
+"#;
+
+#[test]
+fn a_grpc_stream_outlives_the_timeouts_while_data_flows() {
+    let timeouts = "backend_response_timeout = \"1s\"\nidle_timeout = \"1s\"\n";
+    let Some(line) = grpcio_through_tern(LONG_STREAM_CLIENT, timeouts) else {
+        return;
+    };
+    assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
+    assert_eq!(log_field(&line, "error"), Some("-"), "{line}");
 }

@@ -16,11 +16,11 @@ use super::ClientStream;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
-use crate::io::deadline::within;
 use crate::io::iobuf::IoBuf;
 use crate::message::{
     clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Trailers,
 };
+use tern_deadline::within;
 use tern_http::trailers::write_last_chunk;
 
 /// Body bytes sent in the same write as a response head.

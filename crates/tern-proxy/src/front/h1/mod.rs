@@ -17,10 +17,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::exchange::ConnCtx;
 use crate::fault::{answer_text, Kind};
-use crate::io::deadline::Watchdog;
 use crate::io::iobuf::{HeadWaitError, IoBuf};
 use crate::message::{BodyLen, Request, RequestView};
 use client::H1Client;
+use tern_deadline::Watchdog;
 
 /// Initial size of a connection's client read buffer.
 const CLIENT_BUF_INITIAL: usize = 8 * 1024;

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::exchange::ConnCtx;
-use crate::io::deadline::Watchdog;
+use tern_deadline::Watchdog;
 
 /// Serves HTTP/2 on a terminated TLS connection until the client leaves,
 /// idles out, misbehaves or tern shuts down.
@@ -126,7 +126,22 @@ where
             }
         }
     }
+    // The connection is over, but streams may still run (a WebSocket
+    // tunnel, a request waiting on its backend). Dropping the connection
+    // fails their reads and writes, so each ends now and leaves its
+    // access-log line instead of vanishing with this future.
+    drop(conn);
+    let drained = async { while streams.next().await.is_some() {} };
+    if tokio::time::timeout(STREAMS_END_WAIT, drained)
+        .await
+        .is_err()
+    {
+        tracing::debug!(client = %ctx.peer, "h2 streams still running after the connection closed: dropped");
+    }
 }
+
+/// How long the streams of a closed connection get to end and log.
+const STREAMS_END_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a connection tern sends GOAWAY to (idle, or abusive) may take
 /// to read it and end; then it is closed.

@@ -19,9 +19,7 @@ use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
 use crate::io::h2data;
-use crate::message::{
-    clean_trailer_map, BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers,
-};
+use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,16 +159,9 @@ impl ClientBody for H2Body {
 /// the client sent any. h2 has them at hand once DATA has ended.
 async fn request_trailers(recv: &mut RecvStream) -> Result<Step<'static>, Kind> {
     match recv.trailers().now_or_never() {
-        Some(Ok(Some(map))) => match clean_trailer_map(&map) {
-            Ok(Some(t)) => Ok(Step::Trailers(t)),
-            Ok(None) => Ok(Step::End),
-            Err(e) => {
-                tracing::debug!("client trailers refused: {e}");
-                Err(Kind::BadBody)
-            }
-        },
+        Some(Ok(map)) => http_parts::request_end(map.as_ref()),
         Some(Err(_)) => Err(Kind::ClientGone),
-        Some(Ok(None)) | None => Ok(Step::End),
+        None => Ok(Step::End),
     }
 }
 

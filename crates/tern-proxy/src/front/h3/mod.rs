@@ -35,8 +35,8 @@ use tern_tls::Negotiated;
 use super::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::config::{H3Settings, ListenerConfig};
 use crate::exchange::{ConnCtx, ListenerCtx, WorkerCtx};
-use crate::io::deadline::Watchdog;
 use crate::metrics::HandshakeFailure;
+use tern_deadline::Watchdog;
 
 /// Response data a connection may hold that the client has not
 /// acknowledged, sent or not. quinn's default is 10 MB, which a client with
@@ -301,9 +301,14 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                 break;
             }
             _ = &mut shutdown, if !going_away => {
-                // GOAWAY: requests already accepted finish; no new ones.
+                // GOAWAY: requests already accepted finish, and so do those
+                // the client has sent before it sees the GOAWAY (up to its
+                // stream credit; a GOAWAY limited to what was accepted
+                // would close the connection under them, unanswered); no
+                // new ones after that.
                 going_away = true;
-                if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await, Ok(Ok(()))) {
+                let in_flight = lim.h3.as_ref().map_or(0, |h3| h3.max_streams as usize);
+                if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(in_flight)).await, Ok(Ok(()))) {
                     break;
                 }
             }

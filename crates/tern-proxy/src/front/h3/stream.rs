@@ -13,10 +13,8 @@ use tern_http::rewrite::FieldEdits;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
-use crate::io::deadline::within;
-use crate::message::{
-    clean_trailer_map, BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers,
-};
+use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use tern_deadline::within;
 
 type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
@@ -143,15 +141,7 @@ impl H3Body {
     /// client sent any (h3 holds them once DATA has ended).
     async fn trailers(&mut self) -> Result<Step<'static>, Kind> {
         match within(self.idle, self.recv.recv_trailers()).await {
-            Some(Ok(Some(map))) => match clean_trailer_map(&map) {
-                Ok(Some(t)) => Ok(Step::Trailers(t)),
-                Ok(None) => Ok(Step::End),
-                Err(e) => {
-                    tracing::debug!("client trailers refused: {e}");
-                    Err(Kind::BadBody)
-                }
-            },
-            Some(Ok(None)) => Ok(Step::End),
+            Some(Ok(map)) => http_parts::request_end(map.as_ref()),
             Some(Err(_)) | None => Err(Kind::ClientGone),
         }
     }

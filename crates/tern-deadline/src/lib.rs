@@ -1,4 +1,6 @@
-//! Timeouts for the request path that cost nothing when the wait is short.
+//! Timeouts for the request path that cost nothing when the wait is short:
+//! the one watchdog `tern serve` (per connection) and `tern bench` (per
+//! slot or stream) time their waits with.
 //!
 //! A keepalive request waits twice (for the client's next request, for the
 //! backend's response) and writes twice. With `tokio::time::timeout` each of
@@ -13,6 +15,11 @@
 //!   with and re-arms itself if the deadline has moved later since, so a
 //!   busy connection touches the timer wheel about once per timeout period
 //!   instead of once per wait.
+//!
+//! Not for: work outside a tokio runtime (timers need its time driver).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
@@ -23,7 +30,7 @@ use tokio::time::{Instant, Sleep};
 
 /// Runs `fut` for at most `t`; `None` when the time ran out. The timer is
 /// only armed when `fut` is not ready on its first poll.
-pub(crate) async fn within<F: Future>(t: Duration, fut: F) -> Option<F::Output> {
+pub async fn within<F: Future>(t: Duration, fut: F) -> Option<F::Output> {
     let mut fut = pin!(fut);
     let first = poll_fn(|cx| match fut.as_mut().poll(cx) {
         Poll::Ready(v) => Poll::Ready(Some(v)),
@@ -39,7 +46,7 @@ pub(crate) async fn within<F: Future>(t: Duration, fut: F) -> Option<F::Output> 
 /// One timer serving successive waits of a connection, each with its own
 /// deadline.
 #[derive(Debug)]
-pub(crate) struct Watchdog {
+pub struct Watchdog {
     sleep: Pin<Box<Sleep>>,
     /// The deadline the timer is armed with.
     armed: Instant,
@@ -50,7 +57,7 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// A watchdog whose first wait ends at `deadline`.
-    pub(crate) fn new(deadline: Instant) -> Self {
+    pub fn new(deadline: Instant) -> Self {
         Watchdog {
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
             armed: deadline,
@@ -60,7 +67,7 @@ impl Watchdog {
 
     /// The watchdog in `slot` set to `deadline`, made there if it is the
     /// first (a connection that never waits never makes one).
-    pub(crate) fn set_in(slot: &mut Option<Watchdog>, deadline: Instant) -> &mut Watchdog {
+    pub fn set_in(slot: &mut Option<Watchdog>, deadline: Instant) -> &mut Watchdog {
         match slot {
             Some(w) => {
                 w.set(deadline);
@@ -72,7 +79,7 @@ impl Watchdog {
 
     /// Sets the deadline of the next waits. Moving it later is a store;
     /// moving it earlier re-arms the timer.
-    pub(crate) fn set(&mut self, deadline: Instant) {
+    pub fn set(&mut self, deadline: Instant) {
         self.deadline = deadline;
         if deadline < self.armed {
             self.armed = deadline;
@@ -81,7 +88,7 @@ impl Watchdog {
     }
 
     /// Runs `fut` until it completes (`Some`) or the deadline passes (`None`).
-    pub(crate) async fn run<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+    pub async fn run<F: Future>(&mut self, fut: F) -> Option<F::Output> {
         let mut fut = pin!(fut);
         poll_fn(|cx| {
             if let Poll::Ready(v) = fut.as_mut().poll(cx) {
