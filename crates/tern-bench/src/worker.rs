@@ -13,16 +13,18 @@ use tokio::sync::watch;
 use crate::config::{BenchConfig, ConnectionPlan, HttpVersion, LoadModel, StopCondition};
 use crate::conn::{Connector, Established};
 use crate::error::{BenchError, RequestError};
-use crate::http1::{request_headers, Exchange, H1Conn, RequestBytes};
+use crate::http1::{request_headers, Exchange, RequestBytes};
 use crate::http2::H2Request;
 use crate::http3::H3Connector;
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
 use crate::timeout::Watchdog;
-use crate::tls::{self, KeyCache};
+use crate::tls;
 
+mod h1;
 mod h2;
 mod h3;
+mod slot;
 
 /// Run-wide controls shared by all threads: Ctrl-C and progress.
 #[derive(Debug)]
@@ -279,16 +281,18 @@ fn run_worker(
                 .map(|s| Pacer::new(&job, c * streams + s))
                 .collect();
             handles.push(tokio::task::spawn_local(async move {
-                match (ctx.job.http, ctx.job.config.plan) {
-                    (HttpVersion::Http2, ConnectionPlan::KeepAlive) => {
-                        h2::keepalive_slot(ctx, pacers).await
+                use slot::{multiplexed_slot, serial_slot};
+                let keepalive = ctx.job.config.plan == ConnectionPlan::KeepAlive;
+                match ctx.job.http {
+                    HttpVersion::Http2 if keepalive => {
+                        multiplexed_slot(ctx, h2::H2::default(), pacers).await
                     }
-                    (HttpVersion::Http2, _) => h2::oneshot_slot(ctx, pacers).await,
-                    (HttpVersion::Http3, ConnectionPlan::KeepAlive) => {
-                        h3::keepalive_slot(ctx, pacers).await
+                    HttpVersion::Http2 => serial_slot(ctx, h2::H2::default(), pacers).await,
+                    HttpVersion::Http3 if keepalive => {
+                        multiplexed_slot(ctx, h3::H3::default(), pacers).await
                     }
-                    (HttpVersion::Http3, _) => h3::oneshot_slot(ctx, pacers).await,
-                    (HttpVersion::Http1, _) => h1_slot(ctx, pacers).await,
+                    HttpVersion::Http3 => serial_slot(ctx, h3::H3::default(), pacers).await,
+                    HttpVersion::Http1 => serial_slot(ctx, h1::H1::default(), pacers).await,
                 }
             }));
         }
@@ -436,119 +440,6 @@ impl SlotCtx {
         drop(s);
         self.control.done.fetch_add(1, Ordering::Relaxed);
         self.control.failed.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// The sending half of a multiplexed connection (HTTP/2, HTTP/3): each
-/// stream loop has its own handle.
-trait Streams {
-    /// Sends one request on a new stream and reads the whole response; on
-    /// error, whether the connection is dead.
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)>;
-}
-
-impl Streams for ::h2::client::SendRequest<bytes::Bytes> {
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
-        crate::http2::exchange(self, req).await
-    }
-}
-
-impl Streams for crate::http3::H3Send {
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
-        crate::http3::exchange(self, req).await
-    }
-}
-
-/// One stream of a multiplexed connection: a closed (or paced) loop of
-/// requests until the budget ends or the connection dies.
-async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<Pacer>) {
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    loop {
-        let intended = pace(pacer).await;
-        if !ctx.job.budget.take() {
-            return;
-        }
-        let res = watchdog
-            .run(send.exchange(&ctx.job.h2_request), || {
-                (RequestError::Timeout, false)
-            })
-            .await;
-        match res {
-            Ok(ex) => ctx.record_ok(intended, &ex, None),
-            // Sent again on the next connection.
-            Err((RequestError::Unprocessed, _)) => {
-                ctx.job.budget.give_back();
-                return;
-            }
-            Err((err, connection_dead)) => {
-                ctx.record_error(intended, &err);
-                if connection_dead {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// HTTP/1.1: one connection, one request at a time, reconnecting when the
-/// plan or the server says so.
-async fn h1_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
-    let mut pacer = pacers.pop().flatten();
-    let mut conn: Option<H1Conn> = None;
-    let mut spare: Option<Box<[u8]>> = None;
-    let mut key_cache = KeyCache::default();
-    let per_request = ctx.job.config.plan.connection_per_request();
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    loop {
-        let intended = pace(&mut pacer).await;
-        if !ctx.job.budget.take() {
-            break;
-        }
-        let res = watchdog
-            .run(h1_once(&ctx, &mut conn, &mut spare, &mut key_cache), || {
-                (RequestError::Timeout, None)
-            })
-            .await;
-        let keep = match res {
-            Ok((ex, setup)) => {
-                ctx.record_ok(intended, &ex, setup);
-                ex.reusable && !per_request
-            }
-            Err((err, _)) => {
-                ctx.record_error(intended, &err);
-                false
-            }
-        };
-        if !keep {
-            spare = conn.take().map(H1Conn::into_buffer).or(spare);
-        }
-    }
-}
-
-type Outcome = Result<(Exchange, Option<Setup>), (RequestError, Option<Setup>)>;
-
-async fn h1_once(
-    ctx: &SlotCtx,
-    conn: &mut Option<H1Conn>,
-    spare: &mut Option<Box<[u8]>>,
-    key_cache: &mut KeyCache,
-) -> Outcome {
-    let mut setup = None;
-    let c = match conn.take() {
-        Some(c) => conn.insert(c),
-        None => {
-            let est = ctx
-                .connector
-                .connect(key_cache)
-                .await
-                .map_err(|e| (e, None))?;
-            setup = Some(ctx.record_setup(&est));
-            conn.insert(H1Conn::new(est.stream, spare.take()))
-        }
-    };
-    match c.exchange(&ctx.job.request).await {
-        Ok(ex) => Ok((ex, setup)),
-        Err(e) => Err((e, setup)),
     }
 }
 

@@ -3,12 +3,13 @@
 //! request).
 
 use std::net::SocketAddr;
-use std::rc::Rc;
 
-use super::{pace, Pacer, Setup, SlotCtx, Watchdog};
+use super::slot::{Multiplexed, Protocol, Streams};
+use super::{Setup, SlotCtx};
 use crate::config::BenchConfig;
 use crate::error::{BenchError, RequestError};
-use crate::http3::{self, H3Established};
+use crate::http1::Exchange;
+use crate::http3::{H3Established, H3Send};
 use crate::stats::record;
 use crate::target::{Scheme, Target};
 use crate::tls::KeyCache;
@@ -54,81 +55,47 @@ impl SlotCtx {
             ..Setup::default()
         }
     }
+}
 
-    fn record_quic_end(&self, conn: &quinn::Connection) {
-        self.stats.borrow_mut().quic.add(&conn.stats());
-    }
+/// HTTP/3 as one slot runs it.
+#[derive(Default)]
+pub(super) struct H3(KeyCache);
 
-    async fn h3_connect(&self, key_cache: &mut KeyCache) -> Result<H3Established, RequestError> {
-        let Some(connector) = &self.h3 else {
+impl Protocol for H3 {
+    type Conn = H3Established;
+
+    async fn open(&mut self, ctx: &SlotCtx) -> Result<(H3Established, Setup), RequestError> {
+        let Some(connector) = &ctx.h3 else {
             return Err(RequestError::Connect("no QUIC endpoint".into()));
         };
-        connector.connect(key_cache).await
+        let est = connector.connect(&mut self.0).await?;
+        let setup = ctx.record_quic_setup(&est);
+        Ok((est, setup))
+    }
+
+    async fn send(
+        &mut self,
+        ctx: &SlotCtx,
+        conn: &mut H3Established,
+    ) -> Result<Exchange, RequestError> {
+        conn.send
+            .exchange(&ctx.job.h2_request)
+            .await
+            .map_err(|(e, _)| e)
+    }
+
+    fn close(&mut self, ctx: &SlotCtx, conn: H3Established) {
+        ctx.stats.borrow_mut().quic.add(&conn.conn.stats());
+        conn.conn.close(H3_NO_ERROR, b"");
     }
 }
 
-/// Keepalive: one QUIC connection, `-m` concurrent streams, each a closed
-/// (or paced) loop; reconnects when the connection dies.
-pub(super) async fn keepalive_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
-    let mut key_cache = KeyCache::default();
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    while !ctx.job.budget.exhausted() {
-        let attempt = std::time::Instant::now();
-        let connected = watchdog
-            .run(ctx.h3_connect(&mut key_cache), || RequestError::Timeout)
-            .await;
-        let est = match connected {
-            Ok(est) => est,
-            Err(e) => {
-                if !ctx.job.budget.take() {
-                    break;
-                }
-                ctx.record_error(attempt, &e);
-                continue;
-            }
-        };
-        ctx.record_quic_setup(&est);
-        let mut handles = Vec::with_capacity(pacers.len());
-        for mut pacer in pacers.drain(..) {
-            let ctx = ctx.clone();
-            let send = est.send.clone();
-            handles.push(tokio::task::spawn_local(async move {
-                super::stream_loop(&ctx, send, &mut pacer).await;
-                pacer
-            }));
-        }
-        for h in handles {
-            if let Ok(p) = h.await {
-                pacers.push(p);
-            }
-        }
-        ctx.record_quic_end(&est.conn);
-        est.conn.close(H3_NO_ERROR, b"");
-    }
-}
+impl Multiplexed for H3 {
+    type Streams = H3Send;
 
-/// A new QUIC connection per request: connect, one stream, close.
-pub(super) async fn oneshot_slot(ctx: Rc<SlotCtx>, mut pacers: Vec<Option<Pacer>>) {
-    let mut pacer = pacers.pop().flatten();
-    let mut key_cache = KeyCache::default();
-    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
-    loop {
-        let intended = pace(&mut pacer).await;
-        if !ctx.job.budget.take() {
-            break;
-        }
-        let once = async {
-            let mut est = ctx.h3_connect(&mut key_cache).await?;
-            let setup = ctx.record_quic_setup(&est);
-            let result = http3::exchange(&mut est.send, &ctx.job.h2_request).await;
-            ctx.record_quic_end(&est.conn);
-            est.conn.close(H3_NO_ERROR, b"");
-            result.map(|ex| (ex, setup)).map_err(|(e, _)| e)
-        };
-        match watchdog.run(once, || RequestError::Timeout).await {
-            Ok((ex, setup)) => ctx.record_ok(intended, &ex, Some(setup)),
-            Err(err) => ctx.record_error(intended, &err),
-        }
+    /// The connection is kept to the end, for its statistics.
+    fn share(conn: H3Established) -> (H3Send, Option<H3Established>) {
+        (conn.send.clone(), Some(conn))
     }
 }
 

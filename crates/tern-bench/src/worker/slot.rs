@@ -1,0 +1,196 @@
+//! The slot loop, once for every protocol: take a ticket from the budget,
+//! pace, run one request under the slot's watchdog, record it, stop when
+//! the budget is spent. What differs per protocol is behind [`Protocol`]
+//! (open a connection, send one request on it, close it) and, for the
+//! protocols that multiplex, [`Multiplexed`] (the handle every stream loop
+//! sends on).
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{pace, Pacer, Setup, SlotCtx, Watchdog};
+use crate::error::RequestError;
+use crate::http1::Exchange;
+use crate::http2::H2Request;
+
+/// One protocol as a slot runs it. A value lives as long as its slot, so
+/// it keeps what the slot reuses from one connection to the next (the TLS
+/// session cache, HTTP/1.1's read buffer).
+pub(super) trait Protocol {
+    /// An open connection.
+    type Conn;
+
+    /// Opens a connection and records its set-up.
+    async fn open(&mut self, ctx: &SlotCtx) -> Result<(Self::Conn, Setup), RequestError>;
+
+    /// Sends one request on `conn` and reads the whole response.
+    async fn send(
+        &mut self,
+        ctx: &SlotCtx,
+        conn: &mut Self::Conn,
+    ) -> Result<Exchange, RequestError>;
+
+    /// Ends a connection that is not used again.
+    fn close(&mut self, ctx: &SlotCtx, conn: Self::Conn);
+
+    /// Lets go of a connection whose request timed out.
+    fn abandon(&mut self, conn: Self::Conn) {
+        drop(conn);
+    }
+}
+
+/// A protocol whose connections carry concurrent streams (HTTP/2, HTTP/3).
+pub(super) trait Multiplexed: Protocol {
+    /// What each stream loop sends on.
+    type Streams: Streams + Clone + 'static;
+
+    /// The handle for the stream loops, and what of the connection is kept
+    /// until they have all ended (then given to [`Protocol::close`]).
+    fn share(conn: Self::Conn) -> (Self::Streams, Option<Self::Conn>);
+}
+
+/// The sending half of a multiplexed connection (HTTP/2, HTTP/3): each
+/// stream loop has its own handle.
+pub(super) trait Streams {
+    /// Sends one request on a new stream and reads the whole response; on
+    /// error, whether the connection is dead.
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)>;
+}
+
+impl Streams for ::h2::client::SendRequest<bytes::Bytes> {
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
+        crate::http2::exchange(self, req).await
+    }
+}
+
+impl Streams for crate::http3::H3Send {
+    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
+        crate::http3::exchange(self, req).await
+    }
+}
+
+/// One request at a time on one connection, opened when there is none and
+/// kept while the plan and the server allow (HTTP/1.1, and every protocol
+/// with a new connection per request).
+pub(super) async fn serial_slot<P: Protocol>(
+    ctx: Rc<SlotCtx>,
+    mut proto: P,
+    mut pacers: Vec<Option<Pacer>>,
+) {
+    let mut pacer = pacers.pop().flatten();
+    let mut conn: Option<P::Conn> = None;
+    let per_request = ctx.job.config.plan.connection_per_request();
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
+    loop {
+        let intended = pace(&mut pacer).await;
+        if !ctx.job.budget.take() {
+            break;
+        }
+        let once = async {
+            let mut setup = None;
+            let c = match conn.take() {
+                Some(c) => conn.insert(c),
+                None => {
+                    let (c, s) = proto.open(&ctx).await?;
+                    setup = Some(s);
+                    conn.insert(c)
+                }
+            };
+            let res = proto.send(&ctx, c).await;
+            // Closed as soon as it is done with, before the request is
+            // recorded; a request that times out never gets here and its
+            // connection is abandoned instead.
+            if !matches!(&res, Ok(ex) if ex.reusable && !per_request) {
+                if let Some(c) = conn.take() {
+                    proto.close(&ctx, c);
+                }
+            }
+            res.map(|ex| (ex, setup))
+        };
+        match watchdog.run(once, || RequestError::Timeout).await {
+            Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
+            Err(err) => {
+                ctx.record_error(intended, &err);
+                // Still here only when the request timed out.
+                if let Some(c) = conn.take() {
+                    proto.abandon(c);
+                }
+            }
+        }
+    }
+}
+
+/// One connection at a time, each carrying a stream loop per pacer;
+/// reconnects when the connection dies.
+pub(super) async fn multiplexed_slot<P: Multiplexed>(
+    ctx: Rc<SlotCtx>,
+    mut proto: P,
+    mut pacers: Vec<Option<Pacer>>,
+) {
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
+    while !ctx.job.budget.exhausted() {
+        let attempt = Instant::now();
+        let connected = watchdog
+            .run(proto.open(&ctx), || RequestError::Timeout)
+            .await;
+        let (send, kept) = match connected {
+            Ok((conn, _)) => P::share(conn),
+            Err(e) => {
+                if !ctx.job.budget.take() {
+                    break;
+                }
+                ctx.record_error(attempt, &e);
+                continue;
+            }
+        };
+        let mut handles = Vec::with_capacity(pacers.len());
+        for mut pacer in pacers.drain(..) {
+            let ctx = ctx.clone();
+            let send = send.clone();
+            handles.push(tokio::task::spawn_local(async move {
+                stream_loop(&ctx, send, &mut pacer).await;
+                pacer
+            }));
+        }
+        drop(send);
+        for h in handles {
+            if let Ok(p) = h.await {
+                pacers.push(p);
+            }
+        }
+        if let Some(conn) = kept {
+            proto.close(&ctx, conn);
+        }
+    }
+}
+
+/// One stream of a multiplexed connection: a closed (or paced) loop of
+/// requests until the budget ends or the connection dies.
+async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<Pacer>) {
+    let mut watchdog = Watchdog::new(ctx.job.config.timeout);
+    loop {
+        let intended = pace(pacer).await;
+        if !ctx.job.budget.take() {
+            return;
+        }
+        let res = watchdog
+            .run(send.exchange(&ctx.job.h2_request), || {
+                (RequestError::Timeout, false)
+            })
+            .await;
+        match res {
+            Ok(ex) => ctx.record_ok(intended, &ex, None),
+            // Sent again on the next connection.
+            Err((RequestError::Unprocessed, _)) => {
+                ctx.job.budget.give_back();
+                return;
+            }
+            Err((err, connection_dead)) => {
+                ctx.record_error(intended, &err);
+                if connection_dead {
+                    return;
+                }
+            }
+        }
+    }
+}
