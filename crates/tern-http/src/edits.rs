@@ -41,6 +41,15 @@ impl FieldEdits<'_> {
     pub fn added(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.add.iter().map(|(n, v)| (*n, v.as_ref()))
     }
+
+    /// The fields to add, as (name, value, made for this request): a
+    /// value rendered per request (a request ID, a variable, Retry-After)
+    /// is owned, a literal from the configuration borrowed.
+    pub fn added_per_request(&self) -> impl Iterator<Item = (&str, &[u8], bool)> {
+        self.add
+            .iter()
+            .map(|(n, v)| (*n, v.as_ref(), matches!(v, std::borrow::Cow::Owned(_))))
+    }
 }
 
 /// Why a header rule may not name `name`, or `None` when it may.

@@ -68,14 +68,18 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
     for name in edits.drop {
         headers.remove(&**name);
     }
-    for (name, value) in edits.added() {
+    for (name, value, per_request) in edits.added_per_request() {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
         match (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_bytes(value),
         ) {
-            (Ok(n), Ok(v)) => {
+            (Ok(n), Ok(mut v)) => {
+                // A value made for this request (a request ID) never
+                // repeats: HTTP/2 sends it never-indexed, so it does not
+                // take HPACK table space from the fields that do repeat.
+                v.set_sensitive(per_request);
                 headers.append(n, v);
             }
             _ => tracing::debug!(
