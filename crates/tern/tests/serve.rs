@@ -30,6 +30,8 @@ mod conformance;
 mod descriptors;
 #[path = "serve/edge.rs"]
 mod edge;
+#[path = "serve/edge_clients.rs"]
+mod edge_clients;
 #[path = "serve/forwarded.rs"]
 mod forwarded;
 #[path = "serve/framing.rs"]
