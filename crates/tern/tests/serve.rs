@@ -30,6 +30,8 @@ mod conformance;
 mod descriptors;
 #[path = "serve/edge.rs"]
 mod edge;
+#[path = "serve/edge_body.rs"]
+mod edge_body;
 #[path = "serve/edge_clients.rs"]
 mod edge_clients;
 #[path = "serve/forwarded.rs"]
