@@ -32,6 +32,7 @@ pub mod chromium;
 pub mod grpc_interop;
 pub mod h2client;
 pub mod h2frames;
+pub mod h3client;
 pub mod haproxy;
 pub mod netlink_delay;
 pub mod openssl_pki;
