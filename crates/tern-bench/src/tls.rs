@@ -87,8 +87,8 @@ pub fn client_config(
             })
             .collect::<Result<_, _>>()?;
     }
-    let min = opts.min_version.unwrap_or(TlsVersion::Tls12);
-    let max = opts.max_version.unwrap_or(TlsVersion::Tls13);
+    let min = opts.min_version.unwrap_or(crate::config::defaults::TLS_MIN);
+    let max = opts.max_version.unwrap_or(crate::config::defaults::TLS_MAX);
     if min > max {
         return Err(BenchError::TlsConfig(
             "minimum TLS version above maximum".into(),

@@ -89,22 +89,7 @@ impl clap::FromArgMatches for ServeArgs {
             .collect();
         // Defaults are shown by --help and applied by config::resolve from
         // the same constants; here "absent" must stay absent.
-        let mut matches = matches.clone();
-        let defaulted: Vec<String> = matches
-            .ids()
-            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
-            .map(|id| id.to_string())
-            .collect();
-        let takes_values = ServeFlags::augment_args(clap::Command::new("serve"));
-        for id in defaulted {
-            let has_value = takes_values
-                .get_arguments()
-                .any(|a| a.get_id() == id.as_str() && a.get_action().takes_values());
-            // A switch (`--http3`) keeps its false: its field is a bool.
-            if has_value {
-                let _ = matches.try_clear_id(&id);
-            }
-        }
+        let matches = super::without_defaults::<ServeFlags>(matches);
         let flags = ServeFlags::from_arg_matches(&matches)?;
         Ok(ServeArgs {
             config: flags.config,
