@@ -223,6 +223,37 @@ mod tests {
     }
 
     #[test]
+    fn help_shows_the_tls_defaults_the_code_applies() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("serve")
+            .expect("serve")
+            .render_help()
+            .to_string();
+        let policy = tern_tls::TlsPolicy::default_fast();
+        for (flag, names) in [
+            ("--tls-versions", policy.version_names()),
+            ("--ciphers", policy.suite_names()),
+            ("--groups", policy.group_names()),
+        ] {
+            // The entry: its line and the text lines below it.
+            let row: String = help
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with(flag))
+                .enumerate()
+                .take_while(|(i, l)| *i == 0 || !l.trim_start().starts_with('-'))
+                .map(|(_, l)| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                row.contains(&format!("[default: {}]", names.join(" "))),
+                "{flag}: {row}"
+            );
+        }
+    }
+
+    #[test]
     fn given_listener_flags_are_named_in_declaration_order() {
         let args = serve(&["--http3", "--listen", "127.0.0.1:1", "--workers", "2"]);
         assert_eq!(args.listener_flags_given, ["listen", "http3"]);
