@@ -28,7 +28,7 @@ pub use options::{
     defaults, shown, AcmeOptions, CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions,
     ServerOptions, UpstreamOptions,
 };
-pub use reference::reference_markdown;
+pub use reference::{option_meaning, reference_markdown};
 pub use resolve::from_options;
 pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;

@@ -49,6 +49,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tern_tls::TlsPolicy;
 
 /// Every default of `tern serve`, named once: `--help`, docs/config.md and
 /// the resolution of a missing option all read these.
@@ -462,20 +463,23 @@ pub struct ListenerOptions {
     #[serde(default, deserialize_with = "one_or_many")]
     pub client_crl: Vec<String>,
 
-    /// TLS versions, narrowing the default "TLSv1.3,TLSv1.2". Older ones are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// TLS versions, a subset of the default. Older ones are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().version_names())]
     #[serde(default)]
     pub tls_versions: Vec<String>,
 
-    /// Cipher suites by IANA name, in preference order, narrowing the
-    /// default AEAD-only list. DHE, RSA key exchange, CBC and RC4 are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Cipher suites by IANA name, in preference order, a subset of the
+    /// default (AEAD only). DHE, RSA key exchange, CBC and RC4 are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().suite_names())]
     #[serde(default)]
     pub ciphers: Vec<String>,
 
-    /// Key-exchange groups in preference order, narrowing the default
-    /// "X25519MLKEM768,X25519,secp256r1,secp384r1". Finite-field groups are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Key-exchange groups in preference order, a subset of the default.
+    /// Finite-field groups are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().group_names())]
     #[serde(default)]
     pub groups: Vec<String>,
 
