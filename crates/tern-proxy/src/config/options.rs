@@ -746,6 +746,12 @@ pub struct UpstreamOptions {
     /// when absent.
     #[arg(long)]
     pub health_check_path: Option<String>,
+    /// h2c and h2 groups: gRPC health checks instead
+    /// (`grpc.health.v1.Health/Check`) for this service name, "" for the
+    /// server as a whole; SERVING is healthy, anything else (or no answer)
+    /// a failure. Off when absent.
+    #[arg(long)]
+    pub health_check_grpc: Option<String>,
     /// Time between health checks.
     #[arg(long, default_value = shown(defaults::HEALTH_CHECK_INTERVAL))]
     pub health_check_interval: Option<String>,

@@ -1,7 +1,9 @@
 //! Active health checks: every interval, each server gets a real HTTP/1.1
 //! `GET <path>` on a fresh TCP connection (`Connection: close`; for h2c
 //! and h2 groups an HTTP/2 GET on a fresh session, over TLS for h2), and a
-//! 2xx/3xx status within the timeout counts as a success. `rise` successes
+//! 2xx/3xx status within the timeout counts as a success (or, with
+//! `health_check_grpc`, a gRPC `grpc.health.v1.Health/Check` answered
+//! SERVING: [`super::health_grpc`]). `rise` successes
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
 
@@ -60,13 +62,13 @@ impl UpstreamShared {
                 match result {
                     Ok(status) => tracing::info!(
                         %upstream, %server,
-                        "backend up: {} health checks in a row passed (GET {} answered {status})",
-                        check.rise, check.path
+                        "backend up: {} health checks in a row passed ({} answered {status})",
+                        check.rise, check.describe()
                     ),
                     Err(e) => tracing::warn!(
                         %upstream, %server,
-                        "backend down: {} health checks in a row failed (GET {}: {e})",
-                        check.fall, check.path
+                        "backend down: {} health checks in a row failed ({}: {e})",
+                        check.fall, check.describe()
                     ),
                 }
             }
@@ -84,13 +86,18 @@ async fn check_all(
     let mut set = JoinSet::new();
     for server in &servers {
         let (server, path, timeout) = (server.clone(), check.path.clone(), check.timeout);
+        let grpc = check.grpc_service.clone();
         let shared = shared.clone();
         set.spawn(async move {
             let config = &shared.config;
             let addr = server.addr;
             let result = if config.protocol.is_http2() {
                 let tls = config.tls.as_ref().map(|tls| (tls, server.origin));
-                check_once_h2(addr, tls, &path, timeout).await
+                let probe = match &grpc {
+                    Some(service) => H2Probe::Grpc(service),
+                    None => H2Probe::Get(&path),
+                };
+                check_once_h2(addr, tls, probe, timeout).await
             } else {
                 check_once(addr, &path, timeout).await
             };
@@ -124,6 +131,18 @@ pub(super) enum CheckError {
     Malformed,
     #[error("status {0}")]
     Status(u16),
+    /// A gRPC health answer other than SERVING (the message says what).
+    #[error("{0}")]
+    Grpc(String),
+}
+
+/// What a check of an HTTP/2 server asks.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum H2Probe<'a> {
+    /// `GET path`: 2xx or 3xx is healthy.
+    Get(&'a str),
+    /// `grpc.health.v1.Health/Check` of this service: SERVING is healthy.
+    Grpc(&'a str),
 }
 
 /// One check: connect, `GET path`, read the status line; `Ok(status)` for
@@ -174,12 +193,13 @@ pub(super) async fn check_once(
 
 /// One check of an HTTP/2 server (h2c, or h2 with `tls` = the group's TLS
 /// settings and the index of the server's configuration entry): connect, TLS handshake for h2,
-/// HTTP/2 preface, `GET path` on a session of its own (so a check never
-/// queues behind requests), `Ok(status)` for 2xx and 3xx.
+/// HTTP/2 preface, the probe on a session of its own (so a check never
+/// queues behind requests), `Ok(status)` for 2xx and 3xx (a gRPC probe:
+/// 200 and SERVING).
 pub(super) async fn check_once_h2(
     addr: SocketAddr,
     tls: Option<(&BackendTls, usize)>,
-    path: &str,
+    probe: H2Probe<'_>,
     timeout: Duration,
 ) -> Result<u16, CheckError> {
     let exchange = async {
@@ -188,12 +208,12 @@ pub(super) async fn check_once_h2(
             .map_err(CheckError::Connect)?;
         stream.set_nodelay(true).map_err(CheckError::Io)?;
         match tls {
-            None => get_status_h2(stream, "http", addr, path, timeout).await,
+            None => get_status_h2(stream, "http", addr, probe, timeout).await,
             Some((settings, server)) => {
                 let stream = super::tls::handshake(settings, server, stream)
                     .await
                     .map_err(CheckError::Tls)?;
-                get_status_h2(stream, "https", addr, path, timeout).await
+                get_status_h2(stream, "https", addr, probe, timeout).await
             }
         }
     };
@@ -207,22 +227,27 @@ pub(super) async fn check_once_h2(
     }
 }
 
-/// The status of `GET path` on a new HTTP/2 session over `stream`. The
+/// The status of the probe on a new HTTP/2 session over `stream`. The
 /// session's connection task ends with the check (dropping the sender
 /// closes the session) and never outlives `timeout`.
 async fn get_status_h2<S>(
     stream: S,
     scheme: &str,
     addr: SocketAddr,
-    path: &str,
+    probe: H2Probe<'_>,
     timeout: Duration,
 ) -> Result<u16, CheckError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
     let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
     tokio::spawn(tokio::time::timeout(timeout, connection));
+    let path = match probe {
+        H2Probe::Get(path) => path,
+        H2Probe::Grpc(service) => {
+            return super::health_grpc::check(sender, scheme, addr, service).await;
+        }
+    };
     let request = http::Request::get(format!("{scheme}://{addr}{path}"))
         .header(http::header::USER_AGENT, "tern-health-check")
         .body(())
@@ -231,6 +256,11 @@ where
     let (response, _) = sender.send_request(request, true).map_err(h2_error)?;
     let response = response.await.map_err(h2_error)?;
     Ok(response.status().as_u16())
+}
+
+/// An HTTP/2 failure of a check.
+pub(super) fn h2_error(e: h2::Error) -> CheckError {
+    CheckError::Io(std::io::Error::other(e))
 }
 
 /// `HTTP/1.x SSS reason` → SSS.

@@ -20,6 +20,7 @@ mod balance;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
+pub(crate) mod health_grpc;
 mod pool;
 mod sessions;
 mod shared;
