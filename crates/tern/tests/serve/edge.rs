@@ -175,31 +175,46 @@ fn oversized_chunked_and_h2_bodies_are_413() {
 #[tokio::test]
 async fn oversized_h2_bodies_are_413_for_both_backend_protocols() {
     for served in [
-        Served::builder().args(&["--max-request-body", "1KiB"]).start(),
         Served::builder()
-            .backend_h2c()
-            .config(|c| {
-                format!(
-                    "workers = 1\n[[upstream]]\nname = \"h2c\"\nprotocol = \"h2c\"\nservers = [\"{}\"]\n\
-                     [[listener]]\nlisten = \"{}\"\nupstream = \"h2c\"\ncert = \"{}\"\nkey = \"{}\"\nmax_request_body = \"1KiB\"\n",
-                    c.backend.as_deref().expect("a backend"),
-                    c.listen,
-                    c.chain(),
-                    c.key()
-                )
-            })
+            .args(&["--max-request-body", "1KiB"])
             .start(),
+        h2c_with_body_limit(),
     ] {
         let client = served.h2_client().await;
         let chunks = (0..4).map(|_| Bytes::from(vec![b'b'; 25_000])).collect();
         let response = client
-            .send(h2client::request("POST", "/echo"), h2client::Body::Chunks(chunks))
+            .send(
+                h2client::request("POST", "/echo"),
+                h2client::Body::Chunks(chunks),
+            )
             .await
             .expect("a response");
-        assert_eq!(response.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", response.text());
+        assert_eq!(
+            response.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{}",
+            response.text()
+        );
         let line = logged(&served, "error=client:body_too_large", &["alpn=h2"]);
         assert_eq!(log_field(&line, "status"), Some("413"), "{line}");
     }
+}
+
+/// tern with a 1 KiB body limit in front of the harness's h2c backend.
+pub(crate) fn h2c_with_body_limit() -> Served {
+    Served::builder()
+        .backend_h2c()
+        .config(|c| {
+            format!(
+                "workers = 1\n[[upstream]]\nname = \"h2c\"\nprotocol = \"h2c\"\nservers = [\"{}\"]\n\
+                 [[listener]]\nlisten = \"{}\"\nupstream = \"h2c\"\ncert = \"{}\"\nkey = \"{}\"\nmax_request_body = \"1KiB\"\n",
+                c.backend.as_deref().expect("a backend"),
+                c.listen,
+                c.chain(),
+                c.key()
+            )
+        })
+        .start()
 }
 
 #[test]
