@@ -23,6 +23,7 @@ mod health;
 mod pool;
 mod sessions;
 mod shared;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -40,6 +41,7 @@ use crate::fault::Kind;
 
 pub use sessions::H2Stream;
 pub use shared::UpstreamShared;
+pub use stream::{BackendStream, Socket};
 
 use balance::SmoothWrr;
 use pool::IdlePool;
@@ -49,8 +51,8 @@ use shared::InFlight;
 /// server until it is dropped or returned with [`Backends::put`].
 #[derive(Debug)]
 pub struct BackendConn {
-    /// The socket (TCP_NODELAY set).
-    pub stream: TcpStream,
+    /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
+    pub stream: BackendStream,
     /// Where it goes.
     pub addr: SocketAddr,
     /// True when it came from the pool (it may have been closed by the
@@ -166,7 +168,7 @@ impl Backends {
         }
     }
 
-    fn pooled(&self, server: usize, stream: TcpStream, in_flight: InFlight) -> BackendConn {
+    fn pooled(&self, server: usize, stream: BackendStream, in_flight: InFlight) -> BackendConn {
         BackendConn {
             stream,
             addr: self.shared.addr(server),
@@ -229,10 +231,10 @@ impl Backends {
         let server = in_flight.server();
         let addr = self.shared.addr(server);
         match open(addr, connect_timeout).await {
-            Ok(stream) => {
+            Ok(socket) => {
                 self.shared.connect_succeeded(server);
                 Ok(BackendConn {
-                    stream,
+                    stream: BackendStream::Plain(socket),
                     addr,
                     reused: false,
                     in_flight,
@@ -248,7 +250,7 @@ impl Backends {
 }
 
 /// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, ConnectError> {
+async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
     let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
@@ -259,5 +261,5 @@ async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, 
     stream
         .set_nodelay(true)
         .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(stream)
+    Ok(Socket::Tcp(stream))
 }
