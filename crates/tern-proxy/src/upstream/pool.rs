@@ -64,7 +64,8 @@ impl IdlePool {
     /// left), for `servers` servers in all.
     pub(super) fn remap(&self, moves: &[Option<usize>], servers: usize) {
         let mut idle = self.idle.borrow_mut();
-        let mut next: Vec<Vec<(BackendStream, Instant)>> = (0..servers).map(|_| Vec::new()).collect();
+        let mut next: Vec<Vec<(BackendStream, Instant)>> =
+            (0..servers).map(|_| Vec::new()).collect();
         for (list, to) in idle.drain(..).zip(moves) {
             if let Some(slot) = to.and_then(|to| next.get_mut(to)) {
                 *slot = list;
