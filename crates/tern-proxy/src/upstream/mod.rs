@@ -13,10 +13,12 @@
 //!
 //! Module map: [`shared`] the process-wide state, [`balance`] the
 //! policies, [`pool`] idle connections, [`health`] active checks,
-//! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
+//! [`sessions`] HTTP/2 sessions (h2c and h2), [`connect`] opening a connection (TCP, Unix, TLS), [`tls`] the TLS
+//! handshake,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
 mod balance;
+mod connect;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
@@ -28,13 +30,11 @@ mod stream;
 mod tests;
 mod tls;
 
+use crate::config::BackendAddr;
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::net::TcpStream;
 
 use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
@@ -54,7 +54,7 @@ pub struct BackendConn {
     /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
     pub stream: BackendStream,
     /// Where it goes.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
@@ -67,10 +67,14 @@ pub struct BackendConn {
 pub enum ConnectError {
     /// Refused, unreachable, reset (the last server tried).
     #[error("connect to {0}: {1}")]
-    Io(SocketAddr, io::Error),
+    Io(BackendAddr, io::Error),
     /// No answer within the connect timeout (the last server tried).
     #[error("connect to {0}: timed out")]
-    Timeout(SocketAddr),
+    Timeout(BackendAddr),
+    /// The TLS handshake failed: the certificate did not verify, the
+    /// server refused tern's, or no common protocol or ALPN.
+    #[error("connect to {0}: {1}")]
+    Tls(BackendAddr, io::Error),
     /// No server of the group may be used (health checks or ejection).
     #[error("every server of upstream {0:?} is down")]
     AllDown(String),
@@ -83,6 +87,7 @@ impl ConnectError {
             ConnectError::Timeout(_) => Kind::ConnectTimeout,
             ConnectError::AllDown(_) => Kind::AllDown,
             ConnectError::Io(..) => Kind::Connect,
+            ConnectError::Tls(..) => Kind::Tls,
         }
     }
 }
@@ -181,7 +186,7 @@ impl Backends {
     /// retry on the same server after a pooled connection turned out closed).
     pub async fn connect(
         &self,
-        addr: SocketAddr,
+        addr: BackendAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         let Some(server) = self.shared.index_of(addr) else {
@@ -230,11 +235,12 @@ impl Backends {
     ) -> Result<BackendConn, ConnectError> {
         let server = in_flight.server();
         let addr = self.shared.addr(server);
-        match open(addr, connect_timeout).await {
-            Ok(socket) => {
+        let tls = self.shared.config.tls.as_ref();
+        match connect::connect(addr, server, tls, connect_timeout).await {
+            Ok(stream) => {
                 self.shared.connect_succeeded(server);
                 Ok(BackendConn {
-                    stream: BackendStream::Plain(socket),
+                    stream,
                     addr,
                     reused: false,
                     in_flight,
@@ -247,19 +253,4 @@ impl Backends {
             }
         }
     }
-}
-
-/// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-        Err(_) => return Err(ConnectError::Timeout(addr)),
-    };
-    // One write per message is only one segment if Nagle does not hold
-    // back the tail of a previous write waiting for an ACK.
-    stream
-        .set_nodelay(true)
-        .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(Socket::Tcp(stream))
 }

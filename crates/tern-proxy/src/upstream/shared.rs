@@ -2,7 +2,7 @@
 //! verdict, passive ejection and requests in flight. Atomics only, because
 //! every worker thread reads it on every request.
 
-use std::net::SocketAddr;
+use crate::config::BackendAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -93,7 +93,7 @@ impl UpstreamShared {
 
     /// (server, up?) for metrics and /health: up means new requests may be
     /// sent to it (health checks pass and it is not ejected).
-    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
+    pub fn health_snapshot(&self) -> Vec<(BackendAddr, bool)> {
         self.config
             .servers
             .iter()
@@ -103,12 +103,12 @@ impl UpstreamShared {
     }
 
     /// Index of the server at `addr`.
-    pub(super) fn index_of(&self, addr: SocketAddr) -> Option<usize> {
+    pub(super) fn index_of(&self, addr: BackendAddr) -> Option<usize> {
         self.config.servers.iter().position(|s| s.addr == addr)
     }
 
     /// Address of server `i`.
-    pub(super) fn addr(&self, i: usize) -> SocketAddr {
+    pub(super) fn addr(&self, i: usize) -> BackendAddr {
         self.config.servers[i].addr
     }
 
