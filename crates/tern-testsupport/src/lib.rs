@@ -32,6 +32,7 @@ pub mod h2client;
 pub mod h2frames;
 pub mod haproxy;
 pub mod netlink_delay;
+pub mod nginx;
 pub mod openssl_pki;
 pub mod pebble;
 pub mod prometheus;

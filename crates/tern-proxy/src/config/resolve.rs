@@ -30,8 +30,15 @@ pub fn from_options(
     global: &GlobalOptions,
     listener: &ListenerOptions,
 ) -> Result<Config, ConfigError> {
-    let flag_err =
-        |e: KeyError| ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message));
+    let flag_err = |e: KeyError| {
+        // The one listener key whose flag is not its name: `--backend` is
+        // repeated, `backends` is the list.
+        let flag = match e.key {
+            "backends" => "backend".to_string(),
+            key => key.replace('_', "-"),
+        };
+        ConfigError::new(format!("--{flag}: {}", e.message))
+    };
     let base = Path::new(".");
     let mut upstreams = Vec::new();
     let resolved = resolve_listener(listener, base, &mut upstreams).map_err(flag_err)?;
