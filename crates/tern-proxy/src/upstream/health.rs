@@ -5,7 +5,7 @@
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
 
-use crate::config::BackendAddr;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +13,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{BackendStream, ConnectError, UpstreamShared};
-use crate::config::{BackendTls, HealthCheck};
+use super::{BackendStream, ConnectError, Server, UpstreamShared};
+use crate::config::{BackendAddr, BackendTls, HealthCheck};
 
 /// Most bytes read while looking for the status line.
 const MAX_STATUS_LINE: usize = 1024;
@@ -27,11 +27,10 @@ impl UpstreamShared {
             let _ = shutdown.wait_for(|s| *s).await;
             return;
         };
-        // Start from the current verdicts: a reload may have inherited a
-        // server that is down, and only `rise` successes may bring it back.
-        let mut streaks: Vec<Streak> = (0..self.config.servers.len())
-            .map(|i| Streak::new(self.is_up(i)))
-            .collect();
+        // Per server address; a server starts from its current verdict: a
+        // reload may have inherited one that is down, and only `rise`
+        // successes may bring it back.
+        let mut streaks: HashMap<BackendAddr, Streak> = HashMap::new();
         let mut ticker = tokio::time::interval(check.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -44,15 +43,17 @@ impl UpstreamShared {
                 _ = shutdown.wait_for(|s| *s) => return,
                 results = round => results,
             };
-            for (i, result) in results {
-                let Some(streak) = streaks.get_mut(i) else {
-                    continue;
-                };
+            // Servers that left the group (DNS) are forgotten.
+            streaks.retain(|addr, _| results.iter().any(|(s, _)| s.addr == *addr));
+            for (checked, result) in results {
+                let streak = streaks
+                    .entry(checked.addr)
+                    .or_insert_with(|| Streak::new(checked.is_up()));
                 let Some(up) = streak.record(result.is_ok(), check.rise, check.fall) else {
                     continue;
                 };
-                self.set_up(i, up);
-                let server = self.addr(i);
+                checked.set_up(up);
+                let server = checked.addr;
                 let upstream = &self.config.name;
                 match result {
                     Ok(status) => tracing::info!(
@@ -76,16 +77,17 @@ impl UpstreamShared {
 async fn check_all(
     shared: &Arc<UpstreamShared>,
     check: &HealthCheck,
-) -> Vec<(usize, Result<u16, CheckError>)> {
+) -> Vec<(Arc<Server>, Result<u16, CheckError>)> {
+    let servers = shared.servers().servers.clone();
     let mut set = JoinSet::new();
-    for (i, server) in shared.config.servers.iter().enumerate() {
-        let (addr, path, timeout) = (server.addr, check.path.clone(), check.timeout);
+    for server in &servers {
+        let (server, path, timeout) = (server.clone(), check.path.clone(), check.timeout);
         let shared = shared.clone();
         set.spawn(async move {
             let config = &shared.config;
             let target = Target {
-                addr,
-                server: i,
+                addr: server.addr,
+                origin: server.origin,
                 tls: config.tls.as_ref(),
             };
             let result = if config.protocol.is_http2() {
@@ -93,10 +95,10 @@ async fn check_all(
             } else {
                 check_once(target, &path, timeout).await
             };
-            (i, result)
+            (server, result)
         });
     }
-    let mut results = Vec::with_capacity(shared.config.servers.len());
+    let mut results = Vec::with_capacity(servers.len());
     while let Some(joined) = set.join_next().await {
         if let Ok(result) = joined {
             results.push(result);
@@ -130,8 +132,8 @@ pub(super) enum CheckError {
 pub(super) struct Target<'a> {
     /// Its address.
     pub addr: BackendAddr,
-    /// Its index in the group.
-    pub server: usize,
+    /// The configuration entry it comes from (its TLS name).
+    pub origin: usize,
     /// The group's TLS settings, if it has TLS.
     pub tls: Option<&'a BackendTls>,
 }
@@ -140,7 +142,7 @@ impl Target<'_> {
     /// A connection to the server the way requests reach it (TCP or Unix,
     /// TLS when the group has it), within `timeout`.
     async fn connect(&self, timeout: Duration) -> Result<BackendStream, CheckError> {
-        super::connect::connect(self.addr, self.server, self.tls, timeout)
+        super::connect::connect(self.addr, self.origin, self.tls, timeout)
             .await
             .map_err(|e| match e {
                 ConnectError::Tls(_, e) => CheckError::Tls(e),
@@ -153,7 +155,7 @@ impl Target<'_> {
     /// The authority a check names: the TLS server name, else the address
     /// (`localhost` for a Unix socket).
     fn authority(&self) -> String {
-        match self.tls.and_then(|tls| tls.server_names.get(self.server)) {
+        match self.tls.and_then(|tls| tls.server_names.get(self.origin)) {
             Some(name) => name.to_str().into_owned(),
             None => self.addr.authority(),
         }
@@ -322,7 +324,7 @@ mod tests {
     fn plain(addr: SocketAddr) -> Target<'static> {
         Target {
             addr: BackendAddr::Tcp(addr),
-            server: 0,
+            origin: 0,
             tls: None,
         }
     }

@@ -59,6 +59,21 @@ impl IdlePool {
         None
     }
 
+    /// Follows a change of the group's servers: the idle connections of
+    /// server `i` move to `moves[i]` (closed when it is `None`: the server
+    /// left), for `servers` servers in all.
+    pub(super) fn remap(&self, moves: &[Option<usize>], servers: usize) {
+        let mut idle = self.idle.borrow_mut();
+        let mut next: Vec<Vec<(BackendStream, Instant)>> =
+            (0..servers).map(|_| Vec::new()).collect();
+        for (list, to) in idle.drain(..).zip(moves) {
+            if let Some(slot) = to.and_then(|to| next.get_mut(to)) {
+                *slot = list;
+            }
+        }
+        *idle = next;
+    }
+
     /// Closes every idle connection to `server` (it was marked down).
     pub(super) fn clear(&self, server: usize) {
         if let Some(list) = self.idle.borrow_mut().get_mut(server) {
