@@ -105,7 +105,8 @@ impl Nginx {
              events {{ worker_connections 64; }}\n\
              http {{\n\
              log_format tern '$ssl_protocol reused=$ssl_session_reused \
-             verify=$ssl_client_verify dn=\"$ssl_client_s_dn\" $server_protocol $request_uri';\n\
+             verify=$ssl_client_verify dn=\"$ssl_client_s_dn\" conn_requests=$connection_requests \
+             $server_protocol $request_uri';\n\
              access_log {d}/access.log tern;\n\
              client_body_temp_path {d}/body;\n\
              proxy_temp_path {d}/proxy;\n\
@@ -155,7 +156,8 @@ impl Nginx {
     }
 
     /// Its access log so far, one request a line:
-    /// `PROTOCOL reused=r|. verify=… dn="…" HTTP/x URI`.
+    /// `PROTOCOL reused=r|. verify=… dn="…" conn_requests=N HTTP/x URI`
+    /// (`conn_requests`: which request on its connection it was, from 1).
     pub fn access_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default()
     }

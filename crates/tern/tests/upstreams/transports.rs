@@ -53,11 +53,13 @@ fn get_ok(front: &Served, path: &str) -> String {
 }
 
 /// nginx over HTTPS at `version` with a certificate for 127.0.0.1 and
-/// localhost from `ca`, closing each connection after one response.
+/// localhost from `ca`, closing each connection after one response
+/// unless `keepalive`.
 fn https_nginx(
     ca: &mut TestCa,
     version: &str,
     client_ca: Option<&std::path::Path>,
+    keepalive: bool,
 ) -> (Nginx, CertFiles) {
     let cert = ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
     let nginx = Nginx::start(
@@ -66,7 +68,7 @@ fn https_nginx(
             protocols: version,
             client_ca,
         }),
-        false,
+        keepalive,
     );
     (nginx, cert)
 }
@@ -86,7 +88,7 @@ fn https_backend_over_tls_1_3_and_1_2_is_verified_and_its_sessions_resumed() {
     }
     for version in ["TLSv1.3", "TLSv1.2"] {
         let mut ca = TestCa::new();
-        let (nginx, _cert) = https_nginx(&mut ca, version, None);
+        let (nginx, _cert) = https_nginx(&mut ca, version, None, false);
         // Written as a URL: https:// is TLS, the host (an IP address here)
         // is the name checked.
         let front = front(&format!(
@@ -123,6 +125,31 @@ fn https_backend_over_tls_1_3_and_1_2_is_verified_and_its_sessions_resumed() {
 }
 
 #[test]
+fn tls_backend_connections_are_pooled_and_reused() {
+    if skip_without_nginx() {
+        return;
+    }
+    let mut ca = TestCa::new();
+    let (nginx, _cert) = https_nginx(&mut ca, "TLSv1.3", None, true);
+    let front = front(&format!(
+        "[[upstream]]\nname = \"app\"\nservers = [\"https://{}\"]\ntls_ca = {:?}\n",
+        nginx.addr(),
+        ca.ca_file().display().to_string()
+    ));
+    for i in 0..3 {
+        get_ok(&front, &format!("/k{i}"));
+    }
+    // One TLS connection carried all three: the pool's liveness probe
+    // does not mistake an idle TLS connection for a closed one.
+    let log = nginx.access_log();
+    let counts: Vec<&str> = log
+        .lines()
+        .filter_map(|l| log_field(l, "conn_requests"))
+        .collect();
+    assert_eq!(counts, ["1", "2", "3"], "{log}");
+}
+
+#[test]
 fn backend_requiring_a_client_certificate_is_shown_terns() {
     if skip_without_nginx() {
         return;
@@ -130,7 +157,7 @@ fn backend_requiring_a_client_certificate_is_shown_terns() {
     let mut ca = TestCa::new();
     let mut client_ca = TestCa::named("backend clients CA");
     let (tern_client, _) = client_ca.client("tern-proxy", KeyKind::EcdsaP256, false);
-    let (nginx, _cert) = https_nginx(&mut ca, "TLSv1.3 TLSv1.2", Some(client_ca.ca_file()));
+    let (nginx, _cert) = https_nginx(&mut ca, "TLSv1.3 TLSv1.2", Some(client_ca.ca_file()), false);
     let group = |client: &str| {
         format!(
             "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:{}\"]\ntls = true\n\
@@ -170,7 +197,7 @@ fn backend_certificate_that_fails_verification_is_a_502_backend_tls_and_checked_
         return;
     }
     let mut nginx_ca = TestCa::new();
-    let (nginx, _cert) = https_nginx(&mut nginx_ca, "TLSv1.3", None);
+    let (nginx, _cert) = https_nginx(&mut nginx_ca, "TLSv1.3", None, false);
     let trusted = TestCa::new();
     let front = front(&format!(
         "[[upstream]]\nname = \"app\"\nservers = [\"https://{}\"]\ntls_ca = {:?}\n\
@@ -201,7 +228,7 @@ fn unverified_backend_request_is_logged_as_backend_tls() {
         return;
     }
     let mut nginx_ca = TestCa::new();
-    let (nginx, _cert) = https_nginx(&mut nginx_ca, "TLSv1.2", None);
+    let (nginx, _cert) = https_nginx(&mut nginx_ca, "TLSv1.2", None, false);
     // From the command line, https:// is checked against the system's
     // CAs, which do not include the test CA.
     let front = Served::builder()
