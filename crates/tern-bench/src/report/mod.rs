@@ -263,6 +263,9 @@ impl Summary {
             ("body", &s.body),
         ]
         .into_iter()
+        // A phase no connection went through (DNS and TCP over QUIC, TLS
+        // on http://) is absent, not a row of zeros that reads as measured.
+        .filter(|(_, h)| !h.is_empty())
         .map(|(k, h)| (k.to_string(), phase(h)))
         .collect();
         let empty = s.total.is_empty();
