@@ -104,3 +104,18 @@ fn sni_and_ca_file_verify_the_server_name() {
     ]);
     assert_eq!(num(summary(&insecure, 0), "completed"), 2.0);
 }
+
+#[test]
+fn a_negative_count_is_refused_naming_the_flag_not_with_a_dash_dash_tip() {
+    for (flag, value) in [("-c", "-5"), ("-n", "-1"), ("-n", "0"), ("--rate", "-3")] {
+        let out = bench(&[flag, value, "http://127.0.0.1:9/"]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag} ")),
+            "{flag} {value}: {err}"
+        );
+        // clap's tip would make the number a URL.
+        assert!(!err.contains("'-- "), "{flag} {value}: {err}");
+    }
+}
