@@ -119,3 +119,36 @@ fn a_negative_count_is_refused_naming_the_flag_not_with_a_dash_dash_tip() {
         assert!(!err.contains("'-- "), "{flag} {value}: {err}");
     }
 }
+
+/// The one error kind of a failed run, as the JSON report names it.
+fn only_error(report: &serde_json::Value) -> String {
+    let errors = report["targets"][0]["stats"]["errors"]
+        .as_object()
+        .expect("errors");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    errors.keys().next().cloned().unwrap_or_default()
+}
+
+#[test]
+fn https_to_a_plain_http_port_says_which_mismatch_it_is() {
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let report = bench_json_failed(&["-n", "2", "-c", "1", &format!("https://{}/", origin.addr())]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with("https:// URL, but the port") && error.ends_with("(use http://)"),
+        "{error}"
+    );
+    assert!(!error.contains("InvalidContentType"), "{error}");
+}
+
+#[test]
+fn http_to_a_tls_port_says_which_mismatch_it_is() {
+    let served = tern_testsupport::tern::Served::start(&[]);
+    let report = bench_json_failed(&["-n", "2", "-c", "1", &format!("http://{}/", served.addr)]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with("http:// URL, but the port speaks TLS")
+            && error.ends_with("(use https://)"),
+        "{error}"
+    );
+}
