@@ -52,6 +52,63 @@ fn probe_of_closed_port_exits_2() {
 }
 
 #[test]
+fn probe_takes_an_https_url_and_counts_no_round_trips_it_cannot_tell() {
+    let served = Served::start(&[]);
+    let url = format!("https://{}/", served.addr);
+    let out = tern(&[
+        "probe",
+        &url,
+        "--sni",
+        "localhost",
+        "--idle-wait",
+        "0",
+        "--samples",
+        "1",
+    ]);
+    assert_ne!(code(&out), Some(2), "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("full handshake"))
+        .unwrap_or_else(|| panic!("no handshake line:\n{}", out.stdout));
+    // Loopback's RTT is far below server CPU time: no "= 7.9 RTT" beside it.
+    assert!(
+        line.contains("RTT too small to count round trips"),
+        "{line}"
+    );
+    assert!(!line.contains(" = "), "{line}");
+    assert!(!out.stdout.contains("extra round trip"), "{}", out.stdout);
+}
+
+#[test]
+fn probe_of_a_plain_http_port_says_it_speaks_plain_http() {
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let out = tern(&[
+        "probe",
+        &origin.addr().to_string(),
+        "--idle-wait",
+        "0",
+        "--samples",
+        "1",
+    ]);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the port speaks plain HTTP, not TLS")
+            && out.stderr.contains("\"HTTP/1."),
+        "{}",
+        out.stderr
+    );
+    let url = format!("http://{}/", origin.addr());
+    let out = tern(&["probe", &url]);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("an http:// URL is plain HTTP"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
