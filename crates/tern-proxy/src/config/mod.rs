@@ -20,8 +20,8 @@ use std::time::Duration;
 
 pub(crate) use edge::{admits, canonical};
 pub use edge::{
-    ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate, RequestIdFormat,
-    RequestIdSettings, Template, Var,
+    ClientIdSettings, ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate,
+    RequestIdFormat, RequestIdSettings, Template, Var,
 };
 pub use file::load_file;
 pub use options::{

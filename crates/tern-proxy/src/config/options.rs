@@ -565,7 +565,8 @@ pub struct ListenerOptions {
 
     /// Field carrying the request ID generated for every request, to the
     /// backend and back to the client; a client's own is replaced unless
-    /// the listener takes PROXY headers (a trusted proxy sent it). "off":
+    /// a trusted proxy sent it (the listener takes PROXY headers, or the
+    /// client is in client_id_from). "off":
     /// no request IDs.
     #[arg(long, value_name = "NAME", default_value = shown(defaults::REQUEST_ID_HEADER))]
     pub request_id_header: Option<String>,
@@ -581,12 +582,13 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "SIZE")]
     pub max_request_body: Option<String>,
 
-    /// Connections one client address may have open at once (per worker);
-    /// more are closed before the TLS handshake. Unlimited when not given.
+    /// Connections one client address may have open at once (counted over
+    /// all workers); more are closed before the TLS handshake. Unlimited
+    /// when not given.
     #[arg(long, value_name = "N")]
     pub client_max_connections: Option<u32>,
 
-    /// Requests per client address (per worker), e.g. "20/s", "600/m";
+    /// Requests per client (counted over all workers), e.g. "20/s", "600/m";
     /// HTTP/2 and HTTP/3 streams count as requests; more get 429 with
     /// Retry-After. Unlimited when not given.
     #[arg(long, value_name = "RATE")]
@@ -600,6 +602,20 @@ pub struct ListenerOptions {
     /// client_ limits (a host is usually given a /64).
     #[arg(long, value_name = "BITS", default_value = shown(defaults::CLIENT_IPV6_PREFIX))]
     pub client_ipv6_prefix: Option<u8>,
+
+    /// Field naming the client when a trusted proxy (client_id_from) sent
+    /// the request, e.g. "CF-Connecting-IP" or "X-Forwarded-For" (its last
+    /// element): client_rate counts that client instead of the proxy. An
+    /// address is grouped like a direct client's; any other value (up to
+    /// 128 visible characters) is an opaque identity. Off when not given.
+    #[arg(long, value_name = "NAME")]
+    pub client_id_header: Option<String>,
+
+    /// Client addresses (CIDR) whose client_id_header is believed (and
+    /// whose request ID is kept); needed by client_id_header.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub client_id_from: Vec<String>,
 
     /// Client networks (CIDR) let in; empty: everyone not denied. Others
     /// are closed before the TLS handshake.
