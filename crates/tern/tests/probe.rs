@@ -439,3 +439,26 @@ fn probe_flags_an_alt_svc_that_points_at_no_http3() {
         out.stdout
     );
 }
+
+#[test]
+fn speed_text_keeps_every_row_in_its_columns() {
+    let out = tern(&["speed", "--seconds", "0.02", "--no-masked"]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let table: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("one core"))
+        .take_while(|l| !l.is_empty() && !l.starts_with("note:"))
+        .collect();
+    assert!(table.len() > 10, "{}", out.stdout);
+    // Figures are right-aligned: in line, every row ends in the same column.
+    let width = table[0].chars().count();
+    for row in &table {
+        assert_eq!(row.chars().count(), width, "{row:?}\n{}", out.stdout);
+    }
+    assert!(
+        table.iter().any(|r| r.contains("X25519MLKEM768 /s")),
+        "{}",
+        out.stdout
+    );
+}
