@@ -16,6 +16,7 @@ use crate::error::{BenchError, RequestError};
 use crate::http1::{request_headers, Exchange, RequestBytes};
 use crate::http2::H2Request;
 use crate::http3::H3Connector;
+use crate::progress::{LiveLatency, LiveShard};
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
 use crate::timeout::Watchdog;
@@ -37,6 +38,8 @@ pub struct Control {
     pub failed: AtomicU64,
     /// Flips to true on Ctrl-C so workers drop requests in flight.
     pub stopped: watch::Sender<bool>,
+    /// Latencies for the live view's last-second p50 and p99.
+    pub live: LiveLatency,
 }
 
 impl Control {
@@ -47,6 +50,7 @@ impl Control {
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             stopped: watch::Sender::new(false),
+            live: LiveLatency::default(),
         })
     }
 
@@ -272,6 +276,7 @@ fn run_worker(
             connector,
             h3,
             stats: slot_stats,
+            live: control.live.shard(),
             control: control.clone(),
         });
         let mut handles = Vec::with_capacity(conns);
@@ -386,6 +391,8 @@ struct SlotCtx {
     /// HTTP/3 targets: this worker's QUIC endpoint.
     h3: Option<H3Connector>,
     stats: Rc<RefCell<Stats>>,
+    /// The live view's shard of this worker, while a view is drawn.
+    live: Option<LiveShard>,
     control: Arc<Control>,
 }
 
@@ -423,6 +430,9 @@ impl SlotCtx {
     fn record_ok(&self, intended: Instant, ex: &Exchange, setup: Option<Setup>) {
         let now = ex.done;
         let total = now.saturating_duration_since(intended);
+        if let Some(Ok(mut live)) = self.live.as_ref().map(|l| l.lock()) {
+            record(&mut live, total);
+        }
         let mut s = self.stats.borrow_mut();
         record(&mut s.total, total);
         record(&mut s.ttfb, ex.ttfb);
