@@ -40,9 +40,15 @@ pub struct BenchArgs {
     /// the figures side by side.
     #[arg(long)]
     pub compare: bool,
-    /// Interleaved rounds in compare mode.
-    #[arg(long, value_name = "N", default_value = defaults::COMPARE_ROUNDS.to_string(),
-          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
+    // A default that depends on the targets: shown in the help from both
+    // constants, applied by BenchConfig::new.
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = at_least_one::<usize>,
+          help = format!("Rounds the run is split into (-n and -z are divided among them); \
+with several targets, each round runs them in turn. Each round's figures are kept: \
+they give comparisons and `tern report diff` their intervals \
+[default: {} when comparing, {} for one target]",
+              defaults::COMPARE_ROUNDS, defaults::ROUNDS))]
     pub rounds: Option<usize>,
     /// Number of requests to run (per target).
     #[arg(short = 'n', value_name = "N", default_value = defaults::REQUESTS.to_string(),
@@ -583,7 +589,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
     };
-    if let (Some(n), true) = (a.rounds, a.compare || by_protocol) {
+    if let Some(n) = a.rounds {
         c.rounds = n.max(1);
     }
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
@@ -770,7 +776,14 @@ mod tests {
             ("-t <SECONDS>", defaults::TIMEOUT_S.to_string()),
             ("--method <METHOD>", defaults::METHOD.to_string()),
             ("--streams <N>", defaults::STREAMS.to_string()),
-            ("--rounds <N>", defaults::COMPARE_ROUNDS.to_string()),
+            (
+                "--rounds <N>",
+                format!(
+                    "{} when comparing, {} for one target",
+                    defaults::COMPARE_ROUNDS,
+                    defaults::ROUNDS
+                ),
+            ),
             ("--plan <PLAN>", defaults::PLAN.name().to_string()),
             ("--resume <RESUME>", defaults::RESUME.name().to_string()),
             ("-o <OUTPUT>", defaults::OUTPUT.to_string()),
@@ -823,6 +836,9 @@ mod tests {
         let compare = parse("tern bench --compare https://127.0.0.1/ https://[::1]/");
         let c = config_from(&compare, String::new()).unwrap();
         assert_eq!(c.rounds, defaults::COMPARE_ROUNDS);
+        assert_eq!(from_cli.rounds, defaults::ROUNDS);
+        let one = parse("tern bench --rounds 4 https://127.0.0.1/");
+        assert_eq!(config_from(&one, String::new()).unwrap().rounds, 4);
     }
 
     #[test]
