@@ -111,6 +111,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
             let mut report = TargetReport::new(t.url.clone(), a, f, s);
             report.server_cpu = Some(server.finish(report.summary.completed));
             report.http = t.http;
+            report.stats.series = crate::report::series_on_the_clock(&timeline);
             report.timeline = timeline;
             report
         })
