@@ -7,8 +7,6 @@
 //! string field up, one enum field down) rather than pull in a protobuf
 //! crate.
 
-use std::net::SocketAddr;
-
 use bytes::{Bytes, BytesMut};
 use h2::client::SendRequest;
 
@@ -28,10 +26,10 @@ const SERVING: u64 = 1;
 pub(super) async fn check(
     sender: SendRequest<Bytes>,
     scheme: &str,
-    addr: SocketAddr,
+    authority: &str,
     service: &str,
 ) -> Result<u16, CheckError> {
-    let request = http::Request::post(format!("{scheme}://{addr}{PATH}"))
+    let request = http::Request::post(format!("{scheme}://{authority}{PATH}"))
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .header(http::header::TE, "trailers")
         .header(http::header::USER_AGENT, "tern-health-check")
