@@ -178,9 +178,16 @@ with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
 /// `python3` when it has grpcio (`.ci/run` installs it); a skip with a
 /// message elsewhere, a failure in CI.
 fn python_with_grpcio() -> Option<&'static str> {
+    python_with("grpc", "grpcio")
+}
+
+/// `python3` when it can import `module` (from the pip package `package`,
+/// which `.ci/run` installs); a skip with a message elsewhere, a failure
+/// in CI.
+fn python_with(module: &str, package: &str) -> Option<&'static str> {
     let ok = tern_testsupport::tools::run_tool(
         "python3",
-        ["-c", "import grpc"],
+        ["-c", &format!("import {module}")],
         b"",
         Duration::from_secs(30),
     )
@@ -188,9 +195,9 @@ fn python_with_grpcio() -> Option<&'static str> {
     if !ok {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "grpcio is required in CI (.ci/run installs it)"
+            "{package} is required in CI (.ci/run installs it)"
         );
-        eprintln!("skipped: python3 has no grpcio (pip install grpcio)");
+        eprintln!("skipped: python3 has no {package} (pip install {package})");
     }
     ok.then_some("python3")
 }
@@ -301,24 +308,9 @@ server.stop(0)
 /// about is the configured one (the server as a whole stays NOT_SERVING).
 #[test]
 fn grpc_health_checks_follow_the_servers_own_health_service() {
-    let Some(python) = python_with_grpcio() else {
+    let Some(python) = python_with("grpc_health.v1.health", "grpcio-health-checking") else {
         return;
     };
-    let has_health = tern_testsupport::tools::run_tool(
-        python,
-        ["-c", "import grpc_health.v1.health"],
-        b"",
-        Duration::from_secs(30),
-    )
-    .success();
-    if !has_health {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "grpcio-health-checking is required in CI (.ci/run installs it)"
-        );
-        eprintln!("skipped: python3 has no grpcio-health-checking");
-        return;
-    }
     let addr = free_addr();
     let mut server = std::process::Command::new(python)
         .args(["-c", HEALTH_SERVER, &addr.to_string()])
