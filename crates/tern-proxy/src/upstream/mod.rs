@@ -38,6 +38,7 @@ use tokio::net::TcpStream;
 use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub use pool::SWEEP_INTERVAL;
 pub use sessions::H2Stream;
 pub use shared::UpstreamShared;
 
@@ -97,7 +98,9 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
+    /// A worker's view of `shared`, keeping up to `max_idle` idle
+    /// connections per server (a ceiling: the pool holds what the recent
+    /// peak used, see [`pool`]).
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         let servers = shared.config.servers.len();
         Backends {
@@ -204,6 +207,11 @@ impl Backends {
         } else {
             self.pool.clear(server);
         }
+    }
+
+    /// Closes idle connections unused for long (see [`SWEEP_INTERVAL`]).
+    pub fn sweep(&self) {
+        self.pool.sweep();
     }
 
     /// The next live server the policy chooses among those `allowed`.
