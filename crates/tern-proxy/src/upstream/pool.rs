@@ -17,10 +17,9 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use super::BackendStream;
 
 /// Idle connections older than this are closed rather than reused.
 pub const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
@@ -34,7 +33,7 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(super) struct IdlePool {
     /// Per server index: idle connections, least recently returned first.
-    idle: RefCell<Vec<VecDeque<(TcpStream, Instant)>>>,
+    idle: RefCell<Vec<VecDeque<(BackendStream, Instant)>>>,
     /// Most idle connections kept per server (`backend_pool_size`).
     max_idle: usize,
 }
@@ -50,12 +49,12 @@ impl IdlePool {
 
     /// Keeps `stream` for reuse with server `server`. At the ceiling the
     /// least recently used idle connection is closed to make room.
-    pub(super) fn put(&self, server: usize, stream: TcpStream) {
+    pub(super) fn put(&self, server: usize, stream: BackendStream) {
         self.put_at(server, stream, Instant::now());
     }
 
     /// [`IdlePool::put`], the connection idle since `now`.
-    fn put_at(&self, server: usize, stream: TcpStream, now: Instant) {
+    fn put_at(&self, server: usize, stream: BackendStream, now: Instant) {
         if self.max_idle == 0 {
             return;
         }
@@ -71,7 +70,7 @@ impl IdlePool {
 
     /// The most recently used idle connection to `server` that still looks
     /// open; stale and closed ones met on the way are dropped.
-    pub(super) fn take(&self, server: usize) -> Option<TcpStream> {
+    pub(super) fn take(&self, server: usize) -> Option<BackendStream> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(server)?;
         while let Some((stream, since)) = list.pop_back() {
@@ -82,13 +81,26 @@ impl IdlePool {
             }
             // A closed or misbehaving backend connection has something to
             // read (EOF or stray bytes); a healthy idle one has nothing.
-            let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
-                _ => continue,
+            if stream.idle_and_open() {
+                return Some(stream);
             }
         }
         None
+    }
+
+    /// Follows a change of the group's servers: the idle connections of
+    /// server `i` move to `moves[i]` (closed when it is `None`: the server
+    /// left), for `servers` servers in all.
+    pub(super) fn remap(&self, moves: &[Option<usize>], servers: usize) {
+        let mut idle = self.idle.borrow_mut();
+        let mut next: Vec<VecDeque<(BackendStream, Instant)>> =
+            (0..servers).map(|_| VecDeque::new()).collect();
+        for (list, to) in idle.drain(..).zip(moves) {
+            if let Some(slot) = to.and_then(|to| next.get_mut(to)) {
+                *slot = list;
+            }
+        }
+        *idle = next;
     }
 
     /// Closes every idle connection to `server` (it was marked down).
@@ -115,7 +127,7 @@ impl IdlePool {
 }
 
 /// Drops the connections at the bottom of `list` idle past [`MAX_IDLE_AGE`].
-fn trim(list: &mut VecDeque<(TcpStream, Instant)>, now: Instant) {
+fn trim(list: &mut VecDeque<(BackendStream, Instant)>, now: Instant) {
     while list
         .front()
         .is_some_and(|(_, since)| now.saturating_duration_since(*since) > MAX_IDLE_AGE)
@@ -127,18 +139,19 @@ fn trim(list: &mut VecDeque<(TcpStream, Instant)>, now: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::stream::Socket;
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
     /// `n` connected pairs over loopback: (tern's side, the backend's side).
-    async fn pairs(n: usize) -> Vec<(TcpStream, TcpStream)> {
+    async fn pairs(n: usize) -> Vec<(BackendStream, TcpStream)> {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let mut out = Vec::new();
         for _ in 0..n {
             let ours = TcpStream::connect(addr).await.expect("connect");
             let (theirs, _) = listener.accept().await.expect("accept");
-            out.push((ours, theirs));
+            out.push((BackendStream::Plain(Socket::Tcp(ours)), theirs));
         }
         out
     }
@@ -163,10 +176,7 @@ mod tests {
         assert_eq!(pool.len(0), 200, "every connection of the burst is kept");
         let newest = pool.take(0).expect("a pooled connection");
         let last = backends.last().expect("200 pairs");
-        assert_eq!(
-            newest.local_addr().expect("addr"),
-            last.peer_addr().expect("addr")
-        );
+        assert_eq!(newest.local_addr(), Some(last.peer_addr().expect("addr")));
     }
 
     #[tokio::test]
