@@ -34,7 +34,7 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
+    BackendAddr, BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
     UpstreamConfig,
 };
 
