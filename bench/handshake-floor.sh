@@ -88,7 +88,7 @@ start_tern() {
 }
 
 # negotiated GROUP PORT: what a client offering GROUP gets, as "TLSv1.3
-# TLS13_AES_128_GCM_SHA256 X25519 ECDSA P-256" (tern bench discloses it;
+# TLS_AES_128_GCM_SHA256 X25519 ECDSA P-256" (tern bench discloses it;
 # OpenSSL 3.0's tools cannot offer X25519MLKEM768). Fails unless three
 # requests each brought the 100-byte body back through tern.
 negotiated() {
