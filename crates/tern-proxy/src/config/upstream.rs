@@ -10,6 +10,8 @@ use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::options::{defaults, UpstreamOptions};
 use super::resolve::{duration, key_err};
+use super::upstream_policy;
+pub use super::upstream_policy::{Affinity, HashKey, Outliers, Retries};
 use super::KeyError;
 
 /// How a group spreads requests over its servers.
@@ -19,6 +21,10 @@ pub enum Balance {
     RoundRobin,
     /// The server with the fewest requests in flight (ties by weight).
     LeastConn,
+    /// Consistent hashing of a request key ([`Affinity::hash_key`]).
+    Hash,
+    /// A cookie tern sets names the server.
+    StickyCookie,
 }
 
 /// The protocol tern speaks to a group's servers.
@@ -90,13 +96,15 @@ pub struct HealthCheck {
     pub fall: u32,
 }
 
-/// Passive ejection after connect failures seen by real requests.
+/// Passive ejection after failures seen by real requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PassiveEjection {
     /// Connect failures in a row that eject a server.
     pub max_fails: u32,
-    /// How long an ejected server is skipped.
+    /// How long an ejected server is skipped (the first time).
     pub fail_timeout: Duration,
+    /// Longest ejection, however often a server is ejected again.
+    pub max_fail_timeout: Duration,
 }
 
 /// One server of a group.
@@ -123,6 +131,12 @@ pub struct UpstreamConfig {
     pub health: Option<HealthCheck>,
     /// Passive ejection (always on).
     pub passive: PassiveEjection,
+    /// Ejection on responses (outlier detection), and slow start.
+    pub outliers: Outliers,
+    /// Affinity settings (hash key, sticky cookie).
+    pub affinity: Affinity,
+    /// Retries on another server.
+    pub retries: Retries,
     /// TLS to the servers (`protocol = "h2"` only).
     pub tls: Option<BackendTls>,
 }
@@ -145,7 +159,11 @@ impl UpstreamConfig {
             passive: PassiveEjection {
                 max_fails: defaults::MAX_FAILS,
                 fail_timeout: defaults::FAIL_TIMEOUT,
+                max_fail_timeout: defaults::MAX_FAIL_TIMEOUT,
             },
+            outliers: Outliers::default(),
+            affinity: Affinity::default(),
+            retries: Retries::default(),
             tls: None,
         }
     }
@@ -163,9 +181,13 @@ pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Bal
     match text.unwrap_or(defaults::BALANCE) {
         "round_robin" => Ok(Balance::RoundRobin),
         "least_conn" => Ok(Balance::LeastConn),
+        "hash" => Ok(Balance::Hash),
+        "sticky_cookie" => Ok(Balance::StickyCookie),
         other => Err(key_err(
             key,
-            format!("unknown balance policy {other:?} (round_robin, least_conn)"),
+            format!(
+                "unknown balance policy {other:?} (round_robin, least_conn, hash, sticky_cookie)"
+            ),
         )),
     }
 }
@@ -265,6 +287,19 @@ pub(crate) fn resolve_upstream(
     if max_fails == 0 {
         return Err(key_err("max_fails", "must be at least 1"));
     }
+    let fail_timeout = duration(
+        o.fail_timeout.as_deref(),
+        "fail_timeout",
+        defaults::FAIL_TIMEOUT,
+    )?;
+    let max_fail_timeout = duration(
+        o.max_fail_timeout.as_deref(),
+        "max_fail_timeout",
+        defaults::MAX_FAIL_TIMEOUT.max(fail_timeout),
+    )?;
+    if max_fail_timeout < fail_timeout {
+        return Err(key_err("max_fail_timeout", "must be at least fail_timeout"));
+    }
     Ok(UpstreamConfig {
         name: o.name.clone(),
         servers,
@@ -273,12 +308,12 @@ pub(crate) fn resolve_upstream(
         health,
         passive: PassiveEjection {
             max_fails,
-            fail_timeout: duration(
-                o.fail_timeout.as_deref(),
-                "fail_timeout",
-                defaults::FAIL_TIMEOUT,
-            )?,
+            fail_timeout,
+            max_fail_timeout,
         },
+        outliers: upstream_policy::outliers(o)?,
+        affinity: upstream_policy::affinity(o)?,
+        retries: upstream_policy::retries(o)?,
         tls,
     })
 }

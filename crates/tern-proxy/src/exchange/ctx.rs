@@ -187,6 +187,9 @@ pub(crate) struct Outcome {
     /// The `grpc-status` the response ended with (its trailers, or the
     /// head of a trailers-only response, or tern's own answer).
     pub grpc_status: Option<u16>,
+    /// Its retries on other servers, as the access log's `retry=` says
+    /// them; `None` when there were none.
+    pub retry: Option<String>,
 }
 
 impl ConnCtx<'_> {
@@ -218,6 +221,7 @@ impl ConnCtx<'_> {
             error: o.error.map(ExchangeError::label),
             request_id: o.request_id.as_deref(),
             grpc_status: o.grpc_status,
+            retry: o.retry.as_deref(),
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);

@@ -16,11 +16,14 @@
 //! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
+mod affinity;
 mod balance;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
+mod outlier;
 mod pool;
+mod retry;
 mod sessions;
 mod shared;
 #[cfg(test)]
@@ -29,7 +32,7 @@ mod tls;
 
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,11 +41,15 @@ use tokio::net::TcpStream;
 use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub use retry::Tries;
 pub use sessions::H2Stream;
 pub use shared::UpstreamShared;
 
+pub(crate) use affinity::cookie;
+use affinity::Target;
 use balance::SmoothWrr;
 use pool::IdlePool;
+use retry::Budget;
 use shared::InFlight;
 
 /// A connection to a backend, counted as one request in flight on its
@@ -58,6 +65,18 @@ pub struct BackendConn {
     pub reused: bool,
     /// Keeps the server's in-flight count up (least_conn reads it).
     in_flight: InFlight,
+}
+
+impl BackendConn {
+    /// The server answered with `status` (outlier detection).
+    pub(crate) fn answered(&self, status: u16) {
+        self.in_flight.answered(status);
+    }
+
+    /// The server sent no response head in time (outlier detection).
+    pub(crate) fn timed_out(&self) {
+        self.in_flight.timed_out();
+    }
 }
 
 /// Why a backend could not be reached.
@@ -91,6 +110,10 @@ impl ConnectError {
 pub struct Backends {
     shared: Arc<UpstreamShared>,
     wrr: RefCell<SmoothWrr>,
+    /// Weights in slow start (scratch, reused).
+    ramped: RefCell<Vec<u32>>,
+    /// This worker's retry budget for the group.
+    budget: Budget,
     pool: IdlePool,
     /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
     sessions: sessions::Sessions,
@@ -101,8 +124,10 @@ impl Backends {
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         let servers = shared.config.servers.len();
         Backends {
-            shared,
             wrr: RefCell::new(SmoothWrr::new(servers)),
+            ramped: RefCell::new(Vec::with_capacity(servers)),
+            budget: Budget::new(shared.config.retries.budget),
+            shared,
             pool: IdlePool::new(servers, max_idle),
             sessions: RefCell::new((0..servers).map(|_| sessions::Slot::Empty).collect()),
         }
@@ -125,8 +150,12 @@ impl Backends {
     /// most once, so a request fails only when no server can be reached:
     /// `AllDown` at once when no server is live, else the last server's
     /// connect error.
-    pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
-        let Some(server) = self.pick(|_| true) else {
+    pub async fn get(
+        &self,
+        tries: &mut Tries,
+        connect_timeout: Duration,
+    ) -> Result<BackendConn, ConnectError> {
+        let Some(server) = self.pick(tries, |_| true) else {
             return Err(ConnectError::AllDown(self.name().to_string()));
         };
         // Counted before connecting, so concurrent picks see it.
@@ -136,28 +165,29 @@ impl Backends {
         }
         // Connecting is the rare path under keepalive: boxed, so its state
         // does not enlarge the future of every request that awaits `get`.
-        Box::pin(self.connect_any(server, in_flight, connect_timeout)).await
+        Box::pin(self.connect_any(tries, server, in_flight, connect_timeout)).await
     }
 
     /// Connects to `server`, then to the other live servers in policy order
-    /// while connecting fails (taking a pooled connection when one of them
-    /// has one).
+    /// while connecting fails and the retry budget allows (taking a pooled
+    /// connection when one of them has one).
     async fn connect_any(
         &self,
+        tries: &mut Tries,
         mut server: usize,
         mut in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let mut tried: Vec<usize> = Vec::new();
         loop {
             let error = match self.connect_counted(in_flight, connect_timeout).await {
                 Ok(conn) => return Ok(conn),
                 Err(e) => e,
             };
-            tried.push(server);
-            let Some(next) = self.pick(|i| !tried.contains(&i)) else {
+            tries.tried.push(self.shared.addr(server));
+            let Some(next) = self.next_server(tries) else {
                 return Err(error);
             };
+            tries.connect_retries = tries.connect_retries.saturating_add(1);
             server = next;
             in_flight = self.shared.begin(server);
             if let Some(stream) = self.pool.take(server) {
@@ -206,16 +236,109 @@ impl Backends {
         }
     }
 
-    /// The next live server the policy chooses among those `allowed`.
-    fn pick(&self, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+    /// What picks the server of `req` (none in TCP mode) from `client`,
+    /// for one request; counts the request in this worker's retry budget.
+    pub(crate) fn tries(&self, req: Option<&crate::message::Request<'_>>, client: IpAddr) -> Tries {
+        self.budget.deposit();
+        let affinity = &self.shared.config.affinity;
+        let target = match self.shared.config.balance {
+            Balance::Hash => affinity::hash_target(&affinity.hash_key, req, client),
+            Balance::StickyCookie => match req {
+                Some(req) => affinity::sticky_target(&affinity.sticky_cookie, req),
+                None => Target::Any,
+            },
+            Balance::RoundRobin | Balance::LeastConn => Target::Any,
+        };
+        Tries {
+            target,
+            ..Tries::default()
+        }
+    }
+
+    /// The server a failed request goes to next: a live one it has not
+    /// tried, if the retry budget has a token for it.
+    fn next_server(&self, tries: &mut Tries) -> Option<usize> {
+        let next = self.pick(tries, |_| true)?;
+        if !self.budget.withdraw() {
+            tries.denied = true;
+            return None;
+        }
+        Some(next)
+    }
+
+    /// May the request, answered `status` by `from`, go to another server?
+    /// (`retry_on`, once per request, a live server it has not tried, a
+    /// token of the budget.) The caller checks that the request is
+    /// idempotent and still whole in hand. When true, `from` counts as
+    /// tried.
+    pub(crate) fn retry_status(&self, tries: &mut Tries, from: SocketAddr, status: u16) -> bool {
+        if tries.status_retry.is_some() || !self.shared.config.retries.on.contains(&status) {
+            return false;
+        }
+        let other = (0..self.shared.config.servers.len()).any(|i| {
+            let addr = self.shared.addr(i);
+            addr != from && !tries.tried(addr) && self.shared.is_live(i)
+        });
+        if !other {
+            return false;
+        }
+        if !self.budget.withdraw() {
+            tries.denied = true;
+            return false;
+        }
+        tries.tried.push(from);
+        tries.status_retry = Some(status);
+        true
+    }
+
+    /// The `Set-Cookie` value to send with a response from `server`, when
+    /// the group is sticky and the request's cookie did not name it.
+    pub(crate) fn set_cookie(&self, tries: &Tries, server: SocketAddr) -> Option<&str> {
+        if self.shared.cookies.is_empty() {
+            return None;
+        }
+        let (value, field) = &self.shared.cookies[self.shared.index_of(server)?];
+        match tries.target {
+            Target::Sticky(Some(had)) if had == *value => None,
+            _ => Some(field),
+        }
+    }
+
+    /// The next live server the policy chooses for `tries` among those
+    /// `allowed` that the request has not tried.
+    fn pick(&self, tries: &Tries, allowed: impl Fn(usize) -> bool) -> Option<usize> {
         let shared = &self.shared;
-        let eligible = |i: usize| allowed(i) && shared.is_live(i);
+        let eligible = |i: usize| {
+            allowed(i)
+                && shared.is_live(i)
+                && (tries.tried.is_empty() || !tries.tried(shared.addr(i)))
+        };
+        let mut ramped = self.ramped.borrow_mut();
+        let weights: &[u32] = if shared.ramped_weights(&mut ramped) {
+            &ramped
+        } else {
+            &shared.weights
+        };
         let mut wrr = self.wrr.borrow_mut();
-        match shared.config.balance {
-            Balance::RoundRobin => wrr.pick(&shared.weights, eligible),
-            Balance::LeastConn => {
-                balance::least_conn(&mut wrr, &shared.weights, |i| shared.in_flight(i), eligible)
+        match (shared.config.balance, tries.target) {
+            (Balance::Hash, Target::Hash(h)) => affinity::pick(
+                &shared.ring,
+                h,
+                &shared.weights,
+                shared.config.affinity.balance_factor,
+                |i| shared.in_flight(i),
+                eligible,
+            ),
+            (Balance::StickyCookie, Target::Sticky(Some(v))) => {
+                match shared.cookies.iter().position(|c| c.0 == v) {
+                    Some(i) if eligible(i) => Some(i),
+                    _ => wrr.pick(weights, eligible),
+                }
             }
+            (Balance::LeastConn, _) => {
+                balance::least_conn(&mut wrr, weights, |i| shared.in_flight(i), eligible)
+            }
+            _ => wrr.pick(weights, eligible),
         }
     }
 

@@ -4,10 +4,15 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::config::UpstreamConfig;
+use super::affinity::{self, Ring};
+use crate::config::{Balance, UpstreamConfig};
+
+/// Balancers see weights times this, so slow start can give a server a
+/// fraction of a weight of 1.
+pub(super) const WEIGHT_SCALE: u32 = 100;
 
 /// Process-wide state of one upstream group: its settings and, per
 /// server, what health checks and passive ejection decided. Shared by all
@@ -18,8 +23,20 @@ pub struct UpstreamShared {
     pub config: UpstreamConfig,
     /// Parallel to `config.servers`.
     pub(super) servers: Vec<ServerState>,
-    /// Weights of `config.servers`, in the shape the balancers take.
+    /// Weights of `config.servers` times [`WEIGHT_SCALE`], in the shape
+    /// the balancers take.
     pub(super) weights: Vec<u32>,
+    /// `balance = "hash"`: the consistent-hash ring (empty otherwise).
+    pub(super) ring: Ring,
+    /// `balance = "sticky_cookie"`: per server, its cookie's value and
+    /// its whole `Set-Cookie` field value (empty otherwise).
+    pub(super) cookies: Vec<(u64, Box<str>)>,
+    /// Until when (ms since `epoch`) some server may still be in slow
+    /// start; 0: none is, the configured weights hold.
+    pub(super) ramping_until_ms: AtomicU64,
+    /// Taken to decide an ejection (rare), so that two workers cannot
+    /// together eject more than `max_ejected_percent` allows.
+    pub(super) eject_lock: Mutex<()>,
     /// Origin of the millisecond clock stored in the atomics.
     epoch: Instant,
 }
@@ -28,16 +45,26 @@ pub struct UpstreamShared {
 #[derive(Debug)]
 pub(super) struct ServerState {
     /// Verdict of the active health checks (true without checks).
-    up: AtomicBool,
+    pub(super) up: AtomicBool,
     /// Connect failures in a row seen by requests; a success resets it.
     /// It is not reset by ejection, so after `fail_timeout` a single new
     /// failure ejects the server again instead of costing `max_fails`
     /// more requests a retry each.
-    fails: AtomicU32,
-    /// Skipped by requests until this time (ms since `epoch`); 0 = never.
-    ejected_until_ms: AtomicU64,
+    pub(super) fails: AtomicU32,
+    /// Skipped by requests until this time (ms since `epoch`); 0 = not
+    /// ejected (set back to 0 by the first pick after it).
+    pub(super) ejected_until_ms: AtomicU64,
     /// Requests holding a connection to this server, over all workers.
     in_flight: AtomicUsize,
+    /// 5xx responses (or response timeouts) in a row.
+    pub(super) errors: AtomicU32,
+    /// Ejections in a row (each one soon after the server came back from
+    /// the one before): the next lasts one `fail_timeout` longer.
+    pub(super) ejections: AtomicU32,
+    /// When the last ejection ended (ms since `epoch`).
+    pub(super) back_at_ms: AtomicU64,
+    /// When its slow start began (ms since `epoch`); 0 = none.
+    pub(super) ramp_from_ms: AtomicU64,
 }
 
 impl UpstreamShared {
@@ -51,13 +78,48 @@ impl UpstreamShared {
                 fails: AtomicU32::new(0),
                 ejected_until_ms: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
+                errors: AtomicU32::new(0),
+                ejections: AtomicU32::new(0),
+                back_at_ms: AtomicU64::new(0),
+                ramp_from_ms: AtomicU64::new(0),
             })
             .collect();
-        let weights = config.servers.iter().map(|s| s.weight.max(1)).collect();
+        let weights = config
+            .servers
+            .iter()
+            .map(|s| s.weight.max(1) * WEIGHT_SCALE)
+            .collect();
+        let ring = match config.balance {
+            Balance::Hash => Ring::new(
+                &config
+                    .servers
+                    .iter()
+                    .map(|s| (s.addr, s.weight))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => Ring::default(),
+        };
+        let cookies = match config.balance {
+            Balance::StickyCookie => config
+                .servers
+                .iter()
+                .map(|s| {
+                    (
+                        affinity::cookie_value(s.addr),
+                        affinity::set_cookie(&config.affinity.sticky_cookie, s.addr),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         Arc::new(UpstreamShared {
             config,
             servers,
             weights,
+            ring,
+            cookies,
+            ramping_until_ms: AtomicU64::new(0),
+            eject_lock: Mutex::new(()),
             epoch: Instant::now(),
         })
     }
@@ -76,17 +138,31 @@ impl UpstreamShared {
             let (old, new) = (&previous.servers[j], &self.servers[i]);
             new.up
                 .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
-            new.fails
-                .store(old.fails.load(Ordering::Relaxed), Ordering::Relaxed);
-            let until = old.ejected_until_ms.load(Ordering::Relaxed);
-            if until != 0 {
-                // Re-express the deadline on this group's clock.
-                let deadline = previous.epoch + std::time::Duration::from_millis(until);
-                let left = deadline.saturating_duration_since(now);
-                if !left.is_zero() {
-                    new.ejected_until_ms
-                        .store(self.now_ms() + left.as_millis() as u64, Ordering::Relaxed);
+            for (to, from) in [
+                (&new.fails, &old.fails),
+                (&new.errors, &old.errors),
+                (&new.ejections, &old.ejections),
+            ] {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            // Re-express times on this group's clock.
+            let rebase = |ms: u64| {
+                let at = previous.epoch + std::time::Duration::from_millis(ms);
+                match at.checked_duration_since(now) {
+                    Some(ahead) => self.now_ms() + ahead.as_millis() as u64,
+                    None => self
+                        .now_ms()
+                        .saturating_sub(now.duration_since(at).as_millis() as u64)
+                        .max(1),
                 }
+            };
+            let until = old.ejected_until_ms.load(Ordering::Relaxed);
+            if until != 0 && rebase(until) > self.now_ms() {
+                new.ejected_until_ms.store(rebase(until), Ordering::Relaxed);
+            }
+            let back = old.back_at_ms.load(Ordering::Relaxed);
+            if back != 0 {
+                new.back_at_ms.store(rebase(back), Ordering::Relaxed);
             }
         }
     }
@@ -121,7 +197,20 @@ impl UpstreamShared {
         // Reading the clock costs more than the rest of a pick (a syscall
         // on some VMs): only an ejected server needs it.
         let until = s.ejected_until_ms.load(Ordering::Relaxed);
-        until == 0 || until <= self.now_ms()
+        if until == 0 {
+            return true;
+        }
+        if until > self.now_ms() {
+            return false;
+        }
+        // The ejection is over: the first pick to see it says so, once.
+        if s.ejected_until_ms
+            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.came_back(i, until);
+        }
+        true
     }
 
     /// The active health verdict of server `i`.
@@ -143,43 +232,16 @@ impl UpstreamShared {
         }
     }
 
-    /// A connection to server `i` succeeded: its failure streak ends.
-    pub(super) fn connect_succeeded(&self, i: usize) {
-        let s = &self.servers[i];
-        if s.fails.load(Ordering::Relaxed) != 0 {
-            s.fails.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// A connection to server `i` failed; after `max_fails` in a row it is
-    /// skipped for `fail_timeout`.
-    pub(super) fn connect_failed(&self, i: usize, error: &dyn std::fmt::Display) {
-        let passive = self.config.passive;
-        let s = &self.servers[i];
-        let fails = s.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-        if fails < passive.max_fails {
-            return;
-        }
-        let now = self.now_ms();
-        let until = now.saturating_add(passive.fail_timeout.as_millis() as u64);
-        let before = s.ejected_until_ms.swap(until, Ordering::Relaxed);
-        if before <= now {
-            tracing::warn!(
-                upstream = %self.config.name,
-                server = %self.addr(i),
-                "backend ejected for {:?} after {fails} connect failures in a row: {error}",
-                passive.fail_timeout
-            );
-        }
-    }
-
     /// Records the active health verdict of server `i`.
     pub(super) fn set_up(&self, i: usize, up: bool) {
-        self.servers[i].up.store(up, Ordering::Relaxed);
+        let was = self.servers[i].up.swap(up, Ordering::Relaxed);
+        if up && !was {
+            self.came_back(i, self.now_ms());
+        }
     }
 
     /// Milliseconds since `epoch`, never 0 (0 means "not ejected").
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 }
@@ -196,6 +258,16 @@ impl InFlight {
     /// The server counted.
     pub(super) fn server(&self) -> usize {
         self.server
+    }
+
+    /// The server answered with `status` (outlier detection).
+    pub(super) fn answered(&self, status: u16) {
+        self.shared.answered(self.server, status);
+    }
+
+    /// The server sent no response head in time (outlier detection).
+    pub(super) fn timed_out(&self) {
+        self.shared.timed_out(self.server);
     }
 }
 
