@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::upstream::BackendStream;
 use tern_http::framing::response_framing;
-use tokio::net::TcpStream;
 
 use tern_http::rewrite::FieldEdits;
 
@@ -79,7 +79,7 @@ async fn exchange_in<F: Front>(
     let reusable = h1::reusable(&s.head, framing, req.http10);
     let with_cookie = backends
         .set_cookie(tries, conn.addr)
-        .map(|c| super::with_set_cookie(&edits.response, c));
+        .map(|c| super::with_set_cookie(&edits.response, &c));
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,
@@ -180,7 +180,7 @@ async fn send_request<B: ClientBody>(
         match head {
             Ok(()) => {
                 let status = s.head.status;
-                conn.answered(status);
+                backends.answered(conn.server(), status);
                 if whole && req.is_idempotent() && backends.retry_status(tries, conn.addr, status) {
                     // Not relayed: the request goes to another server
                     // (this connection, its response unread, is closed).
@@ -210,7 +210,7 @@ async fn send_request<B: ClientBody>(
             }
             Err(e) => {
                 if e.kind == Kind::Timeout {
-                    conn.timed_out();
+                    backends.timed_out(conn.server());
                 }
                 return Err(e.kind);
             }
@@ -222,7 +222,7 @@ async fn send_request<B: ClientBody>(
 /// a piece per write.
 async fn send_rest<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     chunked: bool,
     t: Duration,
@@ -255,7 +255,7 @@ async fn send_rest<B: ClientBody>(
 /// backend's own `100 Continue` is dropped when the client had one.
 async fn final_head<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     deadline: tokio::time::Instant,
     sent_continue: bool,
@@ -277,7 +277,7 @@ async fn final_head<B: ClientBody>(
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
-    conn: &'a mut TcpStream,
+    conn: &'a mut BackendStream,
     s: &'a mut H1Scratch,
 }
 

@@ -80,7 +80,7 @@ pub(super) async fn exchange<F: Front>(
         o.backend = Some(held.addr);
         let with_cookie = backends
             .set_cookie(tries, held.addr)
-            .map(|c| super::with_set_cookie(&edits.response, c));
+            .map(|c| super::with_set_cookie(&edits.response, &c));
         let response_edits = with_cookie.as_ref().unwrap_or(&edits.response);
         send_inline(
             &mut upstream,
@@ -489,11 +489,11 @@ fn response_head(
             return Err(Kind::Closed);
         }
         Err(_) => {
-            server.timed_out();
+            backends.timed_out(server.server());
             return Err(Kind::Timeout);
         }
     };
-    server.answered(answer.status().as_u16());
+    backends.answered(server.server(), answer.status().as_u16());
     if let Some(addr) = o.backend {
         super::backend_answered(ctx, backends, o, addr, sent.elapsed());
     }

@@ -12,7 +12,9 @@
 //! ```
 //!
 //! Module map: [`shared`] the process-wide state, [`balance`] the
-//! policies, [`pool`] idle connections, [`health`] active checks,
+//! policies, [`affinity`] hash ring and sticky cookie, [`outlier`]
+//! passive ejection and slow start, [`retry`] retries on another server
+//! and their budget, [`pool`] idle connections, [`health`] active checks,
 //! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
@@ -26,6 +28,7 @@ mod pool;
 mod retry;
 mod sessions;
 mod shared;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -41,12 +44,14 @@ use tokio::net::TcpStream;
 use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub(crate) use affinity::cookie;
 pub use retry::Tries;
 pub use sessions::H2Stream;
-pub use shared::UpstreamShared;
+#[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
+pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
+pub use stream::{BackendStream, Socket};
 
-pub(crate) use affinity::cookie;
-use affinity::Target;
+use affinity::{Ring, Target};
 use balance::SmoothWrr;
 use pool::IdlePool;
 use retry::Budget;
@@ -56,26 +61,24 @@ use shared::InFlight;
 /// server until it is dropped or returned with [`Backends::put`].
 #[derive(Debug)]
 pub struct BackendConn {
-    /// The socket (TCP_NODELAY set).
-    pub stream: TcpStream,
+    /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
+    pub stream: BackendStream,
     /// Where it goes.
     pub addr: SocketAddr,
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
+    /// Where its server was in the worker's view when picked (a hint for
+    /// [`Backends::put`]).
+    index: usize,
     /// Keeps the server's in-flight count up (least_conn reads it).
     in_flight: InFlight,
 }
 
 impl BackendConn {
-    /// The server answered with `status` (outlier detection).
-    pub(crate) fn answered(&self, status: u16) {
-        self.in_flight.answered(status);
-    }
-
-    /// The server sent no response head in time (outlier detection).
-    pub(crate) fn timed_out(&self) {
-        self.in_flight.timed_out();
+    /// The server it goes to.
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        self.in_flight.server()
     }
 }
 
@@ -109,23 +112,79 @@ impl ConnectError {
 #[derive(Debug)]
 pub struct Backends {
     shared: Arc<UpstreamShared>,
-    wrr: RefCell<SmoothWrr>,
-    /// Weights in slow start (scratch, reused).
-    ramped: RefCell<Vec<u32>>,
+    view: RefCell<View>,
     /// This worker's retry budget for the group.
     budget: Budget,
+    /// Idle connections, per server of `view.set` (by index).
     pool: IdlePool,
-    /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
+    /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only), per server of
+    /// `view.set` (by index).
     sessions: sessions::Sessions,
+}
+
+/// The server set this worker last saw and the balancing state built on
+/// it. Rebuilt when the group's set has a newer generation (DNS changed
+/// it), which a pick notices with one atomic load.
+#[derive(Debug)]
+struct View {
+    set: Arc<ServerSet>,
+    wrr: SmoothWrr,
+    /// `balance = "hash"`: the ring of `set` (empty otherwise).
+    ring: Ring,
+    /// `balance = "sticky_cookie"`: per server of `set`, its cookie's
+    /// value and its `Set-Cookie` field value (empty otherwise).
+    cookies: Vec<(u64, Box<str>)>,
+    /// Weights in slow start (scratch, reused).
+    ramped: Vec<u32>,
+}
+
+impl View {
+    /// The balancing state of `set` for a group with `config`.
+    fn new(set: Arc<ServerSet>, config: &crate::config::UpstreamConfig) -> View {
+        let ring = match config.balance {
+            Balance::Hash => {
+                let servers: Vec<_> = set.servers.iter().map(|s| (s.addr, s.weight)).collect();
+                Ring::new(&servers)
+            }
+            _ => Ring::default(),
+        };
+        let cookies = match config.balance {
+            Balance::StickyCookie => set
+                .servers
+                .iter()
+                .map(|s| {
+                    (
+                        affinity::cookie_value(s.addr),
+                        affinity::set_cookie(&config.affinity.sticky_cookie, s.addr),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        View {
+            wrr: SmoothWrr::new(set.servers.len()),
+            ramped: Vec::with_capacity(set.servers.len()),
+            ring,
+            cookies,
+            set,
+        }
+    }
+}
+
+/// A server chosen for one request: its state, and its index in the
+/// worker's view at the time (a hint: the view may change under an await).
+struct Picked {
+    index: usize,
+    server: Arc<Server>,
 }
 
 impl Backends {
     /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
-        let servers = shared.config.servers.len();
+        let set = arc_swap::Guard::into_inner(shared.servers());
+        let servers = set.servers.len();
         Backends {
-            wrr: RefCell::new(SmoothWrr::new(servers)),
-            ramped: RefCell::new(Vec::with_capacity(servers)),
+            view: RefCell::new(View::new(set, &shared.config)),
             budget: Budget::new(shared.config.retries.budget),
             shared,
             pool: IdlePool::new(servers, max_idle),
@@ -155,53 +214,47 @@ impl Backends {
         tries: &mut Tries,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let Some(server) = self.pick(tries, |_| true) else {
+        let Some(picked) = self.pick(tries, |_| true) else {
             return Err(ConnectError::AllDown(self.name().to_string()));
         };
         // Counted before connecting, so concurrent picks see it.
-        let in_flight = self.shared.begin(server);
-        if let Some(stream) = self.pool.take(server) {
-            return Ok(self.pooled(server, stream, in_flight));
+        let in_flight = picked.server.begin();
+        if let Some(stream) = self.pool.take(picked.index) {
+            return Ok(pooled(stream, picked.index, in_flight));
         }
         // Connecting is the rare path under keepalive: boxed, so its state
         // does not enlarge the future of every request that awaits `get`.
-        Box::pin(self.connect_any(tries, server, in_flight, connect_timeout)).await
+        Box::pin(self.connect_any(tries, picked.index, in_flight, connect_timeout)).await
     }
 
-    /// Connects to `server`, then to the other live servers in policy order
-    /// while connecting fails and the retry budget allows (taking a pooled
-    /// connection when one of them has one).
+    /// Connects to the server `in_flight` counts, then to the other live
+    /// servers in policy order while connecting fails and the retry budget
+    /// allows (taking a pooled connection when one of them has one).
     async fn connect_any(
         &self,
         tries: &mut Tries,
-        mut server: usize,
+        mut index: usize,
         mut in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         loop {
-            let error = match self.connect_counted(in_flight, connect_timeout).await {
+            let addr = in_flight.server().addr;
+            let error = match self
+                .connect_counted(index, in_flight, connect_timeout)
+                .await
+            {
                 Ok(conn) => return Ok(conn),
                 Err(e) => e,
             };
-            tries.tried.push(self.shared.addr(server));
+            tries.tried.push(addr);
             let Some(next) = self.next_server(tries) else {
                 return Err(error);
             };
             tries.connect_retries = tries.connect_retries.saturating_add(1);
-            server = next;
-            in_flight = self.shared.begin(server);
-            if let Some(stream) = self.pool.take(server) {
-                return Ok(self.pooled(server, stream, in_flight));
+            (index, in_flight) = (next.index, next.server.begin());
+            if let Some(stream) = self.pool.take(index) {
+                return Ok(pooled(stream, index, in_flight));
             }
-        }
-    }
-
-    fn pooled(&self, server: usize, stream: TcpStream, in_flight: InFlight) -> BackendConn {
-        BackendConn {
-            stream,
-            addr: self.shared.addr(server),
-            reused: true,
-            in_flight,
         }
     }
 
@@ -212,7 +265,13 @@ impl Backends {
         addr: SocketAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let Some(server) = self.shared.index_of(addr) else {
+        self.refresh();
+        let found = {
+            let view = self.view.borrow();
+            let index = view.set.servers.iter().position(|s| s.addr == addr);
+            index.map(|i| (i, view.set.servers[i].clone()))
+        };
+        let Some((index, server)) = found else {
             return Err(ConnectError::Io(
                 addr,
                 io::Error::new(
@@ -221,18 +280,23 @@ impl Backends {
                 ),
             ));
         };
-        self.connect_counted(self.shared.begin(server), connect_timeout)
+        self.connect_counted(index, server.begin(), connect_timeout)
             .await
     }
 
     /// Returns a connection whose exchange completed cleanly; it is kept
-    /// for reuse while its server is live and the pool has room.
+    /// for reuse while its server is live, still in the set and the pool
+    /// has room.
     pub fn put(&self, conn: BackendConn) {
         let server = conn.in_flight.server();
-        if self.shared.is_live(server) {
-            self.pool.put(server, conn.stream);
+        self.refresh();
+        let Some(index) = self.view.borrow().set.index_of(server, conn.index) else {
+            return; // the server left the group: close
+        };
+        if server.is_live() {
+            self.pool.put(index, conn.stream);
         } else {
-            self.pool.clear(server);
+            self.pool.clear(index);
         }
     }
 
@@ -241,13 +305,12 @@ impl Backends {
     pub(crate) fn tries(&self, req: Option<&crate::message::Request<'_>>, client: IpAddr) -> Tries {
         self.budget.deposit();
         let affinity = &self.shared.config.affinity;
-        let target = match self.shared.config.balance {
-            Balance::Hash => affinity::hash_target(&affinity.hash_key, req, client),
-            Balance::StickyCookie => match req {
-                Some(req) => affinity::sticky_target(&affinity.sticky_cookie, req),
-                None => Target::Any,
-            },
-            Balance::RoundRobin | Balance::LeastConn => Target::Any,
+        let target = match (self.shared.config.balance, req) {
+            (Balance::Hash, _) => affinity::hash_target(&affinity.hash_key, req, client),
+            (Balance::StickyCookie, Some(req)) => {
+                affinity::sticky_target(&affinity.sticky_cookie, req)
+            }
+            _ => Target::Any,
         };
         Tries {
             target,
@@ -257,7 +320,7 @@ impl Backends {
 
     /// The server a failed request goes to next: a live one it has not
     /// tried, if the retry budget has a token for it.
-    fn next_server(&self, tries: &mut Tries) -> Option<usize> {
+    fn next_server(&self, tries: &mut Tries) -> Option<Picked> {
         let next = self.pick(tries, |_| true)?;
         if !self.budget.withdraw() {
             tries.denied = true;
@@ -275,10 +338,12 @@ impl Backends {
         if tries.status_retry.is_some() || !self.shared.config.retries.on.contains(&status) {
             return false;
         }
-        let other = (0..self.shared.config.servers.len()).any(|i| {
-            let addr = self.shared.addr(i);
-            addr != from && !tries.tried(addr) && self.shared.is_live(i)
-        });
+        let other = self
+            .shared
+            .servers()
+            .servers
+            .iter()
+            .any(|s| s.addr != from && !tries.tried(s.addr) && s.is_live());
         if !other {
             return false;
         }
@@ -293,85 +358,161 @@ impl Backends {
 
     /// The `Set-Cookie` value to send with a response from `server`, when
     /// the group is sticky and the request's cookie did not name it.
-    pub(crate) fn set_cookie(&self, tries: &Tries, server: SocketAddr) -> Option<&str> {
-        if self.shared.cookies.is_empty() {
-            return None;
-        }
-        let (value, field) = &self.shared.cookies[self.shared.index_of(server)?];
+    pub(crate) fn set_cookie(&self, tries: &Tries, server: SocketAddr) -> Option<String> {
+        let view = self.view.borrow();
+        let index = view.set.servers.iter().position(|s| s.addr == server)?;
+        let (value, field) = view.cookies.get(index)?;
         match tries.target {
             Target::Sticky(Some(had)) if had == *value => None,
-            _ => Some(field),
+            _ => Some(field.to_string()),
         }
+    }
+
+    /// `server` answered a request head with `status` (outlier detection).
+    pub(crate) fn answered(&self, server: &Server, status: u16) {
+        self.shared.answered(server, status);
+    }
+
+    /// `server` sent no response head in time (outlier detection).
+    pub(crate) fn timed_out(&self, server: &Server) {
+        self.shared.timed_out(server);
     }
 
     /// The next live server the policy chooses for `tries` among those
     /// `allowed` that the request has not tried.
-    fn pick(&self, tries: &Tries, allowed: impl Fn(usize) -> bool) -> Option<usize> {
-        let shared = &self.shared;
+    fn pick(&self, tries: &Tries, allowed: impl Fn(&Server) -> bool) -> Option<Picked> {
+        self.refresh();
+        let config = &self.shared.config;
+        let mut view = self.view.borrow_mut();
+        let View {
+            set,
+            wrr,
+            ring,
+            cookies,
+            ramped,
+        } = &mut *view;
+        let servers = &set.servers;
         let eligible = |i: usize| {
-            allowed(i)
-                && shared.is_live(i)
-                && (tries.tried.is_empty() || !tries.tried(shared.addr(i)))
+            servers.get(i).is_some_and(|s| {
+                allowed(s) && s.is_live() && (tries.tried.is_empty() || !tries.tried(s.addr))
+            })
         };
-        let mut ramped = self.ramped.borrow_mut();
-        let weights: &[u32] = if shared.ramped_weights(&mut ramped) {
-            &ramped
+        let weights: &[u32] = if outlier::ramped_weights(set, config.outliers.slow_start, ramped) {
+            ramped
         } else {
-            &shared.weights
+            &set.weights
         };
-        let mut wrr = self.wrr.borrow_mut();
-        match (shared.config.balance, tries.target) {
+        let in_flight = |i: usize| servers[i].in_flight();
+        let index = match (config.balance, tries.target) {
             (Balance::Hash, Target::Hash(h)) => affinity::pick(
-                &shared.ring,
+                ring,
                 h,
-                &shared.weights,
-                shared.config.affinity.balance_factor,
-                |i| shared.in_flight(i),
+                &set.weights,
+                config.affinity.balance_factor,
+                in_flight,
                 eligible,
             ),
             (Balance::StickyCookie, Target::Sticky(Some(v))) => {
-                match shared.cookies.iter().position(|c| c.0 == v) {
-                    Some(i) if eligible(i) => Some(i),
+                match cookies.iter().position(|c| c.0 == v) {
+                    // Pinned: a draining server still takes it.
+                    Some(i) if eligible(i) || pinned_to_draining(&servers[i], &allowed, tries) => {
+                        Some(i)
+                    }
                     _ => wrr.pick(weights, eligible),
                 }
             }
-            (Balance::LeastConn, _) => {
-                balance::least_conn(&mut wrr, weights, |i| shared.in_flight(i), eligible)
-            }
+            (Balance::LeastConn, _) => balance::least_conn(wrr, weights, in_flight, eligible),
             _ => wrr.pick(weights, eligible),
-        }
+        }?;
+        Some(Picked {
+            index,
+            server: servers[index].clone(),
+        })
     }
 
-    /// Connects to the server `in_flight` counts, recording the outcome
+    /// Brings this worker's view up to the group's current set: idle
+    /// connections and sessions follow their server to its new index
+    /// (those of removed servers are closed; requests running on them
+    /// finish), balancing state restarts.
+    fn refresh(&self) {
+        let current = self.shared.servers();
+        if current.generation == self.view.borrow().set.generation {
+            return;
+        }
+        let set = arc_swap::Guard::into_inner(current);
+        let mut view = self.view.borrow_mut();
+        let moves: Vec<Option<usize>> = view
+            .set
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| set.index_of(s, i))
+            .collect();
+        self.pool.remap(&moves, set.servers.len());
+        sessions::remap(&self.sessions, &moves, set.servers.len());
+        *view = View::new(set, &self.shared.config);
+    }
+
+    /// The index of `server` in this worker's current view, if it is
+    /// still in the group (`hint`: its index when it was picked).
+    fn index_of(&self, server: &Arc<Server>, hint: usize) -> Option<usize> {
+        self.view.borrow().set.index_of(server, hint)
+    }
+
+    /// Connects to the server `in_flight` counts (at `index` in the
+    /// view), recording the outcome
     /// for passive ejection.
     async fn connect_counted(
         &self,
+        index: usize,
         in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         let server = in_flight.server();
-        let addr = self.shared.addr(server);
+        let addr = server.addr;
         match open(addr, connect_timeout).await {
-            Ok(stream) => {
-                self.shared.connect_succeeded(server);
+            Ok(socket) => {
+                server.connect_succeeded();
                 Ok(BackendConn {
-                    stream,
+                    stream: BackendStream::Plain(socket),
                     addr,
                     reused: false,
+                    index,
                     in_flight,
                 })
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.name(), "{e}");
-                self.shared.connect_failed(server, &e);
+                server.connect_failed(self.shared.config.passive, self.name(), &e);
                 Err(e)
             }
         }
     }
 }
 
+/// May a request whose sticky cookie names `server` go to it although it
+/// is not live? Yes when the operator is draining it (haproxy's drain:
+/// sessions already there finish there) and it is otherwise fine.
+fn pinned_to_draining(server: &Server, allowed: impl Fn(&Server) -> bool, tries: &Tries) -> bool {
+    server.admin() == AdminState::Draining
+        && server.is_up()
+        && !server.is_ejected()
+        && allowed(server)
+        && !tries.tried(server.addr)
+}
+
+fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendConn {
+    BackendConn {
+        stream,
+        addr: in_flight.server().addr,
+        reused: true,
+        index,
+        in_flight,
+    }
+}
+
 /// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, ConnectError> {
+async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
     let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
@@ -382,5 +523,5 @@ async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, 
     stream
         .set_nodelay(true)
         .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(stream)
+    Ok(Socket::Tcp(stream))
 }

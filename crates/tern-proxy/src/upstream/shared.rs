@@ -1,242 +1,287 @@
-//! Process-wide state of an upstream group: per server, the active health
-//! verdict, passive ejection and requests in flight. Atomics only, because
-//! every worker thread reads it on every request.
+//! Process-wide state of an upstream group: the current set of servers
+//! (which DNS re-resolution changes while requests run) and, per server,
+//! the active health verdict, passive ejection, the operator's admin state
+//! and requests in flight.
+//!
+//! The set is an immutable [`ServerSet`] behind an [`ArcSwap`]: a worker
+//! reads it with one atomic load per pick and never takes a lock, and a
+//! change publishes a whole new set with a higher `generation`. Servers
+//! are `Arc<Server>` keyed by address: a server present in both the old
+//! and the new set is the same `Arc` (its counts, verdicts and admin state
+//! carry over), and a request holding a removed server's `Arc` finishes on
+//! it undisturbed.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::affinity::{self, Ring};
-use crate::config::{Balance, UpstreamConfig};
+use arc_swap::ArcSwap;
+
+use crate::config::{PassiveEjection, UpstreamConfig};
 
 /// Balancers see weights times this, so slow start can give a server a
 /// fraction of a weight of 1.
 pub(super) const WEIGHT_SCALE: u32 = 100;
 
-/// Process-wide state of one upstream group: its settings and, per
-/// server, what health checks and passive ejection decided. Shared by all
-/// workers (atomics only), rebuilt on reload.
+/// Process-wide state of one upstream group: its settings and its current
+/// servers. Shared by all workers, rebuilt on reload.
 #[derive(Debug)]
 pub struct UpstreamShared {
     /// The group's settings.
     pub config: UpstreamConfig,
-    /// Parallel to `config.servers`.
-    pub(super) servers: Vec<ServerState>,
-    /// Weights of `config.servers` times [`WEIGHT_SCALE`], in the shape
-    /// the balancers take.
-    pub(super) weights: Vec<u32>,
-    /// `balance = "hash"`: the consistent-hash ring (empty otherwise).
-    pub(super) ring: Ring,
-    /// `balance = "sticky_cookie"`: per server, its cookie's value and
-    /// its whole `Set-Cookie` field value (empty otherwise).
-    pub(super) cookies: Vec<(u64, Box<str>)>,
-    /// Until when (ms since `epoch`) some server may still be in slow
-    /// start; 0: none is, the configured weights hold.
-    pub(super) ramping_until_ms: AtomicU64,
-    /// Taken to decide an ejection (rare), so that two workers cannot
-    /// together eject more than `max_ejected_percent` allows.
-    pub(super) eject_lock: Mutex<()>,
-    /// Origin of the millisecond clock stored in the atomics.
-    epoch: Instant,
+    /// The servers requests may go to now.
+    set: ArcSwap<ServerSet>,
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Serializes changes of `set` (control plane only: DNS, reload).
+    changing: Mutex<()>,
+    /// Taken to decide an ejection on responses (rare), so that two
+    /// workers cannot together eject more than `max_ejected_percent`.
+    pub(super) ejecting: Mutex<()>,
 }
 
-/// One server's live state.
+/// The servers of a group at one moment. Immutable: a change makes a new
+/// one with a higher `generation`, so per-worker structures built from a
+/// set (balancer scores, hash rings, pools) know when to rebuild.
 #[derive(Debug)]
-pub(super) struct ServerState {
+pub struct ServerSet {
+    /// Increases by one with every change of the set (0 for the set built
+    /// from the configuration).
+    pub generation: u64,
+    /// The servers, in configuration order (the addresses of one name in
+    /// the order its records gave them). No address appears twice.
+    pub servers: Vec<Arc<Server>>,
+    /// `servers[i].weight` times [`WEIGHT_SCALE`], in the shape the
+    /// balancers take.
+    pub weights: Vec<u32>,
+}
+
+#[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+/// What the operator asked of a server on the admin listener (until the
+/// next reload, which starts every server `Enabled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminState {
+    /// Picked as usual.
+    Enabled,
+    /// No new requests from balancing; requests in flight finish. Like
+    /// haproxy's `drain`, a request that affinity pins to this server may
+    /// still go to it.
+    Draining,
+    /// No new requests at all; requests in flight finish (haproxy's
+    /// `maint`).
+    Disabled,
+}
+
+#[allow(dead_code)] // the admin listener uses it (issue 28)
+impl AdminState {
+    /// The word used on the admin listener and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminState::Enabled => "enabled",
+            AdminState::Draining => "draining",
+            AdminState::Disabled => "disabled",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => AdminState::Draining,
+            2 => AdminState::Disabled,
+            _ => AdminState::Enabled,
+        }
+    }
+
+    fn to_u8(self) -> u8 {
+        match self {
+            AdminState::Enabled => 0,
+            AdminState::Draining => 1,
+            AdminState::Disabled => 2,
+        }
+    }
+}
+
+/// One server of a group and its live state, shared by all workers
+/// (atomics only, because every worker reads it on every request).
+#[derive(Debug)]
+pub struct Server {
+    /// Where it is.
+    pub addr: SocketAddr,
+    /// Its configured share of requests (at least 1).
+    pub weight: u32,
+    /// Index in `config.servers` of the entry it comes from (an address,
+    /// or a name whose records gave `addr`).
+    pub origin: usize,
     /// Verdict of the active health checks (true without checks).
-    pub(super) up: AtomicBool,
+    up: AtomicBool,
     /// Connect failures in a row seen by requests; a success resets it.
     /// It is not reset by ejection, so after `fail_timeout` a single new
     /// failure ejects the server again instead of costing `max_fails`
     /// more requests a retry each.
     pub(super) fails: AtomicU32,
     /// Skipped by requests until this time (ms since `epoch`); 0 = not
-    /// ejected (set back to 0 by the first pick after it).
+    /// ejected (set back to 0 by the first look after the ejection).
     pub(super) ejected_until_ms: AtomicU64,
-    /// Requests holding a connection to this server, over all workers.
-    in_flight: AtomicUsize,
     /// 5xx responses (or response timeouts) in a row.
     pub(super) errors: AtomicU32,
-    /// Ejections in a row (each one soon after the server came back from
-    /// the one before): the next lasts one `fail_timeout` longer.
+    /// Ejections in a row (each soon after it came back from the one
+    /// before): the next lasts one `fail_timeout` longer.
     pub(super) ejections: AtomicU32,
-    /// When the last ejection ended (ms since `epoch`).
+    /// When the last ejection ends or ended (ms since `epoch`).
     pub(super) back_at_ms: AtomicU64,
-    /// When its slow start began (ms since `epoch`); 0 = none.
+    /// When it last came back (ejection over, health checks passing
+    /// again), for slow start (ms since `epoch`); 0 = not ramping.
     pub(super) ramp_from_ms: AtomicU64,
+    /// Requests holding a connection to this server, over all workers.
+    in_flight: AtomicUsize,
+    /// Requests sent to it since it joined the group (all workers).
+    requests: AtomicU64,
+    /// [`AdminState`] as a number.
+    admin: AtomicU8,
+    /// Origin of the millisecond clock stored in `ejected_until_ms`.
+    epoch: Instant,
 }
 
-impl UpstreamShared {
-    /// State for a group, every server initially up.
-    pub fn new(config: UpstreamConfig) -> Arc<Self> {
-        let servers = config
-            .servers
-            .iter()
-            .map(|_| ServerState {
-                up: AtomicBool::new(true),
-                fails: AtomicU32::new(0),
-                ejected_until_ms: AtomicU64::new(0),
-                in_flight: AtomicUsize::new(0),
-                errors: AtomicU32::new(0),
-                ejections: AtomicU32::new(0),
-                back_at_ms: AtomicU64::new(0),
-                ramp_from_ms: AtomicU64::new(0),
-            })
-            .collect();
-        let weights = config
-            .servers
-            .iter()
-            .map(|s| s.weight.max(1) * WEIGHT_SCALE)
-            .collect();
-        let ring = match config.balance {
-            Balance::Hash => Ring::new(
-                &config
-                    .servers
-                    .iter()
-                    .map(|s| (s.addr, s.weight))
-                    .collect::<Vec<_>>(),
-            ),
-            _ => Ring::default(),
-        };
-        let cookies = match config.balance {
-            Balance::StickyCookie => config
-                .servers
-                .iter()
-                .map(|s| {
-                    (
-                        affinity::cookie_value(s.addr),
-                        affinity::set_cookie(&config.affinity.sticky_cookie, s.addr),
-                    )
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        Arc::new(UpstreamShared {
-            config,
-            servers,
-            weights,
-            ring,
-            cookies,
-            ramping_until_ms: AtomicU64::new(0),
-            eject_lock: Mutex::new(()),
+impl Server {
+    /// A server that starts up, enabled, with nothing in flight.
+    pub(crate) fn new(addr: SocketAddr, weight: u32, origin: usize) -> Self {
+        Server {
+            addr,
+            weight: weight.max(1),
+            origin,
+            up: AtomicBool::new(true),
+            fails: AtomicU32::new(0),
+            ejected_until_ms: AtomicU64::new(0),
+            errors: AtomicU32::new(0),
+            ejections: AtomicU32::new(0),
+            back_at_ms: AtomicU64::new(0),
+            ramp_from_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            admin: AtomicU8::new(0),
             epoch: Instant::now(),
-        })
-    }
-
-    /// Takes over the health verdicts and ejections of `previous` (the
-    /// group of the same name in the generation being replaced) for the
-    /// servers both have, so a reload neither sends requests to a server
-    /// known to be down nor forgets one that is. Call before any request.
-    #[allow(dead_code)] // the reload hook in generation.rs calls it (docs/backends.md)
-    pub fn inherit_health(&self, previous: &UpstreamShared) {
-        let now = Instant::now();
-        for (i, server) in self.config.servers.iter().enumerate() {
-            let Some(j) = previous.index_of(server.addr) else {
-                continue;
-            };
-            let (old, new) = (&previous.servers[j], &self.servers[i]);
-            new.up
-                .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
-            for (to, from) in [
-                (&new.fails, &old.fails),
-                (&new.errors, &old.errors),
-                (&new.ejections, &old.ejections),
-            ] {
-                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            // Re-express times on this group's clock.
-            let rebase = |ms: u64| {
-                let at = previous.epoch + std::time::Duration::from_millis(ms);
-                match at.checked_duration_since(now) {
-                    Some(ahead) => self.now_ms() + ahead.as_millis() as u64,
-                    None => self
-                        .now_ms()
-                        .saturating_sub(now.duration_since(at).as_millis() as u64)
-                        .max(1),
-                }
-            };
-            let until = old.ejected_until_ms.load(Ordering::Relaxed);
-            if until != 0 && rebase(until) > self.now_ms() {
-                new.ejected_until_ms.store(rebase(until), Ordering::Relaxed);
-            }
-            let back = old.back_at_ms.load(Ordering::Relaxed);
-            if back != 0 {
-                new.back_at_ms.store(rebase(back), Ordering::Relaxed);
-            }
         }
     }
 
-    /// (server, up?) for metrics and /health: up means new requests may be
-    /// sent to it (health checks pass and it is not ejected).
-    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
-        self.config
-            .servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.addr, self.is_live(i)))
-            .collect()
-    }
-
-    /// Index of the server at `addr`.
-    pub(super) fn index_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.config.servers.iter().position(|s| s.addr == addr)
-    }
-
-    /// Address of server `i`.
-    pub(super) fn addr(&self, i: usize) -> SocketAddr {
-        self.config.servers[i].addr
-    }
-
-    /// May new requests go to server `i`?
-    pub(super) fn is_live(&self, i: usize) -> bool {
-        let s = &self.servers[i];
-        if !s.up.load(Ordering::Relaxed) {
+    /// May new requests go to it? (health checks pass, not ejected, and
+    /// the operator has not drained or disabled it)
+    pub fn is_live(&self) -> bool {
+        if !self.up.load(Ordering::Relaxed) || self.admin.load(Ordering::Relaxed) != 0 {
             return false;
         }
+        !self.is_ejected()
+    }
+
+    /// Is it ejected by passive detection right now?
+    pub fn is_ejected(&self) -> bool {
         // Reading the clock costs more than the rest of a pick (a syscall
         // on some VMs): only an ejected server needs it.
-        let until = s.ejected_until_ms.load(Ordering::Relaxed);
+        let until = self.ejected_until_ms.load(Ordering::Relaxed);
         if until == 0 {
-            return true;
-        }
-        if until > self.now_ms() {
             return false;
         }
-        // The ejection is over: the first pick to see it says so, once.
-        if s.ejected_until_ms
+        if until > self.now_ms() {
+            return true;
+        }
+        // Over: the first look to see it says so once (no clock reads
+        // after it), and the server's slow start begins when it ended.
+        if self
+            .ejected_until_ms
             .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
         {
-            self.came_back(i, until);
+            self.ramp_from_ms.store(until, Ordering::Relaxed);
         }
-        true
+        false
     }
 
-    /// The active health verdict of server `i`.
-    pub(super) fn is_up(&self, i: usize) -> bool {
-        self.servers[i].up.load(Ordering::Relaxed)
+    /// The active health verdict.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
     }
 
-    /// Requests in flight on server `i`.
-    pub(super) fn in_flight(&self, i: usize) -> usize {
-        self.servers[i].in_flight.load(Ordering::Relaxed)
-    }
-
-    /// Counts a request on server `i` until the guard drops.
-    pub(super) fn begin(self: &Arc<Self>, i: usize) -> InFlight {
-        self.servers[i].in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight {
-            shared: self.clone(),
-            server: i,
-        }
-    }
-
-    /// Records the active health verdict of server `i`.
-    pub(super) fn set_up(&self, i: usize, up: bool) {
-        let was = self.servers[i].up.swap(up, Ordering::Relaxed);
+    /// Records the active health verdict.
+    pub(crate) fn set_up(&self, up: bool) {
+        let was = self.up.swap(up, Ordering::Relaxed);
         if up && !was {
-            self.came_back(i, self.now_ms());
+            self.ramp_from_ms.store(self.now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// Requests in flight on it, over all workers.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Requests sent to it since it joined the group.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// What the operator asked of it.
+    pub fn admin(&self) -> AdminState {
+        AdminState::from_u8(self.admin.load(Ordering::Relaxed))
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Sets what the operator asked of it; returns the previous state.
+    pub fn set_admin(&self, state: AdminState) -> AdminState {
+        AdminState::from_u8(self.admin.swap(state.to_u8(), Ordering::Relaxed))
+    }
+
+    /// Counts a request on it until the guard drops.
+    pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            server: self.clone(),
+        }
+    }
+
+    /// A connection to it succeeded: its failure streak ends.
+    pub(crate) fn connect_succeeded(&self) {
+        if self.fails.load(Ordering::Relaxed) != 0 {
+            self.fails.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection to it failed; after `max_fails` in a row it is skipped
+    /// for `fail_timeout` (logged once per ejection, naming `upstream`).
+    pub(crate) fn connect_failed(
+        &self,
+        passive: PassiveEjection,
+        upstream: &str,
+        error: &dyn std::fmt::Display,
+    ) {
+        let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if fails >= passive.max_fails {
+            let why = format!("{fails} connect failures in a row: {error}");
+            self.eject(passive, upstream, &why);
+        }
+    }
+
+    /// Takes over the health verdict and ejection of `old` (the same
+    /// address in the generation being replaced).
+    fn inherit_health(&self, old: &Server) {
+        self.up
+            .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
+        for (to, from) in [
+            (&self.fails, &old.fails),
+            (&self.errors, &old.errors),
+            (&self.ejections, &old.ejections),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let until = old.ejected_until_ms.load(Ordering::Relaxed);
+        if until != 0 {
+            // Re-express the deadline on this server's clock.
+            let deadline = old.epoch + Duration::from_millis(until);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                self.ejected_until_ms
+                    .store(self.now_ms() + left.as_millis() as u64, Ordering::Relaxed);
+            }
         }
     }
 
@@ -246,35 +291,148 @@ impl UpstreamShared {
     }
 }
 
+impl ServerSet {
+    fn new(generation: u64, servers: Vec<Arc<Server>>) -> Self {
+        let weights = servers.iter().map(|s| s.weight * WEIGHT_SCALE).collect();
+        ServerSet {
+            generation,
+            servers,
+            weights,
+        }
+    }
+
+    /// The server at `addr`.
+    pub fn find(&self, addr: SocketAddr) -> Option<&Arc<Server>> {
+        self.servers.iter().find(|s| s.addr == addr)
+    }
+
+    /// The index of `server` in this set (`hint` is tried first: the
+    /// index it had when it was picked, right unless the set changed).
+    pub fn index_of(&self, server: &Arc<Server>, hint: usize) -> Option<usize> {
+        match self.servers.get(hint) {
+            Some(s) if Arc::ptr_eq(s, server) => Some(hint),
+            _ => self.servers.iter().position(|s| Arc::ptr_eq(s, server)),
+        }
+    }
+}
+
+impl UpstreamShared {
+    /// State for a group: the servers of its configuration (a name's first
+    /// address until it is re-resolved), every one up and enabled.
+    pub fn new(config: UpstreamConfig) -> Arc<Self> {
+        let mut servers: Vec<Arc<Server>> = Vec::with_capacity(config.servers.len());
+        for (origin, s) in config.servers.iter().enumerate() {
+            if !servers.iter().any(|known| known.addr == s.addr) {
+                servers.push(Arc::new(Server::new(s.addr, s.weight, origin)));
+            }
+        }
+        Arc::new(UpstreamShared {
+            config,
+            set: ArcSwap::from_pointee(ServerSet::new(0, servers)),
+            changing: Mutex::new(()),
+            ejecting: Mutex::new(()),
+        })
+    }
+
+    /// The current servers (one atomic load; hold it briefly: a set kept
+    /// alive keeps its removed servers' state alive).
+    pub fn servers(&self) -> arc_swap::Guard<Arc<ServerSet>> {
+        self.set.load()
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Makes `addrs` the servers that come from configuration entry
+    /// `origin` (a name's addresses after a resolution): servers whose
+    /// address stays keep their state, new ones start up and enabled, the
+    /// others leave the set (requests in flight on them finish). An address
+    /// another entry already provides is not added twice. Returns the
+    /// addresses added and removed (both empty: nothing changed, and the
+    /// generation stays).
+    pub fn set_addresses(
+        &self,
+        origin: usize,
+        addrs: &[SocketAddr],
+    ) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+        let Some(entry) = self.config.servers.get(origin) else {
+            return (Vec::new(), Vec::new());
+        };
+        let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.set.load_full();
+        let removed: Vec<SocketAddr> = old
+            .servers
+            .iter()
+            .filter(|s| s.origin == origin && !addrs.contains(&s.addr))
+            .map(|s| s.addr)
+            .collect();
+        let mut added = Vec::new();
+        let mut servers: Vec<Arc<Server>> = Vec::with_capacity(old.servers.len() + addrs.len());
+        // Entries before `origin`, then its addresses, then the rest: the
+        // set stays in configuration order.
+        servers.extend(old.servers.iter().filter(|s| s.origin < origin).cloned());
+        for &addr in addrs {
+            if servers.iter().any(|s| s.addr == addr) {
+                continue;
+            }
+            match old.find(addr) {
+                Some(s) if s.origin == origin => servers.push(s.clone()),
+                Some(_) => {} // provided by a later entry, kept below
+                None => {
+                    added.push(addr);
+                    servers.push(Arc::new(Server::new(addr, entry.weight, origin)));
+                }
+            }
+        }
+        servers.extend(old.servers.iter().filter(|s| s.origin > origin).cloned());
+        if !added.is_empty() || !removed.is_empty() {
+            self.set
+                .store(Arc::new(ServerSet::new(old.generation + 1, servers)));
+        }
+        (added, removed)
+    }
+
+    /// Takes over the health verdicts and ejections of `previous` (the
+    /// group of the same name in the generation being replaced) for the
+    /// servers both have, so a reload neither sends requests to a server
+    /// known to be down nor forgets one that is. Admin states are not
+    /// taken over: a reload ends them. Call before any request.
+    pub fn inherit_health(&self, previous: &UpstreamShared) {
+        let old = previous.servers();
+        for server in &self.servers().servers {
+            if let Some(o) = old.find(server.addr) {
+                server.inherit_health(o);
+            }
+        }
+    }
+
+    /// (server, up?) for metrics and /health: up means new requests may be
+    /// sent to it (health checks pass, it is not ejected, not drained or
+    /// disabled).
+    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
+        self.servers()
+            .servers
+            .iter()
+            .map(|s| (s.addr, s.is_live()))
+            .collect()
+    }
+}
+
 /// Counts one request against a server's in-flight total while it lives
-/// (least_conn reads the totals).
+/// (least_conn reads the totals), and keeps the server's state alive
+/// even if the server leaves the set meanwhile.
 #[derive(Debug)]
-pub(super) struct InFlight {
-    shared: Arc<UpstreamShared>,
-    server: usize,
+pub(crate) struct InFlight {
+    server: Arc<Server>,
 }
 
 impl InFlight {
     /// The server counted.
-    pub(super) fn server(&self) -> usize {
-        self.server
-    }
-
-    /// The server answered with `status` (outlier detection).
-    pub(super) fn answered(&self, status: u16) {
-        self.shared.answered(self.server, status);
-    }
-
-    /// The server sent no response head in time (outlier detection).
-    pub(super) fn timed_out(&self) {
-        self.shared.timed_out(self.server);
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        &self.server
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared.servers[self.server]
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        self.server.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
