@@ -26,6 +26,8 @@ mod h2_tls;
 mod h2c;
 #[path = "upstreams/health.rs"]
 mod health;
+#[path = "upstreams/outliers.rs"]
+mod outliers;
 #[path = "upstreams/routing.rs"]
 mod routing;
 
