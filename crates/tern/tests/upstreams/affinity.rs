@@ -233,3 +233,58 @@ fn sticky_cookie_names_a_server_opaquely_and_survives_a_reload() {
     let r = get_with(&front, &mut conn, &format!("Cookie: {new_cookie}\r\n"));
     assert_eq!(backend_of(&front, &r), other);
 }
+
+#[test]
+fn bounded_loads_spread_one_hot_key_over_several_servers() {
+    let backends: Vec<Backend> = (0..4).map(|_| Backend::start()).collect();
+    let addrs: Vec<SocketAddr> = backends.iter().map(Backend::addr).collect();
+    let group = |name: &str, factor: u32| {
+        format!(
+            "[[upstream]]\nname = \"{name}\"\nbalance = \"hash\"\nhash_key = \"header:X-User\"\n\
+             hash_balance_factor = {factor}\n{}\n",
+            servers(&addrs)
+        )
+    };
+    let upstreams = format!("{}{}", group("bounded", 125), group("exact", 0));
+    let routes = "[[listener.route]]\nhost = \"api.test\"\nupstream = \"exact\"\n";
+    let front = start_front(2, &upstreams, "bounded", routes);
+    // Eight slow requests for one key at once, to each group.
+    let hot = |host: &'static str| -> usize {
+        let before: Vec<usize> = backends.iter().map(Backend::requests).collect();
+        std::thread::scope(|s| {
+            let clients: Vec<_> = (0..8)
+                .map(|_| {
+                    let mut conn = front.connect();
+                    s.spawn(move || {
+                        conn.send(
+                            format!(
+                                "GET /slow/1500 HTTP/1.1\r\nHost: {host}\r\nX-User: hot\r\n\r\n"
+                            )
+                            .as_bytes(),
+                        )
+                        .and_then(|()| conn.read_response(false))
+                        .map(|r| r.status)
+                    })
+                })
+                .collect();
+            for c in clients {
+                assert_eq!(c.join().expect("client").expect("response"), 200);
+            }
+        });
+        backends
+            .iter()
+            .zip(&before)
+            .filter(|(b, &n)| b.requests() > n)
+            .count()
+    };
+    assert_eq!(
+        hot("api.test"),
+        1,
+        "without a bound, one key stays on one server"
+    );
+    let spread = hot("localhost");
+    assert!(
+        spread >= 2,
+        "with hash_balance_factor 125 the hot key stayed on {spread} server"
+    );
+}
