@@ -288,3 +288,44 @@ fn bounded_loads_spread_one_hot_key_over_several_servers() {
         "with hash_balance_factor 125 the hot key stayed on {spread} server"
     );
 }
+
+#[test]
+fn bad_affinity_outlier_and_retry_settings_name_their_line_and_exit_1() {
+    let dir = tern_testsupport::tempdir::TempDir::new("affinity-config");
+    let cases = [
+        (
+            "balance = \"hash\"\nhash_key = \"query:x\"",
+            "tern.toml:5:",
+            "client_ip, header:NAME or cookie:NAME",
+        ),
+        ("balance = \"sticky\"", "tern.toml:4:", "sticky_cookie"),
+        (
+            "hash_balance_factor = 90",
+            "tern.toml:4:",
+            "must be above 100",
+        ),
+        (
+            "sticky_cookie = \"a b\"",
+            "tern.toml:4:",
+            "not a cookie name",
+        ),
+        ("consecutive_5xx = 0", "tern.toml:4:", "at least 1"),
+        ("max_ejected_percent = 101", "tern.toml:4:", "at most 100"),
+        ("slow_start = \"soon\"", "tern.toml:4:", "not a duration"),
+        (
+            "max_fail_timeout = \"1s\"",
+            "tern.toml:4:",
+            "at least fail_timeout",
+        ),
+        ("retry_on = [404]", "tern.toml:4:", "only 5xx"),
+        ("retry_budget = 101", "tern.toml:4:", "at most 100"),
+    ];
+    for (group, line, why) in cases {
+        let (code, stderr) = crate::h2_tls::check_config(dir.path(), group);
+        assert_eq!(code, Some(1), "{group}: {stderr}");
+        assert!(
+            stderr.contains(line) && stderr.contains(why),
+            "{group}: wanted {line} ... {why}, got: {stderr}"
+        );
+    }
+}
