@@ -165,3 +165,87 @@ pub(super) fn ramped_weights(set: &ServerSet, slow: Duration, out: &mut Vec<u32>
     }
     any
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::UpstreamConfig;
+    use std::net::SocketAddr;
+
+    fn group(n: u16, consecutive_5xx: u32) -> std::sync::Arc<UpstreamShared> {
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|i| SocketAddr::from(([192, 0, 2, 1], 8000 + i)))
+            .collect();
+        let mut config = UpstreamConfig::simple("g".into(), addrs);
+        config.outliers.consecutive_5xx = Some(consecutive_5xx);
+        config.passive.fail_timeout = Duration::from_secs(10);
+        config.passive.max_fail_timeout = Duration::from_secs(25);
+        UpstreamShared::new(config)
+    }
+
+    /// How long server `s` is ejected for from now, in whole seconds.
+    fn ejected_for(s: &Server) -> u64 {
+        let until = s.ejected_until_ms.load(Ordering::Relaxed);
+        until.saturating_sub(s.now_ms()).div_ceil(1000)
+    }
+
+    #[test]
+    fn responses_eject_within_the_share_and_never_the_last_server() {
+        let g = group(3, 2);
+        let set = g.servers();
+        let (a, b) = (&set.servers[0], &set.servers[1]);
+        g.answered(a, 503);
+        assert!(!a.is_ejected(), "one 5xx of two");
+        g.answered(a, 200);
+        g.answered(a, 503);
+        assert!(!a.is_ejected(), "a success reset the streak");
+        g.answered(a, 503);
+        assert!(a.is_ejected());
+        // 50 % of three is one server: the second stays in.
+        g.answered(b, 500);
+        g.timed_out(b);
+        assert!(!b.is_ejected());
+
+        let single = group(1, 1);
+        let only = &single.servers().servers[0];
+        single.answered(only, 503);
+        assert!(!only.is_ejected(), "the last server was ejected");
+    }
+
+    #[test]
+    fn an_ejection_soon_after_the_last_lasts_longer_up_to_the_cap() {
+        let g = group(2, 1);
+        let s = g.servers().servers[0].clone();
+        let passive = g.config.passive;
+        let mut lengths = Vec::new();
+        for _ in 0..4 {
+            s.eject(passive, "g", "test");
+            lengths.push(ejected_for(&s));
+            // It comes back now, and fails again at once.
+            let now = s.now_ms();
+            s.ejected_until_ms.store(now, Ordering::Relaxed);
+            s.back_at_ms.store(now, Ordering::Relaxed);
+        }
+        assert_eq!(lengths, [10, 20, 25, 25]);
+    }
+
+    #[test]
+    fn a_returning_server_ramps_from_a_tenth_of_its_weight() {
+        let g = group(2, 1);
+        let set = g.servers();
+        let mut out = Vec::new();
+        assert!(!ramped_weights(&set, Duration::from_secs(60), &mut out));
+        set.servers[0].set_up(false);
+        set.servers[0].set_up(true);
+        assert!(ramped_weights(&set, Duration::from_secs(60), &mut out));
+        assert_eq!(out[1], set.weights[1]);
+        assert!(
+            out[0] >= set.weights[0] / 10 && out[0] < set.weights[0] / 5,
+            "{out:?}"
+        );
+        assert!(
+            !ramped_weights(&set, Duration::ZERO, &mut out),
+            "slow start off"
+        );
+    }
+}
