@@ -360,6 +360,9 @@ impl Backends {
     /// the group is sticky and the request's cookie did not name it.
     pub(crate) fn set_cookie(&self, tries: &Tries, server: SocketAddr) -> Option<String> {
         let view = self.view.borrow();
+        if view.cookies.is_empty() {
+            return None;
+        }
         let index = view.set.servers.iter().position(|s| s.addr == server)?;
         let (value, field) = view.cookies.get(index)?;
         match tries.target {
