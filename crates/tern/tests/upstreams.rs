@@ -30,6 +30,8 @@ mod health;
 mod outliers;
 #[path = "upstreams/routing.rs"]
 mod routing;
+#[path = "upstreams/transports.rs"]
+mod transports;
 
 /// tern started from a config file with `workers` workers, the
 /// `[[upstream]]` tables in `upstreams`, and one listener forwarding to the

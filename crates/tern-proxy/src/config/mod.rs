@@ -35,7 +35,7 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    Affinity, BackendProtocol, BackendTls, Balance, HashKey, HealthCheck, Outliers,
+    Affinity, BackendAddr, BackendProtocol, BackendTls, Balance, HashKey, HealthCheck, Outliers,
     PassiveEjection, Retries, ServerConfig, UpstreamConfig,
 };
 

@@ -12,12 +12,12 @@
 //! out of it, and a forged value names no server (it is looked up among
 //! the group's own), so the request is balanced as if it had none.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use siphasher::sip::SipHasher24;
 
-use crate::config::{canonical, HashKey};
+use crate::config::{canonical, BackendAddr, HashKey};
 use crate::message::{Request, RequestView};
 
 /// Ring points per unit of weight (ketama's 160): enough that four
@@ -44,7 +44,7 @@ pub(crate) struct Ring {
 
 impl Ring {
     /// The ring of `servers` (address, weight), indexed as given.
-    pub(crate) fn new(servers: &[(SocketAddr, u32)]) -> Ring {
+    pub(crate) fn new(servers: &[(BackendAddr, u32)]) -> Ring {
         let total: usize = servers.iter().map(|&(_, w)| w.max(1) as usize).sum();
         let per_weight = (MAX_POINTS / total.max(1)).clamp(1, POINTS_PER_WEIGHT);
         let mut points = Vec::with_capacity(total * per_weight);
@@ -201,14 +201,14 @@ fn sticky_key() -> (u64, u64) {
 }
 
 /// The sticky-cookie value naming `addr`.
-pub(crate) fn cookie_value(addr: SocketAddr) -> u64 {
+pub(crate) fn cookie_value(addr: BackendAddr) -> u64 {
     let (k0, k1) = sticky_key();
     SipHasher24::new_with_keys(k0, k1).hash(addr.to_string().as_bytes())
 }
 
 /// The `Set-Cookie` value naming `addr`: a session cookie for the whole
 /// site, never sent in clear, never read by scripts.
-pub(crate) fn set_cookie(name: &str, addr: SocketAddr) -> Box<str> {
+pub(crate) fn set_cookie(name: &str, addr: BackendAddr) -> Box<str> {
     format!(
         "{name}={:016x}; Path=/; Secure; HttpOnly; SameSite=Lax",
         cookie_value(addr)
@@ -227,15 +227,16 @@ fn parse_cookie_value(v: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
-    fn addrs(n: u16) -> Vec<(SocketAddr, u32)> {
+    fn addrs(n: u16) -> Vec<(BackendAddr, u32)> {
         (0..n)
-            .map(|i| (SocketAddr::from(([10, 0, 0, 1], 8000 + i)), 1))
+            .map(|i| (SocketAddr::from(([10, 0, 0, 1], 8000 + i)).into(), 1))
             .collect()
     }
 
     /// The server of each of `keys` keys on `servers`.
-    fn owners(servers: &[(SocketAddr, u32)], keys: usize) -> Vec<SocketAddr> {
+    fn owners(servers: &[(BackendAddr, u32)], keys: usize) -> Vec<BackendAddr> {
         let ring = Ring::new(servers);
         let weights: Vec<u32> = servers.iter().map(|s| s.1).collect();
         (0..keys)
@@ -312,7 +313,7 @@ mod tests {
 
     #[test]
     fn sticky_values_are_opaque_and_parse_back() {
-        let a = SocketAddr::from(([10, 0, 0, 1], 80));
+        let a = SocketAddr::from(([10, 0, 0, 1], 80)).into();
         let set = set_cookie("srv", a);
         assert!(!set.contains("10.0.0.1"), "{set}");
         let value = set

@@ -20,6 +20,7 @@
 
 mod affinity;
 mod balance;
+mod connect;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
@@ -35,13 +36,11 @@ mod tls;
 
 use std::cell::RefCell;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
-
-use crate::config::{BackendProtocol, Balance};
+use crate::config::{BackendAddr, BackendProtocol, Balance};
 use crate::fault::Kind;
 
 pub(crate) use affinity::cookie;
@@ -64,7 +63,7 @@ pub struct BackendConn {
     /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
     pub stream: BackendStream,
     /// Where it goes.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
@@ -87,10 +86,14 @@ impl BackendConn {
 pub enum ConnectError {
     /// Refused, unreachable, reset (the last server tried).
     #[error("connect to {0}: {1}")]
-    Io(SocketAddr, io::Error),
+    Io(BackendAddr, io::Error),
     /// No answer within the connect timeout (the last server tried).
     #[error("connect to {0}: timed out")]
-    Timeout(SocketAddr),
+    Timeout(BackendAddr),
+    /// The TLS handshake failed: the certificate did not verify, the
+    /// server refused tern's, or no common protocol or ALPN.
+    #[error("connect to {0}: {1}")]
+    Tls(BackendAddr, io::Error),
     /// No server of the group may be used (health checks or ejection).
     #[error("every server of upstream {0:?} is down")]
     AllDown(String),
@@ -103,6 +106,7 @@ impl ConnectError {
             ConnectError::Timeout(_) => Kind::ConnectTimeout,
             ConnectError::AllDown(_) => Kind::AllDown,
             ConnectError::Io(..) => Kind::Connect,
+            ConnectError::Tls(..) => Kind::Tls,
         }
     }
 }
@@ -262,7 +266,7 @@ impl Backends {
     /// retry on the same server after a pooled connection turned out closed).
     pub async fn connect(
         &self,
-        addr: SocketAddr,
+        addr: BackendAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         self.refresh();
@@ -334,7 +338,7 @@ impl Backends {
     /// token of the budget.) The caller checks that the request is
     /// idempotent and still whole in hand. When true, `from` counts as
     /// tried.
-    pub(crate) fn retry_status(&self, tries: &mut Tries, from: SocketAddr, status: u16) -> bool {
+    pub(crate) fn retry_status(&self, tries: &mut Tries, from: BackendAddr, status: u16) -> bool {
         if tries.status_retry.is_some() || !self.shared.config.retries.on.contains(&status) {
             return false;
         }
@@ -358,7 +362,7 @@ impl Backends {
 
     /// The `Set-Cookie` value to send with a response from `server`, when
     /// the group is sticky and the request's cookie did not name it.
-    pub(crate) fn set_cookie(&self, tries: &Tries, server: SocketAddr) -> Option<String> {
+    pub(crate) fn set_cookie(&self, tries: &Tries, server: BackendAddr) -> Option<String> {
         let view = self.view.borrow();
         if view.cookies.is_empty() {
             return None;
@@ -473,11 +477,12 @@ impl Backends {
     ) -> Result<BackendConn, ConnectError> {
         let server = in_flight.server();
         let addr = server.addr;
-        match open(addr, connect_timeout).await {
-            Ok(socket) => {
+        let tls = self.shared.config.tls.as_ref();
+        match connect::connect(addr, server.origin, tls, connect_timeout).await {
+            Ok(stream) => {
                 server.connect_succeeded();
                 Ok(BackendConn {
-                    stream: BackendStream::Plain(socket),
+                    stream,
                     addr,
                     reused: false,
                     index,
@@ -512,19 +517,4 @@ fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendCo
         index,
         in_flight,
     }
-}
-
-/// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-        Err(_) => return Err(ConnectError::Timeout(addr)),
-    };
-    // One write per message is only one segment if Nagle does not hold
-    // back the tail of a previous write waiting for an ACK.
-    stream
-        .set_nodelay(true)
-        .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(Socket::Tcp(stream))
 }

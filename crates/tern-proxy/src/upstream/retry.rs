@@ -15,9 +15,9 @@
 //! HTTP/2 stream the server refused, are not counted here: the server
 //! never saw the request.
 
+use crate::config::BackendAddr;
 use std::cell::Cell;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 
 use super::affinity::Target;
 
@@ -72,7 +72,7 @@ pub struct Tries {
     pub(crate) target: Target,
     /// Servers that failed this request (by address, which outlives any
     /// index into a changing server set).
-    pub(super) tried: Vec<SocketAddr>,
+    pub(super) tried: Vec<BackendAddr>,
     /// Retries on another server after a connect failure.
     pub connect_retries: u8,
     /// The status that made the request go to another server, if one did.
@@ -83,7 +83,7 @@ pub struct Tries {
 
 impl Tries {
     /// Did `addr` fail this request already?
-    pub(super) fn tried(&self, addr: SocketAddr) -> bool {
+    pub(super) fn tried(&self, addr: BackendAddr) -> bool {
         self.tried.contains(&addr)
     }
 
