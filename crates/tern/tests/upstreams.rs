@@ -28,6 +28,8 @@ mod h2c;
 mod health;
 #[path = "upstreams/outliers.rs"]
 mod outliers;
+#[path = "upstreams/pool.rs"]
+mod pool;
 #[path = "upstreams/routing.rs"]
 mod routing;
 #[path = "upstreams/transports.rs"]

@@ -123,7 +123,7 @@ pub mod defaults {
     /// `max_head_bytes`.
     pub const MAX_HEAD_BYTES: usize = tern_http::head::DEFAULT_MAX_HEAD_BYTES;
     /// `backend_pool_size`.
-    pub const BACKEND_POOL_SIZE: usize = 64;
+    pub const BACKEND_POOL_SIZE: usize = 1024;
     /// `request_id_header`.
     pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
     /// `request_id_format`.
@@ -575,7 +575,9 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "BYTES", default_value = shown(defaults::MAX_HEAD_BYTES))]
     pub max_head_bytes: Option<usize>,
 
-    /// Idle backend connections kept per backend and worker.
+    /// Most idle backend connections kept per backend and worker: a
+    /// ceiling, the pool keeps what the recent peak had in use and closes
+    /// those unused for 30 s.
     #[arg(long, value_name = "N", default_value = shown(defaults::BACKEND_POOL_SIZE))]
     pub backend_pool_size: Option<usize>,
 

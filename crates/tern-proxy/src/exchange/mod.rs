@@ -246,11 +246,11 @@ fn backend_answered(
 
 /// `base` with a `Set-Cookie: cookie` field added (a sticky group's
 /// cookie, on the first response from its server).
-fn with_set_cookie<'e>(base: &FieldEdits<'e>, cookie: &str) -> FieldEdits<'e> {
+fn with_set_cookie<'e>(base: &FieldEdits<'e>, cookie: String) -> FieldEdits<'e> {
     let mut edits = base.clone();
     edits.add.push((
         "set-cookie",
-        std::borrow::Cow::Owned(cookie.as_bytes().to_vec()),
+        tern_http::rewrite::FieldValue::Made(bytes::Bytes::from(cookie.into_bytes())),
     ));
     edits
 }

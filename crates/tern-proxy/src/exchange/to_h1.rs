@@ -79,7 +79,7 @@ async fn exchange_in<F: Front>(
     let reusable = h1::reusable(&s.head, framing, req.http10);
     let with_cookie = backends
         .set_cookie(tries, conn.addr)
-        .map(|c| super::with_set_cookie(&edits.response, &c));
+        .map(|c| super::with_set_cookie(&edits.response, c));
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,

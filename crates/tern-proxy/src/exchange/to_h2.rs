@@ -80,7 +80,7 @@ pub(super) async fn exchange<F: Front>(
         o.backend = Some(held.addr);
         let with_cookie = backends
             .set_cookie(tries, held.addr)
-            .map(|c| super::with_set_cookie(&edits.response, &c));
+            .map(|c| super::with_set_cookie(&edits.response, c));
         let response_edits = with_cookie.as_ref().unwrap_or(&edits.response);
         send_inline(
             &mut upstream,

@@ -44,6 +44,7 @@ use crate::config::{BackendAddr, BackendProtocol, Balance};
 use crate::fault::Kind;
 
 pub(crate) use affinity::cookie;
+pub use pool::SWEEP_INTERVAL;
 pub use retry::Tries;
 pub use sessions::H2Stream;
 #[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
@@ -183,7 +184,9 @@ struct Picked {
 }
 
 impl Backends {
-    /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
+    /// A worker's view of `shared`, keeping up to `max_idle` idle
+    /// connections per server (a ceiling: the pool holds what the recent
+    /// peak used, see [`pool`]).
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         let set = arc_swap::Guard::into_inner(shared.servers());
         let servers = set.servers.len();
@@ -302,6 +305,11 @@ impl Backends {
         } else {
             self.pool.clear(index);
         }
+    }
+
+    /// Closes idle connections unused for long (see [`SWEEP_INTERVAL`]).
+    pub fn sweep(&self) {
+        self.pool.sweep();
     }
 
     /// What picks the server of `req` (none in TCP mode) from `client`,
