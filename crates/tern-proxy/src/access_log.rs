@@ -61,6 +61,10 @@ pub struct Record<'a> {
     /// The `grpc-status` a gRPC call ended with: logged as
     /// `grpc_status=N` after the other fields, only for gRPC calls.
     pub grpc_status: Option<u16>,
+    /// The request's retries on other servers (`connect`, a status,
+    /// `budget`: see docs/backends.md), logged as `retry=` after the other
+    /// fields, only for requests that had one.
+    pub retry: Option<&'a str>,
 }
 
 /// The shared destination of all workers' batches.
@@ -213,6 +217,10 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         buf.pop();
         let _ = writeln!(buf, " grpc_status={code}");
     }
+    if let Some(retry) = r.retry {
+        buf.pop();
+        let _ = writeln!(buf, " retry={retry}");
+    }
 }
 
 fn format_json(buf: &mut String, r: &Record<'_>) {
@@ -250,6 +258,9 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     if let Some(id) = r.request_id {
         v["request_id"] = serde_json::Value::from(id);
     }
+    if let Some(retry) = r.retry {
+        v["retry"] = serde_json::Value::from(retry);
+    }
     let _ = writeln!(buf, "{v}");
 }
 
@@ -284,6 +295,7 @@ mod tests {
             error: None,
             request_id: None,
             grpc_status: None,
+            retry: None,
         }
     }
 
@@ -333,6 +345,13 @@ mod tests {
         let mut text = String::new();
         format_text(&mut text, &grpc);
         assert!(text.ends_with(" error=- grpc_status=14\n"), "{text}");
+        let retried = Record {
+            retry: Some("connect,503"),
+            ..record(&tls)
+        };
+        let mut text = String::new();
+        format_text(&mut text, &retried);
+        assert!(text.ends_with(" error=- retry=connect,503\n"), "{text}");
         let mut json = String::new();
         format_json(&mut json, &early);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();

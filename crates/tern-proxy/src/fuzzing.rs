@@ -411,6 +411,20 @@ mod h2_fuzz {
     }
 }
 
+/// Finds a cookie in a `Cookie` field as the affinity policies do: the
+/// bytes before the first NUL name the cookie (lossy UTF-8), the rest is
+/// the field. Checks that a value found is a slice of the field.
+pub fn cookie(data: &[u8]) -> Option<&[u8]> {
+    let split = data.iter().position(|&b| b == 0).unwrap_or(0);
+    let (name, field) = data.split_at(split);
+    let field = field.get(1..).unwrap_or(&[]);
+    let name = String::from_utf8_lossy(name);
+    let value = crate::upstream::cookie(field, &name)?;
+    let inside = field.as_ptr_range();
+    assert!(inside.contains(&value.as_ptr()) || value.is_empty());
+    Some(value)
+}
+
 #[cfg(test)]
 mod tests {
     /// The fuzz target's check holds for the seeds, names past the

@@ -57,6 +57,16 @@ impl Request<'_> {
         self.is_connect() && self.upgrade && matches!(self.head, RequestView::H2(_))
     }
 
+    /// True for the methods RFC 9110 section 9.2.2 makes idempotent
+    /// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE): sending one twice does
+    /// what sending it once does, so it may go to another server.
+    pub(crate) fn is_idempotent(&self) -> bool {
+        matches!(
+            self.method,
+            "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+        )
+    }
+
     /// True for HEAD.
     pub(crate) fn is_head(&self) -> bool {
         self.method == "HEAD"

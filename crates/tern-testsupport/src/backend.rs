@@ -20,9 +20,10 @@
 //! | `GET /close` | `closing\n` with `Connection: close`, then the connection is closed |
 //! | `GET /post-page?n=N&len=L` | an HTML page whose script POSTs N bodies of L bytes to `/echo?client=chromium` one after another (synchronous XHR, so all have run before the load event) and puts each answer in a `<pre class="answer">` |
 //!
-//! Any other path gets 404. Every `/echo` answer is also kept (the first
-//! [`ECHOES_KEPT`]), for load tools that cannot check bodies themselves:
-//! see [`Backend::echoes`].
+//! Any other path gets 404. [`Backend::fail_with`] makes every request
+//! get one status instead, until it is called again with `None`. Every
+//! `/echo` answer is also kept (the first [`ECHOES_KEPT`]), for load tools
+//! that cannot check bodies themselves: see [`Backend::echoes`].
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
@@ -110,6 +111,8 @@ pub struct BackendStats {
     echoes: Mutex<Vec<serde_json::Value>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// While not 0, every request is answered with this status.
+    failing: std::sync::atomic::AtomicU16,
 }
 
 /// How many `/echo` answers a backend keeps for [`Backend::echoes`]; a
@@ -201,6 +204,14 @@ impl Backend {
     /// MS milliseconds).
     pub fn max_in_flight(&self) -> usize {
         self.stats.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// From now on answers every request with `status` (`Some`), or
+    /// serves again (`None`): a server that breaks under load and heals.
+    pub fn fail_with(&self, status: Option<u16>) {
+        self.stats
+            .failing
+            .store(status.unwrap_or(0), Ordering::SeqCst);
     }
 
     /// The `/echo` answers given so far (the first [`ECHOES_KEPT`]), in
@@ -385,6 +396,10 @@ async fn handle(
     stats: Arc<BackendStats>,
 ) -> Result<Response<ResponseBody>, HandlerError> {
     let _busy = InFlight::enter(stats.clone());
+    let failing = stats.failing.load(Ordering::SeqCst);
+    if let Ok(status) = StatusCode::from_u16(failing) {
+        return Ok(status_response(status, format!("failing {addr}\n")));
+    }
     let path = req.uri().path().to_string();
     let mut segments = path.trim_start_matches('/').splitn(2, '/');
     let first = segments.next().unwrap_or("");

@@ -1,5 +1,6 @@
 //! Integration tests of `tern serve` backend groups: balancing (weights,
-//! least connections), failover (retry on connect failure, passive
+//! least connections), affinity (hash, sticky cookie), outlier detection
+//! and slow start, retries and their budget, failover (retry on connect failure, passive
 //! ejection, 503 when every server is down), active health checks,
 //! routing by Host to several groups, HTTP/2 groups (h2c, and h2 over
 //! TLS), and gRPC through both. Real tern processes configured by a TOML
@@ -11,6 +12,8 @@ use std::net::SocketAddr;
 
 use tern_testsupport::tern::Served;
 
+#[path = "upstreams/affinity.rs"]
+mod affinity;
 #[path = "upstreams/balance.rs"]
 mod balance;
 #[path = "upstreams/failover.rs"]
@@ -23,6 +26,8 @@ mod h2_tls;
 mod h2c;
 #[path = "upstreams/health.rs"]
 mod health;
+#[path = "upstreams/outliers.rs"]
+mod outliers;
 #[path = "upstreams/pool.rs"]
 mod pool;
 #[path = "upstreams/routing.rs"]

@@ -13,6 +13,7 @@ mod options;
 mod reference;
 mod resolve;
 mod upstream;
+mod upstream_policy;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,8 +35,8 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    BackendAddr, BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
-    UpstreamConfig,
+    Affinity, BackendAddr, BackendProtocol, BackendTls, Balance, HashKey, HealthCheck, Outliers,
+    PassiveEjection, Retries, ServerConfig, UpstreamConfig,
 };
 
 /// A whole, validated configuration.

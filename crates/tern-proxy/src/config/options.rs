@@ -153,6 +153,22 @@ pub mod defaults {
     pub const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
     /// Weight of a server given without one.
     pub const WEIGHT: u32 = 1;
+    /// `[[upstream]] hash_key`.
+    pub const HASH_KEY: &str = "client_ip";
+    /// `[[upstream]] hash_balance_factor`: off (pure affinity).
+    pub const HASH_BALANCE_FACTOR: u32 = 0;
+    /// `[[upstream]] sticky_cookie`.
+    pub const STICKY_COOKIE: &str = "tern_server";
+    /// `[[upstream]] max_ejected_percent`.
+    pub const MAX_EJECTED_PERCENT: u32 = 50;
+    /// `[[upstream]] max_fail_timeout`.
+    pub const MAX_FAIL_TIMEOUT: Duration = Duration::from_secs(300);
+    /// `[[upstream]] slow_start`: off.
+    pub const SLOW_START: Duration = Duration::ZERO;
+    /// `[[upstream]] retry_on`.
+    pub const RETRY_ON: [&str; 2] = ["502", "503"];
+    /// `[[upstream]] retry_budget`, in percent of requests.
+    pub const RETRY_BUDGET: u32 = 20;
 }
 
 /// A default as an option spells it (`128`, `true`, `10s`), for `--help`
@@ -731,9 +747,27 @@ pub struct UpstreamOptions {
     #[arg(long, value_name = "SERVER")]
     #[serde(default)]
     pub servers: Vec<ServerOptions>,
-    /// "round_robin" (smooth weighted) or "least_conn".
+    /// "round_robin" (smooth weighted), "least_conn", "hash" (consistent
+    /// hashing of `hash_key`) or "sticky_cookie" (tern sets a cookie
+    /// naming the server; see `sticky_cookie`).
     #[arg(long, default_value = defaults::BALANCE)]
     pub balance: Option<String>,
+    /// balance = "hash": what a request is hashed on: "client_ip",
+    /// "header:NAME" or "cookie:NAME". A request without that header or
+    /// cookie is balanced by weighted round robin.
+    #[arg(long, default_value = defaults::HASH_KEY)]
+    pub hash_key: Option<String>,
+    /// balance = "hash": bounded loads, in percent (above 100, e.g. 125):
+    /// a server already holding this share of the group's average
+    /// requests in flight (relative to its weight) passes a key on to the
+    /// next server on the ring, so one hot key cannot overload a server.
+    /// 0: off (every key stays on its server).
+    #[arg(long, default_value = shown(defaults::HASH_BALANCE_FACTOR))]
+    pub hash_balance_factor: Option<u32>,
+    /// balance = "sticky_cookie": name of the cookie tern sets to name the
+    /// server (an opaque keyed hash of its address).
+    #[arg(long, default_value = defaults::STICKY_COOKIE)]
+    pub sticky_cookie: Option<String>,
     /// "http1" (HTTP/1.1, pooled keepalive), "h2c" (HTTP/2 over cleartext
     /// with prior knowledge) or "h2" (HTTP/2 over TLS, ALPN h2). HTTP/2
     /// groups keep one multiplexed session per server and worker; their
@@ -797,9 +831,41 @@ pub struct UpstreamOptions {
     /// Connect failures in a row that eject a server passively.
     #[arg(long, default_value = shown(defaults::MAX_FAILS))]
     pub max_fails: Option<u32>,
-    /// How long a passively ejected server is skipped.
+    /// How long a passively ejected server is skipped; a server ejected
+    /// again soon after it came back is skipped one fail_timeout longer
+    /// each time, up to max_fail_timeout.
     #[arg(long, default_value = shown(defaults::FAIL_TIMEOUT))]
     pub fail_timeout: Option<String>,
+    /// Longest passive ejection of a server that keeps failing.
+    #[arg(long, default_value = shown(defaults::MAX_FAIL_TIMEOUT))]
+    pub max_fail_timeout: Option<String>,
+    /// Outlier detection: responses with a 5xx status (or no response
+    /// head within backend_response_timeout) in a row that eject a
+    /// server passively, as max_fails does for connect failures. Off when
+    /// absent.
+    #[arg(long)]
+    pub consecutive_5xx: Option<u32>,
+    /// Largest share of a group's servers, in percent, that 5xx responses
+    /// and timeouts may keep ejected at once (rounded down, yet at least
+    /// one server of two or more, and never every server).
+    #[arg(long, default_value = shown(defaults::MAX_EJECTED_PERCENT))]
+    pub max_ejected_percent: Option<u32>,
+    /// Time over which a server that comes back (ejection over, health
+    /// checks passing again) ramps from a tenth of its weight to all of
+    /// it (round_robin and least_conn). 0s: at once.
+    #[arg(long, default_value = shown(defaults::SLOW_START))]
+    pub slow_start: Option<String>,
+    /// Response statuses after which an idempotent request (GET, HEAD,
+    /// OPTIONS, TRACE, PUT, DELETE) that was sent whole is retried once on
+    /// another server; the response is not relayed. Empty: none.
+    #[arg(long, value_delimiter = ',', default_values = defaults::RETRY_ON)]
+    pub retry_on: Option<Vec<u16>>,
+    /// Retries on another server (after a connect failure or a retry_on
+    /// status) a group may add, in percent of its requests, with a burst
+    /// of 10 per worker; past it the failure goes to the client. 0: no
+    /// retries on another server.
+    #[arg(long, default_value = shown(defaults::RETRY_BUDGET))]
+    pub retry_budget: Option<u32>,
 }
 
 /// One server of an upstream group.

@@ -323,6 +323,14 @@ mod tests {
             health_check_timeout: None,
             balance: None,
             protocol: None,
+            hash_key: None,
+            hash_balance_factor: None,
+            sticky_cookie: None,
+            max_fail_timeout: None,
+            max_ejected_percent: None,
+            slow_start: None,
+            retry_on: None,
+            retry_budget: None,
             ..shown.clone()
         };
         let a = super::super::upstream::resolve_upstream(&shown, Path::new(".")).unwrap();

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use super::options::{defaults, UpstreamOptions};
 use super::resolve::{duration, key_err};
+use super::upstream_policy;
+pub use super::upstream_policy::{Affinity, HashKey, Outliers, Retries};
 use super::KeyError;
 
 pub use addr::{parse_server, BackendAddr, Scheme, ServerSpec};
@@ -21,6 +23,10 @@ pub enum Balance {
     RoundRobin,
     /// The server with the fewest requests in flight (ties by weight).
     LeastConn,
+    /// Consistent hashing of a request key ([`Affinity::hash_key`]).
+    Hash,
+    /// A cookie tern sets names the server.
+    StickyCookie,
 }
 
 /// The protocol tern speaks to a group's servers.
@@ -80,13 +86,15 @@ pub struct HealthCheck {
     pub fall: u32,
 }
 
-/// Passive ejection after connect failures seen by real requests.
+/// Passive ejection after failures seen by real requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PassiveEjection {
     /// Connect failures in a row that eject a server.
     pub max_fails: u32,
-    /// How long an ejected server is skipped.
+    /// How long an ejected server is skipped (the first time).
     pub fail_timeout: Duration,
+    /// Longest ejection, however often a server is ejected again.
+    pub max_fail_timeout: Duration,
 }
 
 /// One server of a group.
@@ -113,6 +121,12 @@ pub struct UpstreamConfig {
     pub health: Option<HealthCheck>,
     /// Passive ejection (always on).
     pub passive: PassiveEjection,
+    /// Ejection on responses (outlier detection), and slow start.
+    pub outliers: Outliers,
+    /// Affinity settings (hash key, sticky cookie).
+    pub affinity: Affinity,
+    /// Retries on another server.
+    pub retries: Retries,
     /// TLS to the servers (`tls = true`, `https://` servers, `protocol = "h2"`).
     pub tls: Option<BackendTls>,
 }
@@ -135,7 +149,11 @@ impl UpstreamConfig {
             passive: PassiveEjection {
                 max_fails: defaults::MAX_FAILS,
                 fail_timeout: defaults::FAIL_TIMEOUT,
+                max_fail_timeout: defaults::MAX_FAIL_TIMEOUT,
             },
+            outliers: Outliers::default(),
+            affinity: Affinity::default(),
+            retries: Retries::default(),
             tls: None,
         }
     }
@@ -145,9 +163,13 @@ pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Bal
     match text.unwrap_or(defaults::BALANCE) {
         "round_robin" => Ok(Balance::RoundRobin),
         "least_conn" => Ok(Balance::LeastConn),
+        "hash" => Ok(Balance::Hash),
+        "sticky_cookie" => Ok(Balance::StickyCookie),
         other => Err(key_err(
             key,
-            format!("unknown balance policy {other:?} (round_robin, least_conn)"),
+            format!(
+                "unknown balance policy {other:?} (round_robin, least_conn, hash, sticky_cookie)"
+            ),
         )),
     }
 }
@@ -281,6 +303,19 @@ pub(crate) fn resolve_group(
     if max_fails == 0 {
         return Err(key_err("max_fails", "must be at least 1"));
     }
+    let fail_timeout = duration(
+        o.fail_timeout.as_deref(),
+        "fail_timeout",
+        defaults::FAIL_TIMEOUT,
+    )?;
+    let max_fail_timeout = duration(
+        o.max_fail_timeout.as_deref(),
+        "max_fail_timeout",
+        defaults::MAX_FAIL_TIMEOUT.max(fail_timeout),
+    )?;
+    if max_fail_timeout < fail_timeout {
+        return Err(key_err("max_fail_timeout", "must be at least fail_timeout"));
+    }
     Ok(UpstreamConfig {
         name: o.name.clone(),
         servers,
@@ -289,12 +324,12 @@ pub(crate) fn resolve_group(
         health,
         passive: PassiveEjection {
             max_fails,
-            fail_timeout: duration(
-                o.fail_timeout.as_deref(),
-                "fail_timeout",
-                defaults::FAIL_TIMEOUT,
-            )?,
+            fail_timeout,
+            max_fail_timeout,
         },
+        outliers: upstream_policy::outliers(o)?,
+        affinity: upstream_policy::affinity(o)?,
+        retries: upstream_policy::retries(o)?,
         tls,
     })
 }

@@ -188,6 +188,9 @@ pub(crate) struct Outcome {
     /// The `grpc-status` the response ended with (its trailers, or the
     /// head of a trailers-only response, or tern's own answer).
     pub grpc_status: Option<u16>,
+    /// Its retries on other servers, as the access log's `retry=` says
+    /// them; `None` when there were none.
+    pub retry: Option<String>,
 }
 
 impl ConnCtx<'_> {
@@ -222,6 +225,7 @@ impl ConnCtx<'_> {
                 .as_deref()
                 .and_then(|id| std::str::from_utf8(id).ok()),
             grpc_status: o.grpc_status,
+            retry: o.retry.as_deref(),
         });
         if let Some(e) = o.error {
             self.worker.metrics.request_error(e);

@@ -162,6 +162,7 @@ pub(crate) async fn run<F: Front>(
     let (backends, route) = ctx.listener.route_of(ctx.tls.sni.as_deref(), req.authority);
     let mut edits = policy::edits(req, ctx);
     o.request_id = edits.id.take();
+    let mut tries = backends.tries(Some(req), ctx.peer.ip());
     let result = match policy::admit(req, ctx, route) {
         Err((kind, retry_after)) => {
             if let Some(after) = retry_after {
@@ -172,10 +173,22 @@ pub(crate) async fn run<F: Front>(
         Ok(()) if backends.protocol().is_http2() => {
             // Boxed so the HTTP/2 client's state does not enlarge every
             // HTTP/1.1 exchange's future.
-            Box::pin(to_h2::exchange(front, req, ctx, backends, &edits, &mut o)).await
+            Box::pin(to_h2::exchange(
+                front, req, ctx, backends, &mut tries, &edits, &mut o,
+            ))
+            .await
         }
-        Ok(()) => to_h1::exchange(front, req, ctx, backends, &edits, &mut o).await,
+        Ok(()) => to_h1::exchange(front, req, ctx, (backends, &mut tries), &edits, &mut o).await,
     };
+    if tries.any() {
+        ctx.worker.metrics.retries(
+            backends.name(),
+            u64::from(tries.connect_retries),
+            u64::from(tries.status_retry.is_some()),
+            tries.denied,
+        );
+        o.retry = tries.log_value();
+    }
     let error = result.err().map(ExchangeError::new);
     if let Some(e) = error {
         match e.side() {
@@ -229,6 +242,17 @@ fn backend_answered(
     ctx.worker
         .metrics
         .backend_response(backends.name(), addr, took);
+}
+
+/// `base` with a `Set-Cookie: cookie` field added (a sticky group's
+/// cookie, on the first response from its server).
+fn with_set_cookie<'e>(base: &FieldEdits<'e>, cookie: String) -> FieldEdits<'e> {
+    let mut edits = base.clone();
+    edits.add.push((
+        "set-cookie",
+        tern_http::rewrite::FieldValue::Made(bytes::Bytes::from(cookie.into_bytes())),
+    ));
+    edits
 }
 
 /// The gRPC status code for a call tern answers with HTTP `status` itself

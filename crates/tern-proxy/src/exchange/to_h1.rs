@@ -20,18 +20,18 @@ use crate::message::{
     BodyForm, BodyLen, Request, RequestView, ResponseHeadView, ResponseView, Step,
 };
 use crate::upstream::h1::{self, H1Scratch, ResponseBody, INLINE_BODY};
-use crate::upstream::{BackendConn, Backends};
+use crate::upstream::{BackendConn, Backends, Tries};
 
 pub(super) async fn exchange<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
-    backends: &Backends,
+    (backends, tries): (&Backends, &mut Tries),
     edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
     let mut s = H1Scratch::take();
-    let result = exchange_in(front, req, ctx, backends, edits, o, &mut s).await;
+    let result = exchange_in(front, req, ctx, (backends, tries), edits, o, &mut s).await;
     s.give_back();
     result
 }
@@ -40,7 +40,7 @@ async fn exchange_in<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
-    backends: &Backends,
+    (backends, tries): (&Backends, &mut Tries),
     edits: &Edits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
@@ -55,7 +55,7 @@ async fn exchange_in<F: Front>(
     let mut conn = {
         let (body, reset) = front.split();
         let mut body = edits.cap(body);
-        let request = send_request(&mut body, req, ctx, backends, &edits.request, o, s);
+        let request = send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s);
         tokio::select! {
             r = request => r?,
             () = reset => return Err(Kind::ClientGone),
@@ -77,10 +77,13 @@ async fn exchange_in<F: Front>(
         response_framing(req.is_head(), req.is_connect(), &s.head).map_err(|_| Kind::Invalid)?;
     // Stray bytes after the response are checked after the body.
     let reusable = h1::reusable(&s.head, framing, req.http10);
+    let with_cookie = backends
+        .set_cookie(tries, conn.addr)
+        .map(|c| super::with_set_cookie(&edits.response, c));
     let view = ResponseView {
         head: ResponseHeadView::H1(&s.head),
         body: framing,
-        edits: &edits.response,
+        edits: with_cookie.as_ref().unwrap_or(&edits.response),
     };
     // A close-delimited body leaves the client connection unusable.
     let form = front.start_response(view, framing.is_until_close())?;
@@ -114,7 +117,7 @@ async fn send_request<B: ClientBody>(
     body: &mut B,
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
-    backends: &Backends,
+    (backends, tries): (&Backends, &mut Tries),
     edits: &FieldEdits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
@@ -149,7 +152,7 @@ async fn send_request<B: ClientBody>(
     }
 
     let mut conn = backends
-        .get(limits.backend_connect_timeout)
+        .get(tries, limits.backend_connect_timeout)
         .await
         .map_err(|e| e.kind())?;
     o.backend = Some(conn.addr);
@@ -176,6 +179,20 @@ async fn send_request<B: ClientBody>(
         };
         match head {
             Ok(()) => {
+                let status = s.head.status;
+                backends.answered(conn.server(), status);
+                if whole && req.is_idempotent() && backends.retry_status(tries, conn.addr, status) {
+                    // Not relayed: the request goes to another server
+                    // (this connection, its response unread, is closed).
+                    tracing::debug!(backend = %conn.addr, "answered {status}; retrying on another server");
+                    conn = backends
+                        .get(tries, limits.backend_connect_timeout)
+                        .await
+                        .map_err(|e| e.kind())?;
+                    o.backend = Some(conn.addr);
+                    s.bbuf.clear();
+                    continue;
+                }
                 super::backend_answered(ctx, backends, o, conn.addr, sent.elapsed());
                 return Ok(conn);
             }
@@ -191,7 +208,12 @@ async fn send_request<B: ClientBody>(
                     .map_err(|e| e.kind())?;
                 s.bbuf.clear();
             }
-            Err(e) => return Err(e.kind),
+            Err(e) => {
+                if e.kind == Kind::Timeout {
+                    backends.timed_out(conn.server());
+                }
+                return Err(e.kind);
+            }
         }
     }
 }

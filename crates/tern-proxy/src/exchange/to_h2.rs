@@ -25,13 +25,14 @@ use crate::fault::Kind;
 use crate::io::h2data;
 use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step, Trailers};
 use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
-use crate::upstream::Backends;
+use crate::upstream::{Backends, H2Stream, Tries};
 
 pub(super) async fn exchange<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    tries: &mut Tries,
     edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
@@ -52,6 +53,7 @@ pub(super) async fn exchange<F: Front>(
     loop {
         let opening = open(
             backends,
+            tries,
             req,
             &facts,
             ctx.listener.config.forwarded,
@@ -76,6 +78,10 @@ pub(super) async fn exchange<F: Front>(
             kind
         })?;
         o.backend = Some(held.addr);
+        let with_cookie = backends
+            .set_cookie(tries, held.addr)
+            .map(|c| super::with_set_cookie(&edits.response, c));
+        let response_edits = with_cookie.as_ref().unwrap_or(&edits.response);
         send_inline(
             &mut upstream,
             &inline,
@@ -102,12 +108,22 @@ pub(super) async fn exchange<F: Front>(
                     continue;
                 }
             }
-            match response_head(head, ctx, backends, o, sent) {
+            let answer = response_head(head, ctx, backends, &held, o, sent);
+            if let Ok(answer) = &answer {
+                let status = answer.status().as_u16();
+                if req.is_idempotent() && backends.retry_status(tries, held.addr, status) {
+                    // Not relayed: the request goes to another server.
+                    tracing::debug!(backend = %held.addr, "answered {status}; retrying on another server");
+                    upstream.send_reset(h2::Reason::CANCEL);
+                    continue;
+                }
+            }
+            match answer {
                 Ok(answer) => relay(
                     front,
                     req,
                     answer,
-                    &edits.response,
+                    response_edits,
                     false,
                     limits.backend_response_timeout,
                     o,
@@ -124,6 +140,8 @@ pub(super) async fn exchange<F: Front>(
                         req,
                         ctx,
                         backends,
+                        &held,
+                        response_edits,
                         o,
                         response,
                         &mut upstream,
@@ -134,8 +152,17 @@ pub(super) async fn exchange<F: Front>(
                     .await
                 }
                 None => {
-                    with_pulled_body(front, req, ctx, backends, o, response, &mut upstream, edits)
-                        .await
+                    with_pulled_body(
+                        front,
+                        req,
+                        ctx,
+                        (backends, &held, response_edits),
+                        o,
+                        response,
+                        &mut upstream,
+                        edits,
+                    )
+                    .await
                 }
             }
         };
@@ -241,11 +268,7 @@ fn unprocessed(e: &h2::Error, req: &Request<'_>) -> bool {
     if e.reason() == Some(h2::Reason::REFUSED_STREAM) && e.is_remote() {
         return true;
     }
-    let idempotent = matches!(
-        req.method,
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    );
-    idempotent && e.is_go_away() && e.is_remote()
+    req.is_idempotent() && e.is_go_away() && e.is_remote()
 }
 
 /// An HTTP/2 client's body (the part not sent with the head), going up
@@ -257,6 +280,8 @@ async fn with_duplex_body<F: Front>(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    server: &H2Stream,
+    response_edits: &FieldEdits<'_>,
     o: &mut Outcome,
     response: ResponseFuture,
     upstream: &mut SendStream<Bytes>,
@@ -299,8 +324,8 @@ async fn with_duplex_body<F: Front>(
             }
         }
     };
-    let answer = response_head(head, ctx, backends, o, sent)?;
-    let (framing, recv) = start(front, req, answer, &edits.response, false, o)?;
+    let answer = response_head(head, ctx, backends, server, o, sent)?;
+    let (framing, recv) = start(front, req, answer, response_edits, false, o)?;
     let relay = relay_response(front, framing, recv, wait, o);
     let mut relay = pin!(relay);
     let relayed = loop {
@@ -329,7 +354,7 @@ async fn with_pulled_body<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
-    backends: &Backends,
+    (backends, server, response_edits): (&Backends, &H2Stream, &FieldEdits<'_>),
     o: &mut Outcome,
     response: ResponseFuture,
     upstream: &mut SendStream<Bytes>,
@@ -360,14 +385,14 @@ async fn with_pulled_body<F: Front>(
             }
         }
     };
-    let answer = response_head(head, ctx, backends, o, sent)?;
+    let answer = response_head(head, ctx, backends, server, o, sent)?;
     if answered_early {
         // The rest of the request body is of no use to the backend.
         upstream.send_reset(h2::Reason::CANCEL);
     }
     // The client's body was not read to its end: its connection is not at
     // a request boundary.
-    relay(front, req, answer, &edits.response, answered_early, wait, o).await?;
+    relay(front, req, answer, response_edits, answered_early, wait, o).await?;
     Ok(false)
 }
 
@@ -453,6 +478,7 @@ fn response_head(
     head: Result<Result<http::Response<RecvStream>, h2::Error>, tokio::time::error::Elapsed>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,
+    server: &H2Stream,
     o: &mut Outcome,
     sent: Instant,
 ) -> Result<http::Response<RecvStream>, Kind> {
@@ -462,8 +488,12 @@ fn response_head(
             tracing::debug!(backend = ?o.backend, "backend stream failed: {e}");
             return Err(Kind::Closed);
         }
-        Err(_) => return Err(Kind::Timeout),
+        Err(_) => {
+            backends.timed_out(server.server());
+            return Err(Kind::Timeout);
+        }
     };
+    backends.answered(server.server(), answer.status().as_u16());
     if let Some(addr) = o.backend {
         super::backend_answered(ctx, backends, o, addr, sent.elapsed());
     }

@@ -285,6 +285,7 @@ fn log_rejected(
         error: Some(ExchangeError::new(kind).label()),
         request_id: None,
         grpc_status: None,
+        retry: None,
     });
 }
 

@@ -14,7 +14,11 @@ where
 {
     let limits = &ctx.listener.config.limits;
     let backends = ctx.listener.route(ctx.tls.sni.as_deref(), None);
-    let mut backend = match backends.get(limits.backend_connect_timeout).await {
+    let mut tries = backends.tries(None, ctx.peer.ip());
+    let mut backend = match backends
+        .get(&mut tries, limits.backend_connect_timeout)
+        .await
+    {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(client = %ctx.peer, "backend unavailable: {e}");

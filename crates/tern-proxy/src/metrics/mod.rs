@@ -25,6 +25,7 @@ mod backend;
 mod histogram;
 mod labels;
 mod process;
+mod retries;
 mod sharded;
 mod text;
 
@@ -69,6 +70,8 @@ pub struct Metrics {
     grpc_seconds: Histogram,
     /// Backend response times by upstream name, then server.
     backends: BackendLatency,
+    /// Retries on other servers, by upstream name.
+    retries: retries::Retries,
 }
 
 impl Default for Metrics {
@@ -98,6 +101,7 @@ impl Default for Metrics {
             grpc_bytes: ShardedCounters::new(2),
             grpc_seconds: Histogram::new(GRPC_BOUNDS_US),
             backends: BackendLatency::default(),
+            retries: retries::Retries::default(),
             versions,
             ciphers,
             groups,
@@ -319,6 +323,12 @@ impl Metrics {
         self.grpc_seconds.observe(took);
     }
 
+    /// One request's retries on other servers of `upstream`: after
+    /// connect failures, after a `retry_on` status, one the budget refused.
+    pub(crate) fn retries(&self, upstream: &str, connect: u64, status: u64, denied: bool) {
+        self.retries.add(upstream, connect, status, denied);
+    }
+
     /// A backend answered a request head after `took`.
     pub fn backend_response(&self, upstream: &str, server: BackendAddr, took: Duration) {
         self.backends.observe(upstream, server, took);
@@ -340,6 +350,7 @@ impl Metrics {
         self.render_backend_splits(&mut e);
         self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
+        self.retries.render(&mut e);
         self.render_reloads(&mut e);
         acme::render(&mut e, acme_certs);
         e.family(

@@ -39,8 +39,10 @@ pub(crate) struct Opened {
 /// Opens a stream for `req` on a session of `backends` and sends the head.
 /// A session can die between the pick and the send (GOAWAY in flight);
 /// nothing reached the backend then, so one more pick is safe.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn open(
     backends: &Backends,
+    tries: &mut super::Tries,
     req: &Request<'_>,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
@@ -52,7 +54,7 @@ pub(crate) async fn open(
     let mut retried = false;
     loop {
         let mut stream = backends
-            .get_h2(connect_timeout)
+            .get_h2(tries, connect_timeout)
             .await
             .map_err(|e| (e.kind(), None))?;
         let addr = stream.addr;

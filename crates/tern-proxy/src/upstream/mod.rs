@@ -12,17 +12,22 @@
 //! ```
 //!
 //! Module map: [`shared`] the process-wide state, [`balance`] the
-//! policies, [`pool`] idle connections, [`health`] active checks,
+//! policies, [`affinity`] hash ring and sticky cookie, [`outlier`]
+//! passive ejection and slow start, [`retry`] retries on another server
+//! and their budget, [`pool`] idle connections, [`health`] active checks,
 //! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
+mod affinity;
 mod balance;
 mod connect;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
 pub(crate) mod health_grpc;
+mod outlier;
 mod pool;
+mod retry;
 mod sessions;
 mod shared;
 mod stream;
@@ -32,20 +37,25 @@ mod tls;
 
 use std::cell::RefCell;
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{BackendAddr, BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub(crate) use affinity::cookie;
 pub use pool::SWEEP_INTERVAL;
+pub use retry::Tries;
 pub use sessions::H2Stream;
 #[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
 pub use stream::{BackendStream, Socket};
 
+use affinity::{Ring, Target};
 use balance::SmoothWrr;
 use pool::IdlePool;
+use retry::Budget;
 use shared::InFlight;
 
 /// A connection to a backend, counted as one request in flight on its
@@ -64,6 +74,13 @@ pub struct BackendConn {
     index: usize,
     /// Keeps the server's in-flight count up (least_conn reads it).
     in_flight: InFlight,
+}
+
+impl BackendConn {
+    /// The server it goes to.
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        self.in_flight.server()
+    }
 }
 
 /// Why a backend could not be reached.
@@ -102,6 +119,8 @@ impl ConnectError {
 pub struct Backends {
     shared: Arc<UpstreamShared>,
     view: RefCell<View>,
+    /// This worker's retry budget for the group.
+    budget: Budget,
     /// Idle connections, per server of `view.set` (by index).
     pool: IdlePool,
     /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only), per server of
@@ -116,6 +135,46 @@ pub struct Backends {
 struct View {
     set: Arc<ServerSet>,
     wrr: SmoothWrr,
+    /// `balance = "hash"`: the ring of `set` (empty otherwise).
+    ring: Ring,
+    /// `balance = "sticky_cookie"`: per server of `set`, its cookie's
+    /// value and its `Set-Cookie` field value (empty otherwise).
+    cookies: Vec<(u64, Box<str>)>,
+    /// Weights in slow start (scratch, reused).
+    ramped: Vec<u32>,
+}
+
+impl View {
+    /// The balancing state of `set` for a group with `config`.
+    fn new(set: Arc<ServerSet>, config: &crate::config::UpstreamConfig) -> View {
+        let ring = match config.balance {
+            Balance::Hash => {
+                let servers: Vec<_> = set.servers.iter().map(|s| (s.addr, s.weight)).collect();
+                Ring::new(&servers)
+            }
+            _ => Ring::default(),
+        };
+        let cookies = match config.balance {
+            Balance::StickyCookie => set
+                .servers
+                .iter()
+                .map(|s| {
+                    (
+                        affinity::cookie_value(s.addr),
+                        affinity::set_cookie(&config.affinity.sticky_cookie, s.addr),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        View {
+            wrr: SmoothWrr::new(set.servers.len()),
+            ramped: Vec::with_capacity(set.servers.len()),
+            ring,
+            cookies,
+            set,
+        }
+    }
 }
 
 /// A server chosen for one request: its state, and its index in the
@@ -133,11 +192,9 @@ impl Backends {
         let set = arc_swap::Guard::into_inner(shared.servers());
         let servers = set.servers.len();
         Backends {
+            view: RefCell::new(View::new(set, &shared.config)),
+            budget: Budget::new(shared.config.retries.budget),
             shared,
-            view: RefCell::new(View {
-                set,
-                wrr: SmoothWrr::new(servers),
-            }),
             pool: IdlePool::new(servers, max_idle),
             sessions: RefCell::new((0..servers).map(|_| sessions::Slot::Empty).collect()),
         }
@@ -160,8 +217,12 @@ impl Backends {
     /// most once, so a request fails only when no server can be reached:
     /// `AllDown` at once when no server is live, else the last server's
     /// connect error.
-    pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
-        let Some(picked) = self.pick(|_| true) else {
+    pub async fn get(
+        &self,
+        tries: &mut Tries,
+        connect_timeout: Duration,
+    ) -> Result<BackendConn, ConnectError> {
+        let Some(picked) = self.pick(tries, |_| true) else {
             return Err(ConnectError::AllDown(self.name().to_string()));
         };
         // Counted before connecting, so concurrent picks see it.
@@ -171,19 +232,19 @@ impl Backends {
         }
         // Connecting is the rare path under keepalive: boxed, so its state
         // does not enlarge the future of every request that awaits `get`.
-        Box::pin(self.connect_any(picked.index, in_flight, connect_timeout)).await
+        Box::pin(self.connect_any(tries, picked.index, in_flight, connect_timeout)).await
     }
 
     /// Connects to the server `in_flight` counts, then to the other live
-    /// servers in policy order while connecting fails (taking a pooled
-    /// connection when one of them has one).
+    /// servers in policy order while connecting fails and the retry budget
+    /// allows (taking a pooled connection when one of them has one).
     async fn connect_any(
         &self,
+        tries: &mut Tries,
         mut index: usize,
         mut in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let mut tried: Vec<BackendAddr> = Vec::new();
         loop {
             let addr = in_flight.server().addr;
             let error = match self
@@ -193,10 +254,11 @@ impl Backends {
                 Ok(conn) => return Ok(conn),
                 Err(e) => e,
             };
-            tried.push(addr);
-            let Some(next) = self.pick(|s| !tried.contains(&s.addr)) else {
+            tries.tried.push(addr);
+            let Some(next) = self.next_server(tries) else {
                 return Err(error);
             };
+            tries.connect_retries = tries.connect_retries.saturating_add(1);
             (index, in_flight) = (next.index, next.server.begin());
             if let Some(stream) = self.pool.take(index) {
                 return Ok(pooled(stream, index, in_flight));
@@ -251,18 +313,132 @@ impl Backends {
         self.pool.sweep();
     }
 
-    /// The next live server the policy chooses among those `allowed`.
-    fn pick(&self, allowed: impl Fn(&Server) -> bool) -> Option<Picked> {
-        self.refresh();
-        let mut view = self.view.borrow_mut();
-        let View { set, wrr } = &mut *view;
-        let servers = &set.servers;
-        let eligible = |i: usize| servers.get(i).is_some_and(|s| allowed(s) && s.is_live());
-        let index = match self.shared.config.balance {
-            Balance::RoundRobin => wrr.pick(&set.weights, eligible),
-            Balance::LeastConn => {
-                balance::least_conn(wrr, &set.weights, |i| servers[i].in_flight(), eligible)
+    /// What picks the server of `req` (none in TCP mode) from `client`,
+    /// for one request; counts the request in this worker's retry budget.
+    pub(crate) fn tries(&self, req: Option<&crate::message::Request<'_>>, client: IpAddr) -> Tries {
+        self.budget.deposit();
+        let affinity = &self.shared.config.affinity;
+        let target = match (self.shared.config.balance, req) {
+            (Balance::Hash, _) => affinity::hash_target(&affinity.hash_key, req, client),
+            (Balance::StickyCookie, Some(req)) => {
+                affinity::sticky_target(&affinity.sticky_cookie, req)
             }
+            _ => Target::Any,
+        };
+        Tries {
+            target,
+            ..Tries::default()
+        }
+    }
+
+    /// The server a failed request goes to next: a live one it has not
+    /// tried, if the retry budget has a token for it.
+    fn next_server(&self, tries: &mut Tries) -> Option<Picked> {
+        let next = self.pick(tries, |_| true)?;
+        if !self.budget.withdraw() {
+            tries.denied = true;
+            return None;
+        }
+        Some(next)
+    }
+
+    /// May the request, answered `status` by `from`, go to another server?
+    /// (`retry_on`, once per request, a live server it has not tried, a
+    /// token of the budget.) The caller checks that the request is
+    /// idempotent and still whole in hand. When true, `from` counts as
+    /// tried.
+    pub(crate) fn retry_status(&self, tries: &mut Tries, from: BackendAddr, status: u16) -> bool {
+        if tries.status_retry.is_some() || !self.shared.config.retries.on.contains(&status) {
+            return false;
+        }
+        let other = self
+            .shared
+            .servers()
+            .servers
+            .iter()
+            .any(|s| s.addr != from && !tries.tried(s.addr) && s.is_live());
+        if !other {
+            return false;
+        }
+        if !self.budget.withdraw() {
+            tries.denied = true;
+            return false;
+        }
+        tries.tried.push(from);
+        tries.status_retry = Some(status);
+        true
+    }
+
+    /// The `Set-Cookie` value to send with a response from `server`, when
+    /// the group is sticky and the request's cookie did not name it.
+    pub(crate) fn set_cookie(&self, tries: &Tries, server: BackendAddr) -> Option<String> {
+        let view = self.view.borrow();
+        if view.cookies.is_empty() {
+            return None;
+        }
+        let index = view.set.servers.iter().position(|s| s.addr == server)?;
+        let (value, field) = view.cookies.get(index)?;
+        match tries.target {
+            Target::Sticky(Some(had)) if had == *value => None,
+            _ => Some(field.to_string()),
+        }
+    }
+
+    /// `server` answered a request head with `status` (outlier detection).
+    pub(crate) fn answered(&self, server: &Server, status: u16) {
+        self.shared.answered(server, status);
+    }
+
+    /// `server` sent no response head in time (outlier detection).
+    pub(crate) fn timed_out(&self, server: &Server) {
+        self.shared.timed_out(server);
+    }
+
+    /// The next live server the policy chooses for `tries` among those
+    /// `allowed` that the request has not tried.
+    fn pick(&self, tries: &Tries, allowed: impl Fn(&Server) -> bool) -> Option<Picked> {
+        self.refresh();
+        let config = &self.shared.config;
+        let mut view = self.view.borrow_mut();
+        let View {
+            set,
+            wrr,
+            ring,
+            cookies,
+            ramped,
+        } = &mut *view;
+        let servers = &set.servers;
+        let eligible = |i: usize| {
+            servers.get(i).is_some_and(|s| {
+                allowed(s) && s.is_live() && (tries.tried.is_empty() || !tries.tried(s.addr))
+            })
+        };
+        let weights: &[u32] = if outlier::ramped_weights(set, config.outliers.slow_start, ramped) {
+            ramped
+        } else {
+            &set.weights
+        };
+        let in_flight = |i: usize| servers[i].in_flight();
+        let index = match (config.balance, tries.target) {
+            (Balance::Hash, Target::Hash(h)) => affinity::pick(
+                ring,
+                h,
+                &set.weights,
+                config.affinity.balance_factor,
+                in_flight,
+                eligible,
+            ),
+            (Balance::StickyCookie, Target::Sticky(Some(v))) => {
+                match cookies.iter().position(|c| c.0 == v) {
+                    // Pinned: a draining server still takes it.
+                    Some(i) if eligible(i) || pinned_to_draining(&servers[i], &allowed, tries) => {
+                        Some(i)
+                    }
+                    _ => wrr.pick(weights, eligible),
+                }
+            }
+            (Balance::LeastConn, _) => balance::least_conn(wrr, weights, in_flight, eligible),
+            _ => wrr.pick(weights, eligible),
         }?;
         Some(Picked {
             index,
@@ -290,8 +466,7 @@ impl Backends {
             .collect();
         self.pool.remap(&moves, set.servers.len());
         sessions::remap(&self.sessions, &moves, set.servers.len());
-        view.wrr = SmoothWrr::new(set.servers.len());
-        view.set = set;
+        *view = View::new(set, &self.shared.config);
     }
 
     /// The index of `server` in this worker's current view, if it is
@@ -330,6 +505,17 @@ impl Backends {
             }
         }
     }
+}
+
+/// May a request whose sticky cookie names `server` go to it although it
+/// is not live? Yes when the operator is draining it (haproxy's drain:
+/// sessions already there finish there) and it is otherwise fine.
+fn pinned_to_draining(server: &Server, allowed: impl Fn(&Server) -> bool, tries: &Tries) -> bool {
+    server.admin() == AdminState::Draining
+        && server.is_up()
+        && !server.is_ejected()
+        && allowed(server)
+        && !tries.tried(server.addr)
 }
 
 fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendConn {

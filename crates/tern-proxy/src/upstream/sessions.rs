@@ -22,7 +22,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::connect::connect;
 use super::shared::InFlight;
-use super::{Backends, ConnectError, Server};
+use super::{Backends, ConnectError, Server, Tries};
 use crate::config::BackendAddr;
 
 /// Where a request goes on an HTTP/2 backend session, counted as one
@@ -37,7 +37,14 @@ pub struct H2Stream {
     #[allow(dead_code)] // read by tests; kept for the access log
     pub reused: bool,
     /// Keeps the server's in-flight count up (least_conn reads it).
-    _in_flight: InFlight,
+    in_flight: InFlight,
+}
+
+impl H2Stream {
+    /// The server it goes to.
+    pub(crate) fn server(&self) -> &std::sync::Arc<super::Server> {
+        self.in_flight.server()
+    }
 }
 
 /// Response-body window tern grants each backend stream: how much a
@@ -116,15 +123,25 @@ impl Backends {
     /// Failing servers are handled as in [`Backends::get`]; waiting for a
     /// free stream on a busy session, or for another request's attempt to
     /// open one, is bounded by `connect_timeout` too.
-    pub async fn get_h2(&self, connect_timeout: Duration) -> Result<H2Stream, ConnectError> {
-        let mut tried: Vec<BackendAddr> = Vec::new();
-        let mut last_error = None;
+    pub async fn get_h2(
+        &self,
+        tries: &mut Tries,
+        connect_timeout: Duration,
+    ) -> Result<H2Stream, ConnectError> {
+        let mut last_error: Option<ConnectError> = None;
         'servers: loop {
-            let Some(picked) = self.pick(|s| !tried.contains(&s.addr)) else {
+            let picked = match last_error {
+                None => self.pick(tries, |_| true),
+                Some(_) => self.next_server(tries),
+            };
+            let Some(picked) = picked else {
                 return Err(
                     last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
                 );
             };
+            if last_error.is_some() {
+                tries.connect_retries = tries.connect_retries.saturating_add(1);
+            }
             let in_flight = picked.server.begin();
             let addr = picked.server.addr;
             // `server` names the slot across awaits (the view may change).
@@ -138,7 +155,7 @@ impl Backends {
                                     sender,
                                     addr,
                                     reused: true,
-                                    _in_flight: in_flight,
+                                    in_flight,
                                 })
                             }
                             Ok(Err(e)) => {
@@ -164,7 +181,7 @@ impl Backends {
                             }
                             Ok(Ok(Some(Opened::Failed))) => {
                                 // The opener logged and counted the failure.
-                                tried.push(addr);
+                                tries.tried.push(addr);
                                 last_error = Some(ConnectError::Io(
                                     addr,
                                     std::io::Error::other("HTTP/2 session could not be opened"),
@@ -192,7 +209,7 @@ impl Backends {
                                     sender,
                                     addr,
                                     reused: false,
-                                    _in_flight: in_flight,
+                                    in_flight,
                                 });
                             }
                             Err(e) => {
@@ -206,7 +223,7 @@ impl Backends {
                                     self.name(),
                                     &e,
                                 );
-                                tried.push(addr);
+                                tries.tried.push(addr);
                                 last_error = Some(e);
                                 continue 'servers;
                             }
@@ -462,7 +479,7 @@ mod tests {
         let H2Stream {
             mut sender, reused, ..
         } = backends
-            .get_h2(Duration::from_secs(2))
+            .get_h2(&mut Tries::default(), Duration::from_secs(2))
             .await
             .expect("a session");
         let request = http::Request::get("http://backend/x")
@@ -495,7 +512,10 @@ mod tests {
     async fn a_burst_of_requests_opens_one_session() {
         let (addr, connections) = h2c_origin(None).await;
         let backends = h2c_group(vec![addr]);
-        let burst = (0..20).map(|_| backends.get_h2(Duration::from_secs(2)));
+        let mut tries: Vec<Tries> = (0..20).map(|_| Tries::default()).collect();
+        let burst = tries
+            .iter_mut()
+            .map(|t| backends.get_h2(t, Duration::from_secs(2)));
         let streams = futures_util::future::join_all(burst).await;
         assert!(streams.iter().all(Result::is_ok), "{streams:?}");
         assert_eq!(streams.iter().flatten().filter(|s| !s.reused).count(), 1);
@@ -534,7 +554,9 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let backends = h2c_group(vec![addr]);
-        let result = backends.get_h2(Duration::from_millis(200)).await;
+        let result = backends
+            .get_h2(&mut Tries::default(), Duration::from_millis(200))
+            .await;
         assert!(
             matches!(result, Err(ConnectError::Timeout(a)) if a == addr.into()),
             "{result:?}"
@@ -556,7 +578,9 @@ mod tests {
             }
         });
         let backends = h2c_group(vec![addr]);
-        let result = backends.get_h2(Duration::from_secs(2)).await;
+        let result = backends
+            .get_h2(&mut Tries::default(), Duration::from_secs(2))
+            .await;
         assert!(matches!(result, Err(ConnectError::Io(..))), "{result:?}");
     }
 }

@@ -19,6 +19,10 @@ use arc_swap::ArcSwap;
 
 use crate::config::{BackendAddr, PassiveEjection, UpstreamConfig};
 
+/// Balancers see weights times this, so slow start can give a server a
+/// fraction of a weight of 1.
+pub(super) const WEIGHT_SCALE: u32 = 100;
+
 /// Process-wide state of one upstream group: its settings and its current
 /// servers. Shared by all workers, rebuilt on reload.
 #[derive(Debug)]
@@ -30,6 +34,9 @@ pub struct UpstreamShared {
     #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Serializes changes of `set` (control plane only: DNS, reload).
     changing: Mutex<()>,
+    /// Taken to decide an ejection on responses (rare), so that two
+    /// workers cannot together eject more than `max_ejected_percent`.
+    pub(super) ejecting: Mutex<()>,
 }
 
 /// The servers of a group at one moment. Immutable: a change makes a new
@@ -43,7 +50,8 @@ pub struct ServerSet {
     /// The servers, in configuration order (the addresses of one name in
     /// the order its records gave them). No address appears twice.
     pub servers: Vec<Arc<Server>>,
-    /// `servers[i].weight`, in the shape the balancers take.
+    /// `servers[i].weight` times [`WEIGHT_SCALE`], in the shape the
+    /// balancers take.
     pub weights: Vec<u32>,
 }
 
@@ -108,9 +116,20 @@ pub struct Server {
     /// It is not reset by ejection, so after `fail_timeout` a single new
     /// failure ejects the server again instead of costing `max_fails`
     /// more requests a retry each.
-    fails: AtomicU32,
-    /// Skipped by requests until this time (ms since `epoch`); 0 = never.
-    ejected_until_ms: AtomicU64,
+    pub(super) fails: AtomicU32,
+    /// Skipped by requests until this time (ms since `epoch`); 0 = not
+    /// ejected (set back to 0 by the first look after the ejection).
+    pub(super) ejected_until_ms: AtomicU64,
+    /// 5xx responses (or response timeouts) in a row.
+    pub(super) errors: AtomicU32,
+    /// Ejections in a row (each soon after it came back from the one
+    /// before): the next lasts one `fail_timeout` longer.
+    pub(super) ejections: AtomicU32,
+    /// When the last ejection ends or ended (ms since `epoch`).
+    pub(super) back_at_ms: AtomicU64,
+    /// When it last came back (ejection over, health checks passing
+    /// again), for slow start (ms since `epoch`); 0 = not ramping.
+    pub(super) ramp_from_ms: AtomicU64,
     /// Requests holding a connection to this server, over all workers.
     in_flight: AtomicUsize,
     /// Requests sent to it since it joined the group (all workers).
@@ -131,6 +150,10 @@ impl Server {
             up: AtomicBool::new(true),
             fails: AtomicU32::new(0),
             ejected_until_ms: AtomicU64::new(0),
+            errors: AtomicU32::new(0),
+            ejections: AtomicU32::new(0),
+            back_at_ms: AtomicU64::new(0),
+            ramp_from_ms: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
             admin: AtomicU8::new(0),
@@ -152,7 +175,22 @@ impl Server {
         // Reading the clock costs more than the rest of a pick (a syscall
         // on some VMs): only an ejected server needs it.
         let until = self.ejected_until_ms.load(Ordering::Relaxed);
-        until != 0 && until > self.now_ms()
+        if until == 0 {
+            return false;
+        }
+        if until > self.now_ms() {
+            return true;
+        }
+        // Over: the first look to see it says so once (no clock reads
+        // after it), and the server's slow start begins when it ended.
+        if self
+            .ejected_until_ms
+            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.ramp_from_ms.store(until, Ordering::Relaxed);
+        }
+        false
     }
 
     /// The active health verdict.
@@ -162,7 +200,10 @@ impl Server {
 
     /// Records the active health verdict.
     pub(crate) fn set_up(&self, up: bool) {
-        self.up.store(up, Ordering::Relaxed);
+        let was = self.up.swap(up, Ordering::Relaxed);
+        if up && !was {
+            self.ramp_from_ms.store(self.now_ms(), Ordering::Relaxed);
+        }
     }
 
     /// Requests in flight on it, over all workers.
@@ -213,19 +254,9 @@ impl Server {
         error: &dyn std::fmt::Display,
     ) {
         let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-        if fails < passive.max_fails {
-            return;
-        }
-        let now = self.now_ms();
-        let until = now.saturating_add(passive.fail_timeout.as_millis() as u64);
-        let before = self.ejected_until_ms.swap(until, Ordering::Relaxed);
-        if before <= now {
-            tracing::warn!(
-                %upstream,
-                server = %self.addr,
-                "backend ejected for {:?} after {fails} connect failures in a row: {error}",
-                passive.fail_timeout
-            );
+        if fails >= passive.max_fails {
+            let why = format!("{fails} connect failures in a row: {error}");
+            self.eject(passive, upstream, &why);
         }
     }
 
@@ -234,8 +265,13 @@ impl Server {
     fn inherit_health(&self, old: &Server) {
         self.up
             .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.fails
-            .store(old.fails.load(Ordering::Relaxed), Ordering::Relaxed);
+        for (to, from) in [
+            (&self.fails, &old.fails),
+            (&self.errors, &old.errors),
+            (&self.ejections, &old.ejections),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
         let until = old.ejected_until_ms.load(Ordering::Relaxed);
         if until != 0 {
             // Re-express the deadline on this server's clock.
@@ -249,14 +285,14 @@ impl Server {
     }
 
     /// Milliseconds since `epoch`, never 0 (0 means "not ejected").
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 }
 
 impl ServerSet {
     fn new(generation: u64, servers: Vec<Arc<Server>>) -> Self {
-        let weights = servers.iter().map(|s| s.weight).collect();
+        let weights = servers.iter().map(|s| s.weight * WEIGHT_SCALE).collect();
         ServerSet {
             generation,
             servers,
@@ -293,6 +329,7 @@ impl UpstreamShared {
             config,
             set: ArcSwap::from_pointee(ServerSet::new(0, servers)),
             changing: Mutex::new(()),
+            ejecting: Mutex::new(()),
         })
     }
 

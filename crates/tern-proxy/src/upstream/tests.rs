@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
-use super::{AdminState, Backends, ConnectError, UpstreamShared};
+use super::{AdminState, Backends, ConnectError, Tries, UpstreamShared};
 use crate::config::{BackendAddr, Balance, UpstreamConfig};
 
 const CONNECT: Duration = Duration::from_secs(2);
@@ -38,7 +38,10 @@ async fn refused_server_is_retried_on_the_next_and_then_ejected() {
     let shared = group(vec![dead, live], 2, Duration::from_secs(60));
     let backends = Backends::new(shared.clone(), 4);
     for _ in 0..6 {
-        let conn = backends.get(CONNECT).await.expect("a live server");
+        let conn = backends
+            .get(&mut Tries::default(), CONNECT)
+            .await
+            .expect("a live server");
         assert_eq!(conn.addr, live.into());
     }
     assert_eq!(
@@ -56,7 +59,7 @@ async fn every_server_refusing_gives_the_last_connect_error() {
         Duration::from_secs(60),
     );
     let backends = Backends::new(shared, 4);
-    let result = backends.get(CONNECT).await;
+    let result = backends.get(&mut Tries::default(), CONNECT).await;
     assert!(matches!(result, Err(ConnectError::Io(..))), "{result:?}");
 }
 
@@ -65,7 +68,7 @@ async fn no_live_server_is_all_down_at_once() {
     let shared = group(vec![closed_port().await], 1, Duration::from_secs(60));
     let backends = Backends::new(shared, 4);
     assert!(matches!(
-        backends.get(CONNECT).await,
+        backends.get(&mut Tries::default(), CONNECT).await,
         Err(ConnectError::Io(..))
     ));
     // "At once" in tokio's paused clock, not the machine's: the paused
@@ -73,7 +76,7 @@ async fn no_live_server_is_all_down_at_once() {
     // (the 2 s connect timeout) would show, and a busy machine would not.
     tokio::time::pause();
     let started = tokio::time::Instant::now();
-    let result = backends.get(CONNECT).await;
+    let result = backends.get(&mut Tries::default(), CONNECT).await;
     assert!(
         matches!(result, Err(ConnectError::AllDown(ref n)) if n == "test"),
         "{result:?}"
@@ -86,12 +89,15 @@ async fn ejection_ends_after_fail_timeout_and_a_success_resets_it() {
     let dead = closed_port().await;
     let shared = group(vec![dead], 1, Duration::from_millis(100));
     let backends = Backends::new(shared.clone(), 4);
-    assert!(backends.get(CONNECT).await.is_err());
+    assert!(backends.get(&mut Tries::default(), CONNECT).await.is_err());
     assert_eq!(shared.health_snapshot(), vec![(dead.into(), false)]);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(shared.health_snapshot(), vec![(dead.into(), true)]);
     let _listener = TcpListener::bind(dead).await.expect("rebind the port");
-    let conn = backends.get(CONNECT).await.expect("server is back");
+    let conn = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("server is back");
     assert_eq!(conn.addr, dead.into());
 }
 
@@ -100,10 +106,10 @@ async fn failures_below_max_fails_keep_the_server() {
     let dead = closed_port().await;
     let shared = group(vec![dead], 3, Duration::from_secs(60));
     let backends = Backends::new(shared.clone(), 4);
-    assert!(backends.get(CONNECT).await.is_err());
-    assert!(backends.get(CONNECT).await.is_err());
+    assert!(backends.get(&mut Tries::default(), CONNECT).await.is_err());
+    assert!(backends.get(&mut Tries::default(), CONNECT).await.is_err());
     assert_eq!(shared.health_snapshot(), vec![(dead.into(), true)]);
-    assert!(backends.get(CONNECT).await.is_err());
+    assert!(backends.get(&mut Tries::default(), CONNECT).await.is_err());
     assert_eq!(shared.health_snapshot(), vec![(dead.into(), false)]);
 }
 
@@ -115,8 +121,14 @@ async fn connections_count_in_flight_until_returned() {
     config.balance = Balance::LeastConn;
     let shared = UpstreamShared::new(config);
     let backends = Backends::new(shared.clone(), 4);
-    let first = backends.get(CONNECT).await.expect("first");
-    let second = backends.get(CONNECT).await.expect("second");
+    let first = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("first");
+    let second = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("second");
     assert_ne!(first.addr, second.addr, "least_conn spreads two requests");
     let in_flight =
         |s: &UpstreamShared| -> usize { s.servers().servers.iter().map(|s| s.in_flight()).sum() };
@@ -125,7 +137,10 @@ async fn connections_count_in_flight_until_returned() {
     let busy = first.addr;
     backends.put(second);
     for _ in 0..3 {
-        let conn = backends.get(CONNECT).await.expect("next");
+        let conn = backends
+            .get(&mut Tries::default(), CONNECT)
+            .await
+            .expect("next");
         assert_ne!(conn.addr, busy, "the busy server is avoided");
         drop(conn);
     }
@@ -137,10 +152,16 @@ async fn connections_count_in_flight_until_returned() {
 async fn pooled_connection_is_reused() {
     let (_l, addr) = listening().await;
     let backends = Backends::new(group(vec![addr], 3, Duration::from_secs(10)), 4);
-    let conn = backends.get(CONNECT).await.expect("connect");
+    let conn = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("connect");
     assert!(!conn.reused);
     backends.put(conn);
-    let again = backends.get(CONNECT).await.expect("reuse");
+    let again = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("reuse");
     assert!(again.reused);
 }
 
@@ -210,7 +231,10 @@ async fn a_changed_set_is_followed_and_keeps_what_stays() {
         BackendAddr::from(c),
     );
     let backends = Backends::new(shared.clone(), 4);
-    let on_a = backends.get(CONNECT).await.expect("a");
+    let on_a = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("a");
     assert_eq!(on_a.addr, a);
     let kept = shared.servers().servers[0].clone();
 
@@ -222,7 +246,13 @@ async fn a_changed_set_is_followed_and_keeps_what_stays() {
     );
     let mut seen = Vec::new();
     for _ in 0..4 {
-        seen.push(backends.get(CONNECT).await.expect("a or b").addr);
+        seen.push(
+            backends
+                .get(&mut Tries::default(), CONNECT)
+                .await
+                .expect("a or b")
+                .addr,
+        );
     }
     assert!(seen.contains(&a) && seen.contains(&b), "{seen:?}");
 
@@ -231,7 +261,14 @@ async fn a_changed_set_is_followed_and_keeps_what_stays() {
     assert_eq!(shared.set_addresses(0, &[b, c]), (vec![c], vec![a]));
     assert_eq!(kept.in_flight(), 1);
     for _ in 0..4 {
-        assert_ne!(backends.get(CONNECT).await.expect("b or c").addr, a);
+        assert_ne!(
+            backends
+                .get(&mut Tries::default(), CONNECT)
+                .await
+                .expect("b or c")
+                .addr,
+            a
+        );
     }
     backends.put(on_a);
     assert_eq!(kept.in_flight(), 0);
@@ -250,14 +287,20 @@ async fn pooled_connections_follow_their_server_to_its_new_place() {
     let shared = group(vec![a], 3, Duration::from_secs(10));
     let (a, b) = (BackendAddr::from(a), BackendAddr::from(b));
     let backends = Backends::new(shared.clone(), 4);
-    let conn = backends.get(CONNECT).await.expect("a");
+    let conn = backends
+        .get(&mut Tries::default(), CONNECT)
+        .await
+        .expect("a");
     let local = conn.stream.local_addr().expect("local");
     backends.put(conn);
     // b now comes first; a's idle connection moves with a.
     shared.set_addresses(0, &[b, a]);
     let mut reused = None;
     for _ in 0..2 {
-        let conn = backends.get(CONNECT).await.expect("a or b");
+        let conn = backends
+            .get(&mut Tries::default(), CONNECT)
+            .await
+            .expect("a or b");
         if conn.addr == a {
             reused = Some((conn.reused, conn.stream.local_addr().expect("local")));
         }
@@ -276,7 +319,14 @@ async fn drained_and_disabled_servers_get_no_new_requests() {
     for state in [AdminState::Draining, AdminState::Disabled] {
         server_a.set_admin(state);
         for _ in 0..4 {
-            assert_eq!(backends.get(CONNECT).await.expect("b").addr, b);
+            assert_eq!(
+                backends
+                    .get(&mut Tries::default(), CONNECT)
+                    .await
+                    .expect("b")
+                    .addr,
+                b
+            );
         }
         assert_eq!(shared.health_snapshot(), vec![(a, false), (b, true)]);
     }
@@ -286,7 +336,13 @@ async fn drained_and_disabled_servers_get_no_new_requests() {
     );
     let mut picks = Vec::new();
     for _ in 0..2 {
-        picks.push(backends.get(CONNECT).await.expect("a or b").addr);
+        picks.push(
+            backends
+                .get(&mut Tries::default(), CONNECT)
+                .await
+                .expect("a or b")
+                .addr,
+        );
     }
     assert!(picks.contains(&a), "{picks:?}");
 }

@@ -52,7 +52,7 @@ pub struct Served {
     /// The CA every certificate chains to, unless the test kept it.
     ca: Option<TestCa>,
     /// Holds the config file, in config-file mode.
-    _dir: Option<TempDir>,
+    dir: Option<TempDir>,
 }
 
 /// What a config file is written from: the addresses and files the
@@ -230,6 +230,21 @@ impl Served {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Rewrites the config file with `edit` applied to its text (config
+    /// file mode; panics otherwise), in one rename, so that a reload reads
+    /// the old file or the new one, never half of it.
+    pub fn edit_config(&self, edit: impl FnOnce(&str) -> String) {
+        let dir = self
+            .dir
+            .as_ref()
+            .expect("tern was started from a config file");
+        let path = dir.path().join("tern.toml");
+        let text = std::fs::read_to_string(&path).expect("read tern.toml");
+        let new = dir.path().join("tern.toml.new");
+        std::fs::write(&new, edit(&text)).expect("write tern.toml.new");
+        std::fs::rename(&new, &path).expect("rename tern.toml.new");
     }
 
     /// Sends SIGHUP and waits until tern logs one more `reloaded` line than
@@ -491,7 +506,7 @@ impl<'a> ServedBuilder<'a> {
             h2_config,
             cert,
             ca,
-            _dir: dir,
+            dir,
         }
     }
 }

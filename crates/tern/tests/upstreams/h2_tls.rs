@@ -299,7 +299,7 @@ fn reload_rereads_tls_ca() {
 
 /// Runs `tern serve --check` on a config with one upstream group made of
 /// `group` keys (after its name and servers) and returns (exit code, stderr).
-fn check_config(dir: &Path, group: &str) -> (Option<i32>, String) {
+pub(crate) fn check_config(dir: &Path, group: &str) -> (Option<i32>, String) {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let path = dir.join("tern.toml");
