@@ -377,6 +377,9 @@ impl SlotCtx {
             s.resumed += u64::from(est.resumed);
             s.handshake_bytes += est.handshake_bytes;
             *s.negotiated.entry(neg.clone()).or_insert(0) += 1;
+            if let Some(alg) = est.cert_compression {
+                *s.cert_compressed.entry(alg.to_string()).or_insert(0) += 1;
+            }
         }
         Setup {
             dns: est.dns,

@@ -102,6 +102,23 @@ pub struct RoundTrips {
     /// Round trips are only counted when the RTT is large enough to tell
     /// them from server CPU time.
     pub rtt_large_enough: bool,
+    /// The algorithm the server compressed its chain with for the
+    /// browser-like offer (RFC 8879: "brotli", "zlib"); None when it sent
+    /// the chain whole. The flight figures above are with it.
+    pub cert_compression: Option<String>,
+    /// When the server compressed: the first flight of the same handshake
+    /// offered without certificate compression.
+    pub without_compression: Option<FlightWhole>,
+}
+
+/// The first flight of a full handshake whose client did not offer
+/// certificate compression.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlightWhole {
+    pub flight_bytes: usize,
+    pub flight_spread_ms: f64,
+    /// Round trips lost inside the flight (0 when it came at once).
+    pub extra_round_trips: u32,
 }
 
 /// Session resumption.
@@ -277,23 +294,51 @@ impl Report {
                     "  the server asked for another key share (HelloRetryRequest)"
                 );
             }
-            let _ = writeln!(
-                o,
-                "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
-                 arrived over {:.2} ms ({} extra round trip(s)){}",
-                r.flight_bytes,
-                r.chain_bytes,
-                r.ocsp_bytes,
-                r.other_bytes,
-                r.initial_window_bytes,
-                r.flight_spread_ms,
-                r.extra_round_trips,
-                if r.rtt_large_enough {
-                    ""
-                } else {
-                    "; RTT too small to count round trips"
+            let counted = if r.rtt_large_enough {
+                ""
+            } else {
+                "; RTT too small to count round trips"
+            };
+            match (&r.cert_compression, &r.without_compression) {
+                (Some(alg), Some(whole)) => {
+                    let _ = writeln!(
+                        o,
+                        "  first flight {} bytes with certificate compression ({alg}), {} bytes \
+                         without (chain {}, OCSP {}, rest {}) vs initial window {}",
+                        r.flight_bytes,
+                        whole.flight_bytes,
+                        r.chain_bytes,
+                        r.ocsp_bytes,
+                        r.other_bytes,
+                        r.initial_window_bytes,
+                    );
+                    let _ = writeln!(
+                        o,
+                        "  compressed it arrived over {:.2} ms ({} extra round trip(s)), whole over \
+                         {:.2} ms ({} extra round trip(s)){counted}{}",
+                        r.flight_spread_ms,
+                        r.extra_round_trips,
+                        whole.flight_spread_ms,
+                        whole.extra_round_trips,
+                        compression_verdict(r, whole)
+                    );
                 }
-            );
+                _ => {
+                    let _ = writeln!(
+                        o,
+                        "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
+                         arrived over {:.2} ms ({} extra round trip(s)){counted}; no certificate \
+                         compression",
+                        r.flight_bytes,
+                        r.chain_bytes,
+                        r.ocsp_bytes,
+                        r.other_bytes,
+                        r.initial_window_bytes,
+                        r.flight_spread_ms,
+                        r.extra_round_trips,
+                    );
+                }
+            }
         }
         let s = &self.resumption;
         let _ = writeln!(o, "\nResumption");
@@ -426,6 +471,21 @@ fn yes_no(v: Option<bool>) -> &'static str {
         Some(true) => "yes",
         Some(false) => "no",
         None => "?",
+    }
+}
+
+/// Whether certificate compression saved the flight a round trip: counted
+/// when the RTT allows, else judged by size against the initial window.
+fn compression_verdict(r: &RoundTrips, whole: &FlightWhole) -> &'static str {
+    let saves = if r.rtt_large_enough {
+        whole.extra_round_trips > r.extra_round_trips
+    } else {
+        whole.flight_bytes > r.initial_window_bytes && r.flight_bytes <= r.initial_window_bytes
+    };
+    if saves {
+        "; compression avoids the extra round trip"
+    } else {
+        "; compression saves no round trip here"
     }
 }
 

@@ -145,6 +145,11 @@ pub struct BenchArgs {
     /// Do not verify the certificate chain even with --cacert.
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Do not offer certificate compression (RFC 8879). Offered by default
+    /// (brotli, zlib), as browsers do; the report says on how many full
+    /// handshakes the server used it.
+    #[arg(long)]
+    pub no_cert_compression: bool,
     /// Also write the JSON report (histograms included) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -551,6 +556,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         }),
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
+        no_cert_compression: a.no_cert_compression,
     };
     c.rounds = if a.compare || by_protocol {
         a.rounds.max(1)
