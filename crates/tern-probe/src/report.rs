@@ -277,10 +277,17 @@ impl Report {
         }
         if let Some(r) = &self.round_trips {
             let _ = writeln!(o, "\nRound trips");
+            // Round trips are counted only when the RTT dwarfs server CPU
+            // time; otherwise a count would be noise dressed as a figure.
+            let in_rtts = if r.rtt_large_enough {
+                format!(" = {:.1} RTT", r.handshake_rtts)
+            } else {
+                " (RTT too small to count round trips)".to_string()
+            };
             let _ = writeln!(
                 o,
-                "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms = {:.1} RTT",
-                r.rtt_ms, r.handshake_ms, r.handshake_rtts
+                "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms{in_rtts}",
+                r.rtt_ms, r.handshake_ms
             );
             let _ = writeln!(
                 o,
@@ -294,18 +301,22 @@ impl Report {
                     "  the server asked for another key share (HelloRetryRequest)"
                 );
             }
-            let counted = if r.rtt_large_enough {
-                ""
-            } else {
-                "; RTT too small to count round trips"
+            // Round trips are counted only when the RTT allows.
+            let trips = |n: u32| {
+                if r.rtt_large_enough {
+                    format!(" ({n} extra round trip(s))")
+                } else {
+                    String::new()
+                }
             };
-            match (&r.cert_compression, &r.without_compression) {
-                (Some(alg), Some(whole)) => {
+            match &r.without_compression {
+                Some(whole) => {
                     let _ = writeln!(
                         o,
-                        "  first flight {} bytes with certificate compression ({alg}), {} bytes \
+                        "  first flight {} bytes with certificate compression ({}), {} bytes \
                          without (chain {}, OCSP {}, rest {}) vs initial window {}",
                         r.flight_bytes,
+                        r.cert_compression.as_deref().unwrap_or("?"),
                         whole.flight_bytes,
                         r.chain_bytes,
                         r.ocsp_bytes,
@@ -314,28 +325,26 @@ impl Report {
                     );
                     let _ = writeln!(
                         o,
-                        "  compressed it arrived over {:.2} ms ({} extra round trip(s)), whole over \
-                         {:.2} ms ({} extra round trip(s)){counted}{}",
+                        "  compressed it arrived over {:.2} ms{}, whole over {:.2} ms{}; {}",
                         r.flight_spread_ms,
-                        r.extra_round_trips,
+                        trips(r.extra_round_trips),
                         whole.flight_spread_ms,
-                        whole.extra_round_trips,
+                        trips(whole.extra_round_trips),
                         compression_verdict(r, whole)
                     );
                 }
-                _ => {
+                None => {
                     let _ = writeln!(
                         o,
                         "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
-                         arrived over {:.2} ms ({} extra round trip(s)){counted}; no certificate \
-                         compression",
+                         arrived over {:.2} ms{}; no certificate compression",
                         r.flight_bytes,
                         r.chain_bytes,
                         r.ocsp_bytes,
                         r.other_bytes,
                         r.initial_window_bytes,
                         r.flight_spread_ms,
-                        r.extra_round_trips,
+                        trips(r.extra_round_trips),
                     );
                 }
             }
@@ -483,9 +492,9 @@ fn compression_verdict(r: &RoundTrips, whole: &FlightWhole) -> &'static str {
         whole.flight_bytes > r.initial_window_bytes && r.flight_bytes <= r.initial_window_bytes
     };
     if saves {
-        "; compression avoids the extra round trip"
+        "compression avoids the extra round trip"
     } else {
-        "; compression saves no round trip here"
+        "compression saves no round trip here"
     }
 }
 

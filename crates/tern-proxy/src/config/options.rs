@@ -49,6 +49,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tern_tls::TlsPolicy;
 
 /// Every default of `tern serve`, named once: `--help`, docs/config.md and
 /// the resolution of a missing option all read these.
@@ -134,8 +135,10 @@ pub mod defaults {
     /// `log_rejected`.
     pub const LOG_REJECTED: bool = false;
 
-    /// `[[upstream]] protocol`.
-    pub const PROTOCOL: &str = "http1";
+    /// `[[upstream]] tls_sni`.
+    pub const TLS_SNI: bool = true;
+    /// `[[upstream]] tls_alpn` of an HTTP/1.1 group.
+    pub const TLS_ALPN: [&str; 1] = ["http/1.1"];
     /// `[[upstream]] health_check_interval` (also for `--health-check`).
     pub const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(2);
     /// `[[upstream]] health_check_timeout` (also for `--health-check`).
@@ -293,7 +296,8 @@ pub struct AcmeOptions {
 #[derive(Debug, Default, Clone, clap::Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenerOptions {
-    /// Address to accept TLS connections on.
+    /// Address to accept TLS connections on: ADDR:PORT, [V6]:PORT, or
+    /// :PORT for every IPv4 address.
     #[arg(long, value_name = "ADDR:PORT", default_value = defaults::LISTEN)]
     pub listen: Option<String>,
 
@@ -301,9 +305,12 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "MODE", default_value = defaults::MODE)]
     pub mode: Option<String>,
 
-    /// Backend to forward to, HOST:PORT; repeat for several (round robin).
-    /// Without any, tern answers from a built-in demo origin.
-    #[arg(long = "backend", value_name = "HOST:PORT")]
+    /// Backend to forward to: HOST:PORT, unix:/path, or a URL
+    /// (http://HOST[:PORT], https://HOST[:PORT] for TLS checked against
+    /// the system's CAs, h2c://HOST:PORT); repeat for several (round
+    /// robin, one scheme). Without any, tern answers from a built-in demo
+    /// origin.
+    #[arg(long = "backend", value_name = "SERVER")]
     #[serde(default)]
     pub backends: Vec<String>,
 
@@ -462,20 +469,23 @@ pub struct ListenerOptions {
     #[serde(default, deserialize_with = "one_or_many")]
     pub client_crl: Vec<String>,
 
-    /// TLS versions, narrowing the default "TLSv1.3,TLSv1.2". Older ones are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// TLS versions, a subset of the default. Older ones are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().version_names())]
     #[serde(default)]
     pub tls_versions: Vec<String>,
 
-    /// Cipher suites by IANA name, in preference order, narrowing the
-    /// default AEAD-only list. DHE, RSA key exchange, CBC and RC4 are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Cipher suites by IANA name, in preference order, a subset of the
+    /// default (AEAD only). DHE, RSA key exchange, CBC and RC4 are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().suite_names())]
     #[serde(default)]
     pub ciphers: Vec<String>,
 
-    /// Key-exchange groups in preference order, narrowing the default
-    /// "X25519MLKEM768,X25519,secp256r1,secp384r1". Finite-field groups are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Key-exchange groups in preference order, a subset of the default.
+    /// Finite-field groups are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().group_names())]
     #[serde(default)]
     pub groups: Vec<String>,
 
@@ -569,7 +579,8 @@ pub struct ListenerOptions {
 
     /// Field carrying the request ID generated for every request, to the
     /// backend and back to the client; a client's own is replaced unless
-    /// the listener takes PROXY headers (a trusted proxy sent it). "off":
+    /// a trusted proxy sent it (the listener takes PROXY headers, or the
+    /// client is in client_id_from). "off":
     /// no request IDs.
     #[arg(long, value_name = "NAME", default_value = shown(defaults::REQUEST_ID_HEADER))]
     pub request_id_header: Option<String>,
@@ -585,12 +596,13 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "SIZE")]
     pub max_request_body: Option<String>,
 
-    /// Connections one client address may have open at once (per worker);
-    /// more are closed before the TLS handshake. Unlimited when not given.
+    /// Connections one client address may have open at once (counted over
+    /// all workers); more are closed before the TLS handshake. Unlimited
+    /// when not given.
     #[arg(long, value_name = "N")]
     pub client_max_connections: Option<u32>,
 
-    /// Requests per client address (per worker), e.g. "20/s", "600/m";
+    /// Requests per client (counted over all workers), e.g. "20/s", "600/m";
     /// HTTP/2 and HTTP/3 streams count as requests; more get 429 with
     /// Retry-After. Unlimited when not given.
     #[arg(long, value_name = "RATE")]
@@ -604,6 +616,20 @@ pub struct ListenerOptions {
     /// client_ limits (a host is usually given a /64).
     #[arg(long, value_name = "BITS", default_value = shown(defaults::CLIENT_IPV6_PREFIX))]
     pub client_ipv6_prefix: Option<u8>,
+
+    /// Field naming the client when a trusted proxy (client_id_from) sent
+    /// the request, e.g. "CF-Connecting-IP" or "X-Forwarded-For" (its last
+    /// element): client_rate counts that client instead of the proxy. An
+    /// address is grouped like a direct client's; any other value (up to
+    /// 128 visible characters) is an opaque identity. Off when not given.
+    #[arg(long, value_name = "NAME")]
+    pub client_id_header: Option<String>,
+
+    /// Client addresses (CIDR) whose client_id_header is believed (and
+    /// whose request ID is kept); needed by client_id_header.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub client_id_from: Vec<String>,
 
     /// Client networks (CIDR) let in; empty: everyone not denied. Others
     /// are closed before the TLS handshake.
@@ -703,9 +729,11 @@ pub struct UpstreamOptions {
     /// Name listeners and routes refer to.
     #[arg(long)]
     pub name: String,
-    /// Servers: "HOST:PORT" or { addr = "HOST:PORT", weight = N }, the
-    /// weight being a relative share of requests in 1..=100 (a server
-    /// without one gets the smallest).
+    /// Servers: "HOST:PORT", "unix:/path" (a Unix socket), a URL
+    /// ("http://HOST[:PORT]", "https://HOST[:PORT]" for TLS,
+    /// "h2c://HOST:PORT"), or { addr = "…", weight = N }, the weight being
+    /// a relative share of requests in 1..=100 (a server without one gets
+    /// the smallest). One scheme per group.
     #[arg(long, value_name = "SERVER")]
     #[serde(default)]
     pub servers: Vec<ServerOptions>,
@@ -713,23 +741,43 @@ pub struct UpstreamOptions {
     #[arg(long, default_value = defaults::BALANCE)]
     pub balance: Option<String>,
     /// "http1" (HTTP/1.1, pooled keepalive), "h2c" (HTTP/2 over cleartext
-    /// TCP with prior knowledge) or "h2" (HTTP/2 over TLS, ALPN h2, TLS
-    /// 1.2/1.3, certificate checked against `tls_ca`). HTTP/2 groups keep
-    /// one multiplexed session per server and worker; their health checks
-    /// speak the same protocol.
-    #[arg(long, default_value = defaults::PROTOCOL)]
+    /// with prior knowledge) or "h2" (HTTP/2 over TLS, ALPN h2). HTTP/2
+    /// groups keep one multiplexed session per server and worker; their
+    /// health checks speak the same protocol. [default: what the servers'
+    /// scheme says (h2c:// is h2c), else http1]
+    #[arg(long)]
     pub protocol: Option<String>,
-    /// `protocol = "h2"` only, required: PEM bundle of the CA certificates
-    /// the servers' certificates must chain to (relative to the config
-    /// file; re-read on reload).
+    /// TLS to the servers (TLS 1.2/1.3, certificate checked against
+    /// `tls_ca` or the system's CAs, sessions resumed). A failed handshake
+    /// is a backend fault (502, error=backend:tls) and fails health
+    /// checks. [default: true for https:// servers and protocol "h2"]
+    #[arg(long)]
+    pub tls: Option<bool>,
+    /// PEM bundle of the CA certificates the servers' certificates must
+    /// chain to (relative to the config file; re-read on reload).
+    /// [default: the system's CA certificates]
     #[arg(long)]
     pub tls_ca: Option<String>,
-    /// `protocol = "h2"` only: DNS name (sent as SNI) or IP address the
-    /// servers' certificates must carry. Without it, the host of each
-    /// server's HOST:PORT (an IP address is checked against the
-    /// certificate's IP addresses).
+    /// DNS name (sent as SNI) or IP address the servers' certificates must
+    /// carry. [default: the host each server is written with; a Unix
+    /// socket needs this]
     #[arg(long)]
     pub tls_server_name: Option<String>,
+    /// Send the server name as SNI (an IP address is never sent).
+    #[arg(long, default_value = shown(defaults::TLS_SNI))]
+    pub tls_sni: Option<bool>,
+    /// ALPN protocol ids offered to HTTP/1.1 servers, in order, or
+    /// ["none"]; never h2 (protocol "h2" offers h2 alone).
+    #[arg(long, default_values = defaults::TLS_ALPN)]
+    #[serde(default)]
+    pub tls_alpn: Vec<String>,
+    /// Certificate chain (PEM, leaf first) tern shows servers that ask
+    /// for one (mTLS to the backend); needs `tls_client_key`.
+    #[arg(long)]
+    pub tls_client_cert: Option<String>,
+    /// Private key (PEM: PKCS#8, SEC1 or PKCS#1) of `tls_client_cert`.
+    #[arg(long)]
+    pub tls_client_key: Option<String>,
     /// HTTP path for active health checks (GET; 2xx/3xx is healthy). Off
     /// when absent.
     #[arg(long)]

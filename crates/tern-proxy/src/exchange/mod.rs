@@ -27,10 +27,10 @@ mod to_h2;
 use std::future::Future;
 use std::time::Instant;
 
+use crate::upstream::BackendStream;
 use h2::RecvStream;
 use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
-use tokio::net::TcpStream;
 
 pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
 
@@ -117,7 +117,7 @@ pub(crate) trait Front {
     async fn upgrade(
         &mut self,
         _head: &ResponseHead,
-        _backend: &mut TcpStream,
+        _backend: &mut BackendStream,
         _early: &[u8],
     ) -> Result<(), Kind> {
         Err(Kind::Invalid)
@@ -222,7 +222,7 @@ fn backend_answered(
     ctx: &ConnCtx<'_>,
     backends: &crate::upstream::Backends,
     o: &mut Outcome,
-    addr: std::net::SocketAddr,
+    addr: crate::config::BackendAddr,
     took: std::time::Duration,
 ) {
     o.backend_us = took.as_micros() as u64;

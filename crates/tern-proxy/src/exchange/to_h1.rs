@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::upstream::BackendStream;
 use tern_http::framing::response_framing;
-use tokio::net::TcpStream;
 
 use tern_http::rewrite::FieldEdits;
 
@@ -200,7 +200,7 @@ async fn send_request<B: ClientBody>(
 /// a piece per write.
 async fn send_rest<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     chunked: bool,
     t: Duration,
@@ -233,7 +233,7 @@ async fn send_rest<B: ClientBody>(
 /// backend's own `100 Continue` is dropped when the client had one.
 async fn final_head<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     deadline: tokio::time::Instant,
     sent_continue: bool,
@@ -255,7 +255,7 @@ async fn final_head<B: ClientBody>(
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
-    conn: &'a mut TcpStream,
+    conn: &'a mut BackendStream,
     s: &'a mut H1Scratch,
 }
 
@@ -269,7 +269,7 @@ impl BodySteps for H1Steps<'_> {
 const SPLIT_WARNED_MAX: usize = 256;
 
 thread_local! {
-    static SPLIT_WARNED: std::cell::RefCell<Vec<std::net::SocketAddr>> =
+    static SPLIT_WARNED: std::cell::RefCell<Vec<crate::config::BackendAddr>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -277,7 +277,7 @@ thread_local! {
 /// head, and warns once per server and worker: tern cuts the stall short,
 /// but every other client of that backend (and tern's own latency budget)
 /// pays for it, and the fix is on the backend.
-fn note_split(ctx: &ConnCtx<'_>, backends: &Backends, server: std::net::SocketAddr) {
+fn note_split(ctx: &ConnCtx<'_>, backends: &Backends, server: crate::config::BackendAddr) {
     ctx.worker.metrics.backend_split_response();
     let first = SPLIT_WARNED.with(|warned| {
         let mut warned = warned.borrow_mut();

@@ -10,8 +10,8 @@
 //! on connect failure, passive ejection and `AllDown` are the same as for
 //! HTTP/1.1 ([`Backends::get`]).
 
-use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,8 +20,10 @@ use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch};
 
+use super::connect::connect;
 use super::shared::InFlight;
-use super::{open, tls, Backends, ConnectError};
+use super::{Backends, ConnectError, Server};
+use crate::config::BackendAddr;
 
 /// Where a request goes on an HTTP/2 backend session, counted as one
 /// request in flight on its server until dropped.
@@ -30,7 +32,7 @@ pub struct H2Stream {
     /// Ready to send one request (`send_request`).
     pub sender: SendRequest<Bytes>,
     /// The server.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// False when the session had to be opened for this request.
     #[allow(dead_code)] // read by tests; kept for the access log
     pub reused: bool,
@@ -63,6 +65,21 @@ fn session_builder() -> h2::client::Builder {
 
 /// Per server of a group, this worker's session to it.
 pub(super) type Sessions = std::cell::RefCell<Vec<Slot>>;
+
+/// Follows a change of the group's servers: the session of server `i`
+/// moves to `moves[i]` (dropped when it is `None`: the server left; its
+/// running streams finish, since each holds its own handle), for
+/// `servers` servers in all.
+pub(super) fn remap(sessions: &Sessions, moves: &[Option<usize>], servers: usize) {
+    let mut slots = sessions.borrow_mut();
+    let mut next: Vec<Slot> = (0..servers).map(|_| Slot::Empty).collect();
+    for (slot, to) in slots.drain(..).zip(moves) {
+        if let Some(place) = to.and_then(|to| next.get_mut(to)) {
+            *place = slot;
+        }
+    }
+    *slots = next;
+}
 
 /// One server's session, as one worker sees it.
 #[derive(Debug, Default)]
@@ -100,16 +117,18 @@ impl Backends {
     /// free stream on a busy session, or for another request's attempt to
     /// open one, is bounded by `connect_timeout` too.
     pub async fn get_h2(&self, connect_timeout: Duration) -> Result<H2Stream, ConnectError> {
-        let mut tried: Vec<usize> = Vec::new();
+        let mut tried: Vec<BackendAddr> = Vec::new();
         let mut last_error = None;
         'servers: loop {
-            let Some(server) = self.pick(|i| !tried.contains(&i)) else {
+            let Some(picked) = self.pick(|s| !tried.contains(&s.addr)) else {
                 return Err(
                     last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
                 );
             };
-            let in_flight = self.shared.begin(server);
-            let addr = self.shared.addr(server);
+            let in_flight = picked.server.begin();
+            let addr = picked.server.addr;
+            // `server` names the slot across awaits (the view may change).
+            let server = (&picked.server, picked.index);
             loop {
                 match self.find_session(server) {
                     Found::Open(sender) => {
@@ -145,7 +164,7 @@ impl Backends {
                             }
                             Ok(Ok(Some(Opened::Failed))) => {
                                 // The opener logged and counted the failure.
-                                tried.push(server);
+                                tried.push(addr);
                                 last_error = Some(ConnectError::Io(
                                     addr,
                                     std::io::Error::other("HTTP/2 session could not be opened"),
@@ -182,8 +201,12 @@ impl Backends {
                                     _ => Opened::Failed,
                                 }));
                                 tracing::warn!(upstream = %self.name(), "{e}");
-                                self.shared.connect_failed(server, &e);
-                                tried.push(server);
+                                picked.server.connect_failed(
+                                    self.shared.config.passive,
+                                    self.name(),
+                                    &e,
+                                );
+                                tried.push(addr);
                                 last_error = Some(e);
                                 continue 'servers;
                             }
@@ -194,16 +217,24 @@ impl Backends {
         }
     }
 
-    fn find_session(&self, server: usize) -> Found {
-        match self.sessions.borrow().get(server) {
+    fn find_session(&self, (server, hint): (&Arc<Server>, usize)) -> Found {
+        let Some(index) = self.index_of(server, hint) else {
+            return Found::Empty;
+        };
+        match self.sessions.borrow().get(index) {
             Some(Slot::Open(sender)) => Found::Open(sender.clone()),
             Some(Slot::Opening(opening)) => Found::Opening(opening.clone()),
             _ => Found::Empty,
         }
     }
 
-    fn set_slot(&self, server: usize, slot: Slot) {
-        if let Some(s) = self.sessions.borrow_mut().get_mut(server) {
+    /// Stores `slot` as the session of `server` (nothing when the server
+    /// has left the group).
+    fn set_slot(&self, (server, hint): (&Arc<Server>, usize), slot: Slot) {
+        let Some(index) = self.index_of(server, hint) else {
+            return;
+        };
+        if let Some(s) = self.sessions.borrow_mut().get_mut(index) {
             *s = slot;
         }
     }
@@ -213,24 +244,15 @@ impl Backends {
     /// keeps the session for later requests and returns a ready sender.
     async fn open_session(
         &self,
-        server: usize,
+        server: (&Arc<Server>, usize),
         connect_timeout: Duration,
     ) -> Result<SendRequest<Bytes>, ConnectError> {
-        let addr = self.shared.addr(server);
+        let addr = server.0.addr;
         let deadline = tokio::time::Instant::now() + connect_timeout;
-        let tcp = open(addr, connect_timeout).await?;
-        let sender = match &self.shared.config.tls {
-            None => preface(addr, tcp, deadline).await?,
-            Some(settings) => {
-                let handshake = tls::handshake(settings, server, tcp);
-                match tokio::time::timeout_at(deadline, handshake).await {
-                    Ok(Ok(stream)) => preface(addr, stream, deadline).await?,
-                    Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-                    Err(_) => return Err(ConnectError::Timeout(addr)),
-                }
-            }
-        };
-        self.shared.connect_succeeded(server);
+        let tls = self.shared.config.tls.as_ref();
+        let stream = connect(addr, server.0.origin, tls, connect_timeout).await?;
+        let sender = preface(addr, stream, deadline).await?;
+        server.0.connect_succeeded();
         self.set_slot(server, Slot::Open(sender.clone()));
         Ok(sender)
     }
@@ -240,7 +262,7 @@ impl Backends {
 /// `deadline`, spawns the session's connection task, and returns a ready
 /// sender.
 async fn preface<S>(
-    addr: SocketAddr,
+    addr: BackendAddr,
     stream: S,
     deadline: tokio::time::Instant,
 ) -> Result<SendRequest<Bytes>, ConnectError>
@@ -288,12 +310,16 @@ where
 /// away mid-way), so the slot never waits on an attempt nobody drives.
 struct OpeningGuard<'b> {
     backends: &'b Backends,
-    server: usize,
+    server: (&'b Arc<Server>, usize),
 }
 
 impl Drop for OpeningGuard<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.backends.sessions.borrow_mut().get_mut(self.server) {
+        let (server, hint) = self.server;
+        let Some(index) = self.backends.index_of(server, hint) else {
+            return;
+        };
+        if let Some(slot) = self.backends.sessions.borrow_mut().get_mut(index) {
             if matches!(slot, Slot::Opening(_)) {
                 *slot = Slot::Empty;
             }
@@ -398,7 +424,7 @@ mod tests {
     /// An h2c origin answering every request `200` with body `from ADDR`;
     /// counts TCP connections. With `close_after`, each connection is
     /// closed (GOAWAY) after that many requests.
-    async fn h2c_origin(close_after: Option<usize>) -> (SocketAddr, Arc<AtomicUsize>) {
+    async fn h2c_origin(close_after: Option<usize>) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let connections = Arc::new(AtomicUsize::new(0));
@@ -427,7 +453,7 @@ mod tests {
         (addr, connections)
     }
 
-    fn h2c_group(servers: Vec<SocketAddr>) -> Backends {
+    fn h2c_group(servers: Vec<std::net::SocketAddr>) -> Backends {
         let shared = UpstreamShared::new(UpstreamConfig::simple("h2c".into(), servers));
         Backends::new(shared, 4)
     }
@@ -510,7 +536,7 @@ mod tests {
         let backends = h2c_group(vec![addr]);
         let result = backends.get_h2(Duration::from_millis(200)).await;
         assert!(
-            matches!(result, Err(ConnectError::Timeout(a)) if a == addr),
+            matches!(result, Err(ConnectError::Timeout(a)) if a == addr.into()),
             "{result:?}"
         );
         drop(listener);

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tern_testsupport::tern::{log_field, Served};
 
-use crate::support::{bench, bench_json, bench_json_failed, negotiated, num, summary};
+use crate::support::{
+    artifact, bench, bench_json, bench_json_failed, negotiated, num, summary, tern,
+};
 
 fn h3_served() -> (Served, String) {
     let served = Served::builder().args(&["--http3"]).admin().start();
@@ -52,7 +54,7 @@ fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
     assert_eq!(n["version"], "TLSv1.3");
     assert_eq!(n["alpn"], "h3");
     // One suite and one group offered: those are the ones QUIC used.
-    assert_eq!(n["cipher"], "TLS13_AES_128_GCM_SHA256");
+    assert_eq!(n["cipher"], "TLS_AES_128_GCM_SHA256");
     assert_eq!(n["group"], "X25519");
     let quic = &s["quic"];
     assert_eq!(num(quic, "connections"), 4.0, "{quic}");
@@ -60,6 +62,24 @@ fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
     assert!(num(quic, "datagrams_received") > 0.0, "{quic}");
     assert!(num(quic, "max_path_mtu") >= 1200.0, "{quic}");
     assert!(num(s, "handshake_bytes_mean") > 0.0, "{s}");
+    // QUIC has no TCP connect and resolves the name once per run: those
+    // phases are absent, not rows of zeros that read as measured.
+    let phases = &s["phases"];
+    assert_eq!(num(&phases["tls"], "count"), 4.0, "{phases}");
+    assert!(phases.get("dns").is_none(), "{phases}");
+    assert!(phases.get("connect").is_none(), "{phases}");
+    let file = artifact("h3_keepalive_discloses_quic", "run.json");
+    std::fs::write(&file, report.to_string()).expect("write report");
+    let text = tern()
+        .args(["report", "text", file.to_str().unwrap()])
+        .output()
+        .expect("tern report text");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("TLS handshake"), "{text}");
+    assert!(
+        !text.contains("DNS lookup") && !text.contains("TCP connect"),
+        "{text}"
+    );
     // What tern served: 200 requests over HTTP/3 on four connections
     // (each worker's connections share its one UDP port: QUIC tells them
     // apart by connection ID, so tern's handshake count says how many).
@@ -99,19 +119,15 @@ fn h3_with_several_offered_reports_the_negotiated_suite_and_group() {
     let group = n["group"].as_str().unwrap_or("");
     let log = logged(&served, 10);
     for line in &log {
-        // rustls names suites TLS13_*, tern's log uses the IANA TLS_*.
-        assert_eq!(
-            log_field(line, "cipher").map(|c| c.replacen("TLS_", "TLS13_", 1)),
-            Some(cipher.to_string()),
-            "{n}\n{line}"
-        );
+        // Both name suites by IANA (tern_tls::iana), never rustls' TLS13_*.
+        assert_eq!(log_field(line, "cipher"), Some(cipher), "{n}\n{line}");
         assert_eq!(log_field(line, "group"), Some(group), "{n}\n{line}");
     }
     assert!(
         [
-            "TLS13_AES_256_GCM_SHA384",
-            "TLS13_AES_128_GCM_SHA256",
-            "TLS13_CHACHA20_POLY1305_SHA256"
+            "TLS_AES_256_GCM_SHA384",
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256"
         ]
         .contains(&cipher),
         "{n}"
