@@ -218,6 +218,9 @@ EXPECTED_TLS="TLSv1.3 $TLS_SUITE $TLS_GROUP"
 #   SRV_POOL       idle backend connections nginx keeps         (default 256)
 #                  (tern's pool follows demand: tern gets no tuning)
 #   SRV_ALPN       "http/1.1" or "h2" (h2 and http/1.1 offered) (default http/1.1)
+#   SRV_CLIENT_CA  PEM of CAs: require a client certificate they issued
+#                  (tern --client-auth required, nginx ssl_verify_client on,
+#                  haproxy verify required; hitch cannot and refuses to start)
 # and the globals: work (scratch folder), SERVER_CPU, TERN (for tern),
 # cert, key (PEM paths), pids (array of started PIDs, killed on exit).
 
@@ -285,7 +288,7 @@ tern_serve_args() {
     local tern_alpn=http/1.1
     [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && tern_alpn=h2,http/1.1
     local -a extra=()
-    read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}"
+    read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}${SRV_CLIENT_CA:+ --client-auth required --client-ca $SRV_CLIENT_CA}"
     TERN_SERVE_ARGS=(serve --listen "127.0.0.1:$port"
         --backend "127.0.0.1:$backend" --cert "$cert" --key "$key"
         --workers 1 --access-log off
@@ -340,6 +343,7 @@ http {
         ssl_ecdh_curve $TLS_GROUP;
         ssl_conf_command Ciphersuites $TLS_SUITE;
         ssl_session_cache shared:SSL:10m;
+        ${SRV_CLIENT_CA:+ssl_client_certificate $SRV_CLIENT_CA; ssl_verify_client on;}
         location / {
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -380,7 +384,7 @@ defaults
     timeout http-request 10s
     http-reuse always
 frontend fe
-    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
     $quic_bind
     option forwardfor
     http-request set-header X-Forwarded-Proto https
@@ -393,6 +397,7 @@ CONF
             ;;
         hitch)
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
+            [[ -z "${SRV_CLIENT_CA:-}" ]] || { echo "hitch: no client-certificate verification; skipped" >&2; return 1; }
             # hitch refuses to run as root; it reads the key before dropping to nobody.
             cat > "$dir/hitch.conf" <<CONF
 frontend = "[127.0.0.1]:$port"

@@ -195,6 +195,9 @@ pub struct TlsOptions {
     pub ca_file: Option<PathBuf>,
     /// Skip certificate verification even when `ca_file` is set.
     pub insecure: bool,
+    /// Do not offer certificate compression (RFC 8879: brotli and zlib are
+    /// offered otherwise, as browsers do): the server's chain comes whole.
+    pub no_cert_compression: bool,
 }
 
 /// Everything a run needs.

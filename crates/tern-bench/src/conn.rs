@@ -50,6 +50,9 @@ pub struct Established {
     pub resumed: bool,
     /// Bytes received from the server during the handshake.
     pub handshake_bytes: u64,
+    /// The algorithm the server's certificate chain came compressed with
+    /// (RFC 8879), if it did.
+    pub cert_compression: Option<&'static str>,
 }
 
 impl Connector {
@@ -131,6 +134,7 @@ impl Connector {
                 negotiated: None,
                 resumed: false,
                 handshake_bytes: 0,
+                cert_compression: None,
             });
         };
         io.read = 0;
@@ -144,6 +148,9 @@ impl Connector {
         let negotiated = tls::negotiated(conn, key_cache);
         let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
         let handshake_bytes = io.read;
+        let cert_compression = conn
+            .certificate_compression()
+            .map(tern_tls::compression::algorithm_name);
         Ok(Established {
             stream: Stream::Tls(Box::new(tls)),
             dns: t1 - t0,
@@ -152,6 +159,7 @@ impl Connector {
             negotiated: Some(negotiated),
             resumed,
             handshake_bytes,
+            cert_compression,
         })
     }
 

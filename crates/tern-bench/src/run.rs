@@ -276,6 +276,7 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
     if let Some(sni) = &t.sni {
         offer.push(format!("SNI {sni}"));
     }
+
     let plain_http = config
         .targets
         .iter()
@@ -312,11 +313,21 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
             (Some(p), false) => format!("chain verified against {}", p.display()),
             _ => "chain not verified (hey's default; signatures still checked)".to_string(),
         },
-        tls_offer: if offer.is_empty() {
-            "rustls/aws-lc-rs defaults".to_string()
-        } else {
-            offer.join("; ")
-        },
+        tls_offer: format!(
+            "{}; {}",
+            if offer.is_empty() {
+                "rustls/aws-lc-rs defaults".to_string()
+            } else {
+                offer.join("; ")
+            },
+            // Always said: it changes the server's first flight (bytes, and
+            // a round trip when a chain overflows the initial window whole).
+            if t.no_cert_compression {
+                "cert compression refused"
+            } else {
+                "cert compression offered (brotli, zlib)"
+            }
+        ),
     }
 }
 

@@ -95,6 +95,9 @@ pub struct Stats {
     pub tickets: u64,
     /// Handshakes per negotiated parameter set.
     pub negotiated: BTreeMap<Negotiated, u64>,
+    /// Full handshakes whose certificate chain came compressed, per
+    /// algorithm (RFC 8879; TLS over TCP only: quinn does not say).
+    pub cert_compressed: BTreeMap<String, u64>,
     /// Wall time the workers ran.
     pub elapsed: Duration,
     /// Per-request records (only when asked for).
@@ -122,6 +125,7 @@ impl Default for Stats {
             handshake_bytes: 0,
             tickets: 0,
             negotiated: BTreeMap::new(),
+            cert_compressed: BTreeMap::new(),
             elapsed: Duration::ZERO,
             records: Vec::new(),
             quic: crate::http3::QuicStats::default(),
@@ -190,6 +194,9 @@ impl Stats {
         }
         for (k, v) in &other.negotiated {
             *self.negotiated.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, v) in &other.cert_compressed {
+            *self.cert_compressed.entry(k.clone()).or_insert(0) += v;
         }
         self.body_bytes += other.body_bytes;
         self.connections += other.connections;

@@ -139,6 +139,9 @@ pub fn client_config(
             .with_custom_certificate_verifier(Arc::new(SignatureOnlyVerifier::new(&provider)))
             .with_no_client_auth(),
     };
+    if opts.no_cert_compression {
+        config.cert_decompressors = Vec::new();
+    }
     config.alpn_protocols = match &opts.alpn {
         Some(list) => list.iter().map(|p| p.as_bytes().to_vec()).collect(),
         None => match http {
@@ -250,11 +253,17 @@ pub fn describe_offer(config: &ClientConfig) -> String {
         .iter()
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
+    let compression: Vec<&str> = config
+        .cert_decompressors
+        .iter()
+        .map(|d| tern_tls::compression::algorithm_name(d.algorithm()))
+        .collect();
     format!(
-        "suites [{}], groups [{}], ALPN [{}]",
+        "suites [{}], groups [{}], ALPN [{}], cert compression [{}]",
         suites.join(" "),
         groups.join(" "),
-        alpn.join(" ")
+        alpn.join(" "),
+        compression.join(" ")
     )
 }
 

@@ -362,6 +362,9 @@ struct Opened<'a> {
     tls: Option<(Duration, &'a Negotiated)>,
     resumed: bool,
     handshake_bytes: u64,
+    /// The algorithm the server's chain came compressed with (RFC 8879;
+    /// TLS over TCP only: quinn does not say).
+    cert_compression: Option<&'static str>,
 }
 
 impl Established {
@@ -372,6 +375,7 @@ impl Established {
             tls: self.negotiated.as_ref().map(|n| (self.tls, n)),
             resumed: self.resumed,
             handshake_bytes: self.handshake_bytes,
+            cert_compression: self.cert_compression,
         }
     }
 }
@@ -423,6 +427,9 @@ impl SlotCtx {
             *s.negotiated.entry(negotiated.clone()).or_insert(0) += 1;
             setup.tls = tls;
             setup.resumed = opened.resumed;
+            if let Some(alg) = opened.cert_compression {
+                *s.cert_compressed.entry(alg.to_string()).or_insert(0) += 1;
+            }
         }
         setup
     }

@@ -189,22 +189,50 @@ fn round_trips(r: &Report, f: &mut Vec<Finding>) {
             "Prefer X25519 (and X25519MLKEM768) on the server, or at least accept them.",
         );
     }
-    if rt.flight_bytes > rt.initial_window_bytes {
+    // Clients that cannot decompress get the chain whole.
+    let whole = rt
+        .without_compression
+        .as_ref()
+        .map_or(rt.flight_bytes, |w| w.flight_bytes);
+    if whole > rt.initial_window_bytes {
+        let compressed_fits =
+            rt.cert_compression.is_some() && rt.flight_bytes <= rt.initial_window_bytes;
+        let (severity, title, compression) = if compressed_fits {
+            (
+                Severity::Low,
+                format!(
+                    "First flight is {whole} bytes without certificate compression, above the \
+                     initial congestion window ({} bytes); {} bytes compressed",
+                    rt.initial_window_bytes, rt.flight_bytes
+                ),
+                " Clients that offer certificate compression (browsers) avoid it; the others \
+                 (TLS 1.2, OpenSSL before 3.2, most non-browser clients) do not.",
+            )
+        } else {
+            (
+                Severity::Medium,
+                format!(
+                    "First flight is {} bytes, above the initial congestion window ({} bytes)",
+                    rt.flight_bytes, rt.initial_window_bytes
+                ),
+                match rt.cert_compression {
+                    Some(_) => " Certificate compression does not make it fit.",
+                    None => " The server does not compress its certificate chain (RFC 8879).",
+                },
+            )
+        };
         push(
             f,
-            Severity::Medium,
+            severity,
             "flight_exceeds_initial_window",
-            format!(
-                "First flight is {} bytes, above the initial congestion window ({} bytes)",
-                rt.flight_bytes, rt.initial_window_bytes
-            ),
+            title,
             format!(
                 "Certificate chain {} bytes, OCSP staple {} bytes, the rest {} bytes; a new \
-                 connection needs an extra round trip to receive it.",
+                 connection needs an extra round trip to receive it.{compression}",
                 rt.chain_bytes, rt.ocsp_bytes, rt.other_bytes
             ),
-            "Send a shorter chain (no root, fewer intermediates), use an ECDSA certificate, or \
-             drop a stale OCSP staple.",
+            "Send a shorter chain (no root, fewer intermediates), use an ECDSA certificate, \
+             offer certificate compression (brotli), or drop a stale OCSP staple.",
         );
     }
 }

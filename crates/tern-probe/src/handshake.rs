@@ -84,6 +84,9 @@ pub struct HandshakeTiming {
     pub group: Option<rustls::NamedGroup>,
     pub alpn: Option<Vec<u8>>,
     pub kind: Option<HandshakeKind>,
+    /// The algorithm the server compressed its certificate chain with
+    /// (RFC 8879), if it did.
+    pub cert_compression: Option<rustls::CertificateCompressionAlgorithm>,
 }
 
 /// An established connection, ready for HTTP.
@@ -145,6 +148,7 @@ pub fn handshake(
         group: conn.negotiated_key_exchange_group().map(|g| g.name()),
         alpn: conn.alpn_protocol().map(|p| p.to_vec()),
         kind: conn.handshake_kind(),
+        cert_compression: conn.certificate_compression(),
     };
     Ok(Established { conn, sock, timing })
 }

@@ -11,7 +11,7 @@ use rustls::pki_types::ServerName;
 use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::handshake::{self, Established};
-use crate::report::{Negotiated, Report, RoundTrips};
+use crate::report::{FlightWhole, Negotiated, Report, RoundTrips};
 use crate::{address, certinfo, findings, http, negotiate, resumption, suites, ProbeError};
 
 /// Initial congestion window of Linux and most stacks: 10 segments of
@@ -239,28 +239,36 @@ fn measure_round_trips(
     cert: &Option<certinfo::CertReport>,
     notes: &mut Vec<String>,
 ) -> Option<RoundTrips> {
-    let mut samples = Vec::new();
-    for _ in 0..target.samples.min(10) {
-        match target.connect(config.clone(), true) {
-            Ok(e) => samples.push(e.timing),
-            Err(err) => notes.push(format!("round-trip handshake: {err}")),
-        }
-    }
+    let samples = sample_handshakes(target, &config, "round-trip handshake", notes);
     // Minimums: a structural stall shows in every sample, noise in a few.
     let rtt = samples.iter().map(|t| t.connect).min()?;
     let handshake = samples.iter().map(|t| t.handshake).min()?;
-    let spread = samples.iter().map(|t| t.flight_spread).min()?;
     let first_byte = samples.iter().map(|t| t.first_byte).min()?;
-    let flight_bytes = samples.iter().map(|t| t.flight_bytes).max()?;
     let hello_retry = samples
         .iter()
         .any(|t| t.kind == Some(rustls::HandshakeKind::FullWithHelloRetryRequest));
     let rtt_large_enough = rtt >= MIN_COUNTABLE_RTT;
-    let extra_round_trips = if rtt_large_enough {
-        (spread.as_secs_f64() / rtt.as_secs_f64()).round() as u32
-    } else {
-        0
+    let offered = flight(&samples, rtt, rtt_large_enough)?;
+    // The browser-like offer asks for certificate compression. When the
+    // server used it, the same handshakes without the offer show what
+    // clients that cannot decompress (OpenSSL before 3.2, most non-browser
+    // clients) receive, and whether compression saved them a round trip.
+    let cert_compression = samples
+        .iter()
+        .find_map(|t| t.cert_compression)
+        .map(|a| tern_tls::compression::algorithm_name(a).to_string());
+    let without_compression = match cert_compression {
+        Some(_) => {
+            let mut plain = (*config).clone();
+            plain.cert_decompressors = Vec::new();
+            let plain = Arc::new(plain);
+            let samples = sample_handshakes(target, &plain, "uncompressed handshake", notes);
+            flight(&samples, rtt, rtt_large_enough)
+        }
+        None => None,
     };
+    let (flight_bytes, spread, extra_round_trips) = offered;
+    let whole_bytes = without_compression.map_or(flight_bytes, |w| w.0);
     let chain_bytes = cert.as_ref().map_or(0, |c| c.chain_bytes);
     let ocsp_bytes = cert.as_ref().map_or(0, |c| c.ocsp_bytes);
     Some(RoundTrips {
@@ -274,8 +282,48 @@ fn measure_round_trips(
         flight_bytes,
         chain_bytes,
         ocsp_bytes,
-        other_bytes: flight_bytes.saturating_sub(chain_bytes + ocsp_bytes),
+        other_bytes: whole_bytes.saturating_sub(chain_bytes + ocsp_bytes),
         initial_window_bytes: INITIAL_WINDOW_BYTES,
         rtt_large_enough,
+        cert_compression,
+        without_compression: without_compression.map(|(bytes, spread, extra)| FlightWhole {
+            flight_bytes: bytes,
+            flight_spread_ms: ms(spread),
+            extra_round_trips: extra,
+        }),
     })
+}
+
+/// Full handshakes with `config`, as many as the probe samples (at most 10).
+fn sample_handshakes(
+    target: &Target,
+    config: &Arc<rustls::ClientConfig>,
+    what: &str,
+    notes: &mut Vec<String>,
+) -> Vec<handshake::HandshakeTiming> {
+    let mut samples = Vec::new();
+    for _ in 0..target.samples.min(10) {
+        match target.connect(config.clone(), true) {
+            Ok(e) => samples.push(e.timing),
+            Err(err) => notes.push(format!("{what}: {err}")),
+        }
+    }
+    samples
+}
+
+/// The first flight of `samples`: largest size, smallest spread, and the
+/// extra round trips that spread is (counted only when the RTT allows).
+fn flight(
+    samples: &[handshake::HandshakeTiming],
+    rtt: Duration,
+    rtt_large_enough: bool,
+) -> Option<(usize, Duration, u32)> {
+    let spread = samples.iter().map(|t| t.flight_spread).min()?;
+    let bytes = samples.iter().map(|t| t.flight_bytes).max()?;
+    let extra = if rtt_large_enough {
+        (spread.as_secs_f64() / rtt.as_secs_f64()).round() as u32
+    } else {
+        0
+    };
+    Some((bytes, spread, extra))
 }

@@ -102,6 +102,23 @@ pub struct RoundTrips {
     /// Round trips are only counted when the RTT is large enough to tell
     /// them from server CPU time.
     pub rtt_large_enough: bool,
+    /// The algorithm the server compressed its chain with for the
+    /// browser-like offer (RFC 8879: "brotli", "zlib"); None when it sent
+    /// the chain whole. The flight figures above are with it.
+    pub cert_compression: Option<String>,
+    /// When the server compressed: the first flight of the same handshake
+    /// offered without certificate compression.
+    pub without_compression: Option<FlightWhole>,
+}
+
+/// The first flight of a full handshake whose client did not offer
+/// certificate compression.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlightWhole {
+    pub flight_bytes: usize,
+    pub flight_spread_ms: f64,
+    /// Round trips lost inside the flight (0 when it came at once).
+    pub extra_round_trips: u32,
 }
 
 /// Session resumption.
@@ -284,22 +301,53 @@ impl Report {
                     "  the server asked for another key share (HelloRetryRequest)"
                 );
             }
-            let _ = writeln!(
-                o,
-                "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
-                 arrived over {:.2} ms{}",
-                r.flight_bytes,
-                r.chain_bytes,
-                r.ocsp_bytes,
-                r.other_bytes,
-                r.initial_window_bytes,
-                r.flight_spread_ms,
+            // Round trips are counted only when the RTT allows.
+            let trips = |n: u32| {
                 if r.rtt_large_enough {
-                    format!(" ({} extra round trip(s))", r.extra_round_trips)
+                    format!(" ({n} extra round trip(s))")
                 } else {
                     String::new()
                 }
-            );
+            };
+            match &r.without_compression {
+                Some(whole) => {
+                    let _ = writeln!(
+                        o,
+                        "  first flight {} bytes with certificate compression ({}), {} bytes \
+                         without (chain {}, OCSP {}, rest {}) vs initial window {}",
+                        r.flight_bytes,
+                        r.cert_compression.as_deref().unwrap_or("?"),
+                        whole.flight_bytes,
+                        r.chain_bytes,
+                        r.ocsp_bytes,
+                        r.other_bytes,
+                        r.initial_window_bytes,
+                    );
+                    let _ = writeln!(
+                        o,
+                        "  compressed it arrived over {:.2} ms{}, whole over {:.2} ms{}; {}",
+                        r.flight_spread_ms,
+                        trips(r.extra_round_trips),
+                        whole.flight_spread_ms,
+                        trips(whole.extra_round_trips),
+                        compression_verdict(r, whole)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
+                         arrived over {:.2} ms{}; no certificate compression",
+                        r.flight_bytes,
+                        r.chain_bytes,
+                        r.ocsp_bytes,
+                        r.other_bytes,
+                        r.initial_window_bytes,
+                        r.flight_spread_ms,
+                        trips(r.extra_round_trips),
+                    );
+                }
+            }
         }
         let s = &self.resumption;
         let _ = writeln!(o, "\nResumption");
@@ -432,6 +480,21 @@ fn yes_no(v: Option<bool>) -> &'static str {
         Some(true) => "yes",
         Some(false) => "no",
         None => "?",
+    }
+}
+
+/// Whether certificate compression saved the flight a round trip: counted
+/// when the RTT allows, else judged by size against the initial window.
+fn compression_verdict(r: &RoundTrips, whole: &FlightWhole) -> &'static str {
+    let saves = if r.rtt_large_enough {
+        whole.extra_round_trips > r.extra_round_trips
+    } else {
+        whole.flight_bytes > r.initial_window_bytes && r.flight_bytes <= r.initial_window_bytes
+    };
+    if saves {
+        "compression avoids the extra round trip"
+    } else {
+        "compression saves no round trip here"
     }
 }
 

@@ -193,6 +193,11 @@ fn format_text(buf: &mut String, r: &Record<'_>) {
         buf.pop();
         buf.push_str(" early=yes\n");
     }
+    if let Some(alg) = t.cert_compression {
+        // Only full TLS 1.3 handshakes that sent the chain compressed.
+        buf.pop();
+        let _ = writeln!(buf, " cert_compression={alg}");
+    }
     if let Some(c) = &t.client_cert {
         // Likewise only connections with a verified client certificate.
         // The subject has spaces and is the CA's to choose: quoted, with
@@ -247,6 +252,9 @@ fn format_json(buf: &mut String, r: &Record<'_>) {
     let mut v = v;
     if r.early {
         v["early"] = serde_json::Value::Bool(true);
+    }
+    if let Some(alg) = t.cert_compression {
+        v["cert_compression"] = serde_json::Value::from(alg);
     }
     if let Some(c) = &t.client_cert {
         v["client_cert_subject"] = serde_json::Value::from(c.subject.as_str());

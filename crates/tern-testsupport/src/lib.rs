@@ -42,6 +42,7 @@ pub mod prometheus;
 pub mod proxy_protocol;
 pub mod python_origin;
 pub mod reload;
+pub mod tlsfuzzer;
 pub mod trap_servers;
 
 pub mod matrix_backends;

@@ -245,6 +245,7 @@ fn server_config(cert: &LoadedCert) -> Arc<ServerConfig> {
         acme_tls_alpn: None,
         client_auth: Default::default(),
         name_client_auth: Vec::new(),
+        cert_compression: true,
     })
     .expect("server config")
 }

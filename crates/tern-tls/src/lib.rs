@@ -23,6 +23,7 @@
 
 pub mod certs;
 pub mod client_auth;
+pub mod compression;
 pub mod cpu;
 mod error;
 pub mod iana;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::compress::CompressionCache;
 use rustls::server::{
     NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions,
 };
@@ -13,6 +14,7 @@ use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::certs::LoadedCert;
 use crate::client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert};
+use crate::compression;
 use crate::cpu::CpuFeatures;
 use crate::iana::{group_name, suite_name};
 use crate::managed::{AlpnChallenges, ManagedCert, Resolver, ACME_TLS_ALPN};
@@ -73,6 +75,9 @@ pub struct ServerTlsSettings {
     /// Client-certificate policies of certificate names (SNI), where one
     /// differs from the listener's.
     pub name_client_auth: Vec<NamedClientAuth>,
+    /// Certificate compression (RFC 8879, brotli then zlib) for TLS 1.3
+    /// clients that offer it; see [`crate::compression`].
+    pub cert_compression: bool,
 }
 
 /// A client-certificate policy for the names of one certificate.
@@ -214,7 +219,21 @@ fn build(
         settings.acme_tls_alpn.clone(),
     )?;
     let answers_tls_alpn = resolver.answers_tls_alpn();
+    // One cache for every configuration of the listener (and its QUIC
+    // copy): a chain is compressed once whichever policy served it.
+    let compression = settings.cert_compression.then(|| {
+        let cache = compression::cache_for(settings.certs.len() + settings.managed.len());
+        let certified: Vec<_> = settings
+            .certs
+            .iter()
+            .map(|c| c.certified.clone())
+            .chain(settings.managed.iter().map(|m| m.slot.get()))
+            .collect();
+        compression::prime(&cache, &certified);
+        cache
+    });
     let parts = Parts {
+        compression,
         settings,
         provider: Arc::new(settings.policy.crypto_provider()),
         resolver: Arc::new(resolver),
@@ -278,6 +297,7 @@ struct Parts<'a> {
     answers_tls_alpn: bool,
     ticketer: Arc<dyn ProducesTickets>,
     storage: Arc<dyn StoresServerSessions>,
+    compression: Option<Arc<CompressionCache>>,
 }
 
 impl Parts<'_> {
@@ -309,6 +329,13 @@ impl Parts<'_> {
         // (a one-shot client) can ask for none: each ticket costs the server
         // about 2 µs and a record on the wire (docs/benchmarks-history.md).
         config.max_tls13_tickets = settings.tls13_tickets;
+        match &self.compression {
+            Some(cache) => {
+                config.cert_compressors = compression::compressors();
+                config.cert_compression_cache = cache.clone();
+            }
+            None => config.cert_compressors = Vec::new(),
+        }
         Ok(Arc::new(config))
     }
 }
@@ -383,6 +410,9 @@ pub struct Negotiated {
     pub hello_retry_request: bool,
     /// The client's certificate, when it sent one and it was verified.
     pub client_cert: Option<Arc<ClientCert>>,
+    /// The algorithm tern's certificate chain was compressed with
+    /// ("brotli", "zlib"); None when it went whole or was not sent.
+    pub cert_compression: Option<&'static str>,
 }
 
 /// Reads what `conn` negotiated. Call after the handshake completed.
@@ -412,19 +442,52 @@ pub fn negotiated(conn: &ServerConnection) -> Negotiated {
             .peer_certificates()
             .and_then(ClientCert::from_chain)
             .map(Arc::new),
+        cert_compression: conn
+            .certificate_compression()
+            .map(compression::algorithm_name),
     }
 }
 
 /// Warning text when chain + OCSP staple exceed the initial congestion
-/// window: full handshakes then take an extra round trip. None when it fits.
-pub fn initcwnd_warning(cert: &LoadedCert) -> Option<String> {
+/// window: full handshakes then take an extra round trip. None when it
+/// fits. With `compression` on, the warning says whether clients that
+/// offer certificate compression fit (they then avoid the round trip) or
+/// not; compressing here costs a few milliseconds per certificate, and
+/// only for a chain that overflows whole.
+pub fn initcwnd_warning(cert: &LoadedCert, compression: bool) -> Option<String> {
     let total = cert.chain_der_len + cert.ocsp_len;
-    (total > INITCWND_BYTES).then(|| {
-        format!(
-            "cert {}: chain {} B + OCSP {} B exceeds the initial congestion window (~{} B); \
-             full handshakes will take an extra round trip. Use an ECDSA certificate or a shorter chain.",
-            cert.source, cert.chain_der_len, cert.ocsp_len, INITCWND_BYTES
-        )
+    if total <= INITCWND_BYTES {
+        return None;
+    }
+    let head = format!(
+        "cert {}: chain {} B + OCSP {} B exceeds the initial congestion window (~{} B)",
+        cert.source, cert.chain_der_len, cert.ocsp_len, INITCWND_BYTES
+    );
+    let advice = "Use an ECDSA certificate or a shorter chain.";
+    if !compression {
+        return Some(format!(
+            "{head}; full handshakes will take an extra round trip. {advice}"
+        ));
+    }
+    let ocsp = cert.certified.ocsp.as_deref();
+    let sizes = compression::compressed_sizes(&cert.certified.cert, ocsp);
+    // Best case for a client that offers compression: brotli (tern's first
+    // choice); the flight besides the chain changes nothing compressed.
+    let compressed = sizes
+        .brotli
+        .or(sizes.zlib)
+        .map(|c| total - sizes.whole.min(total) + c);
+    Some(match compressed {
+        Some(c) if c <= INITCWND_BYTES => format!(
+            "{head}; clients offering certificate compression get it in {c} B (brotli) and \
+             no extra round trip, others (TLS 1.2, OpenSSL before 3.2, most non-browser \
+             clients) take an extra round trip. {advice}"
+        ),
+        Some(c) => format!(
+            "{head}, and {c} B compressed (brotli) still does; full handshakes will take an \
+             extra round trip. {advice}"
+        ),
+        None => format!("{head}; full handshakes will take an extra round trip. {advice}"),
     })
 }
 

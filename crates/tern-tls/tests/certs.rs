@@ -216,7 +216,7 @@ fn initcwnd_warning_fires_for_a_big_rsa_chain_and_not_for_p256() {
     let small = pki
         .leaf(&["small.example.com"], Alg::P256)
         .load("small.pem");
-    assert_eq!(initcwnd_warning(&small), None);
+    assert_eq!(initcwnd_warning(&small, true), None);
 
     // RSA-4096 certificates are ~1.3 KB each: a leaf and eleven intermediates
     // overflow 14600 bytes, as a long cross-signed chain plus staple can.
@@ -232,7 +232,7 @@ fn initcwnd_warning_fires_for_a_big_rsa_chain_and_not_for_p256() {
         "chain is {} B",
         big.chain_der_len
     );
-    let warning = initcwnd_warning(&big).expect("warning for a big chain");
+    let warning = initcwnd_warning(&big, false).expect("warning for a big chain");
     assert_eq!(
         warning,
         format!(
@@ -255,5 +255,40 @@ fn self_signed_localhost_loads() {
     .unwrap();
     assert_eq!(loaded.key_kind, KeyKind::EcdsaP256);
     assert!(loaded.names.contains(&"127.0.0.1".to_string()));
-    assert_eq!(initcwnd_warning(&loaded), None);
+    assert_eq!(initcwnd_warning(&loaded, true), None);
+}
+
+/// A leaf with many names (a shared-hosting or service-mesh certificate)
+/// overflows the initial window whole but compresses far below it: the
+/// warning says clients offering compression avoid the extra round trip.
+#[test]
+fn initcwnd_warning_says_when_compression_makes_the_chain_fit() {
+    let pki = Pki::new();
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("service-{i:04}.cluster.example.internal"))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let many = pki.leaf(&names, Alg::P256).load("many.pem");
+    assert!(
+        many.chain_der_len > 14_600,
+        "chain is {} B",
+        many.chain_der_len
+    );
+    let warning = initcwnd_warning(&many, true).expect("warning for a big chain");
+    assert!(
+        warning.contains("clients offering certificate compression get it in")
+            && warning.contains("no extra round trip"),
+        "{warning}"
+    );
+    let sizes = tern_tls::compression::compressed_sizes(&many.certified.cert, None);
+    let brotli = sizes.brotli.expect("brotli compresses");
+    assert!(brotli < sizes.whole / 4, "{sizes:?}");
+    assert!(
+        warning.contains(&format!("get it in {brotli} B")),
+        "{warning}"
+    );
+    // Without compression the warning stays as it was.
+    assert!(initcwnd_warning(&many, false)
+        .expect("warning")
+        .ends_with("full handshakes will take an extra round trip. Use an ECDSA certificate or a shorter chain."));
 }

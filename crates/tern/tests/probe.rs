@@ -219,16 +219,41 @@ fn probe_of_tern_serve_with_defaults_exits_0() {
     assert!(out.stdout.contains("No performance traps found"));
 }
 
+/// A 25 ms-each-way link between two network namespaces, or None (the
+/// test is skipped, saying why) where they cannot be made.
+fn delay_link() -> Option<DelayLink> {
+    if let Some(why) = DelayLink::unavailable() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(DelayLink::new(Duration::from_millis(25)).expect("delay link"))
+}
+
+/// `tern probe LISTEN --sni localhost --idle-wait 0 EXTRA...` from the
+/// client end of `link`.
+fn probe_across(link: &DelayLink, listen: SocketAddr, extra: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", link.client_ns()])
+        .arg(tern_bin())
+        .args([
+            "probe",
+            &listen.to_string(),
+            "--sni",
+            "localhost",
+            "--idle-wait",
+            "0",
+        ])
+        .args(extra)
+        .output()
+        .expect("run tern probe in the client namespace")
+}
+
 /// tern serve behind a 25 ms-each-way link: a full TLS 1.3 handshake takes
 /// one round trip, the first flight comes at once, and nothing but the known
 /// gaps (h2, split-write penalty) is found.
 #[test]
 fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
-    if let Some(why) = DelayLink::unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let link = DelayLink::new(Duration::from_millis(25)).expect("delay link");
+    let Some(link) = delay_link() else { return };
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     // The backend listens on 127.0.0.1 inside the server namespace.
@@ -259,13 +284,7 @@ fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
             &key,
         ],
     );
-    let out = Command::new("ip")
-        .args(["netns", "exec", link.client_ns()])
-        .arg(tern_bin())
-        .args(["probe", &listen.to_string(), "--sni", "localhost", "--json"])
-        .args(["--samples", "3", "--idle-wait", "0"])
-        .output()
-        .expect("run tern probe in the client namespace");
+    let out = probe_across(&link, listen, &["--json", "--samples", "3"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
@@ -286,6 +305,79 @@ fn tern_serve_behind_delay_link_handshakes_in_one_round_trip() {
         .filter(|id| id != "no_h2" && id != "split_write_penalty")
         .collect();
     assert!(unexpected.is_empty(), "{stdout}");
+}
+
+/// Issue 31: a chain that overflows the initial congestion window whole
+/// (a leaf with 600 names) costs a full handshake an extra round trip on
+/// a 25 ms-each-way link, and none when compressed. tern warns at start-up
+/// that only clients offering compression avoid it; `tern probe` reports
+/// the flight with and without compression and that compression saves the
+/// round trip.
+#[test]
+fn compressed_chain_fits_the_initial_window_that_the_whole_one_overflows() {
+    let Some(link) = delay_link() else { return };
+    let mut ca = TestCa::new();
+    let names: Vec<String> = std::iter::once("localhost".to_string())
+        .chain((0..600).map(|i| format!("service-{i:04}.cluster.example.internal")))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cert = ca.leaf(&names, KeyKind::EcdsaP256);
+    let listen = SocketAddr::from((SERVER_ADDR, 8443));
+    let (chain, key, listen_arg) = (
+        cert.chain.display().to_string(),
+        cert.key.display().to_string(),
+        listen.to_string(),
+    );
+    let served = link.start_tern(
+        listen,
+        &[
+            "serve",
+            "--listen",
+            &listen_arg,
+            "--cert",
+            &chain,
+            "--key",
+            &key,
+        ],
+    );
+    let stderr = served.stderr_text();
+    assert!(
+        stderr.contains("clients offering certificate compression get it in"),
+        "{stderr}"
+    );
+    let out = probe_across(&link, listen, &["--json", "--samples", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let rt = &report["round_trips"];
+    assert_eq!(rt["rtt_large_enough"], true, "{rt}");
+    assert_eq!(rt["cert_compression"], "brotli", "{rt}");
+    let window = rt["initial_window_bytes"].as_u64().expect("window");
+    let whole = &rt["without_compression"];
+    assert!(
+        rt["flight_bytes"].as_u64().expect("flight") <= window,
+        "{rt}"
+    );
+    assert!(
+        whole["flight_bytes"].as_u64().expect("whole") > window,
+        "{rt}"
+    );
+    assert_eq!(rt["extra_round_trips"], 0, "{rt}");
+    assert_eq!(whole["extra_round_trips"], 1, "{rt}");
+    let finding = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["id"] == "flight_exceeds_initial_window")
+        .unwrap_or_else(|| panic!("no flight finding: {stdout}"));
+    assert_eq!(finding["severity"], "low", "{finding}");
+
+    let text = probe_across(&link, listen, &["--samples", "2"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("compression avoids the extra round trip"),
+        "{text}"
+    );
 }
 
 #[test]

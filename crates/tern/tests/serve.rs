@@ -18,6 +18,8 @@ mod backend_leg;
 mod backends;
 #[path = "serve/bodies.rs"]
 mod bodies;
+#[path = "serve/cert_compression.rs"]
+mod cert_compression;
 #[path = "serve/clients.rs"]
 mod clients;
 #[path = "serve/clients_cli.rs"]

@@ -5,7 +5,9 @@ use pki_types::CertificateDer;
 
 use crate::conn::kernel::KernelState;
 use crate::crypto::SupportedKxGroup;
-use crate::enums::{AlertDescription, ContentType, HandshakeType, ProtocolVersion};
+use crate::enums::{
+    AlertDescription, CertificateCompressionAlgorithm, ContentType, HandshakeType, ProtocolVersion,
+};
 use crate::error::{Error, InvalidMessage, PeerMisbehaved};
 use crate::hash_hs::HandshakeHash;
 use crate::log::{debug, error, warn};
@@ -61,6 +63,8 @@ pub struct CommonState {
     pub(crate) refresh_traffic_keys_pending: bool,
     pub(crate) fips: bool,
     pub(crate) tls13_tickets_received: u32,
+    // tern patch: see `certificate_compression`.
+    pub(crate) cert_compression: Option<CertificateCompressionAlgorithm>,
 }
 
 impl CommonState {
@@ -94,6 +98,7 @@ impl CommonState {
             refresh_traffic_keys_pending: false,
             fips: false,
             tls13_tickets_received: 0,
+            cert_compression: None,
         }
     }
 
@@ -187,6 +192,14 @@ impl CommonState {
     /// handshake occurred.
     pub fn handshake_kind(&self) -> Option<HandshakeKind> {
         self.handshake_kind
+    }
+
+    /// tern patch: the RFC 8879 algorithm the server's certificate chain
+    /// was compressed with in this handshake: on a server, the one it sent
+    /// with; on a client, the one it received. `None` when the chain went
+    /// whole, when there was none (a resumption) or before it is known.
+    pub fn certificate_compression(&self) -> Option<CertificateCompressionAlgorithm> {
+        self.cert_compression
     }
 
     pub(crate) fn is_tls13(&self) -> bool {

@@ -336,6 +336,21 @@ impl CompressionCache {
         })
     }
 
+    /// tern patch: compresses `chain` now (with `ocsp` as the leaf's
+    /// staple, as a server sends it to a client that asked for one) and
+    /// keeps the result, so the first handshake that sends this chain finds
+    /// it cached instead of compressing it inline at the `Amortized` level.
+    pub fn prime<'a>(
+        &self,
+        compressor: &dyn CertCompressor,
+        chain: &'a [pki_types::CertificateDer<'a>],
+        ocsp: Option<&'a [u8]>,
+    ) -> Result<(), CompressionFailed> {
+        let payload = CertificatePayloadTls13::new(chain.iter(), ocsp);
+        self.compression_for(compressor, &payload)
+            .map(|_| ())
+    }
+
     /// Return a `CompressionCacheEntry`, which is an owning
     /// wrapper for a `CompressedCertificatePayload`.
     ///

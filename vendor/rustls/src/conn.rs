@@ -1086,7 +1086,12 @@ impl<Data> ConnectionCore<Data> {
                 // types.  That is, if a handshake message is split over two or more
                 // records, there MUST NOT be any other records between them."
                 // https://www.rfc-editor.org/rfc/rfc8446#section-5.1
-                return Err(PeerMisbehaved::MessageInterleavedWithHandshakeMessage.into());
+                // tern patch: with the unexpected_message alert 5.1 asks
+                // for, not a silent close.
+                return Err(self.common_state.send_fatal_alert(
+                    AlertDescription::UnexpectedMessage,
+                    PeerMisbehaved::MessageInterleavedWithHandshakeMessage,
+                ));
             }
 
             match message.payload.len() {
@@ -1094,7 +1099,12 @@ impl<Data> ConnectionCore<Data> {
                     if self.seen_consecutive_empty_fragments
                         == ALLOWED_CONSECUTIVE_EMPTY_FRAGMENTS_MAX
                     {
-                        return Err(PeerMisbehaved::TooManyEmptyFragments.into());
+                        // tern patch: with an alert, as every other
+                        // record-layer refusal.
+                        return Err(self.common_state.send_fatal_alert(
+                            AlertDescription::UnexpectedMessage,
+                            PeerMisbehaved::TooManyEmptyFragments,
+                        ));
                     }
                     self.seen_consecutive_empty_fragments += 1;
                 }
@@ -1159,7 +1169,13 @@ impl<Data> ConnectionCore<Data> {
                 self.common_state
                     .send_fatal_alert(AlertDescription::BadRecordMac, error)
             }
-            Error::PeerMisbehaved(PeerMisbehaved::IllegalMiddleboxChangeCipherSpec) => self
+            // tern patch: RFC 8446 5.4, a TLSInnerPlaintext without a
+            // non-zero octet (no content type) gets unexpected_message, not
+            // a silent close.
+            Error::PeerMisbehaved(
+                PeerMisbehaved::IllegalMiddleboxChangeCipherSpec
+                | PeerMisbehaved::IllegalTlsInnerPlaintext,
+            ) => self
                 .common_state
                 .send_fatal_alert(AlertDescription::UnexpectedMessage, error),
 

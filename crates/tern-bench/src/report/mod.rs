@@ -229,6 +229,10 @@ pub struct Summary {
     pub phases: BTreeMap<String, PhaseSummary>,
     /// What handshakes negotiated, most frequent first.
     pub negotiated: Vec<NegotiatedCount>,
+    /// Full handshakes whose certificate chain came compressed (RFC 8879),
+    /// per algorithm; TLS over TCP only.
+    #[serde(default)]
+    pub cert_compressed: BTreeMap<String, u64>,
     /// QUIC transport figures, for HTTP/3 runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<crate::http3::QuicStats>,
@@ -310,6 +314,7 @@ impl Summary {
             connections: s.connections,
             handshakes: s.handshakes,
             resumed: s.resumed,
+            cert_compressed: s.cert_compressed.clone(),
             resumed_fraction: if s.handshakes > 0 {
                 s.resumed as f64 / s.handshakes as f64
             } else {

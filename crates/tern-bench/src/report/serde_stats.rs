@@ -29,6 +29,9 @@ struct Repr {
     #[serde(default)]
     tickets: u64,
     negotiated: Vec<(Negotiated, u64)>,
+    /// Absent in reports of older versions.
+    #[serde(default)]
+    cert_compressed: BTreeMap<String, u64>,
     elapsed_us: u64,
     #[serde(default)]
     quic: QuicStats,
@@ -68,6 +71,7 @@ pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S
             .iter()
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
+        cert_compressed: stats.cert_compressed.clone(),
         elapsed_us: stats.elapsed.as_micros() as u64,
         quic: stats.quic.clone(),
     }
@@ -110,6 +114,7 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
     stats.handshake_bytes = repr.handshake_bytes;
     stats.tickets = repr.tickets;
     stats.negotiated = repr.negotiated.into_iter().collect();
+    stats.cert_compressed = repr.cert_compressed;
     stats.elapsed = Duration::from_micros(repr.elapsed_us);
     stats.quic = repr.quic;
     Ok(stats)

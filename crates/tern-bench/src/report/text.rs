@@ -162,6 +162,24 @@ fn disclosure(out: &mut String, r: &Report) {
             s.handshake_bytes_mean,
             s.tickets_per_handshake
         );
+        if t.http.unwrap_or(r.plan.http) != HttpVersion::Http3 {
+            let full = s.handshakes - s.resumed;
+            let compressed: u64 = s.cert_compressed.values().sum();
+            let algs: Vec<String> = s
+                .cert_compressed
+                .iter()
+                .map(|(alg, n)| format!("{alg} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    Cert compression: used on {compressed} of {full} full handshakes{}",
+                if algs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", algs.join(", "))
+                }
+            );
+        }
     }
     let load = match p.load {
         LoadModel::Closed => "closed loop".to_string(),

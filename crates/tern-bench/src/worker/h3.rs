@@ -47,6 +47,7 @@ fn opened(est: &H3Established) -> Opened<'_> {
         tls: Some((est.handshake, &est.negotiated)),
         resumed: est.resumed,
         handshake_bytes: est.handshake_bytes,
+        cert_compression: None,
     }
 }
 

@@ -525,6 +525,14 @@ pub struct ListenerOptions {
     #[arg(skip)]
     pub tickets: Option<bool>,
 
+    /// Send the certificate chain whole even to TLS 1.3 clients that offer
+    /// certificate compression (RFC 8879; brotli or zlib, each chain
+    /// compressed once and cached). Compression saves a round trip when
+    /// the chain overflows the initial congestion window.
+    #[arg(long)]
+    #[serde(default)]
+    pub no_cert_compression: bool,
+
     /// How often in-process ticket keys rotate; a ticket is accepted for
     /// at most twice this.
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::TICKET_ROTATION))]

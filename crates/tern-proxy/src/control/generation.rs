@@ -96,7 +96,7 @@ impl Generation {
             let tls = configs.default;
             for cert in &l.tls.certs {
                 let warnings = [
-                    tern_tls::initcwnd_warning(cert),
+                    tern_tls::initcwnd_warning(cert, l.tls.cert_compression),
                     tern_tls::server::expiry_warning(cert, CERT_EXPIRY_WARNING),
                     tern_tls::server::policy_warning(&l.tls.policy, cert),
                     cert.ocsp_warning.clone(),

@@ -6,10 +6,17 @@
 //! something it read while the application waits for the next request
 //! waits with it: the `no_renegotiation` warning to a TLS 1.2 ClientHello
 //! after the handshake (the client then hangs until its own timeout), and
-//! a TLS 1.3 KeyUpdate answering one with `update_requested`. After every
-//! read, whatever rustls wants to write is flushed.
+//! a TLS 1.3 KeyUpdate answering one with `update_requested` (rustls holds
+//! that one back until the next application write: an empty write
+//! releases it without sending a record, when the read is about to wait).
+//! After every read, whatever rustls wants to write is flushed.
+//!
+//! After a protocol error the fatal alert rustls queued is the last record:
+//! closing does not add a `close_notify`, which would tell the client the
+//! connection ended gracefully (RFC 8446 6.2; tlsfuzzer's
+//! test-tls13-zero-content-type and test-tls13-zero-length-data).
 
-use std::io;
+use std::io::{self, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -45,7 +52,16 @@ impl AsyncRead for ClientTls {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let read = Pin::new(&mut self.0).poll_read(cx, buf);
-        if self.0.get_ref().1.wants_write() {
+        let conn = self.0.get_mut().1;
+        if read.is_pending() && !conn.is_handshaking() {
+            // About to wait for the client, which may be waiting for the
+            // KeyUpdate answer rustls keeps for the next write: an empty
+            // write releases it and sends nothing else. Only then, so that
+            // KeyUpdates read in one go get one answer, as rustls
+            // coalesces them. An error here is the read's, reported by it.
+            let _ = conn.writer().write(&[]);
+        }
+        if conn.wants_write() {
             // Pending registers the socket's write readiness with this
             // task: the next poll flushes the rest. An error shows on the
             // next read or write.
@@ -81,6 +97,12 @@ impl AsyncWrite for ClientTls {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let (tcp, conn) = self.0.get_mut();
+        // rustls's writer reports the connection's fatal error, if any: the
+        // read that met it sent the alert; only the TCP close is left.
+        if conn.writer().flush().is_err() {
+            return Pin::new(tcp).poll_shutdown(cx);
+        }
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }

@@ -455,5 +455,6 @@ pub fn settings(
         acme_tls_alpn: None,
         client_auth: Default::default(),
         name_client_auth: Vec::new(),
+        cert_compression: true,
     }
 }

@@ -170,6 +170,11 @@ they give comparisons and `tern report diff` their intervals \
     /// Do not verify the certificate chain even with --cacert.
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Do not offer certificate compression (RFC 8879: brotli and zlib, as
+    /// browsers offer it); the report says on how many full handshakes the
+    /// server used it.
+    #[arg(long)]
+    pub no_cert_compression: bool,
     /// Also write the JSON report (histograms included) to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -588,6 +593,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         }),
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
+        no_cert_compression: a.no_cert_compression,
     };
     if let Some(n) = a.rounds {
         c.rounds = n.max(1);

@@ -429,3 +429,67 @@ fn go_net_http_presents_a_client_certificate() {
         presents_a_client_certificate(&go, &["run".into(), path(&program("mtls_go.go"))]);
     }
 }
+
+/// mTLS over QUIC (HTTP/3): aioquic presenting a client certificate is
+/// served and its identity logged; without one its handshake is refused,
+/// counted under the same reason as over TCP. (aioquic 1.7.2 notices the
+/// refusal only at its own 20 s timeout, not from tern's close: not yet
+/// understood, issue 31.)
+#[test]
+fn quic_client_certificate_is_verified_and_a_missing_one_refused() {
+    let Some(python) = crate::h3::python_with_aioquic() else {
+        return;
+    };
+    let clients = Clients::new();
+    let served = Served::builder()
+        .admin()
+        .args(&[
+            "--http3",
+            "--client-auth",
+            "required",
+            "--client-ca",
+            &clients.ca(),
+        ])
+        .start();
+    let args = crate::h3::h3_client_args(&served, &crate::h3::H3Run::default());
+    let aioquic = |cert: Option<&CertFiles>| {
+        let mut command = Command::new(&python);
+        command.args(&args);
+        if let Some(cert) = cert {
+            command
+                .env("H3_CLIENT_CERT", path(&cert.chain))
+                .env("H3_CLIENT_KEY", path(&cert.key));
+        }
+        run_command(command, b"", CLIENT_TIMEOUT)
+    };
+    let with_cert = aioquic(Some(&clients.good));
+    assert!(
+        with_cert.success() && with_cert.stdout.contains("\"status\": 200"),
+        "{}",
+        with_cert.all()
+    );
+    let lines = served
+        .tern
+        .wait_stdout_lines("alpn=h3", 1, LOG_WAIT)
+        .unwrap_or_else(|out| panic!("no access-log line: {out}"));
+    assert!(
+        lines[0].contains(" client_cert_subject=\"CN=alice, O=tern tests\""),
+        "{}",
+        lines[0]
+    );
+
+    let without = aioquic(None);
+    assert!(
+        !without.stdout.contains("\"status\": 200"),
+        "{}",
+        without.all()
+    );
+    let mut refused = None;
+    tern_testsupport::tern::wait_until("the refusal counted", LOG_WAIT, || {
+        refused = served.scrape().get(
+            "tern_tls_handshake_failures_total",
+            &[("reason", "client_cert_none_sent")],
+        );
+        refused == Some(1.0)
+    });
+}

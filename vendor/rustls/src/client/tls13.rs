@@ -1032,6 +1032,8 @@ impl State<ClientConnectionData> for ExpectCompressedCertificate {
                 PeerMisbehaved::InvalidCertCompression,
             ));
         }
+        // tern patch: remember it for `certificate_compression`.
+        cx.common.cert_compression = Some(compressed_cert.alg);
 
         let cert_payload =
             match CertificatePayloadTls13::read(&mut Reader::init(&decompress_buffer)) {

@@ -420,13 +420,16 @@ mod client_hello {
                 let client_auth = emit_certificate_req_tls13(&mut flight, &self.config)?;
 
                 if let Some(compressor) = cert_compressor {
-                    emit_compressed_certificate_tls13(
+                    // tern patch: remember it for `certificate_compression`.
+                    if emit_compressed_certificate_tls13(
                         &mut flight,
                         &self.config,
                         server_key.get_cert(),
                         ocsp_response,
                         compressor,
-                    );
+                    ) {
+                        cx.common.cert_compression = Some(compressor.algorithm());
+                    }
                 } else {
                     emit_certificate_tls13(&mut flight, server_key.get_cert(), ocsp_response);
                 }
@@ -806,14 +809,15 @@ mod client_hello {
         cert_chain: &[CertificateDer<'static>],
         ocsp_response: Option<&[u8]>,
         cert_compressor: &'static dyn CertCompressor,
-    ) {
+    ) -> bool {
         let payload = CertificatePayloadTls13::new(cert_chain.iter(), ocsp_response);
 
         let Ok(entry) = config
             .cert_compression_cache
             .compression_for(cert_compressor, &payload)
         else {
-            return emit_certificate_tls13(flight, cert_chain, ocsp_response);
+            emit_certificate_tls13(flight, cert_chain, ocsp_response);
+            return false;
         };
 
         let c = HandshakeMessagePayload(HandshakePayload::CompressedCertificate(
@@ -822,6 +826,7 @@ mod client_hello {
 
         trace!("sending compressed certificate {c:?}");
         flight.add(c);
+        true
     }
 
     fn emit_certificate_verify_tls13(

@@ -108,6 +108,7 @@ pub(super) fn listener_tls(
         acme_tls_alpn: None,
         client_auth,
         name_client_auth,
+        cert_compression: !o.no_cert_compression,
     };
 
     Ok(ListenerTls {

@@ -191,6 +191,9 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
             })
             .and_then(|chain| tern_tls::ClientCert::from_chain(&chain))
             .map(Arc::new),
+        // quinn's HandshakeData does not carry it (QUIC compresses the
+        // chain as TCP does; only the log field is missing).
+        cert_compression: None,
     }
 }
 

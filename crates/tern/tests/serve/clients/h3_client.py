@@ -109,6 +109,9 @@ def summary(response):
 async def one_connection(host, port, name, ca, method, path, count, body, parallel, extra):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=name)
     config.load_verify_locations(ca)
+    # A client certificate for tern's mTLS tests (serve/mtls.rs).
+    if os.environ.get("H3_CLIENT_CERT"):
+        config.load_cert_chain(os.environ["H3_CLIENT_CERT"], os.environ["H3_CLIENT_KEY"])
     authority = f"{name}:{port}"
     async with connect(host, int(port), configuration=config, create_protocol=Client) as client:
         done = 0
