@@ -13,6 +13,8 @@ use tern_testsupport::tern::Served;
 
 #[path = "upstreams/balance.rs"]
 mod balance;
+#[path = "upstreams/dns.rs"]
+mod dns;
 #[path = "upstreams/failover.rs"]
 mod failover;
 #[path = "upstreams/grpc.rs"]

@@ -1,6 +1,6 @@
 //! Backend groups: typed settings and their resolution from options.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,13 +99,98 @@ pub struct PassiveEjection {
     pub fail_timeout: Duration,
 }
 
-/// One server of a group.
+/// How backends given by name are resolved (top-level `resolver*` keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DnsSettings {
+    /// The DNS server asked; `None`: those of /etc/resolv.conf.
+    pub resolver: Option<SocketAddr>,
+    /// Shortest time between two resolutions of a name.
+    pub min_ttl: Duration,
+    /// Longest time between two resolutions of a name.
+    pub max_ttl: Duration,
+}
+
+impl Default for DnsSettings {
+    fn default() -> Self {
+        DnsSettings {
+            resolver: None,
+            min_ttl: defaults::RESOLVER_MIN_TTL,
+            max_ttl: defaults::RESOLVER_MAX_TTL,
+        }
+    }
+}
+
+/// The `resolver*` keys, checked: an IP with an optional port, and
+/// `0 < resolver_min_ttl <= resolver_max_ttl`.
+pub(crate) fn dns_settings(
+    resolver: Option<&str>,
+    min_ttl: Option<&str>,
+    max_ttl: Option<&str>,
+) -> Result<DnsSettings, KeyError> {
+    let resolver = match resolver {
+        None => None,
+        Some(text) => Some(
+            text.parse::<SocketAddr>()
+                .or_else(|_| text.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| {
+                    key_err(
+                        "resolver",
+                        format!("{text:?} is not an IP address or IP:PORT"),
+                    )
+                })?,
+        ),
+    };
+    let min_ttl = duration(min_ttl, "resolver_min_ttl", defaults::RESOLVER_MIN_TTL)?;
+    let max_ttl = duration(max_ttl, "resolver_max_ttl", defaults::RESOLVER_MAX_TTL)?;
+    if min_ttl.is_zero() {
+        return Err(key_err("resolver_min_ttl", "must be more than 0"));
+    }
+    if max_ttl < min_ttl {
+        return Err(key_err(
+            "resolver_max_ttl",
+            format!("{max_ttl:?} is less than resolver_min_ttl ({min_ttl:?})"),
+        ));
+    }
+    Ok(DnsSettings {
+        resolver,
+        min_ttl,
+        max_ttl,
+    })
+}
+
+/// One server of a group, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Its address.
+    /// Its address. For a server given by name only the port counts (the
+    /// IP is unspecified): its addresses come from resolving `name`.
     pub addr: SocketAddr,
     /// Relative share of requests.
     pub weight: u32,
+    /// The DNS name of a server given as `NAME:PORT`: every A and AAAA
+    /// address of it becomes a server of the group, re-resolved on the
+    /// records' TTL (docs/backends.md, "Servers by name").
+    pub name: Option<String>,
+}
+
+impl ServerConfig {
+    /// A server at a fixed address.
+    pub fn at(addr: SocketAddr, weight: u32) -> Self {
+        ServerConfig {
+            addr,
+            weight,
+            name: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ServerConfig {
+    /// `ADDR:PORT`, or `NAME:PORT` for a server given by name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "{name}:{}", self.addr.port()),
+            None => write!(f, "{}", self.addr),
+        }
+    }
 }
 
 /// A validated backend group.
@@ -134,10 +219,7 @@ impl UpstreamConfig {
             name,
             servers: servers
                 .into_iter()
-                .map(|addr| ServerConfig {
-                    addr,
-                    weight: defaults::WEIGHT,
-                })
+                .map(|addr| ServerConfig::at(addr, defaults::WEIGHT))
                 .collect(),
             balance: Balance::RoundRobin,
             protocol: BackendProtocol::Http1,
@@ -151,12 +233,51 @@ impl UpstreamConfig {
     }
 }
 
-/// Resolves `HOST:PORT` to its first address.
-pub(crate) fn resolve_addr(text: &str, key: &'static str) -> Result<SocketAddr, KeyError> {
-    text.to_socket_addrs()
-        .map_err(|e| key_err(key, format!("backend {text:?}: {e}")))?
-        .next()
-        .ok_or_else(|| key_err(key, format!("backend {text:?} resolves to no address")))
+/// A server from its `IP:PORT` or `NAME:PORT` (a name is not resolved
+/// here: the group's resolver does it, and again on the records' TTL).
+pub(crate) fn parse_server(
+    text: &str,
+    weight: u32,
+    key: &'static str,
+) -> Result<ServerConfig, KeyError> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(ServerConfig::at(addr, weight));
+    }
+    let bad = |why: &str| key_err(key, format!("backend {text:?}: {why}"));
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(bad("expected HOST:PORT"));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| bad("the port is not a number in 0..=65535"))?;
+    if host.starts_with('[') || host.parse::<IpAddr>().is_ok() {
+        return Err(bad("not an IP address (write [v6]:PORT for IPv6)"));
+    }
+    if !is_dns_name(host) {
+        return Err(bad("not a DNS name"));
+    }
+    Ok(ServerConfig {
+        addr: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), port),
+        weight,
+        name: Some(host.trim_end_matches('.').to_ascii_lowercase()),
+    })
+}
+
+/// A host name as DNS carries it: dot-separated labels of 1 to 63
+/// letters, digits, `-` or `_`, not starting or ending with `-`, 253
+/// characters at most (a final dot allowed).
+fn is_dns_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Balance, KeyError> {
@@ -214,10 +335,7 @@ pub(crate) fn resolve_upstream(
                 format!("weight {weight} of {addr:?} is outside 1..=100"),
             ));
         }
-        servers.push(ServerConfig {
-            addr: resolve_addr(addr, "servers")?,
-            weight,
-        });
+        servers.push(parse_server(addr, weight, "servers")?);
     }
     let protocol = match o.protocol.as_deref().unwrap_or(defaults::PROTOCOL) {
         "http1" | "http/1.1" => BackendProtocol::Http1,
@@ -396,6 +514,39 @@ fn default_server_name(addr: &str) -> Result<ServerName<'static>, KeyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn servers_are_addresses_or_names() {
+        let parse = |text: &str| parse_server(text, 1, "servers").map_err(|e| e.message);
+        assert_eq!(
+            parse("10.0.0.7:8080"),
+            Ok(ServerConfig::at(
+                "10.0.0.7:8080".parse().expect("literal"),
+                1
+            ))
+        );
+        assert_eq!(
+            parse("[::1]:80").map(|s| s.addr),
+            Ok("[::1]:80".parse().expect("literal"))
+        );
+        let named = parse("App.Internal.:8080").expect("a name");
+        assert_eq!(named.name.as_deref(), Some("app.internal"));
+        assert_eq!(named.addr.port(), 8080);
+        assert_eq!(named.to_string(), "app.internal:8080");
+        for bad in [
+            "app.internal",
+            "app.internal:http",
+            "app.internal:70000",
+            "[::1:80",
+            "::1:80",
+            "-app:80",
+            "a..b:80",
+            "a b:80",
+            ":80",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 
     #[test]
     fn default_server_name_is_the_host_of_host_port() {

@@ -22,6 +22,7 @@ use tern_tls::{ClientCertRefusal, Negotiated};
 
 mod acme;
 mod backend;
+mod dns;
 mod histogram;
 mod labels;
 mod process;
@@ -69,6 +70,8 @@ pub struct Metrics {
     grpc_seconds: Histogram,
     /// Backend response times by upstream name, then server.
     backends: BackendLatency,
+    /// Resolutions of backend names.
+    dns: dns::DnsResolutions,
 }
 
 impl Default for Metrics {
@@ -98,6 +101,7 @@ impl Default for Metrics {
             grpc_bytes: ShardedCounters::new(2),
             grpc_seconds: Histogram::new(GRPC_BOUNDS_US),
             backends: BackendLatency::default(),
+            dns: dns::DnsResolutions::default(),
             versions,
             ciphers,
             groups,
@@ -324,6 +328,11 @@ impl Metrics {
         self.backends.observe(upstream, server, took);
     }
 
+    /// Counts one resolution of the backend name `name` of `upstream`.
+    pub fn dns_resolved(&self, upstream: &str, name: &str, ok: bool) {
+        self.dns.record(upstream, name, ok);
+    }
+
     /// Prometheus text exposition of everything, with each backend's health
     /// as (upstream, server, up).
     pub fn render(
@@ -340,6 +349,7 @@ impl Metrics {
         self.render_backend_splits(&mut e);
         self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
+        self.dns.render(&mut e);
         self.render_reloads(&mut e);
         acme::render(&mut e, acme_certs);
         e.family(

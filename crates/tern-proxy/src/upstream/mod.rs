@@ -11,12 +11,13 @@
 //!   GET <path> every interval, rise/fall                    try the next live server once
 //! ```
 //!
-//! Module map: [`shared`] the process-wide state, [`balance`] the
-//! policies, [`pool`] idle connections, [`health`] active checks,
+//! Module map: [`shared`] the process-wide state and its server set,
+//! [`dns`] servers given by name, [`balance`] the policies, [`pool`] idle connections, [`health`] active checks,
 //! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
 mod balance;
+pub(crate) mod dns;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;

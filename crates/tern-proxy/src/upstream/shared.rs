@@ -28,7 +28,6 @@ pub struct UpstreamShared {
     pub config: UpstreamConfig,
     /// The servers requests may go to now.
     set: ArcSwap<ServerSet>,
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Serializes changes of `set` (control plane only: DNS, reload).
     changing: Mutex<()>,
 }
@@ -281,12 +280,13 @@ impl ServerSet {
 }
 
 impl UpstreamShared {
-    /// State for a group: the servers of its configuration (a name's first
-    /// address until it is re-resolved), every one up and enabled.
+    /// State for a group: the servers of its configuration given by
+    /// address, every one up and enabled (names get theirs from DNS).
     pub fn new(config: UpstreamConfig) -> Arc<Self> {
         let mut servers: Vec<Arc<Server>> = Vec::with_capacity(config.servers.len());
         for (origin, s) in config.servers.iter().enumerate() {
-            if !servers.iter().any(|known| known.addr == s.addr) {
+            // A name has no address until it is resolved (or inherited).
+            if s.name.is_none() && !servers.iter().any(|known| known.addr == s.addr) {
                 servers.push(Arc::new(Server::new(s.addr, s.weight, origin)));
             }
         }
@@ -303,7 +303,6 @@ impl UpstreamShared {
         self.set.load()
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Makes `addrs` the servers that come from configuration entry
     /// `origin` (a name's addresses after a resolution): servers whose
     /// address stays keep their state, new ones start up and enabled, the

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use super::super::options::defaults;
-use super::super::upstream::{check_health_path, default_health, parse_balance, resolve_addr};
+use super::super::upstream::{check_health_path, default_health, parse_balance, parse_server};
 use super::super::{
     KeyError, ListenerOptions, Mode, ProxyProtocol, Route, TrustedNet, Upstream, UpstreamConfig,
 };
@@ -60,7 +60,7 @@ pub(super) fn front(
     };
     let mut backends = Vec::with_capacity(o.backends.len());
     for b in &o.backends {
-        backends.push(resolve_addr(b, "backends")?);
+        backends.push(parse_server(b, defaults::WEIGHT, "backends")?);
     }
     let find = |name: &str, key: &'static str, upstreams: &[UpstreamConfig]| {
         upstreams
@@ -77,7 +77,8 @@ pub(super) fn front(
         }
         (Some(name), true) => Upstream::Group(find(name, "upstream", upstreams)?),
         (None, false) => {
-            let mut group = UpstreamConfig::simple(format!("listener-{listen}"), backends);
+            let mut group = UpstreamConfig::simple(format!("listener-{listen}"), Vec::new());
+            group.servers = backends;
             group.balance = parse_balance(o.balance.as_deref(), "balance")?;
             if let Some(path) = &o.health_check {
                 check_health_path(path, "health_check")?;
