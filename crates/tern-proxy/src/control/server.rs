@@ -163,6 +163,7 @@ fn serve(
     control.block_on(generation.resolve_names(config.dns, &metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
+    let clients = Arc::default();
     let mut threads = Vec::with_capacity(config.workers);
     let mut senders = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
@@ -181,6 +182,7 @@ fn serve(
             open_connections: open.clone(),
             metrics: metrics.clone(),
             grace: config.shutdown_timeout,
+            clients: Arc::clone(&clients),
         };
         let handle = std::thread::Builder::new()
             .name(format!("tern-worker-{id}"))

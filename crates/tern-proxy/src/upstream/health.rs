@@ -190,7 +190,7 @@ pub(super) async fn check_once_h2(
         match tls {
             None => get_status_h2(stream, "http", addr, path, timeout).await,
             Some((settings, server)) => {
-                let stream = super::tls::handshake(settings, server, stream)
+                let stream = super::tls::handshake(settings, server, super::Socket::Tcp(stream))
                     .await
                     .map_err(CheckError::Tls)?;
                 get_status_h2(stream, "https", addr, path, timeout).await

@@ -24,6 +24,7 @@ mod health;
 mod pool;
 mod sessions;
 mod shared;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -42,6 +43,7 @@ use crate::fault::Kind;
 pub use sessions::H2Stream;
 #[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
+pub use stream::{BackendStream, Socket};
 
 use balance::SmoothWrr;
 use pool::IdlePool;
@@ -51,8 +53,8 @@ use shared::InFlight;
 /// server until it is dropped or returned with [`Backends::put`].
 #[derive(Debug)]
 pub struct BackendConn {
-    /// The socket (TCP_NODELAY set).
-    pub stream: TcpStream,
+    /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
+    pub stream: BackendStream,
     /// Where it goes.
     pub addr: SocketAddr,
     /// True when it came from the pool (it may have been closed by the
@@ -299,10 +301,10 @@ impl Backends {
         let server = in_flight.server();
         let addr = server.addr;
         match open(addr, connect_timeout).await {
-            Ok(stream) => {
+            Ok(socket) => {
                 server.connect_succeeded();
                 Ok(BackendConn {
-                    stream,
+                    stream: BackendStream::Plain(socket),
                     addr,
                     reused: false,
                     index,
@@ -318,7 +320,7 @@ impl Backends {
     }
 }
 
-fn pooled(stream: TcpStream, index: usize, in_flight: InFlight) -> BackendConn {
+fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendConn {
     BackendConn {
         stream,
         addr: in_flight.server().addr,
@@ -329,7 +331,7 @@ fn pooled(stream: TcpStream, index: usize, in_flight: InFlight) -> BackendConn {
 }
 
 /// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, ConnectError> {
+async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
     let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
@@ -340,5 +342,5 @@ async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, 
     stream
         .set_nodelay(true)
         .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(stream)
+    Ok(Socket::Tcp(stream))
 }
