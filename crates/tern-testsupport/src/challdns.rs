@@ -67,21 +67,22 @@ impl ChallDns {
 
     /// Makes `addresses` the A records of `host` (none: it has no A record).
     pub fn set_a(&self, host: &str, addresses: &[&str]) {
-        self.post("clear-a", &serde_json::json!({ "host": host }));
-        if !addresses.is_empty() {
-            self.post(
-                "add-a",
-                &serde_json::json!({ "host": host, "addresses": addresses }),
-            );
-        }
+        self.set_records("a", host, addresses);
     }
 
     /// Makes `addresses` the AAAA records of `host` (none: no AAAA record).
     pub fn set_aaaa(&self, host: &str, addresses: &[&str]) {
-        self.post("clear-aaaa", &serde_json::json!({ "host": host }));
+        self.set_records("aaaa", host, addresses);
+    }
+
+    fn set_records(&self, kind: &str, host: &str, addresses: &[&str]) {
+        self.post(
+            &format!("clear-{kind}"),
+            &serde_json::json!({ "host": host }),
+        );
         if !addresses.is_empty() {
             self.post(
-                "add-aaaa",
+                &format!("add-{kind}"),
                 &serde_json::json!({ "host": host, "addresses": addresses }),
             );
         }

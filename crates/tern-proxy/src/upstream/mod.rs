@@ -41,7 +41,6 @@ use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
 
 pub use sessions::H2Stream;
-#[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
 pub use stream::{BackendStream, Socket};
 

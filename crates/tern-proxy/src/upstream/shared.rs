@@ -47,7 +47,6 @@ pub struct ServerSet {
     pub weights: Vec<u32>,
 }
 
-#[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
 /// What the operator asked of a server on the admin listener (until the
 /// next reload, which starts every server `Enabled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +62,6 @@ pub enum AdminState {
     Disabled,
 }
 
-#[allow(dead_code)] // the admin listener uses it (issue 28)
 impl AdminState {
     /// The word used on the admin listener and in logs.
     pub fn as_str(self) -> &'static str {
@@ -170,19 +168,16 @@ impl Server {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Requests sent to it since it joined the group.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// What the operator asked of it.
     pub fn admin(&self) -> AdminState {
         AdminState::from_u8(self.admin.load(Ordering::Relaxed))
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Sets what the operator asked of it; returns the previous state.
     pub fn set_admin(&self, state: AdminState) -> AdminState {
         AdminState::from_u8(self.admin.swap(state.to_u8(), Ordering::Relaxed))

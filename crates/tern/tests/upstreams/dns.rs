@@ -12,7 +12,7 @@ use tern_testsupport::backend::Backend;
 use tern_testsupport::challdns::ChallDns;
 use tern_testsupport::tern::{free_addr_v6, wait_until, Served};
 
-use super::echo_answers;
+use super::{echo_answers, start_with_admin};
 
 /// How long a test waits for tern to act on a DNS change: many times
 /// `resolver_max_ttl` below, for a loaded machine.
@@ -21,24 +21,13 @@ const FOLLOW: Duration = Duration::from_secs(20);
 /// tern whose default group is `servers = ["app.test:PORT"]`, resolved by
 /// `dns`, with the admin listener on.
 fn start(dns: &ChallDns, port: u16) -> Served {
-    let resolver = dns.dns;
-    Served::builder()
-        .cert_names(&["localhost"])
-        .no_backend()
-        .admin()
-        .config(move |c| {
-            format!(
-                "workers = 2\naccess_log = \"off\"\nadmin = \"{admin}\"\n\
-                 resolver = \"{resolver}\"\nresolver_min_ttl = \"100ms\"\nresolver_max_ttl = \"500ms\"\n\n\
-                 [[upstream]]\nname = \"app\"\nservers = [\"app.test:{port}\"]\n\n\
-                 [[listener]]\nlisten = \"{addr}\"\nupstream = \"app\"\ncert = {chain:?}\nkey = {key:?}\n",
-                admin = c.admin(),
-                addr = c.listen,
-                chain = c.chain(),
-                key = c.key(),
-            )
-        })
-        .start()
+    start_with_admin(
+        &format!(
+            "resolver = \"{}\"\nresolver_min_ttl = \"100ms\"\nresolver_max_ttl = \"500ms\"",
+            dns.dns
+        ),
+        &format!("[[upstream]]\nname = \"app\"\nservers = [\"app.test:{port}\"]"),
+    )
 }
 
 /// A backend on `ip` at `port` (the port of one on 127.0.0.1, so that one
