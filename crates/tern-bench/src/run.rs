@@ -111,6 +111,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
             let mut report = TargetReport::new(t.url.clone(), a, f, s);
             report.server_cpu = Some(server.finish(report.summary.completed));
             report.http = t.http;
+            report.stats.series = crate::report::series_on_the_clock(&timeline);
             report.timeline = timeline;
             report
         })
@@ -228,10 +229,17 @@ fn validate(config: &BenchConfig) -> Result<(), BenchError> {
         ));
     }
     if let StopCondition::Requests(n) = config.stop {
-        if n < config.connections as u64 && config.targets.len() == 1 {
+        let rounds = config.rounds.max(1) as u64;
+        let per_round = n.div_ceil(rounds);
+        if per_round < config.connections as u64 && config.targets.len() == 1 {
             // hey refuses this too: some connections would never send.
+            let split = if rounds > 1 {
+                format!(" ({per_round} a round over {rounds} rounds)")
+            } else {
+                String::new()
+            };
             return Err(BenchError::Config(format!(
-                "-n {n} is smaller than -c {}: some connections would never send",
+                "-n {n}{split} is smaller than -c {}: some connections would never send",
                 config.connections
             )));
         }

@@ -29,6 +29,8 @@ mod h2c;
 mod health;
 #[path = "upstreams/routing.rs"]
 mod routing;
+#[path = "upstreams/transports.rs"]
+mod transports;
 
 /// tern started from a config file with `workers` workers, the
 /// `[[upstream]]` tables in `upstreams`, and one listener forwarding to the

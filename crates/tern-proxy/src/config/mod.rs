@@ -34,8 +34,8 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    BackendProtocol, BackendTls, Balance, DnsSettings, HealthCheck, PassiveEjection, ServerConfig,
-    UpstreamConfig,
+    BackendAddr, BackendProtocol, BackendTls, Balance, DnsSettings, HealthCheck, PassiveEjection,
+    ServerConfig, UpstreamConfig,
 };
 
 /// A whole, validated configuration.

@@ -5,9 +5,9 @@
 //! | request | answer |
 //! |---------|--------|
 //! | `GET /servers` | 200, JSON: every group and server (state, weight, counts) |
-//! | `POST /servers/<upstream>/<ip:port>/drain` | 200, JSON of the server: no new requests, those in flight finish |
-//! | `POST /servers/<upstream>/<ip:port>/disable` | the same, as `disabled` |
-//! | `POST /servers/<upstream>/<ip:port>/enable` | the same, back in rotation |
+//! | `POST /servers/<upstream>/<server>/drain` | 200, JSON of the server: no new requests, those in flight finish |
+//! | `POST /servers/<upstream>/<server>/disable` | the same, as `disabled` |
+//! | `POST /servers/<upstream>/<server>/enable` | the same, back in rotation |
 //! | an unknown group or server | 404 |
 //! | another method on those paths | 405 |
 //! | a POST with an `Origin` field | 403 |
@@ -19,8 +19,6 @@
 //! browser can still send it a POST (a form needs no CORS preflight), so a
 //! POST carrying `Origin`, which browsers add and scripts do not, is
 //! refused.
-
-use std::net::SocketAddr;
 
 use serde_json::{json, Value};
 
@@ -55,10 +53,12 @@ pub(super) fn respond(request: &Request, current: &Current) -> Option<Response> 
 
 /// `<upstream>/<ip:port>/<action>`, applied.
 fn change(rest: &str, current: &Current) -> Response {
-    let mut parts = rest.rsplitn(3, '/');
-    let (Some(action), Some(server), Some(upstream)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return not_found("expected POST /servers/<upstream>/<ip:port>/<drain|disable|enable>");
+    // Group names have no '/'; a server may (unix:/run/app.sock).
+    let parsed = rest
+        .split_once('/')
+        .and_then(|(upstream, rest)| Some((upstream, rest.rsplit_once('/')?)));
+    let Some((upstream, (server, action))) = parsed else {
+        return not_found("expected POST /servers/<upstream>/<server>/<drain|disable|enable>");
     };
     let state = match action {
         "drain" => AdminState::Draining,
@@ -66,15 +66,20 @@ fn change(rest: &str, current: &Current) -> Response {
         "enable" => AdminState::Enabled,
         _ => return not_found("the action is one of drain, disable, enable"),
     };
-    let Ok(addr) = server.parse::<SocketAddr>() else {
-        return not_found("the server is an address, IP:PORT or [IPv6]:PORT");
-    };
     let Some(group) = group(current, upstream) else {
         return not_found(&format!("no upstream named {upstream:?}"));
     };
-    let Some(server) = group.servers().find(addr).cloned() else {
-        return not_found(&format!("upstream {upstream:?} has no server {addr}"));
+    // As GET /servers shows it: IP:PORT, [IPv6]:PORT or unix:/path.
+    let found = group
+        .servers()
+        .servers
+        .iter()
+        .find(|s| s.addr.to_string() == server)
+        .cloned();
+    let Some(server) = found else {
+        return not_found(&format!("upstream {upstream:?} has no server {server}"));
     };
+    let addr = server.addr;
     let before = server.set_admin(state);
     tracing::warn!(
         upstream = %group.config.name,

@@ -177,7 +177,7 @@ pub(crate) struct Outcome {
     pub status: u16,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    pub backend: Option<SocketAddr>,
+    pub backend: Option<crate::config::BackendAddr>,
     pub backend_us: u64,
     /// Why the exchange failed, if it did.
     pub error: Option<ExchangeError>,

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::UpstreamShared;
-use crate::config::DnsSettings;
+use crate::config::{BackendAddr, DnsSettings, ServerConfig};
 use crate::metrics::Metrics;
 
 /// Longest wait for one resolution (both A and AAAA, every nameserver and
@@ -141,7 +141,7 @@ impl UpstreamShared {
             .servers
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.name.clone().map(|name| (i, name, s.addr.port())))
+            .filter_map(|(i, s)| Some((i, s.name.clone()?, tcp_port(s)?)))
             .collect()
     }
 
@@ -176,7 +176,7 @@ impl UpstreamShared {
             }
             Resolved::Failed(error) => {
                 metrics.dns_resolved(upstream, name, false);
-                let kept: Vec<SocketAddr> = self
+                let kept: Vec<BackendAddr> = self
                     .servers()
                     .servers
                     .iter()
@@ -228,8 +228,16 @@ impl UpstreamShared {
     }
 }
 
+/// The port of a server given by name (always TCP).
+fn tcp_port(s: &ServerConfig) -> Option<u16> {
+    match s.addr {
+        BackendAddr::Tcp(a) => Some(a.port()),
+        BackendAddr::Unix(_) => None,
+    }
+}
+
 /// `a, b, c` or `none`.
-fn list(addrs: &[SocketAddr]) -> String {
+fn list<A: std::fmt::Display>(addrs: &[A]) -> String {
     if addrs.is_empty() {
         return "none".into();
     }
@@ -248,14 +256,12 @@ impl UpstreamShared {
     pub fn inherit_addresses(&self, previous: &UpstreamShared) {
         let old = previous.servers();
         for (origin, name, port) in self.named_servers() {
-            let Some(from) =
-                previous.config.servers.iter().position(|s| {
-                    s.name.as_deref() == Some(name.as_str()) && s.addr.port() == port
-                })
-            else {
+            let Some(from) = previous.config.servers.iter().position(|s| {
+                s.name.as_deref() == Some(name.as_str()) && tcp_port(s) == Some(port)
+            }) else {
                 continue;
             };
-            let addrs: Vec<SocketAddr> = old
+            let addrs: Vec<BackendAddr> = old
                 .servers
                 .iter()
                 .filter(|s| s.origin == from)
