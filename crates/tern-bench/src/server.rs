@@ -107,6 +107,23 @@ impl ServerCpu {
         }
     }
 
+    /// The per-request figure alone, for a headline: `20.3 µs`, with no more
+    /// digits than its ticks carry, `unknown` when there is none.
+    pub fn headline_text(&self) -> String {
+        match (self.us_per_request, self.ticks) {
+            (Some(us), Some(ticks)) if ticks > 0 => {
+                let few = if self.few_ticks() {
+                    format!(" ({ticks} ticks)")
+                } else {
+                    String::new()
+                };
+                format!("{} µs{few}", round_to(us, us / ticks as f64))
+            }
+            (Some(us), None) => format!("{us:.1} µs"),
+            _ => "unknown".to_string(),
+        }
+    }
+
     /// The figure as one line of text (no label).
     pub fn describe(&self) -> String {
         let pids = self

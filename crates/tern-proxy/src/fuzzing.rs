@@ -116,6 +116,13 @@ pub fn client_cert(der: &[u8]) -> Option<tern_tls::ClientCert> {
     tern_tls::ClientCert::from_chain(&chain)
 }
 
+/// Reads a backend's gRPC health answer (a length-prefixed
+/// HealthCheckResponse) as a gRPC health check does: a status or nothing,
+/// never a panic.
+pub fn grpc_health(body: &[u8]) -> Option<u64> {
+    crate::upstream::health_grpc::serving_status(body)
+}
+
 /// Loads a TOML configuration from `text` as `tern serve --config` would
 /// (certificate paths resolve against a directory that does not exist, so
 /// only files named absolutely are read). Returns the one-line error.

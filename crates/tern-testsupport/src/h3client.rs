@@ -99,6 +99,49 @@ impl H3Conn {
     }
 }
 
+impl H3Conn {
+    /// Opens a WebSocket on `path` with an extended CONNECT (RFC 9220,
+    /// `:protocol = websocket`), sends `message` and reads until as many
+    /// bytes came back (an echo), then ends its side. The response status
+    /// and the bytes read.
+    pub async fn websocket_echo(
+        &mut self,
+        path: &str,
+        message: &[u8],
+    ) -> Result<(u16, Vec<u8>), String> {
+        let mut req = http::Request::builder()
+            .method("CONNECT")
+            .uri(format!("https://localhost{path}"))
+            .header("sec-websocket-version", "13")
+            .body(())
+            .map_err(|e| e.to_string())?;
+        req.extensions_mut().insert(h3::ext::Protocol::WEBSOCKET);
+        let mut stream = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Ok((status, Vec::new()));
+        }
+        stream
+            .send_data(Bytes::copy_from_slice(message))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut back = Vec::new();
+        while back.len() < message.len() {
+            match stream.recv_data().await.map_err(|e| e.to_string())? {
+                Some(mut chunk) => back.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining())),
+                None => break,
+            }
+        }
+        stream.finish().await.map_err(|e| e.to_string())?;
+        Ok((status, back))
+    }
+}
+
 impl Drop for H3Conn {
     fn drop(&mut self) {
         self.conn.close(0u32.into(), b"");

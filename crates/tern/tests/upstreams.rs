@@ -27,6 +27,8 @@ mod h2_tls;
 mod h2c;
 #[path = "upstreams/health.rs"]
 mod health;
+#[path = "upstreams/pool.rs"]
+mod pool;
 #[path = "upstreams/routing.rs"]
 mod routing;
 #[path = "upstreams/transports.rs"]

@@ -21,8 +21,11 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     out.push_str(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tern bench report</title>\
-         <style>body{font-family:sans-serif;margin:2em;max-width:1100px}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}\
-         .warn{background:#fee;border:2px solid #c00;padding:.5em 1em;font-weight:bold}svg{display:block;margin:1em 0}</style>\
+         <style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}\
+         .warn{background:#fee;border:2px solid #c00;padding:.5em 1em;font-weight:bold}svg{display:block;margin:1em 0;width:100%;height:auto}\
+         .figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(11em,1fr));gap:.5em}\
+         .figure{background:#f3f6fa;padding:.6em 1em;border-radius:4px}.figure .value{display:block;font-size:1.8em;font-weight:bold}\
+         .figure.bad{background:#fee;color:#c00}.thresholds{list-style:none;padding:0}.pass{color:#070}.fail{color:#c00;font-weight:bold}</style>\
          </head><body>\n<h1>tern bench report</h1>\n",
     );
     if report.every_request_failed() {
@@ -39,6 +42,7 @@ pub fn render(report: &Report) -> String {
         }
         out.push_str("</ul></div>\n");
     }
+    out.push_str(&headline(report));
     for t in &report.targets {
         if let Some(server) = &t.server_cpu {
             let _ = writeln!(
@@ -56,6 +60,89 @@ pub fn render(report: &Report) -> String {
     out.push_str("<h2>Disclosure and figures</h2>\n<pre id=\"report\">");
     out.push_str(&escape(&text::render(report)));
     out.push_str("</pre>\n</body></html>\n");
+    out
+}
+
+/// The key figures of each target, full width, before anything else:
+/// requests/s, p50, p99, errors, server CPU per request and the
+/// thresholds' verdicts. Each value has an id (`t1-rps`, `t1-p50`, ...)
+/// that the Chromium test reads back and compares with the JSON.
+fn headline(report: &Report) -> String {
+    let mut out = String::from("<section id=\"headline\">\n");
+    for (i, t) in report.targets.iter().enumerate() {
+        let n = i + 1;
+        let s = &t.summary;
+        let all = s.completed + s.failed;
+        let share = if all > 0 {
+            s.failed as f64 / all as f64 * 100.0
+        } else {
+            0.0
+        };
+        let cpu = t
+            .server_cpu
+            .as_ref()
+            .map_or("unknown".to_string(), |c| c.headline_text());
+        let _ = writeln!(
+            out,
+            "<div class=\"target\" id=\"t{n}\"><h2>[{n}] {}</h2><div class=\"figures\">",
+            escape(&t.url)
+        );
+        let figures = [
+            ("rps", format!("{:.1}", s.rps), "requests/s", false),
+            (
+                "p50",
+                format!("{:.3} ms", s.percentile(50.0)),
+                "p50 latency",
+                false,
+            ),
+            (
+                "p99",
+                format!("{:.3} ms", s.percentile(99.0)),
+                "p99 latency",
+                false,
+            ),
+            (
+                "errors",
+                format!("{} ({share:.2}%)", s.failed),
+                "errors",
+                s.failed > 0,
+            ),
+            ("cpu", cpu, "server CPU per request", false),
+        ];
+        for (id, value, label, bad) in figures {
+            let _ = writeln!(
+                out,
+                "<div class=\"figure{}\"><span class=\"value\" id=\"t{n}-{id}\">{}</span><span class=\"label\">{label}</span></div>",
+                if bad { " bad" } else { "" },
+                escape(&value)
+            );
+        }
+        out.push_str("</div>\n");
+        let checks: Vec<_> = report
+            .thresholds
+            .iter()
+            .filter(|c| c.target == t.url)
+            .collect();
+        if !checks.is_empty() {
+            let _ = write!(out, "<ul class=\"thresholds\" id=\"t{n}-thresholds\">");
+            for c in checks {
+                let value = c.value.map_or("unknown".to_string(), |v| format!("{v:.3}"));
+                let (class, verdict) = if c.pass {
+                    ("pass", "PASS")
+                } else {
+                    ("fail", "FAIL")
+                };
+                let _ = write!(
+                    out,
+                    "<li class=\"{class}\">{verdict} {}: {value}</li>",
+                    escape(&c.threshold)
+                );
+            }
+            out.push_str("</ul>\n");
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("</section>\n");
     out
 }
 

@@ -249,7 +249,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Request head size bound (431 above).
     pub max_head_bytes: usize,
-    /// Idle backend connections kept per backend and worker.
+    /// Most idle backend connections kept per backend and worker (a
+    /// ceiling; the pool follows demand below it).
     pub backend_pool_size: usize,
 }
 

@@ -123,7 +123,7 @@ pub mod defaults {
     /// `max_head_bytes`.
     pub const MAX_HEAD_BYTES: usize = tern_http::head::DEFAULT_MAX_HEAD_BYTES;
     /// `backend_pool_size`.
-    pub const BACKEND_POOL_SIZE: usize = 64;
+    pub const BACKEND_POOL_SIZE: usize = 1024;
     /// `request_id_header`.
     pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
     /// `request_id_format`.
@@ -579,7 +579,9 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "BYTES", default_value = shown(defaults::MAX_HEAD_BYTES))]
     pub max_head_bytes: Option<usize>,
 
-    /// Idle backend connections kept per backend and worker.
+    /// Most idle backend connections kept per backend and worker: a
+    /// ceiling, the pool keeps what the recent peak had in use and closes
+    /// those unused for 30 s.
     #[arg(long, value_name = "N", default_value = shown(defaults::BACKEND_POOL_SIZE))]
     pub backend_pool_size: Option<usize>,
 
@@ -794,6 +796,12 @@ pub struct UpstreamOptions {
     /// when absent.
     #[arg(long)]
     pub health_check_path: Option<String>,
+    /// h2c and h2 groups: gRPC health checks instead
+    /// (`grpc.health.v1.Health/Check`) for this service name, "" for the
+    /// server as a whole; SERVING is healthy, anything else (or no answer)
+    /// a failure. Off when absent.
+    #[arg(long)]
+    pub health_check_grpc: Option<String>,
     /// Time between health checks.
     #[arg(long, default_value = shown(defaults::HEALTH_CHECK_INTERVAL))]
     pub health_check_interval: Option<String>,

@@ -52,11 +52,25 @@ impl BackendProtocol {
     }
 }
 
+impl HealthCheck {
+    /// What one check asks, for log lines: `GET /path` or the gRPC call.
+    pub fn describe(&self) -> String {
+        match &self.grpc_service {
+            Some(service) => format!("grpc.health.v1.Health/Check of {service:?}"),
+            None => format!("GET {}", self.path),
+        }
+    }
+}
+
 /// Active health checking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthCheck {
-    /// Path requested with GET; 2xx or 3xx is healthy.
+    /// Path requested with GET; 2xx or 3xx is healthy. Unused by a gRPC
+    /// check.
     pub path: String,
+    /// A gRPC check instead (`grpc.health.v1.Health/Check`) of this
+    /// service name ("" for the server as a whole): SERVING is healthy.
+    pub grpc_service: Option<String>,
     /// Time between checks.
     pub interval: Duration,
     /// Deadline of one check.
@@ -215,10 +229,15 @@ pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Bal
     }
 }
 
+/// Longest service name a gRPC health check may ask about (one byte of
+/// protobuf length prefix keeps the request a fixed, small frame).
+const MAX_GRPC_SERVICE: usize = 127;
+
 /// Health check with the given path and default timing.
 pub(crate) fn default_health(path: String) -> HealthCheck {
     HealthCheck {
         path,
+        grpc_service: None,
         interval: defaults::HEALTH_CHECK_INTERVAL,
         timeout: defaults::HEALTH_CHECK_TIMEOUT,
         rise: defaults::RISE,
@@ -281,10 +300,33 @@ pub(crate) fn resolve_group(
     let scheme = one_scheme(&specs, servers_key)?;
     let protocol = protocol(o.protocol.as_deref(), scheme)?;
     let tls_on = tls_on(o.tls, protocol, scheme)?;
-    let health = match &o.health_check_path {
+    let grpc_service = match (&o.health_check_grpc, &o.health_check_path) {
+        (Some(_), Some(_)) => {
+            return Err(key_err(
+                "health_check_grpc",
+                "give health_check_path or health_check_grpc, not both",
+            ))
+        }
+        (Some(_), None) if !protocol.is_http2() => {
+            return Err(key_err(
+                "health_check_grpc",
+                "gRPC needs HTTP/2: protocol = \"h2c\" or \"h2\"",
+            ))
+        }
+        (Some(service), None) if service.len() > MAX_GRPC_SERVICE => {
+            return Err(key_err(
+                "health_check_grpc",
+                format!("a service name longer than {MAX_GRPC_SERVICE} bytes"),
+            ))
+        }
+        (grpc, _) => grpc.clone(),
+    };
+    let health = match o.health_check_path.as_ref().or(grpc_service.as_ref()) {
         None => None,
         Some(path) => {
-            check_health_path(path, "health_check_path")?;
+            if grpc_service.is_none() {
+                check_health_path(path, "health_check_path")?;
+            }
             let d = default_health(path.clone());
             let rise = o.rise.unwrap_or(d.rise);
             let fall = o.fall.unwrap_or(d.fall);
@@ -296,6 +338,7 @@ pub(crate) fn resolve_group(
             }
             Some(HealthCheck {
                 path: path.clone(),
+                grpc_service: grpc_service.clone(),
                 interval: duration(
                     o.health_check_interval.as_deref(),
                     "health_check_interval",
@@ -416,5 +459,31 @@ fn tls_on(
             "tls = true, but the servers are written http:// (cleartext); write https://",
         )),
         Some(on) => Ok(on),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_health_checks_need_http2_and_exclude_a_path() {
+        let resolve = |extra: &str| {
+            let text = format!("name = \"g\"\nservers = [\"127.0.0.1:1\"]\n{extra}");
+            let o: UpstreamOptions = toml::from_str(&text).expect("toml");
+            resolve_upstream(&o, Path::new(".")).map_err(|e| (e.key, e.message))
+        };
+        let g = resolve("protocol = \"h2c\"\nhealth_check_grpc = \"\"").expect("h2c");
+        let check = g.health.expect("a check");
+        assert_eq!(check.grpc_service.as_deref(), Some(""));
+        assert_eq!(check.describe(), "grpc.health.v1.Health/Check of \"\"");
+        let (key, why) = resolve("health_check_grpc = \"\"").unwrap_err();
+        assert_eq!(key, "health_check_grpc");
+        assert!(why.contains("needs HTTP/2"), "{why}");
+        let (key, why) =
+            resolve("protocol = \"h2c\"\nhealth_check_grpc = \"\"\nhealth_check_path = \"/\"")
+                .unwrap_err();
+        assert_eq!(key, "health_check_grpc");
+        assert!(why.contains("not both"), "{why}");
     }
 }

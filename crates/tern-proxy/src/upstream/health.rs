@@ -1,7 +1,9 @@
 //! Active health checks: every interval, each server gets a real HTTP/1.1
 //! `GET <path>` on a fresh TCP connection (`Connection: close`; for h2c
 //! and h2 groups an HTTP/2 GET on a fresh session, over TLS for h2), and a
-//! 2xx/3xx status within the timeout counts as a success. `rise` successes
+//! 2xx/3xx status within the timeout counts as a success (or, with
+//! `health_check_grpc`, a gRPC `grpc.health.v1.Health/Check` answered
+//! SERVING: [`super::health_grpc`]). `rise` successes
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
 
@@ -58,13 +60,13 @@ impl UpstreamShared {
                 match result {
                     Ok(status) => tracing::info!(
                         %upstream, %server,
-                        "backend up: {} health checks in a row passed (GET {} answered {status})",
-                        check.rise, check.path
+                        "backend up: {} health checks in a row passed ({} answered {status})",
+                        check.rise, check.describe()
                     ),
                     Err(e) => tracing::warn!(
                         %upstream, %server,
-                        "backend down: {} health checks in a row failed (GET {}: {e})",
-                        check.fall, check.path
+                        "backend down: {} health checks in a row failed ({}: {e})",
+                        check.fall, check.describe()
                     ),
                 }
             }
@@ -82,6 +84,7 @@ async fn check_all(
     let mut set = JoinSet::new();
     for server in &servers {
         let (server, path, timeout) = (server.clone(), check.path.clone(), check.timeout);
+        let grpc = check.grpc_service.clone();
         let shared = shared.clone();
         set.spawn(async move {
             let config = &shared.config;
@@ -91,7 +94,11 @@ async fn check_all(
                 tls: config.tls.as_ref(),
             };
             let result = if config.protocol.is_http2() {
-                check_once_h2(target, &path, timeout).await
+                let probe = match &grpc {
+                    Some(service) => H2Probe::Grpc(service),
+                    None => H2Probe::Get(&path),
+                };
+                check_once_h2(target, probe, timeout).await
             } else {
                 check_once(target, &path, timeout).await
             };
@@ -125,6 +132,18 @@ pub(super) enum CheckError {
     Malformed,
     #[error("status {0}")]
     Status(u16),
+    /// A gRPC health answer other than SERVING (the message says what).
+    #[error("{0}")]
+    Grpc(String),
+}
+
+/// What a check of an HTTP/2 server asks.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum H2Probe<'a> {
+    /// `GET path`: 2xx or 3xx is healthy.
+    Get(&'a str),
+    /// `grpc.health.v1.Health/Check` of this service: SERVING is healthy.
+    Grpc(&'a str),
 }
 
 /// The server one check is for.
@@ -212,7 +231,7 @@ pub(super) async fn check_once(
 /// 3xx.
 pub(super) async fn check_once_h2(
     target: Target<'_>,
-    path: &str,
+    probe: H2Probe<'_>,
     timeout: Duration,
 ) -> Result<u16, CheckError> {
     let exchange = async {
@@ -222,7 +241,7 @@ pub(super) async fn check_once_h2(
         } else {
             "http"
         };
-        get_status_h2(stream, scheme, &target.authority(), path, timeout).await
+        get_status_h2(stream, scheme, &target.authority(), probe, timeout).await
     };
     let status = tokio::time::timeout(timeout, exchange)
         .await
@@ -234,22 +253,27 @@ pub(super) async fn check_once_h2(
     }
 }
 
-/// The status of `GET path` on a new HTTP/2 session over `stream`. The
+/// The status of the probe on a new HTTP/2 session over `stream`. The
 /// session's connection task ends with the check (dropping the sender
 /// closes the session) and never outlives `timeout`.
 async fn get_status_h2<S>(
     stream: S,
     scheme: &str,
     authority: &str,
-    path: &str,
+    probe: H2Probe<'_>,
     timeout: Duration,
 ) -> Result<u16, CheckError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
     let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
     tokio::spawn(tokio::time::timeout(timeout, connection));
+    let path = match probe {
+        H2Probe::Get(path) => path,
+        H2Probe::Grpc(service) => {
+            return super::health_grpc::check(sender, scheme, authority, service).await;
+        }
+    };
     let request = http::Request::get(format!("{scheme}://{authority}{path}"))
         .header(http::header::USER_AGENT, "tern-health-check")
         .body(())
@@ -258,6 +282,11 @@ where
     let (response, _) = sender.send_request(request, true).map_err(h2_error)?;
     let response = response.await.map_err(h2_error)?;
     Ok(response.status().as_u16())
+}
+
+/// An HTTP/2 failure of a check.
+pub(super) fn h2_error(e: h2::Error) -> CheckError {
+    CheckError::Io(std::io::Error::other(e))
 }
 
 /// `HTTP/1.x SSS reason` → SSS.

@@ -22,6 +22,7 @@ pub(crate) mod dns;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
+pub(crate) mod health_grpc;
 mod pool;
 mod sessions;
 mod shared;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use crate::config::{BackendAddr, BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub use pool::SWEEP_INTERVAL;
 pub use sessions::H2Stream;
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
 pub use stream::{BackendStream, Socket};
@@ -124,7 +126,9 @@ struct Picked {
 }
 
 impl Backends {
-    /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
+    /// A worker's view of `shared`, keeping up to `max_idle` idle
+    /// connections per server (a ceiling: the pool holds what the recent
+    /// peak used, see [`pool`]).
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         let set = arc_swap::Guard::into_inner(shared.servers());
         let servers = set.servers.len();
@@ -240,6 +244,11 @@ impl Backends {
         } else {
             self.pool.clear(index);
         }
+    }
+
+    /// Closes idle connections unused for long (see [`SWEEP_INTERVAL`]).
+    pub fn sweep(&self) {
+        self.pool.sweep();
     }
 
     /// The next live server the policy chooses among those `allowed`.

@@ -176,6 +176,7 @@ async fn health_checks_end_when_the_generation_retires() {
     let mut config = UpstreamConfig::simple("hc".into(), vec![addr]);
     config.health = Some(crate::config::HealthCheck {
         path: "/".into(),
+        grpc_service: None,
         interval: Duration::from_millis(50),
         timeout: Duration::from_millis(50),
         rise: 1,

@@ -125,7 +125,7 @@ fn json_round_trips_through_report_merge() {
 }
 
 #[test]
-fn html_report_renders_in_headless_chromium() {
+fn html_report_headline_in_headless_chromium_matches_the_json() {
     let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|b| {
@@ -135,18 +135,23 @@ fn html_report_renders_in_headless_chromium() {
                 .is_ok_and(|o| o.status.success())
         })
     else {
-        eprintln!("SKIPPED html_report_renders_in_headless_chromium: no chromium (apt-get install -y chromium)");
+        eprintln!("SKIPPED html_report_headline_in_headless_chromium_matches_the_json: no chromium (apt-get install -y chromium)");
         return;
     };
     let server = BenchTarget::start(BenchTargetOptions::default());
     let html = artifact("html", "report.html");
+    let json = artifact("html", "report.json");
     let out = bench(&[
         "-n",
         "200",
         "-c",
         "4",
+        "--threshold",
+        "p99<10s",
         "--html",
         html.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
         &server.url("/"),
     ]);
     assert!(out.status.success());
@@ -192,6 +197,54 @@ fn html_report_renders_in_headless_chromium() {
         "charts missing from the rendered DOM"
     );
     assert!(dom.contains("Disclosure:") && dom.contains("TLSv1.3"));
+    // The headline block, as Chromium built it, says what the JSON says.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    headline_matches_the_json(&dom, &report);
+    assert!(!dom.contains("max-width"), "the page takes the full width");
+}
+
+/// The text Chromium shows for the headline figure `id`.
+fn shown<'a>(dom: &'a str, id: &str) -> &'a str {
+    let start = format!("id=\"{id}\">");
+    dom.split(&start)
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("no #{id} in the DOM"))
+}
+
+/// Each headline figure of target 1 against the JSON, to the precision
+/// shown.
+fn headline_matches_the_json(dom: &str, report: &serde_json::Value) {
+    let s = summary(report, 0);
+    let leading = |id: &str| -> f64 {
+        let text = shown(dom, id);
+        text.split(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("#{id} shows {text:?}"))
+    };
+    let close = |id: &str, json: f64, precision: f64| {
+        let value = leading(id);
+        assert!(
+            (value - json).abs() <= precision,
+            "#{id} shows {value}, the JSON says {json}"
+        );
+    };
+    close("t1-rps", num(s, "rps"), 0.05);
+    close("t1-p50", num(&s["percentiles_ms"], "50"), 0.0005);
+    close("t1-p99", num(&s["percentiles_ms"], "99"), 0.0005);
+    close("t1-errors", num(s, "failed"), 0.0);
+    let cpu = &report["targets"][0]["server_cpu"];
+    match (cpu["us_per_request"].as_f64(), cpu["ticks"].as_f64()) {
+        // Shown with the digits one tick per request leaves.
+        (Some(us), Some(ticks)) if ticks > 0.0 => close("t1-cpu", us, us / ticks),
+        _ => assert!(shown(dom, "t1-cpu").starts_with("unknown"), "{cpu}"),
+    }
+    let check = &report["thresholds"][0];
+    assert_eq!(check["pass"], true, "{check}");
+    let verdicts = shown(dom, "t1-thresholds\"><li class=\"pass");
+    assert!(verdicts.contains("PASS p99&lt;10s"), "{verdicts}");
 }
 
 #[test]

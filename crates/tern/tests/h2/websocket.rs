@@ -4,7 +4,9 @@
 //! PROTOCOL), which tern turns into an HTTP/1.1 `Upgrade: websocket`; the
 //! echo comes back. Python's `websockets` client does the same over
 //! HTTP/1.1. The backend is Python's `websockets` server
-//! (`ws_origin.py`): real WebSocket framing at both ends.
+//! (`ws_origin.py`): real WebSocket framing at both ends. Over HTTP/3
+//! (RFC 9220) the client is quinn + h3 and the backend the harness's
+//! byte-echoing `/upgrade`.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -117,4 +119,35 @@ fn python_websockets_client_echoes_over_http11() {
         .expect("an access-log line for the WebSocket");
     assert_eq!(log_field(&lines[0], "status"), Some("101"), "{}", lines[0]);
     assert_eq!(log_field(&lines[0], "method"), Some("GET"), "{}", lines[0]);
+}
+
+/// RFC 9220: a WebSocket opened with an extended CONNECT on an HTTP/3
+/// request stream (quinn + h3 with tern's vendored patch 0003, the only
+/// RFC 9220 client here) reaches an HTTP/1.1 backend as `Upgrade`, and
+/// bytes come back through the tunnel; the access log has the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h3_extended_connect_websocket_is_tunnelled_to_an_http11_backend() {
+    let served = Served::start(&["--http3"]);
+    let mut conn = tern_testsupport::h3client::H3Conn::connect_from(
+        [127, 0, 0, 1].into(),
+        served.addr,
+        served.ca().ca_pem(),
+    )
+    .await
+    .expect("an HTTP/3 connection");
+    let (status, back) = conn
+        .websocket_echo("/upgrade", b"hello over h3")
+        .await
+        .expect("a WebSocket");
+    assert_eq!(status, 200);
+    assert_eq!(back, b"hello over h3");
+    let line = tokio::task::block_in_place(|| {
+        served
+            .tern
+            .wait_stdout_lines("method=CONNECT", 1, LOG_WAIT)
+            .expect("an access-log line")[0]
+            .clone()
+    });
+    assert!(line.contains("alpn=h3"), "{line}");
+    assert!(line.contains("status=200"), "{line}");
 }

@@ -122,6 +122,36 @@ fn request_id_is_generated_sent_echoed_and_logged_and_a_forged_one_replaced() {
 }
 
 #[test]
+fn request_id_over_h2_is_the_one_the_backend_saw() {
+    let served = Served::start(&[]);
+    let port = served.addr.port();
+    let out = curl(&[
+        "-sS",
+        "--http2",
+        "-D",
+        "-",
+        "--cacert",
+        &served.ca().ca_file().display().to_string(),
+        "--resolve",
+        &format!("localhost:{port}:127.0.0.1"),
+        &format!("https://localhost:{port}/echo"),
+    ]);
+    assert!(out.success(), "{}", out.all());
+    let (head, body) = out
+        .stdout
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head: {}", out.all()));
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    let id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .unwrap_or_else(|| panic!("no x-request-id: {head}"));
+    assert_eq!(id.len(), 32, "{id}");
+    let echo: serde_json::Value = serde_json::from_str(body).expect("the echo");
+    assert_eq!(echoed_header(&echo, "x-request-id"), [id], "{echo}");
+}
+
+#[test]
 fn request_ids_can_be_uuidv7() {
     let served = Served::start(&[
         "--request-id-format",
@@ -175,31 +205,46 @@ fn oversized_chunked_and_h2_bodies_are_413() {
 #[tokio::test]
 async fn oversized_h2_bodies_are_413_for_both_backend_protocols() {
     for served in [
-        Served::builder().args(&["--max-request-body", "1KiB"]).start(),
         Served::builder()
-            .backend_h2c()
-            .config(|c| {
-                format!(
-                    "workers = 1\n[[upstream]]\nname = \"h2c\"\nprotocol = \"h2c\"\nservers = [\"{}\"]\n\
-                     [[listener]]\nlisten = \"{}\"\nupstream = \"h2c\"\ncert = \"{}\"\nkey = \"{}\"\nmax_request_body = \"1KiB\"\n",
-                    c.backend.as_deref().expect("a backend"),
-                    c.listen,
-                    c.chain(),
-                    c.key()
-                )
-            })
+            .args(&["--max-request-body", "1KiB"])
             .start(),
+        h2c_with_body_limit(),
     ] {
         let client = served.h2_client().await;
         let chunks = (0..4).map(|_| Bytes::from(vec![b'b'; 25_000])).collect();
         let response = client
-            .send(h2client::request("POST", "/echo"), h2client::Body::Chunks(chunks))
+            .send(
+                h2client::request("POST", "/echo"),
+                h2client::Body::Chunks(chunks),
+            )
             .await
             .expect("a response");
-        assert_eq!(response.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", response.text());
+        assert_eq!(
+            response.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{}",
+            response.text()
+        );
         let line = logged(&served, "error=client:body_too_large", &["alpn=h2"]);
         assert_eq!(log_field(&line, "status"), Some("413"), "{line}");
     }
+}
+
+/// tern with a 1 KiB body limit in front of the harness's h2c backend.
+pub(crate) fn h2c_with_body_limit() -> Served {
+    Served::builder()
+        .backend_h2c()
+        .config(|c| {
+            format!(
+                "workers = 1\n[[upstream]]\nname = \"h2c\"\nprotocol = \"h2c\"\nservers = [\"{}\"]\n\
+                 [[listener]]\nlisten = \"{}\"\nupstream = \"h2c\"\ncert = \"{}\"\nkey = \"{}\"\nmax_request_body = \"1KiB\"\n",
+                c.backend.as_deref().expect("a backend"),
+                c.listen,
+                c.chain(),
+                c.key()
+            )
+        })
+        .start()
 }
 
 #[test]

@@ -89,3 +89,53 @@ async fn an_h2_body_over_the_limit_after_the_head_went_up_is_413_and_cut_at_the_
         tokio::task::block_in_place(|| assert_cut(&sink));
     }
 }
+
+/// An HTTP/2 backend answers at once (`/chunked/N` takes no body) and
+/// tern relays full duplex: the client has its 200 and body pieces when
+/// its upload crosses the limit, so no status can change any more: its
+/// stream is reset, and the backend stream with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2_body_over_the_limit_after_the_response_began_resets_the_stream() {
+    let served = super::edge::h2c_with_body_limit();
+    let client = served.h2_client().await;
+    let (response, mut body) = client
+        .open(h2client::request("POST", "/chunked/1048576"))
+        .await
+        .expect("open a stream");
+    body.send_data(Bytes::from(vec![b'a'; 600]), false)
+        .expect("first piece");
+    let response = tokio::time::timeout(WAIT, response)
+        .await
+        .expect("an answer in time")
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut down = response.into_body();
+    let first = down.data().await.expect("a first piece").expect("data");
+    assert!(!first.is_empty());
+    let _ = down.flow_control().release_capacity(first.len());
+    body.send_data(Bytes::from(vec![b'b'; 2000]), true)
+        .expect("second piece");
+    let end = tokio::time::timeout(WAIT, async {
+        loop {
+            match down.data().await {
+                Some(Ok(piece)) => {
+                    let _ = down.flow_control().release_capacity(piece.len());
+                }
+                Some(Err(e)) => return Some(e),
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the stream ended in time");
+    let reset = end.expect("the stream was reset, not ended");
+    assert!(reset.is_reset(), "{reset:?}");
+    let line = tokio::task::block_in_place(|| {
+        served
+            .tern
+            .wait_stdout_lines("error=client:body_too_large", 1, LOG_WAIT)
+            .expect("a log line")[0]
+            .clone()
+    });
+    assert!(line.contains("status=200"), "{line}");
+}

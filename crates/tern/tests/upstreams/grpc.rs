@@ -178,9 +178,16 @@ with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
 /// `python3` when it has grpcio (`.ci/run` installs it); a skip with a
 /// message elsewhere, a failure in CI.
 fn python_with_grpcio() -> Option<&'static str> {
+    python_with("grpc", "grpcio")
+}
+
+/// `python3` when it can import `module` (from the pip package `package`,
+/// which `.ci/run` installs); a skip with a message elsewhere, a failure
+/// in CI.
+fn python_with(module: &str, package: &str) -> Option<&'static str> {
     let ok = tern_testsupport::tools::run_tool(
         "python3",
-        ["-c", "import grpc"],
+        ["-c", &format!("import {module}")],
         b"",
         Duration::from_secs(30),
     )
@@ -188,9 +195,9 @@ fn python_with_grpcio() -> Option<&'static str> {
     if !ok {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "grpcio is required in CI (.ci/run installs it)"
+            "{package} is required in CI (.ci/run installs it)"
         );
-        eprintln!("skipped: python3 has no grpcio (pip install grpcio)");
+        eprintln!("skipped: python3 has no {package} (pip install {package})");
     }
     ok.then_some("python3")
 }
@@ -271,4 +278,66 @@ fn a_grpc_stream_outlives_the_timeouts_while_data_flows() {
     };
     assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
     assert_eq!(log_field(&line, "error"), Some("-"), "{line}");
+}
+
+/// A gRPC server of grpcio's own making with the standard health service
+/// (grpcio-health-checking): service "" is NOT_SERVING throughout, the
+/// service tern asks about starts SERVING and takes each status read on
+/// stdin. Prints "ready" once it listens.
+const HEALTH_SERVER: &str = r#"
+import sys
+from concurrent import futures
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+servicer = health.HealthServicer()
+health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+servicer.set("tern.test", health_pb2.HealthCheckResponse.SERVING)
+server.add_insecure_port(sys.argv[1])
+server.start()
+print("ready", flush=True)
+for line in sys.stdin:
+    servicer.set("tern.test", getattr(health_pb2.HealthCheckResponse, line.strip()))
+    print("set", line.strip(), flush=True)
+server.stop(0)
+"#;
+
+/// `health_check_grpc` against grpcio's health service: NOT_SERVING marks
+/// the server down (and says so), SERVING up again; the service asked
+/// about is the configured one (the server as a whole stays NOT_SERVING).
+#[test]
+fn grpc_health_checks_follow_the_servers_own_health_service() {
+    let Some(python) = python_with("grpc_health.v1.health", "grpcio-health-checking") else {
+        return;
+    };
+    let addr = free_addr();
+    let mut server = std::process::Command::new(python)
+        .args(["-c", HEALTH_SERVER, &addr.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the grpcio health server");
+    let mut stdin = server.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(server.stdout.take().expect("stdout"));
+    let _server = tern_testsupport::tools::KillOnDrop(server);
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut said).expect("the server's first line");
+    assert_eq!(said.trim(), "ready");
+    let front = grpc_front_with(
+        "h2c",
+        addr,
+        "health_check_grpc = \"tern.test\"\nhealth_check_interval = \"100ms\"\n\
+         health_check_timeout = \"1s\"\nrise = 1\nfall = 1\n",
+        "",
+    );
+    let wait = Duration::from_secs(10);
+    for (status, verdict) in [("NOT_SERVING", "backend down"), ("SERVING", "backend up")] {
+        std::io::Write::write_all(&mut stdin, format!("{status}\n").as_bytes()).expect("tell");
+        front.wait_log(
+            &[verdict, &addr.to_string(), "grpc.health.v1.Health/Check"],
+            wait,
+        );
+    }
+    front.wait_log(&["backend down", "health status NOT_SERVING (2)"], wait);
 }

@@ -251,6 +251,8 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
         lim.limits.header_timeout,
         h3::server::builder()
             .max_field_section_size(u64::from(lim.h2.max_header_list_size))
+            // SETTINGS_ENABLE_CONNECT_PROTOCOL: WebSockets (RFC 9220).
+            .enable_extended_connect(true)
             .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone())),
     )
     .await

@@ -60,7 +60,12 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         received: 0,
         idle: limits.idle_timeout,
     };
+    // Extended CONNECT for a WebSocket (RFC 9220): the stream becomes the
+    // tunnel once the backend switched protocols; no body goes before.
+    let websocket = parts.method == http::Method::CONNECT
+        && parts.extensions.get::<h3::ext::Protocol>() == Some(&h3::ext::Protocol::WEBSOCKET);
     let body_len = match declared {
+        _ if websocket => BodyLen::Empty,
         Some(n) => BodyLen::Length(n),
         None => body.peek_length(),
     };
@@ -71,7 +76,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         head: RequestView::H2(&parts),
         body: body_len,
         http10: false,
-        upgrade: false,
+        upgrade: websocket,
         expects_continue: false,
         early,
         client_cert: ctx.client_cert.as_ref(),
@@ -341,6 +346,29 @@ impl Front for H3Client<'_, '_> {
         }
     }
 
+    async fn upgrade(
+        &mut self,
+        head: &ResponseHead,
+        backend: &mut crate::upstream::BackendStream,
+        early: &[u8],
+    ) -> Result<(), Kind> {
+        if self.status != 0 || self.finished {
+            return Err(Kind::Invalid);
+        }
+        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let idle = self.ctx.listener.config.limits.idle_timeout;
+        match within(idle, self.send.send_response(response)).await {
+            Some(Ok(())) => {}
+            _ => return Err(Kind::ClientGone),
+        }
+        self.status = 200;
+        self.finished = true;
+        let (up, down) = tunnel(&mut self.body.recv, &mut self.send, backend, early, idle).await;
+        self.body.received += up;
+        self.bytes_out += down;
+        Ok(())
+    }
+
     fn abort(&mut self) {
         // The client sees the stream reset, not a complete response.
         self.finished = true;
@@ -354,4 +382,92 @@ impl Front for H3Client<'_, '_> {
     fn bytes(&self) -> (u64, u64) {
         (self.body.received, self.bytes_out)
     }
+}
+
+/// Bytes both ways between a WebSocket's request stream and its backend
+/// connection until both sides end, either fails, or nothing moves for
+/// `idle`. Each write waits for the peer's flow-control credit (QUIC's on
+/// the client side), so a slow reader holds tern to one read buffer.
+/// Returns the bytes moved (up, down).
+async fn tunnel(
+    recv: &mut RecvHalf,
+    send: &mut SendHalf,
+    backend: &mut crate::upstream::BackendStream,
+    early: &[u8],
+    idle: std::time::Duration,
+) -> (u64, u64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut up, mut down) = (0u64, 0u64);
+    if !early.is_empty() {
+        if !matches!(
+            within(idle, send.send_data(Bytes::copy_from_slice(early))).await,
+            Some(Ok(()))
+        ) {
+            return (0, 0);
+        }
+        down += early.len() as u64;
+    }
+    let (mut from_backend, mut to_backend) = tokio::io::split(&mut *backend);
+    let mut buf = bytes::BytesMut::with_capacity(TUNNEL_READ);
+    let (mut client_open, mut backend_open) = (true, true);
+    let clean = loop {
+        if !client_open && !backend_open {
+            break true;
+        }
+        if buf.capacity() < TUNNEL_READ {
+            buf = bytes::BytesMut::with_capacity(TUNNEL_READ);
+        }
+        let step = within(idle, async {
+            tokio::select! {
+                chunk = recv.recv_data(), if client_open => Moved::Up(chunk),
+                read = from_backend.read_buf(&mut buf), if backend_open => Moved::Down(read),
+            }
+        })
+        .await;
+        match step {
+            None | Some(Moved::Up(Err(_))) => break false,
+            Some(Moved::Up(Ok(None))) => {
+                client_open = false;
+                let _ = to_backend.shutdown().await;
+            }
+            Some(Moved::Up(Ok(Some(mut chunk)))) => {
+                let piece = chunk.copy_to_bytes(chunk.remaining());
+                if !matches!(
+                    within(idle, to_backend.write_all(&piece)).await,
+                    Some(Ok(()))
+                ) {
+                    break false;
+                }
+                up += piece.len() as u64;
+            }
+            Some(Moved::Down(Ok(0) | Err(_))) => {
+                backend_open = false;
+                if !matches!(within(idle, send.finish()).await, Some(Ok(()))) {
+                    break false;
+                }
+            }
+            Some(Moved::Down(Ok(n))) => {
+                if !matches!(
+                    within(idle, send.send_data(buf.split().freeze())).await,
+                    Some(Ok(()))
+                ) {
+                    break false;
+                }
+                down += n as u64;
+            }
+        }
+    };
+    if !clean {
+        send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+        let _ = to_backend.shutdown().await;
+    }
+    (up, down)
+}
+
+/// Bytes read from a WebSocket's backend at once.
+const TUNNEL_READ: usize = 16 * 1024;
+
+enum Moved<U, D> {
+    Up(U),
+    Down(D),
 }
