@@ -22,6 +22,7 @@ pub mod backend;
 pub mod bench_target;
 pub mod body_sink;
 pub mod certs;
+pub mod challdns;
 pub mod client;
 pub mod raw_backend;
 pub mod tempdir;

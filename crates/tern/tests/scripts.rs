@@ -170,6 +170,38 @@ fn backend_faults_script_short_form() {
     }
 }
 
+/// bench/backend-churn.sh in a short form: origins are killed and
+/// restored under tern's load, and the table has tern's row with figures.
+#[test]
+fn backend_churn_script_short_form() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "backend-churn.sh",
+        &[
+            ("SERVERS", "tern"),
+            ("DURATION", "5"),
+            ("STEADY_S", "1"),
+            ("C", "2"),
+            ("DOWN_S", "1"),
+            ("UP_S", "1"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let (row, cells) = tern_row(&out);
+    // | tern | kills | requests | failed | failed % | p99 rest | p99 churn |
+    assert_eq!(cells.len(), 9, "{row}");
+    let number = |i: usize| -> f64 {
+        cells[i]
+            .parse()
+            .unwrap_or_else(|_| panic!("cell {i} of {row:?} is not a number"))
+    };
+    assert!(number(2) >= 1.0, "at least one origin was killed: {row}");
+    assert!(number(3) > 0.0, "requests were served: {row}");
+    assert!(number(7) > 0.0, "{row}");
+}
+
 #[test]
 fn h2_flood_script_short_form() {
     if !installed("nginx") || !installed("taskset") {

@@ -16,6 +16,10 @@ use tern_testsupport::tern::Served;
 mod affinity;
 #[path = "upstreams/balance.rs"]
 mod balance;
+#[path = "upstreams/dns.rs"]
+mod dns;
+#[path = "upstreams/drain.rs"]
+mod drain;
 #[path = "upstreams/failover.rs"]
 mod failover;
 #[path = "upstreams/grpc.rs"]
@@ -55,6 +59,39 @@ pub fn start_front(workers: usize, upstreams: &str, default: &str, listener_extr
             )
         })
         .start()
+}
+
+/// tern with the admin listener on, the top-level keys `globals`, the
+/// `[[upstream]]` tables in `upstreams`, and one listener forwarding to
+/// the group `app` (2 workers, access log off, certificate for localhost).
+pub fn start_with_admin(globals: &str, upstreams: &str) -> Served {
+    let (globals, upstreams) = (globals.to_string(), upstreams.to_string());
+    Served::builder()
+        .cert_names(&["localhost"])
+        .no_backend()
+        .admin()
+        .config(move |c| {
+            format!(
+                "workers = 2\naccess_log = \"off\"\nadmin = \"{admin}\"\n{globals}\n\n{upstreams}\n\n\
+                 [[listener]]\nlisten = \"{addr}\"\nupstream = \"app\"\ncert = {chain:?}\nkey = {key:?}\n",
+                admin = c.admin(),
+                addr = c.listen,
+                chain = c.chain(),
+                key = c.key(),
+            )
+        })
+        .start()
+}
+
+/// Sends `GET /slow/<ms>` on its own connection to `front` from another
+/// thread; the thread returns the status.
+pub fn slow_request(front: &Served, ms: u64) -> std::thread::JoinHandle<std::io::Result<u16>> {
+    let mut conn = front.connect();
+    std::thread::spawn(move || {
+        conn.set_read_timeout(std::time::Duration::from_secs(20))?;
+        conn.get("localhost", &format!("/slow/{ms}"))
+            .map(|r| r.status)
+    })
 }
 
 /// `servers = [...]` entries with weight 1 for `addrs`.

@@ -35,8 +35,8 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    Affinity, BackendAddr, BackendProtocol, BackendTls, Balance, HashKey, HealthCheck, Outliers,
-    PassiveEjection, Retries, ServerConfig, UpstreamConfig,
+    Affinity, BackendAddr, BackendProtocol, BackendTls, Balance, DnsSettings, HashKey, HealthCheck,
+    Outliers, PassiveEjection, Retries, ServerConfig, UpstreamConfig,
 };
 
 /// A whole, validated configuration.
@@ -54,6 +54,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Admin listener for /metrics and /health (loopback only), if on.
     pub admin: Option<SocketAddr>,
+    /// How backends given by name are resolved.
+    pub dns: DnsSettings,
     /// Where the running tern hands its sockets to a new binary, if on.
     pub upgrade_socket: Option<PathBuf>,
     /// The user (and group) to switch to after binding, if any.

@@ -151,6 +151,10 @@ pub mod defaults {
     pub const MAX_FAILS: u32 = 3;
     /// `[[upstream]] fail_timeout` (also for `--backend` lists).
     pub const FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+    /// `resolver_min_ttl`.
+    pub const RESOLVER_MIN_TTL: Duration = Duration::from_secs(1);
+    /// `resolver_max_ttl`.
+    pub const RESOLVER_MAX_TTL: Duration = Duration::from_secs(60);
     /// Weight of a server given without one.
     pub const WEIGHT: u32 = 1;
     /// `[[upstream]] hash_key`.
@@ -236,6 +240,22 @@ pub struct GlobalOptions {
     /// Off by default; only loopback addresses are accepted.
     #[arg(long, value_name = "ADDR:PORT")]
     pub admin: Option<String>,
+
+    /// DNS server that resolves backends given by name, IP or IP:PORT (port
+    /// 53 when absent). [default: the nameservers of /etc/resolv.conf]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub resolver: Option<String>,
+
+    /// Shortest time between two resolutions of a backend name: a record
+    /// with a shorter TTL (or 0) is re-resolved after this long.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::RESOLVER_MIN_TTL))]
+    pub resolver_min_ttl: Option<String>,
+
+    /// Longest time between two resolutions of a backend name, whatever
+    /// the TTL; also the wait before retrying a name whose resolution
+    /// failed is at most this long.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::RESOLVER_MAX_TTL))]
+    pub resolver_max_ttl: Option<String>,
 
     /// Unix socket on which the running tern hands its listening sockets to
     /// a new binary started with `tern serve --upgrade` (docs/upgrade.md).

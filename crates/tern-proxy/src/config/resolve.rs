@@ -120,6 +120,11 @@ pub(crate) fn resolve_global(
             Some(addr)
         }
     };
+    let dns = super::upstream::dns_settings(
+        g.resolver.as_deref(),
+        g.resolver_min_ttl.as_deref(),
+        g.resolver_max_ttl.as_deref(),
+    )?;
     let upgrade_socket = g.upgrade_socket.as_deref().map(PathBuf::from);
     let run_as = run_as(g.user.as_deref(), g.group.as_deref())?;
     Ok(Config {
@@ -127,6 +132,7 @@ pub(crate) fn resolve_global(
         upgrade_socket,
         run_as,
         admin,
+        dns,
         upstreams,
         workers,
         accept,

@@ -4,6 +4,7 @@
 mod addr;
 mod tls;
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -97,13 +98,88 @@ pub struct PassiveEjection {
     pub max_fail_timeout: Duration,
 }
 
-/// One server of a group.
+/// How backends given by name are resolved (top-level `resolver*` keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DnsSettings {
+    /// The DNS server asked; `None`: those of /etc/resolv.conf.
+    pub resolver: Option<SocketAddr>,
+    /// Shortest time between two resolutions of a name.
+    pub min_ttl: Duration,
+    /// Longest time between two resolutions of a name.
+    pub max_ttl: Duration,
+}
+
+impl Default for DnsSettings {
+    fn default() -> Self {
+        DnsSettings {
+            resolver: None,
+            min_ttl: defaults::RESOLVER_MIN_TTL,
+            max_ttl: defaults::RESOLVER_MAX_TTL,
+        }
+    }
+}
+
+/// The `resolver*` keys, checked: an IP with an optional port, and
+/// `0 < resolver_min_ttl <= resolver_max_ttl`.
+pub(crate) fn dns_settings(
+    resolver: Option<&str>,
+    min_ttl: Option<&str>,
+    max_ttl: Option<&str>,
+) -> Result<DnsSettings, KeyError> {
+    let resolver = match resolver {
+        None => None,
+        Some(text) => Some(
+            text.parse::<SocketAddr>()
+                .or_else(|_| text.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| {
+                    key_err(
+                        "resolver",
+                        format!("{text:?} is not an IP address or IP:PORT"),
+                    )
+                })?,
+        ),
+    };
+    let min_ttl = duration(min_ttl, "resolver_min_ttl", defaults::RESOLVER_MIN_TTL)?;
+    let max_ttl = duration(max_ttl, "resolver_max_ttl", defaults::RESOLVER_MAX_TTL)?;
+    if min_ttl.is_zero() {
+        return Err(key_err("resolver_min_ttl", "must be more than 0"));
+    }
+    if max_ttl < min_ttl {
+        return Err(key_err(
+            "resolver_max_ttl",
+            format!("{max_ttl:?} is less than resolver_min_ttl ({min_ttl:?})"),
+        ));
+    }
+    Ok(DnsSettings {
+        resolver,
+        min_ttl,
+        max_ttl,
+    })
+}
+
+/// One server of a group, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Its address.
+    /// Its address. For a server given by name only the port counts (the
+    /// IP is unspecified): its addresses come from resolving `name`.
     pub addr: BackendAddr,
     /// Relative share of requests.
     pub weight: u32,
+    /// The DNS name of a server given as `NAME:PORT` (or a URL with a
+    /// name): every A and AAAA address of it becomes a server of the
+    /// group, re-resolved on the records' TTL (docs/backends.md, "Servers
+    /// by name").
+    pub name: Option<String>,
+}
+
+impl std::fmt::Display for ServerConfig {
+    /// `ADDR:PORT`, `unix:/path`, or `NAME:PORT` for a server given by name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.name, self.addr) {
+            (Some(name), BackendAddr::Tcp(a)) => write!(f, "{name}:{}", a.port()),
+            _ => write!(f, "{}", self.addr),
+        }
+    }
 }
 
 /// A validated backend group.
@@ -141,6 +217,7 @@ impl UpstreamConfig {
                 .map(|addr| ServerConfig {
                     addr: addr.into(),
                     weight: defaults::WEIGHT,
+                    name: None,
                 })
                 .collect(),
             balance: Balance::RoundRobin,
@@ -238,6 +315,7 @@ pub(crate) fn resolve_group(
         servers.push(ServerConfig {
             addr: spec.addr,
             weight,
+            name: spec.name.clone(),
         });
         specs.push(spec);
     }

@@ -1,4 +1,5 @@
-//! The admin listener: Prometheus text at /metrics, liveness at /health.
+//! The admin listener: Prometheus text at /metrics, liveness at /health,
+//! backend servers listed and drained at /servers ([`super::admin_servers`]).
 //! Off by default and loopback only (it has no authentication).
 //!
 //! It runs on the control-plane runtime, away from the workers, on the
@@ -11,6 +12,7 @@
 //! | `GET /metrics`               | 200, Prometheus text format 0.0.4        |
 //! | `GET /health`                | 200 `ok` while tern serves; 503 `draining` once it shuts down (in-flight requests finishing) |
 //! | `HEAD` of either             | the same head, no body                   |
+//! | `/servers`, `/servers/...`   | see [`super::admin_servers`]             |
 //! | another path                 | 404                                      |
 //! | another method               | 405 with `Allow: GET, HEAD`              |
 //! | a malformed head             | 400                                      |
@@ -46,6 +48,9 @@ pub(crate) async fn serve(
 }
 
 fn respond(request: &Request, metrics: &Metrics, current: &Current, draining: bool) -> Response {
+    if let Some(response) = super::admin_servers::respond(request, current) {
+        return response;
+    }
     if !request.is_get_or_head() {
         return Response::only_get_and_head();
     }
@@ -65,7 +70,11 @@ fn respond(request: &Request, metrics: &Metrics, current: &Current, draining: bo
             let detail = crate::metrics::acme_health_lines(&acme_snapshots(current));
             Response::text(200, "OK", &format!("ok\n{detail}"))
         }
-        _ => Response::text(404, "Not Found", "not found: try /metrics or /health\n"),
+        _ => Response::text(
+            404,
+            "Not Found",
+            "not found: try /metrics, /health or /servers\n",
+        ),
     }
 }
 

@@ -5,15 +5,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use tern_acme::Challenge;
 
-use crate::config::{Config, ListenerConfig, Upstream, UpstreamConfig};
+use crate::config::{Config, DnsSettings, ListenerConfig, Upstream, UpstreamConfig};
 use crate::control::acme::AcmeRegistry;
 use crate::error::ServeError;
-use crate::upstream::UpstreamShared;
+use crate::metrics::Metrics;
+use crate::upstream::{dns, UpstreamShared};
 
 /// Certificates expiring sooner than this are warned about at start-up
 /// and on every reload.
@@ -161,6 +163,9 @@ impl Generation {
                             .iter()
                             .find(|u| u.config.name == group.config.name)
                     }) {
+                        // Names keep their addresses until re-resolved,
+                        // and those servers their health.
+                        group.inherit_addresses(old);
                         group.inherit_health(old);
                     }
                     group
@@ -175,6 +180,60 @@ impl Generation {
     pub(crate) fn start_health_checks(&self) {
         for u in &self.upstreams {
             tokio::spawn(u.clone().run_health_checks(self.retired.subscribe()));
+        }
+    }
+
+    /// Starts the re-resolution of every backend given by name, on the
+    /// current runtime, until this generation retires. The first
+    /// resolution of each name happens at once.
+    pub(crate) fn start_resolvers(&self, dns: DnsSettings, metrics: &Arc<Metrics>) {
+        let Some(resolver) = self.resolver(dns) else {
+            return;
+        };
+        for u in &self.upstreams {
+            for entry in u.named_servers() {
+                tokio::spawn(u.clone().run_resolution(
+                    resolver.clone(),
+                    metrics.clone(),
+                    entry,
+                    Duration::ZERO,
+                    self.retired.subscribe(),
+                ));
+            }
+        }
+    }
+
+    /// Resolves every backend name once, all at once (each bounded by
+    /// [`dns::RESOLVE_TIMEOUT`]): at start, so that the first requests
+    /// find their servers.
+    pub(crate) async fn resolve_names(&self, dns: DnsSettings, metrics: &Metrics) {
+        let Some(resolver) = self.resolver(dns) else {
+            return;
+        };
+        let rounds = self.upstreams.iter().flat_map(|u| {
+            let resolver = &resolver;
+            u.named_servers()
+                .into_iter()
+                .map(move |(i, name, port)| async move {
+                    u.resolve_once(resolver, metrics, (i, &name, port), &mut 0)
+                        .await;
+                })
+        });
+        futures_util::future::join_all(rounds).await;
+    }
+
+    /// A resolver for the backend names of this generation (`None`, logged,
+    /// when there are none or the resolver cannot start).
+    fn resolver(&self, dns: DnsSettings) -> Option<dns::Resolver> {
+        if self.upstreams.iter().all(|u| u.named_servers().is_empty()) {
+            return None;
+        }
+        match dns::Resolver::new(dns) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!("{e}: backends given by name get no addresses");
+                None
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 
 pub(crate) mod acme;
 pub(crate) mod admin;
+mod admin_servers;
 pub(crate) mod demo;
 mod fd_limit;
 pub(crate) mod generation;

@@ -43,6 +43,9 @@ pub(crate) struct Request {
     pub target: String,
     /// The Host field, if any.
     pub host: Option<String>,
+    /// Whether it carries an `Origin` field: browsers add one to the
+    /// requests a web page makes, scripts and scrapers do not.
+    pub has_origin: bool,
 }
 
 impl Request {
@@ -151,6 +154,7 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
             .get("host")
             .and_then(|h| std::str::from_utf8(h).ok())
             .map(str::to_string),
+        has_origin: head.fields.get("origin").is_some(),
     })
 }
 

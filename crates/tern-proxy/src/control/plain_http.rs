@@ -89,6 +89,7 @@ mod tests {
             path: target.split('?').next().unwrap().into(),
             target: target.into(),
             host: host.map(str::to_string),
+            has_origin: false,
         }
     }
 

@@ -159,6 +159,8 @@ fn serve(
     // Everything that needs root is done: sockets bound, keys read.
     super::privilege::drop_to(config.run_as.as_ref())?;
     let metrics = Arc::new(Metrics::default());
+    // Backends given by name get their addresses before the first request.
+    control.block_on(generation.resolve_names(config.dns, &metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
     let clients = Arc::default();
@@ -197,6 +199,7 @@ fn serve(
     let grace = control.block_on(async {
         if let Ok(g) = current.lock() {
             g.start_health_checks();
+            g.start_resolvers(config.dns, &metrics);
         }
         acme.start_and_retain(&config);
         // The listeners of the control runtime, stopped when a new binary
@@ -525,6 +528,7 @@ fn apply_reload(state: &mut ControlState, new: Config) -> Result<u64, ServeError
         state.held.add_all(Kind::Udp, *addr, list);
     }
     generation.start_health_checks();
+    generation.start_resolvers(new.dns, &state.metrics);
     for (id, tx) in state.senders.iter().enumerate() {
         let _ = tx.send(WorkerUpdate {
             generation: generation.clone(),
@@ -628,7 +632,7 @@ fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
             .config
             .servers
             .iter()
-            .map(|s| s.addr.to_string())
+            .map(ToString::to_string)
             .collect();
         if upstream.config.name == "demo" {
             let url = format!("https://{}/", l.listen).replace("127.0.0.1", "localhost");

@@ -22,6 +22,7 @@ use tern_tls::{ClientCertRefusal, Negotiated};
 
 mod acme;
 mod backend;
+mod dns;
 mod histogram;
 mod labels;
 mod process;
@@ -72,6 +73,8 @@ pub struct Metrics {
     backends: BackendLatency,
     /// Retries on other servers, by upstream name.
     retries: retries::Retries,
+    /// Resolutions of backend names.
+    dns: dns::DnsResolutions,
 }
 
 impl Default for Metrics {
@@ -102,6 +105,7 @@ impl Default for Metrics {
             grpc_seconds: Histogram::new(GRPC_BOUNDS_US),
             backends: BackendLatency::default(),
             retries: retries::Retries::default(),
+            dns: dns::DnsResolutions::default(),
             versions,
             ciphers,
             groups,
@@ -334,6 +338,11 @@ impl Metrics {
         self.backends.observe(upstream, server, took);
     }
 
+    /// Counts one resolution of the backend name `name` of `upstream`.
+    pub fn dns_resolved(&self, upstream: &str, name: &str, ok: bool) {
+        self.dns.record(upstream, name, ok);
+    }
+
     /// Prometheus text exposition of everything, with each backend's health
     /// as (upstream, server, up).
     pub fn render(
@@ -351,6 +360,7 @@ impl Metrics {
         self.render_quic_retries(&mut e);
         self.render_backends(&mut e, health);
         self.retries.render(&mut e);
+        self.dns.render(&mut e);
         self.render_reloads(&mut e);
         acme::render(&mut e, acme_certs);
         e.family(

@@ -11,16 +11,18 @@
 //!   GET <path> every interval, rise/fall                    try the next live server once
 //! ```
 //!
-//! Module map: [`shared`] the process-wide state, [`balance`] the
-//! policies, [`affinity`] hash ring and sticky cookie, [`outlier`]
-//! passive ejection and slow start, [`retry`] retries on another server
-//! and their budget, [`pool`] idle connections, [`health`] active checks,
+//! Module map: [`shared`] the process-wide state and its server set,
+//! [`dns`] servers given by name, [`balance`] the policies, [`affinity`]
+//! hash ring and sticky cookie, [`outlier`] passive ejection and slow
+//! start, [`retry`] retries on another server and their budget, [`pool`]
+//! idle connections, [`health`] active checks,
 //! [`sessions`] HTTP/2 sessions (h2c and h2), [`tls`] the TLS client for h2,
 //! [`h1`] and [`h2`] the clients for one exchange.
 
 mod affinity;
 mod balance;
 mod connect;
+pub(crate) mod dns;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
@@ -48,7 +50,6 @@ pub(crate) use affinity::cookie;
 pub use pool::SWEEP_INTERVAL;
 pub use retry::Tries;
 pub use sessions::H2Stream;
-#[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
 pub use stream::{BackendStream, Socket};
 

@@ -31,7 +31,6 @@ pub struct UpstreamShared {
     pub config: UpstreamConfig,
     /// The servers requests may go to now.
     set: ArcSwap<ServerSet>,
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Serializes changes of `set` (control plane only: DNS, reload).
     changing: Mutex<()>,
     /// Taken to decide an ejection on responses (rare), so that two
@@ -55,7 +54,6 @@ pub struct ServerSet {
     pub weights: Vec<u32>,
 }
 
-#[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
 /// What the operator asked of a server on the admin listener (until the
 /// next reload, which starts every server `Enabled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +69,6 @@ pub enum AdminState {
     Disabled,
 }
 
-#[allow(dead_code)] // the admin listener uses it (issue 28)
 impl AdminState {
     /// The word used on the admin listener and in logs.
     pub fn as_str(self) -> &'static str {
@@ -211,19 +208,16 @@ impl Server {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Requests sent to it since it joined the group.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// What the operator asked of it.
     pub fn admin(&self) -> AdminState {
         AdminState::from_u8(self.admin.load(Ordering::Relaxed))
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Sets what the operator asked of it; returns the previous state.
     pub fn set_admin(&self, state: AdminState) -> AdminState {
         AdminState::from_u8(self.admin.swap(state.to_u8(), Ordering::Relaxed))
@@ -316,12 +310,13 @@ impl ServerSet {
 }
 
 impl UpstreamShared {
-    /// State for a group: the servers of its configuration (a name's first
-    /// address until it is re-resolved), every one up and enabled.
+    /// State for a group: the servers of its configuration given by
+    /// address, every one up and enabled (names get theirs from DNS).
     pub fn new(config: UpstreamConfig) -> Arc<Self> {
         let mut servers: Vec<Arc<Server>> = Vec::with_capacity(config.servers.len());
         for (origin, s) in config.servers.iter().enumerate() {
-            if !servers.iter().any(|known| known.addr == s.addr) {
+            // A name has no address until it is resolved (or inherited).
+            if s.name.is_none() && !servers.iter().any(|known| known.addr == s.addr) {
                 servers.push(Arc::new(Server::new(s.addr, s.weight, origin)));
             }
         }
@@ -339,7 +334,6 @@ impl UpstreamShared {
         self.set.load()
     }
 
-    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
     /// Makes `addrs` the servers that come from configuration entry
     /// `origin` (a name's addresses after a resolution): servers whose
     /// address stays keep their state, new ones start up and enabled, the

@@ -63,13 +63,7 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
     );
     let front = start_front(2, &upstreams, "app", "");
     // One slow request keeps one backend busy for a while.
-    let slow_conn = front.connect();
-    let slow = std::thread::spawn(move || {
-        let mut conn = slow_conn;
-        conn.set_read_timeout(Duration::from_secs(20))
-            .expect("read timeout");
-        conn.get("localhost", "/slow/3000").map(|r| r.status)
-    });
+    let slow = super::slow_request(&front, 3000);
     let deadline = Instant::now() + Duration::from_secs(5);
     while a.requests() + b.requests() == 0 {
         assert!(Instant::now() < deadline, "the slow request never arrived");

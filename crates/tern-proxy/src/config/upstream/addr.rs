@@ -3,7 +3,7 @@
 //! `h2c://app:8080`) whose scheme also says how to speak to the server.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -89,6 +89,11 @@ pub struct ServerSpec {
     /// The host as written (a DNS name or an IP address, brackets
     /// removed); `None` for a Unix socket. The default TLS server name.
     pub host: Option<String>,
+    /// The DNS name to resolve when the host is not an IP address
+    /// (lower case, no final dot). Not resolved here: the group's resolver
+    /// does it, again on the records' TTL, and every address it gives is a
+    /// server; `addr` then carries only the port (its IP unspecified).
+    pub name: Option<String>,
 }
 
 /// Most bytes of a Unix socket path (`sun_path` on Linux is 108 bytes,
@@ -124,11 +129,23 @@ pub fn parse_server(text: &str, base: &Path) -> Result<ServerSpec, String> {
         None => (None, text),
     };
     let (host, port) = split_host_port(text, rest, scheme.map(Scheme::default_port))?;
-    let addr = resolve(text, &host, port)?;
+    let (addr, name) = match host.parse::<IpAddr>() {
+        Ok(ip) => (SocketAddr::new(ip, port), None),
+        Err(_) if is_dns_name(&host) => (
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+            Some(host.trim_end_matches('.').to_ascii_lowercase()),
+        ),
+        Err(_) => {
+            return Err(format!(
+                "{text:?}: {host:?} is neither an IP address nor a DNS name"
+            ))
+        }
+    };
     Ok(ServerSpec {
         addr: BackendAddr::Tcp(addr),
         scheme,
         host: Some(host),
+        name,
     })
 }
 
@@ -152,6 +169,7 @@ fn unix(text: &str, path: &str, base: &Path) -> Result<ServerSpec, String> {
         addr: BackendAddr::Unix(intern(path)),
         scheme: None,
         host: None,
+        name: None,
     })
 }
 
@@ -226,16 +244,21 @@ fn split_host_port(
     Ok((host.to_string(), port))
 }
 
-/// The first address `host` resolves to.
-fn resolve(text: &str, host: &str, port: u16) -> Result<SocketAddr, String> {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{text:?}: cannot resolve {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{text:?}: {host:?} resolves to no address"))
+/// A host name as DNS carries it: dot-separated labels of 1 to 63
+/// letters, digits, `-` or `_`, not starting or ending with `-`, 253
+/// characters at most (a final dot allowed).
+fn is_dns_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 /// A `&'static` copy of `path`, made once per distinct path: configs are
@@ -312,12 +335,18 @@ mod tests {
     }
 
     #[test]
-    fn a_name_keeps_its_host_for_tls() {
-        let spec = parse("https://localhost").expect("localhost resolves");
+    fn a_name_keeps_its_host_for_tls_and_is_resolved_later() {
+        let spec = parse("https://localhost").expect("a name");
         assert_eq!(spec.host.as_deref(), Some("localhost"));
+        assert_eq!(spec.name.as_deref(), Some("localhost"));
         assert!(
-            matches!(spec.addr, BackendAddr::Tcp(a) if a.port() == 443 && a.ip().is_loopback())
+            matches!(spec.addr, BackendAddr::Tcp(a) if a.port() == 443 && a.ip().is_unspecified())
         );
+        let spec = parse("App.Internal.:8080").expect("a name");
+        assert_eq!(spec.name.as_deref(), Some("app.internal"));
+        assert_eq!(parse("10.0.0.7:8080").expect("an address").name, None);
+        // Resolution is the resolver's business, at start and on the TTL.
+        assert!(parse("no-such-host.invalid:80").is_ok());
     }
 
     #[test]
@@ -367,7 +396,9 @@ mod tests {
             ("unix:", "no socket path"),
             ("unix:///run/app.sock", "one slash"),
             (long.as_str(), "at most 107 bytes"),
-            ("no-such-host.invalid:80", "cannot resolve"),
+            ("-app:80", "neither an IP address nor a DNS name"),
+            ("a..b:80", "neither"),
+            ("a b:80", "neither"),
         ];
         for (text, want) in cases {
             match parse(text) {
