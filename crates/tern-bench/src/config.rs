@@ -190,6 +190,23 @@ pub struct BenchConfig {
     pub server_pids: Vec<u32>,
     /// The command line, for the disclosure.
     pub command_line: String,
+    /// A request mix (`--targets FILE`) sent instead of the one request
+    /// of `method`, `headers` and `body`.
+    pub mix: Option<crate::mix::RequestMix>,
+    /// A load shape (`--stages`): each stage run in turn, its level the
+    /// rate (open loop) or the connections (closed loop); replaces the
+    /// stop condition and the rounds.
+    pub stages: Vec<crate::stages::Stage>,
+    /// A capacity search (`--find-max-rate`) instead of a fixed load.
+    pub search: Option<crate::search::SearchConfig>,
+    /// This process's part of a run split over several (`--shard i/N`),
+    /// already applied to the connections, rate and count.
+    pub shard: Option<crate::shard::Shard>,
+    /// Wall-clock moment the run (its warm-up, if any) starts.
+    pub start_at: Option<std::time::SystemTime>,
+    /// Source address of every TCP connection (`--laddr`); `None` lets
+    /// the kernel pick.
+    pub local_addr: Option<std::net::IpAddr>,
 }
 
 impl BenchConfig {
@@ -219,6 +236,12 @@ impl BenchConfig {
             progress: false,
             server_pids: Vec::new(),
             command_line: String::new(),
+            mix: None,
+            stages: Vec::new(),
+            search: None,
+            shard: None,
+            start_at: None,
+            local_addr: None,
         }
     }
 }

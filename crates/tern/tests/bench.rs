@@ -35,3 +35,6 @@ mod truths;
 
 #[path = "bench/gates.rs"]
 mod gates;
+
+#[path = "bench/scale.rs"]
+mod scale;

@@ -1,0 +1,421 @@
+//! `tern bench` at scale, against real servers on loopback: a weighted
+//! request mix counted by the origin (bench/scale_origin.py), the capacity
+//! search against tern serve in front of an origin with a known knee, and
+//! one run split over four processes, merged.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tern_testsupport::python_origin::PythonOrigin;
+use tern_testsupport::tern::{log_field, Served};
+
+use crate::support::{artifact, bench, bench_json, num, summary, tern};
+
+/// The mix of the tests: weights 4, 3, 2, 1; the last two fail their
+/// checks (a body without the text asked, a 503).
+const MIX: &str = r#"
+[[request]]
+path = "/a"
+weight = 4
+expect_status = 200
+
+[[request]]
+path = "/b"
+weight = 3
+expect_body = "ok /b"
+
+[[request]]
+path = "/c"
+weight = 2
+expect_body = "not in the body"
+
+[[request]]
+method = "POST"
+path = "/status/503"
+weight = 1
+body_file = "post.json"
+expect_status = [200, 204]
+"#;
+
+fn mix_file(test: &str) -> String {
+    std::fs::write(artifact(test, "post.json"), b"{\"x\": 1}").expect("body file");
+    let path = artifact(test, "mix.toml");
+    std::fs::write(&path, MIX).expect("targets file");
+    path.display().to_string()
+}
+
+fn errors(report: &Value) -> BTreeMap<String, u64> {
+    report["targets"][0]["stats"]["errors"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each path's share of what the origin served matches its weight within
+/// 1% of the requests sent (the tolerance: tickets cycle through the
+/// weights exactly, so only requests sent again after a GOAWAY shift it),
+/// over HTTP/1.1 straight to the origin and over HTTP/2 through tern serve.
+#[test]
+fn a_weighted_mix_reaches_the_origin_in_proportion_and_failed_checks_count() {
+    let origin = PythonOrigin::counting(0.0);
+    let served = Served::builder()
+        .backend_addr(origin.addr())
+        .args(&["--access-log", "off"])
+        .start();
+    let mix = mix_file("weighted_mix");
+    let direct = format!("http://{}/", origin.addr());
+    let fronted = format!("https://{}/", served.addr);
+    let runs: [&[&str]; 2] = [
+        &["-n", "1000", "-c", "10", "--targets", &mix, &direct],
+        &[
+            "-n",
+            "1000",
+            "-c",
+            "5",
+            "-h2",
+            "-m",
+            "4",
+            "--targets",
+            &mix,
+            &fronted,
+        ],
+    ];
+    let mut served_so_far: BTreeMap<String, u64> = BTreeMap::new();
+    for args in runs {
+        let report = bench_json(args);
+        let counts = origin.counts();
+        for (path, weight) in [("/a", 4.0), ("/b", 3.0), ("/c", 2.0), ("/status/503", 1.0)] {
+            let got = counts.get(path).copied().unwrap_or(0)
+                - served_so_far.get(path).copied().unwrap_or(0);
+            let want = 1000.0 * weight / 10.0;
+            assert!(
+                (got as f64 - want).abs() <= 10.0,
+                "{args:?}: {path} served {got} times, weight says {want}: {counts:?}"
+            );
+        }
+        let errors = errors(&report);
+        let by_body = errors["check: body without \"not in the body\""];
+        let by_status = errors["check: status 503, expected 200 or 204"];
+        assert_eq!(
+            by_status,
+            counts["/status/503"] - served_so_far.get("/status/503").copied().unwrap_or(0),
+            "every 503 failed its check: {errors:?}"
+        );
+        assert_eq!(
+            by_body,
+            counts["/c"] - served_so_far.get("/c").copied().unwrap_or(0),
+            "every /c failed its body check: {errors:?}"
+        );
+        let s = summary(&report, 0);
+        assert_eq!(num(s, "failed") as u64, by_body + by_status);
+        assert_eq!(num(s, "completed") as u64 + by_body + by_status, 1000);
+        let described = report["plan"]["request_mix"].as_str().unwrap_or_default();
+        assert!(described.contains("POST /status/503 10.0%"), "{described}");
+        served_so_far = counts;
+    }
+}
+
+#[test]
+fn a_bad_targets_file_is_refused_naming_its_line() {
+    let path = artifact("bad_targets", "mix.toml");
+    std::fs::write(
+        &path,
+        "[[request]]\npath = \"/\"\n\n[[request]]\npath = \"x\"\n",
+    )
+    .unwrap();
+    let out = bench(&[
+        "--targets",
+        &path.display().to_string(),
+        "http://127.0.0.1:9/",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:4: path \"x\" must start with '/'",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+/// tern serve in front of an origin that serves at most 200 requests per
+/// second: the search finds the highest rate with p99 < 50 ms within 10%
+/// of 200, says which rate broke it and why, and gives tern's CPU per
+/// request at each step.
+#[test]
+fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent() {
+    let knee = 200.0;
+    let origin = PythonOrigin::counting(knee);
+    let served = Served::builder()
+        .backend_addr(origin.addr())
+        .args(&["--access-log", "off"])
+        .start();
+    let url = format!("https://{}/", served.addr);
+    let json = artifact("capacity", "capacity.json");
+    let out = bench(&[
+        "--find-max-rate",
+        "--slo",
+        "p99<50ms,errors<1%",
+        "--start-rate",
+        "50",
+        "--step",
+        "2s",
+        "--precision",
+        "4%",
+        "-c",
+        "20",
+        "--no-progress",
+        "--json",
+        &json.display().to_string(),
+        &url,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let c = &report["targets"][0]["capacity"];
+    let max = c["max_rate"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no rate met the SLO:\n{text}"));
+    assert!(
+        (max - knee).abs() <= 0.1 * knee,
+        "found {max} req/s, the knee is {knee}:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("Max rate at SLO: {max:.0} req/s")),
+        "{text}"
+    );
+    let failing = c["first_failing"].as_f64().unwrap();
+    assert!(failing > max, "{text}");
+    assert!(
+        c["failing_reason"].as_str().unwrap().contains("p99<50ms"),
+        "{text}"
+    );
+    let steps = c["steps"].as_array().unwrap();
+    assert!(steps.len() >= 4, "{text}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["server_cpu_us_per_request"].as_f64().is_some()),
+        "tern's CPU per request at every step:\n{text}"
+    );
+}
+
+/// When the four shards start: two seconds from now, as Unix seconds.
+fn soon(after: Duration) -> String {
+    let at = SystemTime::now() + after;
+    format!(
+        "{:.3}",
+        at.duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+    )
+}
+
+fn spawn_shard(args: &[String]) -> Child {
+    tern()
+        .arg("bench")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tern bench")
+}
+
+fn wait_shard(child: Child) {
+    let out = child.wait_with_output().expect("shard finishes");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The `q` quantile of the latencies in hey-style CSVs, ms.
+fn csv_quantile(latencies: &mut [f64], q: f64) -> f64 {
+    latencies.sort_by(f64::total_cmp);
+    let rank = ((q * latencies.len() as f64).ceil() as usize).max(1);
+    latencies[rank - 1] * 1000.0
+}
+
+/// Four `--shard i/4` processes from four loopback addresses, started
+/// together: tern serve's access log shows the four clients, the merged
+/// counts add up to -n, and the merged percentiles are those of every
+/// request in the four CSVs.
+#[test]
+fn four_shards_started_together_merge_exactly() {
+    let served = Served::start(&[]);
+    let url = format!("https://{}/bytes/100", served.addr);
+    let at = soon(Duration::from_secs(2));
+    let files: Vec<(String, String)> = (0..4)
+        .map(|i| {
+            let json = artifact("shards", &format!("shard{i}.json"));
+            let csv = artifact("shards", &format!("shard{i}.csv"));
+            (json.display().to_string(), csv.display().to_string())
+        })
+        .collect();
+    let children: Vec<Child> = (0..4)
+        .map(|i| {
+            let args: Vec<String> = ["-n", "2002", "-c", "8", "--no-progress", "-o", "json"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([
+                    "--shard".into(),
+                    format!("{i}/4"),
+                    "--start-at".into(),
+                    at.clone(),
+                    "--laddr".into(),
+                    format!("127.0.0.{}", i + 2),
+                    "--json".into(),
+                    files[i].0.clone(),
+                    "--csv".into(),
+                    files[i].1.clone(),
+                    url.clone(),
+                ])
+                .collect();
+            spawn_shard(&args)
+        })
+        .collect();
+    for c in children {
+        wait_shard(c);
+    }
+    let log = served
+        .tern
+        .wait_stdout_lines("status=", 2002, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut clients: BTreeMap<String, usize> = BTreeMap::new();
+    for line in &log {
+        let client = log_field(line, "client").unwrap_or_default();
+        let ip = client.rsplit_once(':').map_or(client, |(ip, _)| ip);
+        *clients.entry(ip.to_string()).or_default() += 1;
+    }
+    // 2002 over four: 501, 501, 500, 500.
+    let want: BTreeMap<String, usize> = (0..4)
+        .map(|i| (format!("127.0.0.{}", i + 2), if i < 2 { 501 } else { 500 }))
+        .collect();
+    assert_eq!(clients, want, "requests per shard, by client address");
+
+    let merged_file = artifact("shards", "merged.json");
+    let mut merge = tern();
+    merge.args(["report", "merge", "-o", "json", "--json"]);
+    merge.arg(&merged_file);
+    merge.args(files.iter().map(|f| &f.0));
+    let out = merge.output().expect("tern report merge");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = summary(&merged, 0);
+    assert_eq!(num(s, "completed"), 2002.0);
+    let warnings = merged["warnings"].as_array().unwrap();
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.as_str().unwrap_or("").contains("overlap")),
+        "shards started together: {warnings:?}"
+    );
+    let mut latencies: Vec<f64> = files
+        .iter()
+        .flat_map(|(_, csv)| {
+            std::fs::read_to_string(csv)
+                .unwrap()
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split(',').next().and_then(|v| v.parse::<f64>().ok()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(latencies.len(), 2002);
+    for (p, q) in [("50", 0.5), ("99", 0.99)] {
+        let merged_ms = s["percentiles_ms"][p].as_f64().unwrap();
+        let csv_ms = csv_quantile(&mut latencies, q);
+        // The CSV has 0.1 ms resolution; the histogram 0.1%.
+        assert!(
+            (merged_ms - csv_ms).abs() <= 0.05 + 0.002 * csv_ms,
+            "p{p}: merged {merged_ms} ms, CSVs {csv_ms} ms"
+        );
+    }
+    // The per-second series lines up: completions per second add up too.
+    let series: u64 = merged["targets"][0]["stats"]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series, 2002);
+    let seconds = merged["targets"][0]["stats"]["second_latency"]
+        .as_array()
+        .unwrap();
+    assert!(!seconds.is_empty());
+}
+
+/// A shard that starts five seconds after the others is named in the
+/// merge's warnings: its load did not add to theirs.
+#[test]
+fn a_shard_started_five_seconds_late_is_flagged_by_the_merge() {
+    let served = Served::builder().args(&["--access-log", "off"]).start();
+    let url = format!("https://{}/bytes/100", served.addr);
+    let start = SystemTime::now() + Duration::from_secs(2);
+    let at = |late: u64| {
+        format!(
+            "{:.3}",
+            (start + Duration::from_secs(late))
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        )
+    };
+    let files: Vec<String> = (0..4)
+        .map(|i| {
+            artifact("late_shard", &format!("shard{i}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let children: Vec<Child> = (0..4)
+        .map(|i| {
+            let late = if i == 3 { 5 } else { 0 };
+            let args: Vec<String> = vec![
+                "-z".into(),
+                "1s".into(),
+                "-c".into(),
+                "4".into(),
+                "--no-progress".into(),
+                "--shard".into(),
+                format!("{i}/4"),
+                "--start-at".into(),
+                at(late),
+                "--json".into(),
+                files[i].clone(),
+                url.clone(),
+            ];
+            spawn_shard(&args)
+        })
+        .collect();
+    for c in children {
+        wait_shard(c);
+    }
+    let out = tern()
+        .args(["report", "merge"])
+        .args(&files)
+        .output()
+        .expect("tern report merge");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("shard 3/4 (report 4,") && text.contains("did not overlap any other run"),
+        "{text}"
+    );
+    assert!(!text.contains("shard 0/4 (report 1,"), "{text}");
+}
