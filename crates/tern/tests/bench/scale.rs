@@ -145,13 +145,21 @@ fn a_bad_targets_file_is_refused_naming_its_line() {
     );
 }
 
-/// tern serve in front of an origin that serves at most 200 requests per
-/// second: the search finds the highest rate with p99 < 50 ms within 10%
-/// of 200, says which rate broke it and why, and gives tern's CPU per
+/// tern serve in front of an origin that serves at most 100 requests per
+/// second: the search finds the highest rate that meets its SLO within 10%
+/// of 100, says which rate broke it and why, and gives tern's CPU per
 /// request at each step.
+///
+/// Why this SLO holds on a loaded machine: above the knee by a share e,
+/// the open loop's queue grows for the whole step, so the request at 95%
+/// of a 3 s step waits about 0.95 × 3 × e s: 150 ms from e = 5.3%, the
+/// bisection's last bracket. Below the knee the queue stays empty, and
+/// p95 (not p99) keeps the noise of a shared machine well under 150 ms.
+/// `-c 8` bounds the backlog a failed step leaves at the origin (8
+/// requests, 80 ms) for the next step's settling to drain.
 #[test]
 fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent() {
-    let knee = 200.0;
+    let knee = 100.0;
     let origin = PythonOrigin::counting(knee);
     let served = Served::builder()
         .backend_addr(origin.addr())
@@ -162,15 +170,15 @@ fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent
     let out = bench(&[
         "--find-max-rate",
         "--slo",
-        "p99<50ms,errors<1%",
+        "p95<150ms,errors<1%",
         "--start-rate",
-        "50",
+        "25",
         "--step",
-        "2s",
+        "3s",
         "--precision",
         "4%",
         "-c",
-        "20",
+        "8",
         "--no-progress",
         "--json",
         &json.display().to_string(),
@@ -199,7 +207,7 @@ fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent
     let failing = c["first_failing"].as_f64().unwrap();
     assert!(failing > max, "{text}");
     assert!(
-        c["failing_reason"].as_str().unwrap().contains("p99<50ms"),
+        c["failing_reason"].as_str().unwrap().contains("p95<150ms"),
         "{text}"
     );
     let steps = c["steps"].as_array().unwrap();
@@ -418,4 +426,87 @@ fn a_shard_started_five_seconds_late_is_flagged_by_the_merge() {
         "{text}"
     );
     assert!(!text.contains("shard 0/4 (report 1,"), "{text}");
+}
+
+/// deploy/k8s/bench-job.yaml: valid against Kubernetes' own schema
+/// (kubernetes-validate --strict, offline; installed by .ci/run), an
+/// Indexed Job running every shard at once, whose container arguments
+/// `tern bench` accepts as they stand once Kubernetes has put in the
+/// index (and the test its own target, start and length).
+#[test]
+fn the_kubernetes_bench_job_is_an_indexed_job_whose_args_tern_accepts() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/k8s/bench-job.yaml"
+    );
+    let out = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "-k", "1.32", path])
+        .output()
+        .expect("kubernetes-validate (pip install kubernetes-validate, see .ci/run)");
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("passed"), "{said}");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+            path,
+        ])
+        .output()
+        .expect("python3 with PyYAML");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    let n = spec["completions"].as_u64().unwrap();
+    assert_eq!(spec["parallelism"].as_u64(), Some(n), "every shard at once");
+    let container = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    );
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let shard = args.iter().position(|a| a == "--shard").unwrap();
+    assert_eq!(args[shard + 1], format!("$(SHARD_INDEX)/{n}"));
+    assert_eq!(args.remove(0), "bench");
+    // As Kubernetes runs it for index 0, against a local tern, shorter.
+    let served = Served::builder().args(&["--access-log", "off"]).start();
+    let replace = |args: &mut Vec<String>, flag: &str, value: String| {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1] = value;
+    };
+    args = args
+        .into_iter()
+        .map(|a| a.replace("$(SHARD_INDEX)", "0"))
+        .collect();
+    replace(&mut args, "--start-at", "now+100ms".into());
+    replace(&mut args, "-z", "1s".into());
+    replace(&mut args, "-c", "8".into());
+    replace(&mut args, "--rate", "200".into());
+    let last = args.len() - 1;
+    args[last] = format!("https://{}/bytes/10", served.addr);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = bench(&refs);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("JSON on stdout, for kubectl logs");
+    assert_eq!(report["shard"]["index"], 0);
+    assert_eq!(report["shard"]["count"].as_u64(), Some(n));
+    assert_eq!(
+        report["plan"]["connections"], 2,
+        "8 connections over 4 shards"
+    );
 }
