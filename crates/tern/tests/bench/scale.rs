@@ -510,3 +510,103 @@ fn the_kubernetes_bench_job_is_an_indexed_job_whose_args_tern_accepts() {
         "8 connections over 4 shards"
     );
 }
+
+/// Each stage holds its rate for its time and is reported on its own; a
+/// stage at 0 sends nothing.
+#[test]
+fn stages_hold_each_rate_and_are_reported_one_by_one() {
+    let origin = PythonOrigin::counting(0.0);
+    let url = format!("http://{}/staged", origin.addr());
+    let report = bench_json(&[
+        "--rate",
+        "1",
+        "--stages",
+        "1s:20,1s:0,1s:40",
+        "-c",
+        "4",
+        &url,
+    ]);
+    let stages = report["targets"][0]["stages"].as_array().unwrap();
+    let completed: Vec<u64> = stages
+        .iter()
+        .map(|s| s["completed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(stages.len(), 3);
+    assert_eq!(stages[2]["unit"], "req/s");
+    // An open loop sends rate x duration requests; a send the machine
+    // delays past the deadline is not made (a stall of a shared machine
+    // may cost a few, never add any).
+    assert!((14..=21).contains(&completed[0]), "{completed:?}");
+    assert_eq!(completed[1], 0);
+    assert!((28..=41).contains(&completed[2]), "{completed:?}");
+    assert!(completed[2] > completed[0], "{completed:?}");
+    assert_eq!(
+        origin.counts()["/staged"],
+        completed.iter().sum::<u64>(),
+        "the origin saw every stage's requests"
+    );
+    assert_eq!(
+        num(summary(&report, 0), "completed") as u64,
+        completed.iter().sum::<u64>()
+    );
+}
+
+/// With --compare each target has its own search, their steps
+/// interleaved on the run's clock, and each target's capacity printed.
+#[test]
+fn a_compared_capacity_search_interleaves_the_targets_and_reports_each() {
+    let origin = PythonOrigin::counting(0.0);
+    let served = Served::builder()
+        .backend_addr(origin.addr())
+        .args(&["--access-log", "off"])
+        .start();
+    let direct = format!("http://{}/", origin.addr());
+    let fronted = format!("https://{}/", served.addr);
+    let json = artifact("capacity_compare", "run.json");
+    let out = bench(&[
+        "--find-max-rate",
+        "--slo",
+        "errors<1%",
+        "--start-rate",
+        "20",
+        "--max-rate",
+        "40",
+        "--step",
+        "1s",
+        "-c",
+        "4",
+        "--no-progress",
+        "--json",
+        &json.display().to_string(),
+        "--compare",
+        &direct,
+        &fronted,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.matches("Max rate at SLO: 40 req/s").count(),
+        2,
+        "{text}"
+    );
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let starts = |i: usize| -> Vec<f64> {
+        report["targets"][i]["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["start_s"].as_f64().unwrap())
+            .collect()
+    };
+    let (a, b) = (starts(0), starts(1));
+    assert_eq!((a.len(), b.len()), (2, 2), "20 then 40 req/s each");
+    assert!(
+        a[0] < b[0] && b[0] < a[1] && a[1] < b[1],
+        "interleaved: {a:?} {b:?}"
+    );
+    for i in 0..2 {
+        let c = &report["targets"][i]["capacity"];
+        assert_eq!(c["max_rate"], 40.0);
+        assert!(c["note"].as_str().unwrap().contains("--max-rate"), "{c}");
+    }
+}
