@@ -6,12 +6,39 @@ use std::time::Duration;
 
 use crate::target::Target;
 
-/// Requests per target when neither `-n` nor `-z` is given (hey's).
-pub const DEFAULT_REQUESTS: u64 = 200;
-/// Concurrent connections when `-c` is not given (hey's).
-pub const DEFAULT_CONNECTIONS: usize = 50;
-/// Per-request timeout in seconds when `-t` is not given (hey's).
-pub const DEFAULT_TIMEOUT_S: u64 = 20;
+/// Every default of `tern bench`, named once: its `--help` (clap shows
+/// these as `[default: X]`), docs/bench.md's option table (generated from
+/// the help) and [`BenchConfig::new`] all read them, so the command line
+/// and a config built in code start from the same run.
+pub mod defaults {
+    use super::{ConnectionPlan, ResumptionMode, TlsVersion};
+
+    /// `-n`: requests per target when neither `-n` nor `-z` is given (hey's).
+    pub const REQUESTS: u64 = 200;
+    /// `-c`: concurrent connections (hey's).
+    pub const CONNECTIONS: usize = 50;
+    /// `-t`: per-request timeout in seconds (hey's).
+    pub const TIMEOUT_S: u64 = 20;
+    /// `--method` (and `-m` given a word).
+    pub const METHOD: &str = "GET";
+    /// `--streams` (and `-m` given a number): concurrent streams per
+    /// HTTP/2 or HTTP/3 connection.
+    pub const STREAMS: usize = 1;
+    /// `--rounds`: interleaved rounds when several targets are compared.
+    pub const COMPARE_ROUNDS: usize = 3;
+    /// `--plan`.
+    pub const PLAN: ConnectionPlan = ConnectionPlan::KeepAlive;
+    /// `--resume`: TLS 1.2 resumption mechanism of `--plan resumed`.
+    pub const RESUME: ResumptionMode = ResumptionMode::Tickets;
+    /// `-o` of `tern bench` and of `tern report merge|diff`.
+    pub const OUTPUT: &str = "text";
+    /// `--tls-min`.
+    pub const TLS_MIN: TlsVersion = TlsVersion::Tls12;
+    /// `--tls-max`.
+    pub const TLS_MAX: TlsVersion = TlsVersion::Tls13;
+    /// `tern report diff --tolerance`: changes smaller than this are "same".
+    pub const DIFF_TOLERANCE: &str = "5%";
+}
 
 /// How connections are used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +53,15 @@ pub enum ConnectionPlan {
 }
 
 impl ConnectionPlan {
+    /// The plan as `--plan` takes it: `keepalive`, `new`, `resumed`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ConnectionPlan::KeepAlive => "keepalive",
+            ConnectionPlan::NewConnection => "new",
+            ConnectionPlan::Resumed(_) => "resumed",
+        }
+    }
+
     /// True when each request gets its own connection.
     pub fn connection_per_request(self) -> bool {
         !matches!(self, ConnectionPlan::KeepAlive)
@@ -41,6 +77,16 @@ pub enum ResumptionMode {
     Tickets,
     /// Server-side session IDs only.
     SessionIds,
+}
+
+impl ResumptionMode {
+    /// The mechanism as `--resume` takes it: `tickets`, `session-ids`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ResumptionMode::Tickets => "tickets",
+            ResumptionMode::SessionIds => "session-ids",
+        }
+    }
 }
 
 /// HTTP version spoken on each connection.
@@ -116,14 +162,22 @@ impl TlsVersion {
             TlsVersion::Tls13 => "TLS 1.3",
         }
     }
+
+    /// The version as `--tls-min` / `--tls-max` take it: `1.2`.
+    pub const fn number(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
 }
 
 /// Client TLS options.
 #[derive(Debug, Clone, Default)]
 pub struct TlsOptions {
-    /// Lowest version offered (default TLS 1.2).
+    /// Lowest version offered ([`defaults::TLS_MIN`] when `None`).
     pub min_version: Option<TlsVersion>,
-    /// Highest version offered (default TLS 1.3).
+    /// Highest version offered ([`defaults::TLS_MAX`] when `None`).
     pub max_version: Option<TlsVersion>,
     /// Cipher suites offered, IANA names (`TLS_AES_128_GCM_SHA256`,
     /// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`); empty for the provider's list.
@@ -176,7 +230,8 @@ pub struct BenchConfig {
     pub timeout: Option<Duration>,
     /// TLS options (ignored for `http://` targets).
     pub tls: TlsOptions,
-    /// Interleaved rounds in compare mode (1 for a single target).
+    /// Interleaved rounds of the targets ([`defaults::COMPARE_ROUNDS`] when
+    /// there are several, 1 for a single target).
     pub rounds: usize,
     /// Requests made for this long against each target before anything is
     /// measured, and left out of every figure.
@@ -210,27 +265,33 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
-    /// A configuration with hey's defaults (`-n 200 -c 50`, GET, keepalive,
-    /// HTTP/1.1, closed loop, one worker per core) for the given targets.
+    /// A configuration with `tern bench`'s defaults ([`defaults`]: hey's
+    /// `-n` and `-c`, keepalive, HTTP/1.1, closed loop, one worker per
+    /// core) for the given targets.
     pub fn new(targets: Vec<Target>) -> BenchConfig {
+        let rounds = if targets.len() > 1 {
+            defaults::COMPARE_ROUNDS
+        } else {
+            1
+        };
         BenchConfig {
             targets,
-            method: "GET".to_string(),
+            method: defaults::METHOD.to_string(),
             headers: Vec::new(),
             body: Vec::new(),
             host_header: None,
             proxy: None,
             accept_compression: true,
-            plan: ConnectionPlan::KeepAlive,
+            plan: defaults::PLAN,
             http: HttpVersion::Http1,
-            streams_per_connection: 1,
+            streams_per_connection: defaults::STREAMS,
             load: LoadModel::Closed,
-            connections: DEFAULT_CONNECTIONS,
+            connections: defaults::CONNECTIONS,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            stop: StopCondition::Requests(DEFAULT_REQUESTS),
-            timeout: Some(Duration::from_secs(DEFAULT_TIMEOUT_S)),
+            stop: StopCondition::Requests(defaults::REQUESTS),
+            timeout: Some(Duration::from_secs(defaults::TIMEOUT_S)),
             tls: TlsOptions::default(),
-            rounds: 1,
+            rounds,
             warmup: None,
             record_requests: false,
             progress: false,

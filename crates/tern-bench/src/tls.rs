@@ -12,6 +12,7 @@ use rustls::client::{
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, NamedGroup};
 use rustls_pki_types::pem::PemObject;
+use tern_tls::iana;
 use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::config::{ConnectionPlan, HttpVersion, ResumptionMode, TlsOptions, TlsVersion};
@@ -50,14 +51,14 @@ pub fn client_config(
             .map(|name| {
                 base.cipher_suites
                     .iter()
-                    .find(|s| suite_matches(s.suite().as_str(), name))
+                    .find(|s| suite_matches(s.suite(), name))
                     .copied()
                     .ok_or_else(|| {
                         BenchError::TlsConfig(format!(
                             "unknown cipher suite {name:?}; known: {}",
                             base.cipher_suites
                                 .iter()
-                                .filter_map(|s| s.suite().as_str())
+                                .map(|s| iana::suite_name(s.suite()))
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ))
@@ -72,14 +73,14 @@ pub fn client_config(
             .map(|name| {
                 base.kx_groups
                     .iter()
-                    .find(|g| group_matches(g.name().as_str(), name))
+                    .find(|g| group_matches(g.name(), name))
                     .copied()
                     .ok_or_else(|| {
                         BenchError::TlsConfig(format!(
                             "unknown group {name:?}; known: {}",
                             base.kx_groups
                                 .iter()
-                                .filter_map(|g| g.name().as_str())
+                                .map(|g| iana::group_name(g.name()))
                                 .collect::<Vec<_>>()
                                 .join(", ")
                         ))
@@ -87,8 +88,8 @@ pub fn client_config(
             })
             .collect::<Result<_, _>>()?;
     }
-    let min = opts.min_version.unwrap_or(TlsVersion::Tls12);
-    let max = opts.max_version.unwrap_or(TlsVersion::Tls13);
+    let min = opts.min_version.unwrap_or(crate::config::defaults::TLS_MIN);
+    let max = opts.max_version.unwrap_or(crate::config::defaults::TLS_MAX);
     if min > max {
         return Err(BenchError::TlsConfig(
             "minimum TLS version above maximum".into(),
@@ -234,15 +235,15 @@ impl ClientSessionStore for TicketCountingStore {
 /// A one-line summary of what the configuration offers, for TLS errors.
 pub fn describe_offer(config: &ClientConfig) -> String {
     let provider = config.crypto_provider();
-    let suites: Vec<&str> = provider
+    let suites: Vec<_> = provider
         .cipher_suites
         .iter()
-        .filter_map(|s| s.suite().as_str())
+        .map(|s| iana::suite_name(s.suite()))
         .collect();
-    let groups: Vec<&str> = provider
+    let groups: Vec<_> = provider
         .kx_groups
         .iter()
-        .filter_map(|g| g.name().as_str())
+        .map(|g| iana::group_name(g.name()))
         .collect();
     let alpn: Vec<String> = config
         .alpn_protocols
@@ -257,14 +258,17 @@ pub fn describe_offer(config: &ClientConfig) -> String {
     )
 }
 
-fn suite_matches(known: Option<&str>, wanted: &str) -> bool {
-    let Some(known) = known else { return false };
-    let norm = |s: &str| s.to_ascii_uppercase().replace("TLS13_", "TLS_");
-    norm(known) == norm(wanted)
+/// A suite named by its IANA name, or rustls' `TLS13_` spelling of one.
+fn suite_matches(known: rustls::CipherSuite, wanted: &str) -> bool {
+    let wanted = wanted.to_ascii_uppercase();
+    let wanted = wanted
+        .strip_prefix("TLS13_")
+        .map_or(wanted.clone(), |rest| format!("TLS_{rest}"));
+    iana::suite_name(known) == wanted
 }
 
-fn group_matches(known: Option<&str>, wanted: &str) -> bool {
-    let Some(known) = known else { return false };
+fn group_matches(known: rustls::NamedGroup, wanted: &str) -> bool {
+    let known = iana::group_name(known);
     let alias = match wanted.to_ascii_lowercase().as_str() {
         "p-256" | "p256" | "prime256v1" => "secp256r1".to_string(),
         "p-384" | "p384" => "secp384r1".to_string(),
@@ -306,30 +310,24 @@ impl Negotiated {
     }
 }
 
-/// A cipher suite as reports name it (rustls' name, as TCP and QUIC share).
+/// A cipher suite as reports name it: its IANA name (`TLS_AES_128_GCM_SHA256`,
+/// never rustls' `TLS13_` spelling), as `tern serve`'s log and `tern probe`.
 pub fn suite_label(suite: rustls::CipherSuite) -> String {
-    suite
-        .as_str()
-        .map_or_else(|| format!("{suite:?}"), str::to_string)
+    iana::suite_name(suite).into_owned()
 }
 
-/// A key-exchange group as reports name it.
+/// A key-exchange group as reports name it (`X25519`, `secp256r1`).
 pub fn group_label(group: rustls::NamedGroup) -> String {
-    group
-        .as_str()
-        .map_or_else(|| format!("{group:?}"), str::to_string)
+    iana::group_name(group).into_owned()
 }
 
 /// Reads the negotiated parameters from a finished handshake. `key_cache`
 /// remembers the last leaf certificate so its key is parsed only when it
 /// changes.
 pub fn negotiated(conn: &ClientConnection, key_cache: &mut KeyCache) -> Negotiated {
-    let version = match conn.protocol_version() {
-        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3".to_string(),
-        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2".to_string(),
-        Some(v) => format!("{v:?}"),
-        None => "none".to_string(),
-    };
+    let version = conn
+        .protocol_version()
+        .map_or_else(|| "none".into(), |v| iana::version_name(v).into_owned());
     let cipher = conn
         .negotiated_cipher_suite()
         .map_or_else(|| "none".into(), |s| suite_label(s.suite()));

@@ -12,7 +12,7 @@ use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::handshake::{self, Established};
 use crate::report::{Negotiated, Report, RoundTrips};
-use crate::{certinfo, findings, http, negotiate, resumption, ProbeError};
+use crate::{certinfo, findings, http, negotiate, resumption, suites, ProbeError};
 
 /// Initial congestion window of Linux and most stacks: 10 segments of
 /// 1460 bytes (RFC 6928).
@@ -236,10 +236,12 @@ fn describe(e: &Established) -> Negotiated {
     Negotiated {
         version: t
             .version
-            .map_or("?".into(), |v| format!("{v:?}").replace('_', ".")),
-        suite: t.suite.map_or("?".into(), |s| format!("{s:?}")),
-        key_exchange: None,
-        group: t.group.map(|g| format!("{g:?}")),
+            .map_or("?".into(), |v| suites::version_name(v).into_owned()),
+        suite: t
+            .suite
+            .map_or("?".into(), |s| suites::suite_name(s).into_owned()),
+        key_exchange: t.suite.and_then(|s| suites::suite(s.into())).map(|s| s.kx),
+        group: t.group.map(|g| suites::group_name(g).into_owned()),
         alpn: t
             .alpn
             .as_ref()

@@ -182,6 +182,16 @@ impl H2Client {
         })
     }
 
+    /// Starts `request` with a body the caller sends piece by piece on the
+    /// returned stream (END_STREAM when it says so).
+    pub async fn open(
+        &self,
+        request: Request<()>,
+    ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), h2::Error> {
+        let mut send = self.send.clone().ready().await?;
+        send.send_request(request, false)
+    }
+
     /// Whether the connection task has ended (GOAWAY, reset or close).
     pub fn is_closed(&self) -> bool {
         self.driver.is_finished()

@@ -12,6 +12,7 @@
 //! - [`certs`]: a test CA and leaf certificates (ECDSA P-256, RSA-2048, expired) as PEM files
 //! - [`backend`]: an HTTP/1.1 origin that reports what it received
 //! - [`raw_backend`]: a scripted origin for malformed or unusual responses
+//! - [`body_sink`]: an origin that records whether a request body ended or was cut
 //! - [`tern`]: spawning the tern binary, readiness, captured output, signals;
 //!   [`tern::Served`], the harness that starts tern in front of a backend
 //! - [`client`]: a raw TLS HTTP/1.1 client and a TLS record counter
@@ -19,6 +20,7 @@
 
 pub mod backend;
 pub mod bench_target;
+pub mod body_sink;
 pub mod certs;
 pub mod client;
 pub mod raw_backend;
@@ -30,6 +32,7 @@ pub mod chromium;
 pub mod grpc_interop;
 pub mod h2client;
 pub mod h2frames;
+pub mod h3client;
 pub mod haproxy;
 pub mod netlink_delay;
 pub mod openssl_pki;

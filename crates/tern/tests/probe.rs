@@ -129,7 +129,21 @@ fn probe_of_tern_serve_finds_no_negotiation_or_handshake_trap() {
         .filter(|id| id != "no_h2" && id != "split_write_penalty")
         .collect();
     assert!(unexpected.is_empty(), "{}", out.stdout);
-    assert_eq!(report["negotiation"]["browser"]["version"], "TLSv1.3");
+    let browser = &report["negotiation"]["browser"];
+    assert_eq!(browser["version"], "TLSv1.3");
+    // Named by IANA (tern_tls::iana), as tern serve logs them: not rustls'
+    // Debug spelling (TLS13_AES_128_GCM_SHA256, TLSv1_3).
+    let suite = browser["suite"].as_str().unwrap_or("");
+    assert!(
+        suite.starts_with("TLS_AES_") || suite == "TLS_CHACHA20_POLY1305_SHA256",
+        "{browser}"
+    );
+    assert_eq!(browser["key_exchange"], "tls13", "{browser}");
+    assert!(
+        ["X25519", "X25519MLKEM768", "secp256r1"]
+            .contains(&browser["group"].as_str().unwrap_or("")),
+        "{browser}"
+    );
     assert_eq!(report["resumption"]["tls13_psk"], true);
     assert_eq!(report["http"]["keepalive"], true);
 }

@@ -1,4 +1,4 @@
-//! The flood and fault scripts of `bench/`, in a short form (few
+//! The flood, fault and edge scripts of `bench/`, in a short form (few
 //! connections, short loads, tern only): each must run to its end and
 //! print its figure, so the full runs recorded in docs/security.md can be
 //! repeated by anyone. What the floods must not do to tern is proven by
@@ -366,4 +366,45 @@ fn h3_peers_script_short_form() {
         assert_eq!(cells[6], "0", "failed requests: {cells:?}");
         assert!(cells[11].starts_with(cells[3]), "negotiated: {cells:?}");
     }
+}
+
+/// bench/edge.sh in a short form: both tern configurations serve the
+/// HTTP/1.1 and HTTP/2 loads without an error, and in the flood the
+/// limited tern answers the flooder 429 while every well-behaved request
+/// (another address, under the limit) succeeds.
+#[test]
+fn edge_script_short_form() {
+    if !installed("nginx") || !installed("wrk") || !installed("h2load") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "edge.sh",
+        &[
+            ("DURATION", "1"),
+            ("RUNS", "1"),
+            ("LOAD_S", "1"),
+            ("LOAD_PRIORITY", "normal"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    assert!(
+        !out.stdout.contains("WARNING"),
+        "failed requests:\n{}",
+        out.all()
+    );
+    for workload in ["| keepalive HTTP/1.1", "| HTTP/2, 100 B"] {
+        assert!(out.stdout.contains(workload), "{}", out.all());
+    }
+    let limited: Vec<&str> = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("| client_rate "))
+        .unwrap_or_else(|| panic!("no flood row:\n{}", out.all()))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    // | tern | p99 alone | under | ratio | failed | flooder 2xx | flooder 4xx |
+    assert!(limited[5].starts_with("0 of "), "{limited:?}");
+    let refused: u64 = limited[7].parse().expect("flooder 4xx");
+    assert!(refused > 0, "the flooder was never limited: {limited:?}");
 }

@@ -30,6 +30,12 @@ mod conformance;
 mod descriptors;
 #[path = "serve/edge.rs"]
 mod edge;
+#[path = "serve/edge_body.rs"]
+mod edge_body;
+#[path = "serve/edge_clients.rs"]
+mod edge_clients;
+#[path = "serve/edge_h3.rs"]
+mod edge_h3;
 #[path = "serve/forwarded.rs"]
 mod forwarded;
 #[path = "serve/framing.rs"]

@@ -42,6 +42,8 @@ pub struct EdgePolicy {
     pub max_request_body: Option<u64>,
     /// Limits per client address.
     pub client: ClientLimits,
+    /// The field a trusted proxy names the client with, when set.
+    pub client_id: Option<ClientIdSettings>,
     /// Client networks let in (empty: all not denied).
     pub allow: Vec<TrustedNet>,
     /// Client networks turned away before the handshake.
@@ -175,6 +177,23 @@ impl Template {
             [Part::Text(t)] => Some(t),
             _ => None,
         }
+    }
+}
+
+/// Who may name the client for `client_rate`, and in which field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientIdSettings {
+    /// The field, lowercase.
+    pub header: Box<str>,
+    /// Client addresses whose field is believed.
+    pub from: Vec<TrustedNet>,
+}
+
+impl ClientIdSettings {
+    /// True when requests from `ip` may name their client.
+    pub fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.from.iter().any(|n| n.contains(&ip))
     }
 }
 
@@ -338,6 +357,7 @@ pub(crate) fn resolve(o: &ListenerOptions) -> Result<EdgePolicy, KeyError> {
         request_id,
         max_request_body,
         client,
+        client_id: client_id(o)?,
         allow: nets(&o.allow, "allow")?,
         deny: nets(&o.deny, "deny")?,
         log_rejected: o.log_rejected.unwrap_or(defaults::LOG_REJECTED),
@@ -359,6 +379,33 @@ pub(crate) fn nets(list: &[String], key: &'static str) -> Result<Vec<TrustedNet>
                 })
         })
         .collect()
+}
+
+fn client_id(o: &ListenerOptions) -> Result<Option<ClientIdSettings>, KeyError> {
+    let from = nets(&o.client_id_from, "client_id_from")?;
+    match (&o.client_id_header, from.is_empty()) {
+        (None, true) => Ok(None),
+        (None, false) => Err(key_err(
+            "client_id_from",
+            "only applies with client_id_header",
+        )),
+        (Some(_), true) => Err(key_err(
+            "client_id_header",
+            "needs client_id_from: the proxies allowed to name the client (anyone else could pick their own bucket)",
+        )),
+        (Some(name), false) => {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(key_err(
+                    "client_id_header",
+                    format!("{name:?} is not a field name"),
+                ));
+            }
+            Ok(Some(ClientIdSettings {
+                header: name.to_ascii_lowercase().into(),
+                from,
+            }))
+        }
+    }
 }
 
 fn request_id(o: &ListenerOptions) -> Result<Option<RequestIdSettings>, KeyError> {
@@ -532,5 +579,23 @@ mod tests {
         let allow = nets(&["127.0.0.0/8".into()], "allow").unwrap();
         assert!(admits(&allow, &[], "127.0.0.1".parse().unwrap()));
         assert!(!admits(&allow, &[], "::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_client_id_header_needs_the_proxies_it_is_believed_from() {
+        let mut o = ListenerOptions {
+            client_id_header: Some("X-Client-Id".into()),
+            ..ListenerOptions::default()
+        };
+        let err = client_id(&o).unwrap_err().message;
+        assert!(err.contains("needs client_id_from"), "{err}");
+        o.client_id_from = vec!["10.0.0.0/8".into()];
+        let c = client_id(&o).unwrap().unwrap();
+        assert_eq!(&*c.header, "x-client-id");
+        assert!(c.trusts("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!c.trusts("192.0.2.1".parse().unwrap()));
+        o.client_id_header = None;
+        let err = client_id(&o).unwrap_err().message;
+        assert!(err.contains("only applies with client_id_header"), "{err}");
     }
 }

@@ -20,15 +20,15 @@ use std::time::Duration;
 
 pub(crate) use edge::{admits, canonical};
 pub use edge::{
-    ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate, RequestIdFormat,
-    RequestIdSettings, Template, Var,
+    ClientIdSettings, ClientLimits, EdgePolicy, HeaderRuleOptions, HeaderRules, Part, Rate,
+    RequestIdFormat, RequestIdSettings, Template, Var,
 };
 pub use file::load_file;
 pub use options::{
     defaults, shown, AcmeOptions, CertificateOptions, GlobalOptions, ListenerOptions, RouteOptions,
     ServerOptions, UpstreamOptions,
 };
-pub use reference::reference_markdown;
+pub use reference::{option_meaning, reference_markdown};
 pub use resolve::from_options;
 pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;

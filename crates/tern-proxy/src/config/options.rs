@@ -49,6 +49,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tern_tls::TlsPolicy;
 
 /// Every default of `tern serve`, named once: `--help`, docs/config.md and
 /// the resolution of a missing option all read these.
@@ -462,20 +463,23 @@ pub struct ListenerOptions {
     #[serde(default, deserialize_with = "one_or_many")]
     pub client_crl: Vec<String>,
 
-    /// TLS versions, narrowing the default "TLSv1.3,TLSv1.2". Older ones are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// TLS versions, a subset of the default. Older ones are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().version_names())]
     #[serde(default)]
     pub tls_versions: Vec<String>,
 
-    /// Cipher suites by IANA name, in preference order, narrowing the
-    /// default AEAD-only list. DHE, RSA key exchange, CBC and RC4 are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Cipher suites by IANA name, in preference order, a subset of the
+    /// default (AEAD only). DHE, RSA key exchange, CBC and RC4 are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().suite_names())]
     #[serde(default)]
     pub ciphers: Vec<String>,
 
-    /// Key-exchange groups in preference order, narrowing the default
-    /// "X25519MLKEM768,X25519,secp256r1,secp384r1". Finite-field groups are refused.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Key-exchange groups in preference order, a subset of the default.
+    /// Finite-field groups are refused.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          default_values = TlsPolicy::default_fast().group_names())]
     #[serde(default)]
     pub groups: Vec<String>,
 
@@ -561,7 +565,8 @@ pub struct ListenerOptions {
 
     /// Field carrying the request ID generated for every request, to the
     /// backend and back to the client; a client's own is replaced unless
-    /// the listener takes PROXY headers (a trusted proxy sent it). "off":
+    /// a trusted proxy sent it (the listener takes PROXY headers, or the
+    /// client is in client_id_from). "off":
     /// no request IDs.
     #[arg(long, value_name = "NAME", default_value = shown(defaults::REQUEST_ID_HEADER))]
     pub request_id_header: Option<String>,
@@ -577,12 +582,13 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "SIZE")]
     pub max_request_body: Option<String>,
 
-    /// Connections one client address may have open at once (per worker);
-    /// more are closed before the TLS handshake. Unlimited when not given.
+    /// Connections one client address may have open at once (counted over
+    /// all workers); more are closed before the TLS handshake. Unlimited
+    /// when not given.
     #[arg(long, value_name = "N")]
     pub client_max_connections: Option<u32>,
 
-    /// Requests per client address (per worker), e.g. "20/s", "600/m";
+    /// Requests per client (counted over all workers), e.g. "20/s", "600/m";
     /// HTTP/2 and HTTP/3 streams count as requests; more get 429 with
     /// Retry-After. Unlimited when not given.
     #[arg(long, value_name = "RATE")]
@@ -596,6 +602,20 @@ pub struct ListenerOptions {
     /// client_ limits (a host is usually given a /64).
     #[arg(long, value_name = "BITS", default_value = shown(defaults::CLIENT_IPV6_PREFIX))]
     pub client_ipv6_prefix: Option<u8>,
+
+    /// Field naming the client when a trusted proxy (client_id_from) sent
+    /// the request, e.g. "CF-Connecting-IP" or "X-Forwarded-For" (its last
+    /// element): client_rate counts that client instead of the proxy. An
+    /// address is grouped like a direct client's; any other value (up to
+    /// 128 visible characters) is an opaque identity. Off when not given.
+    #[arg(long, value_name = "NAME")]
+    pub client_id_header: Option<String>,
+
+    /// Client addresses (CIDR) whose client_id_header is believed (and
+    /// whose request ID is kept); needed by client_id_header.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[serde(default)]
+    pub client_id_from: Vec<String>,
 
     /// Client networks (CIDR) let in; empty: everyone not denied. Others
     /// are closed before the TLS handshake.

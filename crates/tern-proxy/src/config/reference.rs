@@ -94,7 +94,7 @@ fn table(
             "no_tickets" => continue,
             id => id.to_string(),
         };
-        let meaning = meaning(&arg);
+        let meaning = option_meaning(&arg);
         match flags {
             Flags::Own => out.push_str(&format!("| `{key}` | `--{long}` | {meaning} |\n")),
             Flags::None => out.push_str(&format!("| `{key}` | {meaning} |\n")),
@@ -105,8 +105,9 @@ fn table(
     }
 }
 
-/// The help text of an argument, with its default as `--help` shows it.
-fn meaning(arg: &Arg) -> String {
+/// The help text of an argument on one line, with its default as `--help`
+/// shows it: a reference row. `tern bench`'s table uses it too.
+pub fn option_meaning(arg: &Arg) -> String {
     let help = arg
         .get_long_help()
         .or(arg.get_help())

@@ -275,6 +275,7 @@ mod tests {
         assert_eq!(format!("{:?}", a.forwarded), format!("{:?}", b.forwarded));
         assert_eq!(format!("{:?}", a.edge), format!("{:?}", b.edge));
         assert_eq!(a.tls.alpn, b.tls.alpn);
+        assert_eq!(a.tls.policy.describe(), b.tls.policy.describe());
         assert_eq!(a.tls.session_cache_entries, b.tls.session_cache_entries);
         assert_eq!(
             format!("{:?}", a.tls.tickets),

@@ -79,7 +79,9 @@ async fn accept_loop(
             continue;
         };
         // A denied address costs no packet at all (ignored, not refused:
-        // a refusal would answer a spoofed source).
+        // a refusal would answer a spoofed source), and no log line
+        // either: a datagram's source is unproven, and one line per
+        // spoofed Initial would be the flood's aim.
         let edge = &listener.config.edge;
         let peer = incoming.remote_address();
         if !edge.admits(peer.ip()) {
@@ -103,12 +105,18 @@ async fn accept_loop(
             }
             continue;
         }
-        // Counted with the client's TCP connections (one table per worker).
+        // Counted with the client's TCP connections (one table for the
+        // process). Logged with log_rejected: unproven sources reach here
+        // at most quic_retry_above times a second, the rest proved theirs.
         let key = ClientKey::of(peer.ip(), edge.client.ipv6_prefix);
         let Ok(slot) = worker.clients.connect(key, &edge.client) else {
-            worker
-                .metrics
-                .request_error(ExchangeError::new(Kind::TooManyConnections));
+            crate::front::turned_away(
+                peer,
+                &listener,
+                &worker,
+                Kind::TooManyConnections,
+                std::time::Instant::now(),
+            );
             incoming.refuse();
             continue;
         };

@@ -161,6 +161,7 @@ fn serve(
     let metrics = Arc::new(Metrics::default());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let open = Arc::new(AtomicUsize::new(0));
+    let clients = Arc::default();
     let mut threads = Vec::with_capacity(config.workers);
     let mut senders = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
@@ -179,6 +180,7 @@ fn serve(
             open_connections: open.clone(),
             metrics: metrics.clone(),
             grace: config.shutdown_timeout,
+            clients: Arc::clone(&clients),
         };
         let handle = std::thread::Builder::new()
             .name(format!("tern-worker-{id}"))

@@ -47,6 +47,8 @@ pub(crate) struct WorkerSpec {
     pub open_connections: Arc<AtomicUsize>,
     pub metrics: Arc<Metrics>,
     pub grace: Duration,
+    /// The per-client table every worker shares.
+    pub clients: Arc<crate::exchange::clients::Clients>,
 }
 
 /// Runs a worker until shutdown and drained. Blocks the calling thread.
@@ -82,7 +84,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         metrics: spec.metrics.clone(),
         log: WorkerLog::new(spec.sink.clone()),
         shutdown: spec.shutdown.clone(),
-        clients: Default::default(),
+        clients: spec.clients.clone(),
     });
     let mut worker = Worker {
         ctx: ctx.clone(),

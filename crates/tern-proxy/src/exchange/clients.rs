@@ -1,30 +1,48 @@
-//! Per-client state of one worker: connections open and a request token
-//! bucket per client address (IPv6 grouped by prefix), for
-//! `client_max_connections` and `client_rate`.
+//! Per-client state of the whole process: connections open and a request
+//! token bucket per client, for `client_max_connections` and
+//! `client_rate`. A client is its address (IPv6 grouped by prefix), or the
+//! identity a trusted proxy gave it (`client_id_header`).
 //!
-//! Counts are per worker (each worker has its table, no locks): with N
-//! workers, a client whose connections the kernel spreads over all of them
-//! may get up to N times a limit. The table is bounded ([`MAX_CLIENTS`]):
-//! an attacker cycling source addresses cannot grow it. When it is full,
-//! entries that hold nothing (no open connection, a full bucket) go first;
-//! should that not free a quarter of it, every entry without an open
-//! connection goes (those clients' buckets start full again). Entries with
-//! open connections are bounded by `max_connections`.
+//! One table for every worker, so a limit holds whichever worker the
+//! kernel hands a client's connections to. It is cut into [`SHARDS`]
+//! shards, each behind its own mutex, picked by a hash of the key: two
+//! workers meet on a lock only when their clients fall in the same shard
+//! at the same instant, and each holds it for one map lookup.
+//!
+//! The table is bounded ([`MAX_CLIENTS`] in all, an equal share per
+//! shard): an attacker cycling source addresses cannot grow it. When a
+//! shard is full, entries that hold nothing (no open connection, a full
+//! bucket) go first; should that not free a quarter of it, every entry
+//! without an open connection goes (those clients' buckets start full
+//! again). Entries with open connections are bounded by `max_connections`.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, Ipv6Addr};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::config::{canonical, ClientLimits};
 
-/// Clients one worker tracks at most.
+/// Clients the process tracks at most (about 64 bytes each).
 pub(crate) const MAX_CLIENTS: usize = 65_536;
 
-/// A client as the limits count it: an IPv4 address, or an IPv6 prefix.
+/// Shards of the table: enough that workers rarely meet on one lock.
+const SHARDS: usize = 64;
+
+/// Clients one shard tracks at most.
+const SHARD_CLIENTS: usize = MAX_CLIENTS / SHARDS;
+
+/// A client as the limits count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct ClientKey(IpAddr);
+pub(crate) enum ClientKey {
+    /// An IPv4 address, or an IPv6 prefix.
+    Ip(IpAddr),
+    /// An identity a trusted proxy sent that is not an address, kept as a
+    /// keyed hash (fixed size whatever the client sent; the key is random
+    /// per process, so no one can aim two identities at one entry).
+    Id(u64),
+}
 
 impl ClientKey {
     /// The key of `ip` with IPv6 addresses cut to `v6_prefix` bits.
@@ -35,11 +53,26 @@ impl ClientKey {
                 let mask = u128::MAX
                     .checked_shl(128 - u32::from(v6_prefix))
                     .unwrap_or(0);
-                ClientKey(IpAddr::V6(Ipv6Addr::from(bits & mask)))
+                ClientKey::Ip(IpAddr::V6(Ipv6Addr::from(bits & mask)))
             }
-            v4 => ClientKey(v4),
+            v4 => ClientKey::Ip(v4),
         }
     }
+
+    /// The key of an identity a trusted proxy sent: an address (the same
+    /// key as a direct connection from it) or any other token.
+    pub(crate) fn of_id(id: &[u8], v6_prefix: u8) -> ClientKey {
+        let text = std::str::from_utf8(id).ok().map(str::trim);
+        match text.and_then(|t| t.parse::<IpAddr>().ok()) {
+            Some(ip) => ClientKey::of(ip, v6_prefix),
+            None => ClientKey::Id(id_hasher().hash_one(id)),
+        }
+    }
+}
+
+fn id_hasher() -> &'static RandomState {
+    static HASHER: OnceLock<RandomState> = OnceLock::new();
+    HASHER.get_or_init(RandomState::new)
 }
 
 #[derive(Debug)]
@@ -50,10 +83,22 @@ struct Entry {
     at: Instant,
 }
 
-/// One worker's clients.
-#[derive(Debug, Default)]
+type Shard = HashMap<ClientKey, Entry>;
+
+/// The process's clients, shared by every worker.
+#[derive(Debug)]
 pub(crate) struct Clients {
-    map: RefCell<HashMap<ClientKey, Entry>>,
+    shards: Box<[Mutex<Shard>]>,
+    pick: RandomState,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            pick: RandomState::new(),
+        }
+    }
 }
 
 /// Why a client was turned away.
@@ -66,18 +111,25 @@ pub(crate) enum Refused {
 }
 
 impl Clients {
+    fn shard(&self, key: &ClientKey) -> MutexGuard<'_, Shard> {
+        let i = (self.pick.hash_one(key) % SHARDS as u64) as usize;
+        // A panic never happens while a shard is held (plain arithmetic
+        // and map operations), so a poisoned lock still holds whole counts.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Counts a new connection of `key`, or refuses it when the client has
     /// `limits.max_connections` open. The guard uncounts it.
     pub(crate) fn connect(
-        self: &Rc<Self>,
+        self: &Arc<Self>,
         key: ClientKey,
         limits: &ClientLimits,
     ) -> Result<Option<ConnSlot>, Refused> {
         let Some(max) = limits.max_connections else {
             return Ok(None);
         };
-        let mut map = self.map.borrow_mut();
-        let Some(entry) = entry(&mut map, key, limits) else {
+        let mut shard = self.shard(&key);
+        let Some(entry) = entry(&mut shard, key, limits) else {
             return Ok(None);
         };
         if entry.connections >= max.get() {
@@ -95,12 +147,13 @@ impl Clients {
         let Some(rate) = limits.rate else {
             return Ok(());
         };
-        let mut map = self.map.borrow_mut();
-        let Some(entry) = entry(&mut map, key, limits) else {
-            return Ok(());
-        };
         let per_token = rate.per.as_secs_f64() / f64::from(rate.count);
         let capacity = capacity(limits);
+        let mut shard = self.shard(&key);
+        let Some(entry) = entry(&mut shard, key, limits) else {
+            return Ok(());
+        };
+        // Read under the lock: `at` never moves back when workers race.
         let now = Instant::now();
         let refill = now.saturating_duration_since(entry.at).as_secs_f64() / per_token;
         entry.tokens = (entry.tokens + refill).min(capacity);
@@ -116,7 +169,10 @@ impl Clients {
     /// Clients tracked now.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map.borrow().len()
+        self.shards
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.len()))
+            .sum()
     }
 }
 
@@ -125,48 +181,44 @@ fn capacity(limits: &ClientLimits) -> f64 {
     1.0 + f64::from(limits.burst)
 }
 
-/// The entry of `key`, made when missing (None when the table is full of
+/// The entry of `key`, made when missing (None when the shard is full of
 /// clients with open connections: such a client is not limited).
-fn entry<'m>(
-    map: &'m mut HashMap<ClientKey, Entry>,
-    key: ClientKey,
-    limits: &ClientLimits,
-) -> Option<&'m mut Entry> {
-    if !map.contains_key(&key) && map.len() >= MAX_CLIENTS {
-        make_room(map, limits);
-        if map.len() >= MAX_CLIENTS {
+fn entry<'m>(shard: &'m mut Shard, key: ClientKey, limits: &ClientLimits) -> Option<&'m mut Entry> {
+    if !shard.contains_key(&key) && shard.len() >= SHARD_CLIENTS {
+        make_room(shard, limits);
+        if shard.len() >= SHARD_CLIENTS {
             return None;
         }
     }
-    Some(map.entry(key).or_insert_with(|| Entry {
+    Some(shard.entry(key).or_insert_with(|| Entry {
         connections: 0,
         tokens: capacity(limits),
         at: Instant::now(),
     }))
 }
 
-fn make_room(map: &mut HashMap<ClientKey, Entry>, limits: &ClientLimits) {
+fn make_room(shard: &mut Shard, limits: &ClientLimits) {
     let now = Instant::now();
     let full_after = limits.rate.map_or(Duration::ZERO, |r| {
         r.per.mul_f64(capacity(limits) / f64::from(r.count))
     });
-    map.retain(|_, e| e.connections > 0 || now.saturating_duration_since(e.at) < full_after);
-    if map.len() > MAX_CLIENTS - MAX_CLIENTS / 4 {
-        map.retain(|_, e| e.connections > 0);
+    shard.retain(|_, e| e.connections > 0 || now.saturating_duration_since(e.at) < full_after);
+    if shard.len() > SHARD_CLIENTS - SHARD_CLIENTS / 4 {
+        shard.retain(|_, e| e.connections > 0);
     }
 }
 
 /// A counted connection; dropping it uncounts it.
 #[derive(Debug)]
 pub(crate) struct ConnSlot {
-    clients: Rc<Clients>,
+    clients: Arc<Clients>,
     key: ClientKey,
 }
 
 impl Drop for ConnSlot {
     fn drop(&mut self) {
-        let mut map = self.clients.map.borrow_mut();
-        if let Some(e) = map.get_mut(&self.key) {
+        let mut shard = self.clients.shard(&self.key);
+        if let Some(e) = shard.get_mut(&self.key) {
             e.connections = e.connections.saturating_sub(1);
         }
     }
@@ -202,6 +254,16 @@ mod tests {
     }
 
     #[test]
+    fn an_identity_that_is_an_address_is_that_address() {
+        let direct = ClientKey::of("2001:db8::1".parse().unwrap(), 64);
+        assert_eq!(ClientKey::of_id(b" 2001:db8::2 ", 64), direct);
+        let a = ClientKey::of_id(b"tenant-a", 64);
+        assert_eq!(a, ClientKey::of_id(b"tenant-a", 64));
+        assert_ne!(a, ClientKey::of_id(b"tenant-b", 64));
+        assert!(matches!(a, ClientKey::Id(_)));
+    }
+
+    #[test]
     fn a_client_over_its_burst_is_told_when_to_retry() {
         let clients = Clients::default();
         let l = limits(1, 2);
@@ -219,7 +281,7 @@ mod tests {
 
     #[test]
     fn connections_are_counted_until_dropped() {
-        let clients = Rc::new(Clients::default());
+        let clients = Arc::new(Clients::default());
         let l = limits(1, 0);
         let key = ClientKey::of("192.0.2.1".parse().unwrap(), 64);
         let a = clients.connect(key, &l).unwrap();
@@ -227,6 +289,26 @@ mod tests {
         assert_eq!(clients.connect(key, &l).unwrap_err(), Refused::Connections);
         drop(a);
         assert!(clients.connect(key, &l).is_ok());
+    }
+
+    #[test]
+    fn threads_share_one_bucket_per_client() {
+        let clients = Arc::new(Clients::default());
+        let l = limits(1, 99);
+        let key = ClientKey::of("192.0.2.1".parse().unwrap(), 64);
+        let granted: usize = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..100)
+                            .filter(|_| clients.request(key, &l).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).sum()
+        });
+        assert_eq!(granted, 100);
     }
 
     #[test]

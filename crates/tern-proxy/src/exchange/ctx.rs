@@ -122,8 +122,9 @@ pub(crate) struct WorkerCtx {
     pub log: WorkerLog,
     /// Becomes true when tern is shutting down.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// Per-client connection counts and request buckets of this worker.
-    pub clients: Rc<super::clients::Clients>,
+    /// Per-client connection counts and request buckets, shared by every
+    /// worker of the process.
+    pub clients: Arc<super::clients::Clients>,
 }
 
 /// What a connection's handlers need to know.

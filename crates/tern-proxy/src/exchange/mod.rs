@@ -27,10 +27,10 @@ mod to_h2;
 use std::future::Future;
 use std::time::Instant;
 
+use crate::upstream::BackendStream;
 use h2::RecvStream;
 use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
-use tokio::net::TcpStream;
 
 pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
 
@@ -117,7 +117,7 @@ pub(crate) trait Front {
     async fn upgrade(
         &mut self,
         _head: &ResponseHead,
-        _backend: &mut TcpStream,
+        _backend: &mut BackendStream,
         _early: &[u8],
     ) -> Result<(), Kind> {
         Err(Kind::Invalid)

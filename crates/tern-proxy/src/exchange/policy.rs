@@ -15,7 +15,7 @@ use crate::config::{admits, HeaderRules, Part, RequestIdFormat, Route, Template,
 use crate::fault::Kind;
 use crate::message::{BodyLen, Request, RequestView, Step};
 
-/// Longest client-sent request ID kept (from a trusted proxy).
+/// Longest field a trusted proxy may name a client or a request with.
 const MAX_FORWARDED_ID: usize = 128;
 
 /// What the rules did to one request: the edits to its head and to its
@@ -105,7 +105,15 @@ pub(crate) fn admit(
     }
     let limits = &edge.client;
     if limits.rate.is_some() {
-        let key = ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix);
+        let named = edge
+            .client_id
+            .as_ref()
+            .filter(|c| c.trusts(ctx.peer.ip()))
+            .and_then(|c| client_field(req, &c.header))
+            .map(last_element)
+            .filter(|id| !id.is_empty())
+            .map(|id| ClientKey::of_id(id, limits.ipv6_prefix));
+        let key = named.unwrap_or_else(|| ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix));
         if let Err(Refused::Rate(after)) = ctx.worker.clients.request(key, limits) {
             return Err((Kind::RateLimited, Some(after)));
         }
@@ -121,13 +129,16 @@ pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
         ..Edits::default()
     };
     let id = edge.request_id.as_ref().map(|settings| {
-        let kept = ctx
-            .listener
-            .config
-            .accept_proxy
-            .is_some()
-            .then(|| client_id(req, &settings.header))
-            .flatten();
+        let trusted = ctx.listener.config.accept_proxy.is_some()
+            || edge
+                .client_id
+                .as_ref()
+                .is_some_and(|c| c.trusts(ctx.peer.ip()));
+        let kept = trusted
+            .then(|| client_field(req, &settings.header))
+            .flatten()
+            .filter(|v| v.iter().all(u8::is_ascii_graphic))
+            .map(|v| String::from_utf8_lossy(v).into_owned());
         let id = kept.unwrap_or_else(|| new_id(settings.format));
         (&*settings.header, id)
     });
@@ -179,17 +190,25 @@ fn fill(template: &Template, ctx: &ConnCtx<'_>, id: &str) -> Vec<u8> {
     v
 }
 
-/// A request ID the client sent (kept from trusted proxies only), when it
-/// is one short token of visible ASCII.
-fn client_id(req: &Request<'_>, header: &str) -> Option<String> {
+/// A field a trusted proxy sent (a request ID, the client's identity),
+/// when it is short visible ASCII (spaces between list elements allowed).
+fn client_field<'r>(req: &'r Request<'_>, header: &str) -> Option<&'r [u8]> {
     let value = match req.head {
         RequestView::H1(head) => head.fields.get(header),
         RequestView::H2(parts) => parts.headers.get(header).map(|v| v.as_bytes()),
     }?;
     let ok = !value.is_empty()
         && value.len() <= MAX_FORWARDED_ID
-        && value.iter().all(|b| b.is_ascii_graphic());
-    ok.then(|| String::from_utf8_lossy(value).into_owned())
+        && value.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+        && value.iter().any(|b| b.is_ascii_graphic());
+    ok.then_some(value)
+}
+
+/// The last element of a list field (`X-Forwarded-For: a, b` names `b`,
+/// the address the nearest, trusted, proxy saw), trimmed.
+fn last_element(value: &[u8]) -> &[u8] {
+    let last = value.rsplit(|&b| b == b',').next().unwrap_or(value);
+    last.trim_ascii()
 }
 
 /// A new request ID.
@@ -220,6 +239,13 @@ pub(crate) fn retry_after(seconds: u32) -> (&'static str, Cow<'static, [u8]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_field_names_its_last_element() {
+        assert_eq!(last_element(b"198.51.100.7, 203.0.113.9 "), b"203.0.113.9");
+        assert_eq!(last_element(b"tenant-a"), b"tenant-a");
+        assert_eq!(last_element(b"a, "), b"");
+    }
 
     #[test]
     fn ids_are_random_hex_or_uuidv7() {

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::upstream::BackendStream;
 use tern_http::framing::response_framing;
-use tokio::net::TcpStream;
 
 use tern_http::rewrite::FieldEdits;
 
@@ -200,7 +200,7 @@ async fn send_request<B: ClientBody>(
 /// a piece per write.
 async fn send_rest<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     chunked: bool,
     t: Duration,
@@ -233,7 +233,7 @@ async fn send_rest<B: ClientBody>(
 /// backend's own `100 Continue` is dropped when the client had one.
 async fn final_head<B: ClientBody>(
     body: &mut B,
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     deadline: tokio::time::Instant,
     sent_continue: bool,
@@ -255,7 +255,7 @@ async fn final_head<B: ClientBody>(
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
-    conn: &'a mut TcpStream,
+    conn: &'a mut BackendStream,
     s: &'a mut H1Scratch,
 }
 

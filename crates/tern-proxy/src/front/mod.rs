@@ -65,16 +65,7 @@ pub(crate) async fn handle(
     let _slot = match admit(peer, &listener, &worker) {
         Ok(slot) => slot,
         Err(kind) => {
-            tracing::debug!(client = %peer, "closing before the handshake: {}", kind.as_str());
-            worker.metrics.request_error(ExchangeError::new(kind));
-            log_rejected(
-                peer,
-                &listener,
-                &worker,
-                kind,
-                &Negotiated::default(),
-                start,
-            );
+            turned_away(peer, &listener, &worker, kind, start);
             return;
         }
     };
@@ -220,9 +211,10 @@ pub(crate) async fn under_deadline<T, E: std::fmt::Display>(
 }
 
 /// The listener's access lists and per-client connection limit, applied
-/// to a new connection from `peer` (the PROXY-protocol address when the
-/// listener takes them). The slot counts the connection while it lives.
-fn admit(
+/// to a new TCP connection or QUIC Initial from `peer` (the PROXY-protocol
+/// address when the listener takes them). The slot counts the connection
+/// while it lives.
+pub(crate) fn admit(
     peer: SocketAddr,
     listener: &ListenerCtx,
     worker: &WorkerCtx,
@@ -236,6 +228,20 @@ fn admit(
         .clients
         .connect(key, &edge.client)
         .map_err(|_| Kind::TooManyConnections)
+}
+
+/// A connection [`admit`] refused (closed before any handshake): counted
+/// with the request errors, and logged when `log_rejected` is on.
+pub(crate) fn turned_away(
+    peer: SocketAddr,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+    kind: Kind,
+    start: Instant,
+) {
+    tracing::debug!(client = %peer, "closing before the handshake: {}", kind.as_str());
+    worker.metrics.request_error(ExchangeError::new(kind));
+    log_rejected(peer, listener, worker, kind, &Negotiated::default(), start);
 }
 
 /// A connection that ends before any request (`kind` says why): counted

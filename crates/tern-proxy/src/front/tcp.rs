@@ -22,7 +22,7 @@ where
         }
     };
     if let Some(version) = proxy {
-        let local = backend.stream.local_addr().ok();
+        let local = backend.stream.local_addr();
         let header = super::proxy_header::encode(
             version,
             ctx.peer,

@@ -6,10 +6,10 @@
 use std::future::poll_fn;
 use std::time::Duration;
 
+use crate::upstream::BackendStream;
 use bytes::{Bytes, BytesMut};
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Why data could not be sent on an HTTP/2 stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub(crate) fn end_stream(send: &mut SendStream<Bytes>) -> Result<(), SendError> 
 pub(crate) async fn tunnel(
     recv: &mut RecvStream,
     down_stream: &mut SendStream<Bytes>,
-    backend: &mut TcpStream,
+    backend: &mut BackendStream,
     early: &[u8],
     idle: Duration,
 ) -> (u64, u64) {
@@ -85,7 +85,7 @@ pub(crate) async fn tunnel(
         }
         down += early.len() as u64;
     }
-    let (mut from_backend, mut to_backend) = backend.split();
+    let (mut from_backend, mut to_backend) = tokio::io::split(&mut *backend);
     let mut buf = BytesMut::with_capacity(TUNNEL_READ);
     let (mut client_open, mut backend_open) = (true, true);
     let clean = loop {

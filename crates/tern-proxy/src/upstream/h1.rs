@@ -18,8 +18,8 @@ use tern_http::rewrite::{
 };
 use tern_http::BodyFraming;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::BackendStream;
 use crate::fault::Kind;
 use crate::io::body::{encode_chunk, Pending, Taken, LAST_CHUNK};
 use crate::io::iobuf::{HeadWaitError, IoBuf};
@@ -210,7 +210,7 @@ pub(crate) fn push_body(out: &mut Vec<u8>, data: &[u8], chunked: bool, last: boo
 }
 
 /// Writes `bytes` to the backend within `t`.
-pub(crate) async fn write(conn: &mut TcpStream, bytes: &[u8], t: Duration) -> Result<(), Kind> {
+pub(crate) async fn write(conn: &mut BackendStream, bytes: &[u8], t: Duration) -> Result<(), Kind> {
     match within(t, conn.write_all(bytes)).await {
         Some(Ok(())) => Ok(()),
         _ => Err(Kind::Upload),
@@ -230,7 +230,7 @@ pub(crate) struct HeadError {
 /// Reads the next response head (interim or final) into `s.head`,
 /// consuming it from `s.bbuf`, bounded by `deadline`.
 pub(crate) async fn read_head(
-    conn: &mut TcpStream,
+    conn: &mut BackendStream,
     s: &mut H1Scratch,
     deadline: tokio::time::Instant,
 ) -> Result<(), HeadError> {
@@ -289,9 +289,8 @@ const SPLIT_BODY_MAX: u64 = 16 * 1024;
 /// then its body, with Nagle on (Python's http.server, many frameworks),
 /// holds the body until the head is acknowledged, and Linux delays that
 /// ACK up to 40 ms on a request/response connection.
-pub(crate) fn quickack(conn: &TcpStream) {
-    // Best effort: on failure the backend only waits for the timer.
-    let _ = socket2::SockRef::from(conn).set_tcp_quickack(true);
+pub(crate) fn quickack(conn: &BackendStream) {
+    conn.quickack();
 }
 
 /// A response body being read from the backend.
@@ -354,7 +353,7 @@ impl ResponseBody {
     /// into a buffer of its own.
     async fn read_owned(
         &mut self,
-        conn: &mut TcpStream,
+        conn: &mut BackendStream,
         limit: usize,
         t: Duration,
     ) -> Result<Step<'static>, Kind> {
@@ -400,7 +399,7 @@ impl ResponseBody {
     /// call, which consumes it.
     pub(crate) async fn step<'s>(
         &mut self,
-        conn: &mut TcpStream,
+        conn: &mut BackendStream,
         s: &'s mut H1Scratch,
         wait: Option<Duration>,
     ) -> Result<Step<'s>, Kind> {

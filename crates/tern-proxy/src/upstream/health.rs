@@ -5,6 +5,7 @@
 //! in a row mark a down server up, `fall` failures in a row mark an up
 //! server down; each transition is logged once.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::UpstreamShared;
+use super::{Server, UpstreamShared};
 use crate::config::{BackendTls, HealthCheck};
 
 /// Most bytes read while looking for the status line.
@@ -28,11 +29,10 @@ impl UpstreamShared {
             let _ = shutdown.wait_for(|s| *s).await;
             return;
         };
-        // Start from the current verdicts: a reload may have inherited a
-        // server that is down, and only `rise` successes may bring it back.
-        let mut streaks: Vec<Streak> = (0..self.config.servers.len())
-            .map(|i| Streak::new(self.is_up(i)))
-            .collect();
+        // Per server address; a server starts from its current verdict: a
+        // reload may have inherited one that is down, and only `rise`
+        // successes may bring it back.
+        let mut streaks: HashMap<SocketAddr, Streak> = HashMap::new();
         let mut ticker = tokio::time::interval(check.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -45,15 +45,17 @@ impl UpstreamShared {
                 _ = shutdown.wait_for(|s| *s) => return,
                 results = round => results,
             };
-            for (i, result) in results {
-                let Some(streak) = streaks.get_mut(i) else {
-                    continue;
-                };
+            // Servers that left the group (DNS) are forgotten.
+            streaks.retain(|addr, _| results.iter().any(|(s, _)| s.addr == *addr));
+            for (checked, result) in results {
+                let streak = streaks
+                    .entry(checked.addr)
+                    .or_insert_with(|| Streak::new(checked.is_up()));
                 let Some(up) = streak.record(result.is_ok(), check.rise, check.fall) else {
                     continue;
                 };
-                self.set_up(i, up);
-                let server = self.addr(i);
+                checked.set_up(up);
+                let server = checked.addr;
                 let upstream = &self.config.name;
                 match result {
                     Ok(status) => tracing::info!(
@@ -77,23 +79,25 @@ impl UpstreamShared {
 async fn check_all(
     shared: &Arc<UpstreamShared>,
     check: &HealthCheck,
-) -> Vec<(usize, Result<u16, CheckError>)> {
+) -> Vec<(Arc<Server>, Result<u16, CheckError>)> {
+    let servers = shared.servers().servers.clone();
     let mut set = JoinSet::new();
-    for (i, server) in shared.config.servers.iter().enumerate() {
-        let (addr, path, timeout) = (server.addr, check.path.clone(), check.timeout);
+    for server in &servers {
+        let (server, path, timeout) = (server.clone(), check.path.clone(), check.timeout);
         let shared = shared.clone();
         set.spawn(async move {
             let config = &shared.config;
+            let addr = server.addr;
             let result = if config.protocol.is_http2() {
-                let tls = config.tls.as_ref().map(|tls| (tls, i));
+                let tls = config.tls.as_ref().map(|tls| (tls, server.origin));
                 check_once_h2(addr, tls, &path, timeout).await
             } else {
                 check_once(addr, &path, timeout).await
             };
-            (i, result)
+            (server, result)
         });
     }
-    let mut results = Vec::with_capacity(shared.config.servers.len());
+    let mut results = Vec::with_capacity(servers.len());
     while let Some(joined) = set.join_next().await {
         if let Ok(result) = joined {
             results.push(result);
@@ -169,7 +173,7 @@ pub(super) async fn check_once(
 }
 
 /// One check of an HTTP/2 server (h2c, or h2 with `tls` = the group's TLS
-/// settings and the server's index): connect, TLS handshake for h2,
+/// settings and the index of the server's configuration entry): connect, TLS handshake for h2,
 /// HTTP/2 preface, `GET path` on a session of its own (so a check never
 /// queues behind requests), `Ok(status)` for 2xx and 3xx.
 pub(super) async fn check_once_h2(
@@ -186,7 +190,7 @@ pub(super) async fn check_once_h2(
         match tls {
             None => get_status_h2(stream, "http", addr, path, timeout).await,
             Some((settings, server)) => {
-                let stream = super::tls::handshake(settings, server, stream)
+                let stream = super::tls::handshake(settings, server, super::Socket::Tcp(stream))
                     .await
                     .map_err(CheckError::Tls)?;
                 get_status_h2(stream, "https", addr, path, timeout).await

@@ -23,6 +23,7 @@ mod health;
 mod pool;
 mod sessions;
 mod shared;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -39,7 +40,9 @@ use crate::config::{BackendProtocol, Balance};
 use crate::fault::Kind;
 
 pub use sessions::H2Stream;
-pub use shared::UpstreamShared;
+#[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
+pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
+pub use stream::{BackendStream, Socket};
 
 use balance::SmoothWrr;
 use pool::IdlePool;
@@ -49,13 +52,16 @@ use shared::InFlight;
 /// server until it is dropped or returned with [`Backends::put`].
 #[derive(Debug)]
 pub struct BackendConn {
-    /// The socket (TCP_NODELAY set).
-    pub stream: TcpStream,
+    /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
+    pub stream: BackendStream,
     /// Where it goes.
     pub addr: SocketAddr,
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
+    /// Where its server was in the worker's view when picked (a hint for
+    /// [`Backends::put`]).
+    index: usize,
     /// Keeps the server's in-flight count up (least_conn reads it).
     in_flight: InFlight,
 }
@@ -90,19 +96,41 @@ impl ConnectError {
 #[derive(Debug)]
 pub struct Backends {
     shared: Arc<UpstreamShared>,
-    wrr: RefCell<SmoothWrr>,
+    view: RefCell<View>,
+    /// Idle connections, per server of `view.set` (by index).
     pool: IdlePool,
-    /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only).
+    /// HTTP/2 sessions (`protocol = "h2c"` and `"h2"` only), per server of
+    /// `view.set` (by index).
     sessions: sessions::Sessions,
+}
+
+/// The server set this worker last saw and the balancing state built on
+/// it. Rebuilt when the group's set has a newer generation (DNS changed
+/// it), which a pick notices with one atomic load.
+#[derive(Debug)]
+struct View {
+    set: Arc<ServerSet>,
+    wrr: SmoothWrr,
+}
+
+/// A server chosen for one request: its state, and its index in the
+/// worker's view at the time (a hint: the view may change under an await).
+struct Picked {
+    index: usize,
+    server: Arc<Server>,
 }
 
 impl Backends {
     /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
-        let servers = shared.config.servers.len();
+        let set = arc_swap::Guard::into_inner(shared.servers());
+        let servers = set.servers.len();
         Backends {
             shared,
-            wrr: RefCell::new(SmoothWrr::new(servers)),
+            view: RefCell::new(View {
+                set,
+                wrr: SmoothWrr::new(servers),
+            }),
             pool: IdlePool::new(servers, max_idle),
             sessions: RefCell::new((0..servers).map(|_| sessions::Slot::Empty).collect()),
         }
@@ -126,52 +154,46 @@ impl Backends {
     /// `AllDown` at once when no server is live, else the last server's
     /// connect error.
     pub async fn get(&self, connect_timeout: Duration) -> Result<BackendConn, ConnectError> {
-        let Some(server) = self.pick(|_| true) else {
+        let Some(picked) = self.pick(|_| true) else {
             return Err(ConnectError::AllDown(self.name().to_string()));
         };
         // Counted before connecting, so concurrent picks see it.
-        let in_flight = self.shared.begin(server);
-        if let Some(stream) = self.pool.take(server) {
-            return Ok(self.pooled(server, stream, in_flight));
+        let in_flight = picked.server.begin();
+        if let Some(stream) = self.pool.take(picked.index) {
+            return Ok(pooled(stream, picked.index, in_flight));
         }
         // Connecting is the rare path under keepalive: boxed, so its state
         // does not enlarge the future of every request that awaits `get`.
-        Box::pin(self.connect_any(server, in_flight, connect_timeout)).await
+        Box::pin(self.connect_any(picked.index, in_flight, connect_timeout)).await
     }
 
-    /// Connects to `server`, then to the other live servers in policy order
-    /// while connecting fails (taking a pooled connection when one of them
-    /// has one).
+    /// Connects to the server `in_flight` counts, then to the other live
+    /// servers in policy order while connecting fails (taking a pooled
+    /// connection when one of them has one).
     async fn connect_any(
         &self,
-        mut server: usize,
+        mut index: usize,
         mut in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let mut tried: Vec<usize> = Vec::new();
+        let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
-            let error = match self.connect_counted(in_flight, connect_timeout).await {
+            let addr = in_flight.server().addr;
+            let error = match self
+                .connect_counted(index, in_flight, connect_timeout)
+                .await
+            {
                 Ok(conn) => return Ok(conn),
                 Err(e) => e,
             };
-            tried.push(server);
-            let Some(next) = self.pick(|i| !tried.contains(&i)) else {
+            tried.push(addr);
+            let Some(next) = self.pick(|s| !tried.contains(&s.addr)) else {
                 return Err(error);
             };
-            server = next;
-            in_flight = self.shared.begin(server);
-            if let Some(stream) = self.pool.take(server) {
-                return Ok(self.pooled(server, stream, in_flight));
+            (index, in_flight) = (next.index, next.server.begin());
+            if let Some(stream) = self.pool.take(index) {
+                return Ok(pooled(stream, index, in_flight));
             }
-        }
-    }
-
-    fn pooled(&self, server: usize, stream: TcpStream, in_flight: InFlight) -> BackendConn {
-        BackendConn {
-            stream,
-            addr: self.shared.addr(server),
-            reused: true,
-            in_flight,
         }
     }
 
@@ -182,7 +204,13 @@ impl Backends {
         addr: SocketAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let Some(server) = self.shared.index_of(addr) else {
+        self.refresh();
+        let found = {
+            let view = self.view.borrow();
+            let index = view.set.servers.iter().position(|s| s.addr == addr);
+            index.map(|i| (i, view.set.servers[i].clone()))
+        };
+        let Some((index, server)) = found else {
             return Err(ConnectError::Io(
                 addr,
                 io::Error::new(
@@ -191,64 +219,118 @@ impl Backends {
                 ),
             ));
         };
-        self.connect_counted(self.shared.begin(server), connect_timeout)
+        self.connect_counted(index, server.begin(), connect_timeout)
             .await
     }
 
     /// Returns a connection whose exchange completed cleanly; it is kept
-    /// for reuse while its server is live and the pool has room.
+    /// for reuse while its server is live, still in the set and the pool
+    /// has room.
     pub fn put(&self, conn: BackendConn) {
         let server = conn.in_flight.server();
-        if self.shared.is_live(server) {
-            self.pool.put(server, conn.stream);
+        self.refresh();
+        let Some(index) = self.view.borrow().set.index_of(server, conn.index) else {
+            return; // the server left the group: close
+        };
+        if server.is_live() {
+            self.pool.put(index, conn.stream);
         } else {
-            self.pool.clear(server);
+            self.pool.clear(index);
         }
     }
 
     /// The next live server the policy chooses among those `allowed`.
-    fn pick(&self, allowed: impl Fn(usize) -> bool) -> Option<usize> {
-        let shared = &self.shared;
-        let eligible = |i: usize| allowed(i) && shared.is_live(i);
-        let mut wrr = self.wrr.borrow_mut();
-        match shared.config.balance {
-            Balance::RoundRobin => wrr.pick(&shared.weights, eligible),
+    fn pick(&self, allowed: impl Fn(&Server) -> bool) -> Option<Picked> {
+        self.refresh();
+        let mut view = self.view.borrow_mut();
+        let View { set, wrr } = &mut *view;
+        let servers = &set.servers;
+        let eligible = |i: usize| servers.get(i).is_some_and(|s| allowed(s) && s.is_live());
+        let index = match self.shared.config.balance {
+            Balance::RoundRobin => wrr.pick(&set.weights, eligible),
             Balance::LeastConn => {
-                balance::least_conn(&mut wrr, &shared.weights, |i| shared.in_flight(i), eligible)
+                balance::least_conn(wrr, &set.weights, |i| servers[i].in_flight(), eligible)
             }
-        }
+        }?;
+        Some(Picked {
+            index,
+            server: servers[index].clone(),
+        })
     }
 
-    /// Connects to the server `in_flight` counts, recording the outcome
+    /// Brings this worker's view up to the group's current set: idle
+    /// connections and sessions follow their server to its new index
+    /// (those of removed servers are closed; requests running on them
+    /// finish), balancing state restarts.
+    fn refresh(&self) {
+        let current = self.shared.servers();
+        if current.generation == self.view.borrow().set.generation {
+            return;
+        }
+        let set = arc_swap::Guard::into_inner(current);
+        let mut view = self.view.borrow_mut();
+        let moves: Vec<Option<usize>> = view
+            .set
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| set.index_of(s, i))
+            .collect();
+        self.pool.remap(&moves, set.servers.len());
+        sessions::remap(&self.sessions, &moves, set.servers.len());
+        view.wrr = SmoothWrr::new(set.servers.len());
+        view.set = set;
+    }
+
+    /// The index of `server` in this worker's current view, if it is
+    /// still in the group (`hint`: its index when it was picked).
+    fn index_of(&self, server: &Arc<Server>, hint: usize) -> Option<usize> {
+        self.view.borrow().set.index_of(server, hint)
+    }
+
+    /// Connects to the server `in_flight` counts (at `index` in the
+    /// view), recording the outcome
     /// for passive ejection.
     async fn connect_counted(
         &self,
+        index: usize,
         in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         let server = in_flight.server();
-        let addr = self.shared.addr(server);
+        let addr = server.addr;
         match open(addr, connect_timeout).await {
-            Ok(stream) => {
-                self.shared.connect_succeeded(server);
+            Ok(socket) => {
+                server.connect_succeeded();
                 Ok(BackendConn {
-                    stream,
+                    stream: BackendStream::Plain(socket),
                     addr,
                     reused: false,
+                    index,
                     in_flight,
                 })
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.name(), "{e}");
-                self.shared.connect_failed(server, &e);
+                server.connect_failed(self.shared.config.passive, self.name(), &e);
                 Err(e)
             }
         }
     }
 }
 
+fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendConn {
+    BackendConn {
+        stream,
+        addr: in_flight.server().addr,
+        reused: true,
+        index,
+        in_flight,
+    }
+}
+
 /// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, ConnectError> {
+async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
     let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
@@ -259,5 +341,5 @@ async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<TcpStream, 
     stream
         .set_nodelay(true)
         .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(stream)
+    Ok(Socket::Tcp(stream))
 }

@@ -5,10 +5,9 @@
 //! default is 5 s) and a request written into a closed connection would fail.
 
 use std::cell::RefCell;
-use std::io;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use super::BackendStream;
 
 /// Idle connections older than this are closed rather than reused.
 pub const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
@@ -18,7 +17,7 @@ pub const MAX_IDLE_AGE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(super) struct IdlePool {
     /// Per server index: idle connections, most recently returned last.
-    idle: RefCell<Vec<Vec<(TcpStream, Instant)>>>,
+    idle: RefCell<Vec<Vec<(BackendStream, Instant)>>>,
     /// Most idle connections kept per server.
     max_idle: usize,
 }
@@ -33,7 +32,7 @@ impl IdlePool {
     }
 
     /// Keeps `stream` for reuse with server `server`, unless the pool is full.
-    pub(super) fn put(&self, server: usize, stream: TcpStream) {
+    pub(super) fn put(&self, server: usize, stream: BackendStream) {
         let mut idle = self.idle.borrow_mut();
         if let Some(list) = idle.get_mut(server) {
             if list.len() < self.max_idle {
@@ -44,7 +43,7 @@ impl IdlePool {
 
     /// The most recently used idle connection to `server` that still looks
     /// open; stale and closed ones met on the way are dropped.
-    pub(super) fn take(&self, server: usize) -> Option<TcpStream> {
+    pub(super) fn take(&self, server: usize) -> Option<BackendStream> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(server)?;
         while let Some((stream, since)) = list.pop() {
@@ -53,13 +52,26 @@ impl IdlePool {
             }
             // A closed or misbehaving backend connection has something to
             // read (EOF or stray bytes); a healthy idle one has nothing.
-            let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
-                _ => continue,
+            if stream.idle_and_open() {
+                return Some(stream);
             }
         }
         None
+    }
+
+    /// Follows a change of the group's servers: the idle connections of
+    /// server `i` move to `moves[i]` (closed when it is `None`: the server
+    /// left), for `servers` servers in all.
+    pub(super) fn remap(&self, moves: &[Option<usize>], servers: usize) {
+        let mut idle = self.idle.borrow_mut();
+        let mut next: Vec<Vec<(BackendStream, Instant)>> =
+            (0..servers).map(|_| Vec::new()).collect();
+        for (list, to) in idle.drain(..).zip(moves) {
+            if let Some(slot) = to.and_then(|to| next.get_mut(to)) {
+                *slot = list;
+            }
+        }
+        *idle = next;
     }
 
     /// Closes every idle connection to `server` (it was marked down).

@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch};
 
 use super::shared::InFlight;
-use super::{open, tls, Backends, ConnectError};
+use super::{open, tls, Backends, ConnectError, Server};
 
 /// Where a request goes on an HTTP/2 backend session, counted as one
 /// request in flight on its server until dropped.
@@ -64,6 +65,21 @@ fn session_builder() -> h2::client::Builder {
 /// Per server of a group, this worker's session to it.
 pub(super) type Sessions = std::cell::RefCell<Vec<Slot>>;
 
+/// Follows a change of the group's servers: the session of server `i`
+/// moves to `moves[i]` (dropped when it is `None`: the server left; its
+/// running streams finish, since each holds its own handle), for
+/// `servers` servers in all.
+pub(super) fn remap(sessions: &Sessions, moves: &[Option<usize>], servers: usize) {
+    let mut slots = sessions.borrow_mut();
+    let mut next: Vec<Slot> = (0..servers).map(|_| Slot::Empty).collect();
+    for (slot, to) in slots.drain(..).zip(moves) {
+        if let Some(place) = to.and_then(|to| next.get_mut(to)) {
+            *place = slot;
+        }
+    }
+    *slots = next;
+}
+
 /// One server's session, as one worker sees it.
 #[derive(Debug, Default)]
 pub(super) enum Slot {
@@ -100,16 +116,18 @@ impl Backends {
     /// free stream on a busy session, or for another request's attempt to
     /// open one, is bounded by `connect_timeout` too.
     pub async fn get_h2(&self, connect_timeout: Duration) -> Result<H2Stream, ConnectError> {
-        let mut tried: Vec<usize> = Vec::new();
+        let mut tried: Vec<SocketAddr> = Vec::new();
         let mut last_error = None;
         'servers: loop {
-            let Some(server) = self.pick(|i| !tried.contains(&i)) else {
+            let Some(picked) = self.pick(|s| !tried.contains(&s.addr)) else {
                 return Err(
                     last_error.unwrap_or_else(|| ConnectError::AllDown(self.name().to_string()))
                 );
             };
-            let in_flight = self.shared.begin(server);
-            let addr = self.shared.addr(server);
+            let in_flight = picked.server.begin();
+            let addr = picked.server.addr;
+            // `server` names the slot across awaits (the view may change).
+            let server = (&picked.server, picked.index);
             loop {
                 match self.find_session(server) {
                     Found::Open(sender) => {
@@ -145,7 +163,7 @@ impl Backends {
                             }
                             Ok(Ok(Some(Opened::Failed))) => {
                                 // The opener logged and counted the failure.
-                                tried.push(server);
+                                tried.push(addr);
                                 last_error = Some(ConnectError::Io(
                                     addr,
                                     std::io::Error::other("HTTP/2 session could not be opened"),
@@ -182,8 +200,12 @@ impl Backends {
                                     _ => Opened::Failed,
                                 }));
                                 tracing::warn!(upstream = %self.name(), "{e}");
-                                self.shared.connect_failed(server, &e);
-                                tried.push(server);
+                                picked.server.connect_failed(
+                                    self.shared.config.passive,
+                                    self.name(),
+                                    &e,
+                                );
+                                tried.push(addr);
                                 last_error = Some(e);
                                 continue 'servers;
                             }
@@ -194,16 +216,24 @@ impl Backends {
         }
     }
 
-    fn find_session(&self, server: usize) -> Found {
-        match self.sessions.borrow().get(server) {
+    fn find_session(&self, (server, hint): (&Arc<Server>, usize)) -> Found {
+        let Some(index) = self.index_of(server, hint) else {
+            return Found::Empty;
+        };
+        match self.sessions.borrow().get(index) {
             Some(Slot::Open(sender)) => Found::Open(sender.clone()),
             Some(Slot::Opening(opening)) => Found::Opening(opening.clone()),
             _ => Found::Empty,
         }
     }
 
-    fn set_slot(&self, server: usize, slot: Slot) {
-        if let Some(s) = self.sessions.borrow_mut().get_mut(server) {
+    /// Stores `slot` as the session of `server` (nothing when the server
+    /// has left the group).
+    fn set_slot(&self, (server, hint): (&Arc<Server>, usize), slot: Slot) {
+        let Some(index) = self.index_of(server, hint) else {
+            return;
+        };
+        if let Some(s) = self.sessions.borrow_mut().get_mut(index) {
             *s = slot;
         }
     }
@@ -213,16 +243,16 @@ impl Backends {
     /// keeps the session for later requests and returns a ready sender.
     async fn open_session(
         &self,
-        server: usize,
+        server: (&Arc<Server>, usize),
         connect_timeout: Duration,
     ) -> Result<SendRequest<Bytes>, ConnectError> {
-        let addr = self.shared.addr(server);
+        let addr = server.0.addr;
         let deadline = tokio::time::Instant::now() + connect_timeout;
         let tcp = open(addr, connect_timeout).await?;
         let sender = match &self.shared.config.tls {
             None => preface(addr, tcp, deadline).await?,
             Some(settings) => {
-                let handshake = tls::handshake(settings, server, tcp);
+                let handshake = tls::handshake(settings, server.0.origin, tcp);
                 match tokio::time::timeout_at(deadline, handshake).await {
                     Ok(Ok(stream)) => preface(addr, stream, deadline).await?,
                     Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
@@ -230,7 +260,7 @@ impl Backends {
                 }
             }
         };
-        self.shared.connect_succeeded(server);
+        server.0.connect_succeeded();
         self.set_slot(server, Slot::Open(sender.clone()));
         Ok(sender)
     }
@@ -288,12 +318,16 @@ where
 /// away mid-way), so the slot never waits on an attempt nobody drives.
 struct OpeningGuard<'b> {
     backends: &'b Backends,
-    server: usize,
+    server: (&'b Arc<Server>, usize),
 }
 
 impl Drop for OpeningGuard<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.backends.sessions.borrow_mut().get_mut(self.server) {
+        let (server, hint) = self.server;
+        let Some(index) = self.backends.index_of(server, hint) else {
+            return;
+        };
+        if let Some(slot) = self.backends.sessions.borrow_mut().get_mut(index) {
             if matches!(slot, Slot::Opening(_)) {
                 *slot = Slot::Empty;
             }

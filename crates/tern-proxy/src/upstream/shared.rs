@@ -1,32 +1,108 @@
-//! Process-wide state of an upstream group: per server, the active health
-//! verdict, passive ejection and requests in flight. Atomics only, because
-//! every worker thread reads it on every request.
+//! Process-wide state of an upstream group: the current set of servers
+//! (which DNS re-resolution changes while requests run) and, per server,
+//! the active health verdict, passive ejection, the operator's admin state
+//! and requests in flight.
+//!
+//! The set is an immutable [`ServerSet`] behind an [`ArcSwap`]: a worker
+//! reads it with one atomic load per pick and never takes a lock, and a
+//! change publishes a whole new set with a higher `generation`. Servers
+//! are `Arc<Server>` keyed by address: a server present in both the old
+//! and the new set is the same `Arc` (its counts, verdicts and admin state
+//! carry over), and a request holding a removed server's `Arc` finishes on
+//! it undisturbed.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::config::UpstreamConfig;
+use arc_swap::ArcSwap;
 
-/// Process-wide state of one upstream group: its settings and, per
-/// server, what health checks and passive ejection decided. Shared by all
-/// workers (atomics only), rebuilt on reload.
+use crate::config::{PassiveEjection, UpstreamConfig};
+
+/// Process-wide state of one upstream group: its settings and its current
+/// servers. Shared by all workers, rebuilt on reload.
 #[derive(Debug)]
 pub struct UpstreamShared {
     /// The group's settings.
     pub config: UpstreamConfig,
-    /// Parallel to `config.servers`.
-    pub(super) servers: Vec<ServerState>,
-    /// Weights of `config.servers`, in the shape the balancers take.
-    pub(super) weights: Vec<u32>,
-    /// Origin of the millisecond clock stored in the atomics.
-    epoch: Instant,
+    /// The servers requests may go to now.
+    set: ArcSwap<ServerSet>,
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Serializes changes of `set` (control plane only: DNS, reload).
+    changing: Mutex<()>,
 }
 
-/// One server's live state.
+/// The servers of a group at one moment. Immutable: a change makes a new
+/// one with a higher `generation`, so per-worker structures built from a
+/// set (balancer scores, hash rings, pools) know when to rebuild.
 #[derive(Debug)]
-pub(super) struct ServerState {
+pub struct ServerSet {
+    /// Increases by one with every change of the set (0 for the set built
+    /// from the configuration).
+    pub generation: u64,
+    /// The servers, in configuration order (the addresses of one name in
+    /// the order its records gave them). No address appears twice.
+    pub servers: Vec<Arc<Server>>,
+    /// `servers[i].weight`, in the shape the balancers take.
+    pub weights: Vec<u32>,
+}
+
+#[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+/// What the operator asked of a server on the admin listener (until the
+/// next reload, which starts every server `Enabled`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminState {
+    /// Picked as usual.
+    Enabled,
+    /// No new requests from balancing; requests in flight finish. Like
+    /// haproxy's `drain`, a request that affinity pins to this server may
+    /// still go to it.
+    Draining,
+    /// No new requests at all; requests in flight finish (haproxy's
+    /// `maint`).
+    Disabled,
+}
+
+#[allow(dead_code)] // the admin listener uses it (issue 28)
+impl AdminState {
+    /// The word used on the admin listener and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminState::Enabled => "enabled",
+            AdminState::Draining => "draining",
+            AdminState::Disabled => "disabled",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => AdminState::Draining,
+            2 => AdminState::Disabled,
+            _ => AdminState::Enabled,
+        }
+    }
+
+    fn to_u8(self) -> u8 {
+        match self {
+            AdminState::Enabled => 0,
+            AdminState::Draining => 1,
+            AdminState::Disabled => 2,
+        }
+    }
+}
+
+/// One server of a group and its live state, shared by all workers
+/// (atomics only, because every worker reads it on every request).
+#[derive(Debug)]
+pub struct Server {
+    /// Where it is.
+    pub addr: SocketAddr,
+    /// Its configured share of requests (at least 1).
+    pub weight: u32,
+    /// Index in `config.servers` of the entry it comes from (an address,
+    /// or a name whose records gave `addr`).
+    pub origin: usize,
     /// Verdict of the active health checks (true without checks).
     up: AtomicBool,
     /// Connect failures in a row seen by requests; a success resets it.
@@ -38,144 +114,139 @@ pub(super) struct ServerState {
     ejected_until_ms: AtomicU64,
     /// Requests holding a connection to this server, over all workers.
     in_flight: AtomicUsize,
+    /// Requests sent to it since it joined the group (all workers).
+    requests: AtomicU64,
+    /// [`AdminState`] as a number.
+    admin: AtomicU8,
+    /// Origin of the millisecond clock stored in `ejected_until_ms`.
+    epoch: Instant,
 }
 
-impl UpstreamShared {
-    /// State for a group, every server initially up.
-    pub fn new(config: UpstreamConfig) -> Arc<Self> {
-        let servers = config
-            .servers
-            .iter()
-            .map(|_| ServerState {
-                up: AtomicBool::new(true),
-                fails: AtomicU32::new(0),
-                ejected_until_ms: AtomicU64::new(0),
-                in_flight: AtomicUsize::new(0),
-            })
-            .collect();
-        let weights = config.servers.iter().map(|s| s.weight.max(1)).collect();
-        Arc::new(UpstreamShared {
-            config,
-            servers,
-            weights,
+impl Server {
+    /// A server that starts up, enabled, with nothing in flight.
+    pub(crate) fn new(addr: SocketAddr, weight: u32, origin: usize) -> Self {
+        Server {
+            addr,
+            weight: weight.max(1),
+            origin,
+            up: AtomicBool::new(true),
+            fails: AtomicU32::new(0),
+            ejected_until_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            admin: AtomicU8::new(0),
             epoch: Instant::now(),
-        })
-    }
-
-    /// Takes over the health verdicts and ejections of `previous` (the
-    /// group of the same name in the generation being replaced) for the
-    /// servers both have, so a reload neither sends requests to a server
-    /// known to be down nor forgets one that is. Call before any request.
-    #[allow(dead_code)] // the reload hook in generation.rs calls it (docs/backends.md)
-    pub fn inherit_health(&self, previous: &UpstreamShared) {
-        let now = Instant::now();
-        for (i, server) in self.config.servers.iter().enumerate() {
-            let Some(j) = previous.index_of(server.addr) else {
-                continue;
-            };
-            let (old, new) = (&previous.servers[j], &self.servers[i]);
-            new.up
-                .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
-            new.fails
-                .store(old.fails.load(Ordering::Relaxed), Ordering::Relaxed);
-            let until = old.ejected_until_ms.load(Ordering::Relaxed);
-            if until != 0 {
-                // Re-express the deadline on this group's clock.
-                let deadline = previous.epoch + std::time::Duration::from_millis(until);
-                let left = deadline.saturating_duration_since(now);
-                if !left.is_zero() {
-                    new.ejected_until_ms
-                        .store(self.now_ms() + left.as_millis() as u64, Ordering::Relaxed);
-                }
-            }
         }
     }
 
-    /// (server, up?) for metrics and /health: up means new requests may be
-    /// sent to it (health checks pass and it is not ejected).
-    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
-        self.config
-            .servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.addr, self.is_live(i)))
-            .collect()
-    }
-
-    /// Index of the server at `addr`.
-    pub(super) fn index_of(&self, addr: SocketAddr) -> Option<usize> {
-        self.config.servers.iter().position(|s| s.addr == addr)
-    }
-
-    /// Address of server `i`.
-    pub(super) fn addr(&self, i: usize) -> SocketAddr {
-        self.config.servers[i].addr
-    }
-
-    /// May new requests go to server `i`?
-    pub(super) fn is_live(&self, i: usize) -> bool {
-        let s = &self.servers[i];
-        if !s.up.load(Ordering::Relaxed) {
+    /// May new requests go to it? (health checks pass, not ejected, and
+    /// the operator has not drained or disabled it)
+    pub fn is_live(&self) -> bool {
+        if !self.up.load(Ordering::Relaxed) || self.admin.load(Ordering::Relaxed) != 0 {
             return false;
         }
+        !self.is_ejected()
+    }
+
+    /// Is it ejected by passive detection right now?
+    pub fn is_ejected(&self) -> bool {
         // Reading the clock costs more than the rest of a pick (a syscall
         // on some VMs): only an ejected server needs it.
-        let until = s.ejected_until_ms.load(Ordering::Relaxed);
-        until == 0 || until <= self.now_ms()
+        let until = self.ejected_until_ms.load(Ordering::Relaxed);
+        until != 0 && until > self.now_ms()
     }
 
-    /// The active health verdict of server `i`.
-    pub(super) fn is_up(&self, i: usize) -> bool {
-        self.servers[i].up.load(Ordering::Relaxed)
+    /// The active health verdict.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
     }
 
-    /// Requests in flight on server `i`.
-    pub(super) fn in_flight(&self, i: usize) -> usize {
-        self.servers[i].in_flight.load(Ordering::Relaxed)
+    /// Records the active health verdict.
+    pub(crate) fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::Relaxed);
     }
 
-    /// Counts a request on server `i` until the guard drops.
-    pub(super) fn begin(self: &Arc<Self>, i: usize) -> InFlight {
-        self.servers[i].in_flight.fetch_add(1, Ordering::Relaxed);
+    /// Requests in flight on it, over all workers.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Requests sent to it since it joined the group.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// What the operator asked of it.
+    pub fn admin(&self) -> AdminState {
+        AdminState::from_u8(self.admin.load(Ordering::Relaxed))
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Sets what the operator asked of it; returns the previous state.
+    pub fn set_admin(&self, state: AdminState) -> AdminState {
+        AdminState::from_u8(self.admin.swap(state.to_u8(), Ordering::Relaxed))
+    }
+
+    /// Counts a request on it until the guard drops.
+    pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
         InFlight {
-            shared: self.clone(),
-            server: i,
+            server: self.clone(),
         }
     }
 
-    /// A connection to server `i` succeeded: its failure streak ends.
-    pub(super) fn connect_succeeded(&self, i: usize) {
-        let s = &self.servers[i];
-        if s.fails.load(Ordering::Relaxed) != 0 {
-            s.fails.store(0, Ordering::Relaxed);
+    /// A connection to it succeeded: its failure streak ends.
+    pub(crate) fn connect_succeeded(&self) {
+        if self.fails.load(Ordering::Relaxed) != 0 {
+            self.fails.store(0, Ordering::Relaxed);
         }
     }
 
-    /// A connection to server `i` failed; after `max_fails` in a row it is
-    /// skipped for `fail_timeout`.
-    pub(super) fn connect_failed(&self, i: usize, error: &dyn std::fmt::Display) {
-        let passive = self.config.passive;
-        let s = &self.servers[i];
-        let fails = s.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+    /// A connection to it failed; after `max_fails` in a row it is skipped
+    /// for `fail_timeout` (logged once per ejection, naming `upstream`).
+    pub(crate) fn connect_failed(
+        &self,
+        passive: PassiveEjection,
+        upstream: &str,
+        error: &dyn std::fmt::Display,
+    ) {
+        let fails = self.fails.fetch_add(1, Ordering::Relaxed).saturating_add(1);
         if fails < passive.max_fails {
             return;
         }
         let now = self.now_ms();
         let until = now.saturating_add(passive.fail_timeout.as_millis() as u64);
-        let before = s.ejected_until_ms.swap(until, Ordering::Relaxed);
+        let before = self.ejected_until_ms.swap(until, Ordering::Relaxed);
         if before <= now {
             tracing::warn!(
-                upstream = %self.config.name,
-                server = %self.addr(i),
+                %upstream,
+                server = %self.addr,
                 "backend ejected for {:?} after {fails} connect failures in a row: {error}",
                 passive.fail_timeout
             );
         }
     }
 
-    /// Records the active health verdict of server `i`.
-    pub(super) fn set_up(&self, i: usize, up: bool) {
-        self.servers[i].up.store(up, Ordering::Relaxed);
+    /// Takes over the health verdict and ejection of `old` (the same
+    /// address in the generation being replaced).
+    fn inherit_health(&self, old: &Server) {
+        self.up
+            .store(old.up.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.fails
+            .store(old.fails.load(Ordering::Relaxed), Ordering::Relaxed);
+        let until = old.ejected_until_ms.load(Ordering::Relaxed);
+        if until != 0 {
+            // Re-express the deadline on this server's clock.
+            let deadline = old.epoch + Duration::from_millis(until);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                self.ejected_until_ms
+                    .store(self.now_ms() + left.as_millis() as u64, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Milliseconds since `epoch`, never 0 (0 means "not ejected").
@@ -184,25 +255,147 @@ impl UpstreamShared {
     }
 }
 
+impl ServerSet {
+    fn new(generation: u64, servers: Vec<Arc<Server>>) -> Self {
+        let weights = servers.iter().map(|s| s.weight).collect();
+        ServerSet {
+            generation,
+            servers,
+            weights,
+        }
+    }
+
+    /// The server at `addr`.
+    pub fn find(&self, addr: SocketAddr) -> Option<&Arc<Server>> {
+        self.servers.iter().find(|s| s.addr == addr)
+    }
+
+    /// The index of `server` in this set (`hint` is tried first: the
+    /// index it had when it was picked, right unless the set changed).
+    pub fn index_of(&self, server: &Arc<Server>, hint: usize) -> Option<usize> {
+        match self.servers.get(hint) {
+            Some(s) if Arc::ptr_eq(s, server) => Some(hint),
+            _ => self.servers.iter().position(|s| Arc::ptr_eq(s, server)),
+        }
+    }
+}
+
+impl UpstreamShared {
+    /// State for a group: the servers of its configuration (a name's first
+    /// address until it is re-resolved), every one up and enabled.
+    pub fn new(config: UpstreamConfig) -> Arc<Self> {
+        let mut servers: Vec<Arc<Server>> = Vec::with_capacity(config.servers.len());
+        for (origin, s) in config.servers.iter().enumerate() {
+            if !servers.iter().any(|known| known.addr == s.addr) {
+                servers.push(Arc::new(Server::new(s.addr, s.weight, origin)));
+            }
+        }
+        Arc::new(UpstreamShared {
+            config,
+            set: ArcSwap::from_pointee(ServerSet::new(0, servers)),
+            changing: Mutex::new(()),
+        })
+    }
+
+    /// The current servers (one atomic load; hold it briefly: a set kept
+    /// alive keeps its removed servers' state alive).
+    pub fn servers(&self) -> arc_swap::Guard<Arc<ServerSet>> {
+        self.set.load()
+    }
+
+    #[allow(dead_code)] // DNS re-resolution and the admin listener use it (issue 28)
+    /// Makes `addrs` the servers that come from configuration entry
+    /// `origin` (a name's addresses after a resolution): servers whose
+    /// address stays keep their state, new ones start up and enabled, the
+    /// others leave the set (requests in flight on them finish). An address
+    /// another entry already provides is not added twice. Returns the
+    /// addresses added and removed (both empty: nothing changed, and the
+    /// generation stays).
+    pub fn set_addresses(
+        &self,
+        origin: usize,
+        addrs: &[SocketAddr],
+    ) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+        let Some(entry) = self.config.servers.get(origin) else {
+            return (Vec::new(), Vec::new());
+        };
+        let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.set.load_full();
+        let removed: Vec<SocketAddr> = old
+            .servers
+            .iter()
+            .filter(|s| s.origin == origin && !addrs.contains(&s.addr))
+            .map(|s| s.addr)
+            .collect();
+        let mut added = Vec::new();
+        let mut servers: Vec<Arc<Server>> = Vec::with_capacity(old.servers.len() + addrs.len());
+        // Entries before `origin`, then its addresses, then the rest: the
+        // set stays in configuration order.
+        servers.extend(old.servers.iter().filter(|s| s.origin < origin).cloned());
+        for &addr in addrs {
+            if servers.iter().any(|s| s.addr == addr) {
+                continue;
+            }
+            match old.find(addr) {
+                Some(s) if s.origin == origin => servers.push(s.clone()),
+                Some(_) => {} // provided by a later entry, kept below
+                None => {
+                    added.push(addr);
+                    servers.push(Arc::new(Server::new(addr, entry.weight, origin)));
+                }
+            }
+        }
+        servers.extend(old.servers.iter().filter(|s| s.origin > origin).cloned());
+        if !added.is_empty() || !removed.is_empty() {
+            self.set
+                .store(Arc::new(ServerSet::new(old.generation + 1, servers)));
+        }
+        (added, removed)
+    }
+
+    /// Takes over the health verdicts and ejections of `previous` (the
+    /// group of the same name in the generation being replaced) for the
+    /// servers both have, so a reload neither sends requests to a server
+    /// known to be down nor forgets one that is. Admin states are not
+    /// taken over: a reload ends them. Call before any request.
+    pub fn inherit_health(&self, previous: &UpstreamShared) {
+        let old = previous.servers();
+        for server in &self.servers().servers {
+            if let Some(o) = old.find(server.addr) {
+                server.inherit_health(o);
+            }
+        }
+    }
+
+    /// (server, up?) for metrics and /health: up means new requests may be
+    /// sent to it (health checks pass, it is not ejected, not drained or
+    /// disabled).
+    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
+        self.servers()
+            .servers
+            .iter()
+            .map(|s| (s.addr, s.is_live()))
+            .collect()
+    }
+}
+
 /// Counts one request against a server's in-flight total while it lives
-/// (least_conn reads the totals).
+/// (least_conn reads the totals), and keeps the server's state alive
+/// even if the server leaves the set meanwhile.
 #[derive(Debug)]
-pub(super) struct InFlight {
-    shared: Arc<UpstreamShared>,
-    server: usize,
+pub(crate) struct InFlight {
+    server: Arc<Server>,
 }
 
 impl InFlight {
     /// The server counted.
-    pub(super) fn server(&self) -> usize {
-        self.server
+    pub(crate) fn server(&self) -> &Arc<Server> {
+        &self.server
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared.servers[self.server]
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        self.server.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
-use super::{Backends, ConnectError, UpstreamShared};
+use super::{AdminState, Backends, ConnectError, UpstreamShared};
 use crate::config::{Balance, UpstreamConfig};
 
 const CONNECT: Duration = Duration::from_secs(2);
@@ -118,7 +118,9 @@ async fn connections_count_in_flight_until_returned() {
     let first = backends.get(CONNECT).await.expect("first");
     let second = backends.get(CONNECT).await.expect("second");
     assert_ne!(first.addr, second.addr, "least_conn spreads two requests");
-    assert_eq!(shared.in_flight(0) + shared.in_flight(1), 2);
+    let in_flight =
+        |s: &UpstreamShared| -> usize { s.servers().servers.iter().map(|s| s.in_flight()).sum() };
+    assert_eq!(in_flight(&shared), 2);
     // Hold the first; returned or dropped connections stop counting.
     let busy = first.addr;
     backends.put(second);
@@ -128,7 +130,7 @@ async fn connections_count_in_flight_until_returned() {
         drop(conn);
     }
     drop(first);
-    assert_eq!(shared.in_flight(0) + shared.in_flight(1), 0);
+    assert_eq!(in_flight(&shared), 0);
 }
 
 #[tokio::test]
@@ -157,8 +159,9 @@ fn reload_inherits_health_by_address() {
     let b: SocketAddr = "127.0.0.1:2".parse().expect("literal");
     let c: SocketAddr = "127.0.0.1:3".parse().expect("literal");
     let old = group(vec![a, b], 1, Duration::from_secs(60));
-    old.set_up(0, false);
-    old.connect_failed(1, &"refused");
+    let servers = old.servers();
+    servers.servers[0].set_up(false);
+    servers.servers[1].connect_failed(old.config.passive, "test", &"refused");
     let new = group(vec![b, c, a], 1, Duration::from_secs(60));
     new.inherit_health(&old);
     assert_eq!(
@@ -192,4 +195,90 @@ async fn health_checks_end_when_the_generation_retires() {
         .await
         .expect("run_health_checks returns after retirement")
         .expect("no panic");
+}
+
+#[tokio::test]
+async fn a_changed_set_is_followed_and_keeps_what_stays() {
+    let (_a, a) = listening().await;
+    let (_b, b) = listening().await;
+    let (_c, c) = listening().await;
+    let shared = group(vec![a], 3, Duration::from_secs(10));
+    let backends = Backends::new(shared.clone(), 4);
+    let on_a = backends.get(CONNECT).await.expect("a");
+    assert_eq!(on_a.addr, a);
+    let kept = shared.servers().servers[0].clone();
+
+    assert_eq!(shared.set_addresses(0, &[a, b]), (vec![b], vec![]));
+    assert_eq!(shared.servers().generation, 1);
+    assert!(
+        Arc::ptr_eq(&shared.servers().servers[0], &kept),
+        "a keeps its state"
+    );
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(backends.get(CONNECT).await.expect("a or b").addr);
+    }
+    assert!(seen.contains(&a) && seen.contains(&b), "{seen:?}");
+
+    // a leaves while a request holds a connection to it: the request
+    // keeps its server's count, and the connection is closed on return.
+    assert_eq!(shared.set_addresses(0, &[b, c]), (vec![c], vec![a]));
+    assert_eq!(kept.in_flight(), 1);
+    for _ in 0..4 {
+        assert_ne!(backends.get(CONNECT).await.expect("b or c").addr, a);
+    }
+    backends.put(on_a);
+    assert_eq!(kept.in_flight(), 0);
+    assert_eq!(
+        shared.set_addresses(0, &[b, c]),
+        (vec![], vec![]),
+        "no change, no new generation"
+    );
+    assert_eq!(shared.servers().generation, 2);
+}
+
+#[tokio::test]
+async fn pooled_connections_follow_their_server_to_its_new_place() {
+    let (_a, a) = listening().await;
+    let (_b, b) = listening().await;
+    let shared = group(vec![a], 3, Duration::from_secs(10));
+    let backends = Backends::new(shared.clone(), 4);
+    let conn = backends.get(CONNECT).await.expect("a");
+    let local = conn.stream.local_addr().expect("local");
+    backends.put(conn);
+    // b now comes first; a's idle connection moves with a.
+    shared.set_addresses(0, &[b, a]);
+    let mut reused = None;
+    for _ in 0..2 {
+        let conn = backends.get(CONNECT).await.expect("a or b");
+        if conn.addr == a {
+            reused = Some((conn.reused, conn.stream.local_addr().expect("local")));
+        }
+    }
+    assert_eq!(reused, Some((true, local)));
+}
+
+#[tokio::test]
+async fn drained_and_disabled_servers_get_no_new_requests() {
+    let (_a, a) = listening().await;
+    let (_b, b) = listening().await;
+    let shared = group(vec![a, b], 3, Duration::from_secs(10));
+    let backends = Backends::new(shared.clone(), 4);
+    let server_a = shared.servers().find(a).cloned().expect("a");
+    for state in [AdminState::Draining, AdminState::Disabled] {
+        server_a.set_admin(state);
+        for _ in 0..4 {
+            assert_eq!(backends.get(CONNECT).await.expect("b").addr, b);
+        }
+        assert_eq!(shared.health_snapshot(), vec![(a, false), (b, true)]);
+    }
+    assert_eq!(
+        server_a.set_admin(AdminState::Enabled),
+        AdminState::Disabled
+    );
+    let mut picks = Vec::new();
+    for _ in 0..2 {
+        picks.push(backends.get(CONNECT).await.expect("a or b").addr);
+    }
+    assert!(picks.contains(&a), "{picks:?}");
 }

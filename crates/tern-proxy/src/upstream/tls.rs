@@ -5,23 +5,24 @@
 
 use std::io;
 
-use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::Socket;
 use crate::config::BackendTls;
 
 /// The ALPN protocol id of HTTP/2 over TLS (RFC 9113 section 3.2).
 const ALPN_H2: &[u8] = b"h2";
 
-/// Completes a TLS handshake with server `server` of the group over `tcp`.
+/// Completes a TLS handshake over `tcp` with a server that comes from
+/// configuration entry `server` of the group (its expected name).
 /// Not bounded in time here: every caller holds a deadline around it
 /// (the connect timeout, or the health check's).
 pub(super) async fn handshake(
     tls: &BackendTls,
     server: usize,
-    tcp: TcpStream,
-) -> io::Result<TlsStream<TcpStream>> {
+    tcp: Socket,
+) -> io::Result<TlsStream<Socket>> {
     let Some(name) = tls.server_names.get(server).cloned() else {
         return Err(io::Error::other("TLS: no server name for this server"));
     };

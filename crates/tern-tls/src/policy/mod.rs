@@ -150,6 +150,11 @@ impl TlsPolicy {
         &self.versions
     }
 
+    /// Names of the enabled versions ("TLSv1.3"), in preference order.
+    pub fn version_names(&self) -> Vec<&'static str> {
+        self.versions.iter().map(|v| v.name()).collect()
+    }
+
     /// IANA names of the enabled suites, in preference order.
     pub fn suite_names(&self) -> Vec<&'static str> {
         self.suites.iter().map(|s| suite_name(s.suite())).collect()
@@ -207,10 +212,9 @@ impl TlsPolicy {
     /// Human summary for the start-up log, e.g.
     /// "TLSv1.3,TLSv1.2 groups=X25519MLKEM768,X25519,... suites=...".
     pub fn describe(&self) -> String {
-        let versions: Vec<&str> = self.versions.iter().map(|v| v.name()).collect();
         format!(
             "{} groups={} suites={}",
-            versions.join(","),
+            self.version_names().join(","),
             self.group_names().join(","),
             self.suite_names().join(",")
         )

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tern_bench::config::defaults;
 use tern_bench::report::{csv, html, text};
 use tern_bench::{
     BenchConfig, BenchError, ConnectionPlan, HttpVersion, LoadModel, Report, ResumptionMode,
@@ -16,25 +17,38 @@ use tern_bench::{
 
 /// Arguments of `tern bench`. Short flags and hey's single-dash long flags
 /// (`-disable-keepalive`, `-h2`, `-host`, `-cpus`) are hey's.
+///
+/// Each option is declared once, here: its doc comment is the `--help`
+/// text and its row in docs/bench.md (generated: `tern bench
+/// --options-reference`, a test compares); its default is a constant in
+/// `tern_bench::config::defaults`, shown by `--help` and applied by
+/// `BenchConfig::new`. Parsed through [`super::AsGiven`], an option not
+/// given is `None`, so `config_from` only changes what the user gave.
+/// To add one: a field with a doc comment (never the default), an
+/// `Option<T>` type, `default_value = defaults::X...` if it has one, and
+/// its effect in `config_from`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "hey-compatible: tern bench -n 3000 -c 300 -m GET -disable-keepalive URL")]
 pub struct BenchArgs {
     /// Target URL; with --compare, two or more.
-    #[arg(required = true, value_name = "URL")]
+    #[arg(required_unless_present = "options_reference", value_name = "URL")]
     pub urls: Vec<String>,
+    /// Print the option reference (markdown, docs/bench.md) and exit.
+    #[arg(long, hide = true)]
+    pub options_reference: bool,
     /// Run the targets in interleaved rounds under the same plan and print
     /// the figures side by side.
     #[arg(long)]
     pub compare: bool,
     /// Interleaved rounds in compare mode.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
+    #[arg(long, value_name = "N", default_value = defaults::COMPARE_ROUNDS.to_string())]
+    pub rounds: Option<usize>,
     /// Number of requests to run (per target).
-    #[arg(short = 'n', default_value_t = tern_bench::config::DEFAULT_REQUESTS)]
-    pub requests: u64,
+    #[arg(short = 'n', value_name = "N", default_value = defaults::REQUESTS.to_string())]
+    pub requests: Option<u64>,
     /// Number of connections to run concurrently.
-    #[arg(short = 'c', default_value_t = tern_bench::config::DEFAULT_CONNECTIONS)]
-    pub concurrency: usize,
+    #[arg(short = 'c', value_name = "N", default_value = defaults::CONNECTIONS.to_string())]
+    pub concurrency: Option<usize>,
     /// Rate limit per connection, requests per second (becomes an open loop
     /// at c × q in total; see docs/bench.md).
     #[arg(short = 'q')]
@@ -47,10 +61,10 @@ pub struct BenchArgs {
     #[arg(short = 'm', value_name = "METHOD|STREAMS")]
     pub method_or_streams: Option<String>,
     /// HTTP method.
-    #[arg(long)]
+    #[arg(long, default_value = defaults::METHOD)]
     pub method: Option<String>,
-    /// HTTP/2 concurrent streams per connection.
-    #[arg(long)]
+    /// HTTP/2 or HTTP/3 concurrent streams per connection.
+    #[arg(long, value_name = "N", default_value = defaults::STREAMS.to_string())]
     pub streams: Option<usize>,
     /// Custom HTTP header, repeatable: -H "Accept: text/html".
     #[arg(short = 'H', value_name = "HEADER")]
@@ -88,8 +102,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub compare_protocols: Vec<String>,
     /// Timeout for each request in seconds; 0 for none.
-    #[arg(short = 't', default_value_t = tern_bench::config::DEFAULT_TIMEOUT_S)]
-    pub timeout: u64,
+    #[arg(short = 't', value_name = "SECONDS", default_value = defaults::TIMEOUT_S.to_string())]
+    pub timeout: Option<u64>,
     /// Do not send Accept-Encoding: gzip.
     #[arg(long)]
     pub disable_compression: bool,
@@ -102,16 +116,16 @@ pub struct BenchArgs {
     /// Worker threads (one per core by default).
     #[arg(long)]
     pub cpus: Option<usize>,
-    /// Output on stdout: text (default), json, or csv (one line per request).
-    #[arg(short = 'o', value_parser = ["text", "json", "csv"])]
+    /// Output on stdout: text, json, or csv (one line per request).
+    #[arg(short = 'o', value_parser = ["text", "json", "csv"], default_value = defaults::OUTPUT)]
     pub output: Option<String>,
     /// Connection plan: keepalive, new (connection per request), resumed
     /// (connection per request resuming the TLS session).
-    #[arg(long, value_parser = ["keepalive", "new", "resumed"])]
+    #[arg(long, value_parser = ["keepalive", "new", "resumed"], default_value = defaults::PLAN.name())]
     pub plan: Option<String>,
     /// Resumption mechanism for --plan resumed (TLS 1.2 only; TLS 1.3 uses tickets).
-    #[arg(long, value_parser = ["tickets", "session-ids"], default_value = "tickets")]
-    pub resume: String,
+    #[arg(long, value_parser = ["tickets", "session-ids"], default_value = defaults::RESUME.name())]
+    pub resume: Option<String>,
     /// Before measuring, send requests to each target for this long (2s,
     /// 500ms) and leave them out of every figure: the server's caches,
     /// allocator and CPU frequency settle first.
@@ -122,10 +136,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// Lowest TLS version offered: 1.2 or 1.3.
-    #[arg(long, value_parser = ["1.2", "1.3"])]
+    #[arg(long, value_parser = ["1.2", "1.3"], default_value = defaults::TLS_MIN.number())]
     pub tls_min: Option<String>,
     /// Highest TLS version offered: 1.2 or 1.3.
-    #[arg(long, value_parser = ["1.2", "1.3"])]
+    #[arg(long, value_parser = ["1.2", "1.3"], default_value = defaults::TLS_MAX.number())]
     pub tls_max: Option<String>,
     /// Cipher suites offered, comma-separated IANA names.
     #[arg(long, value_delimiter = ',')]
@@ -188,7 +202,7 @@ pub enum ReportAction {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Output on stdout: text or json.
-        #[arg(short = 'o', value_parser = ["text", "json"], default_value = "text")]
+        #[arg(short = 'o', value_parser = ["text", "json"], default_value = defaults::OUTPUT)]
         output: String,
         /// Also write the merged JSON to FILE.
         #[arg(long, value_name = "FILE")]
@@ -214,10 +228,10 @@ pub enum ReportAction {
         /// The run to judge.
         new: PathBuf,
         /// Changes smaller than this are "same" (percent, or a fraction).
-        #[arg(long, default_value = "5%", value_parser = parse_share)]
+        #[arg(long, default_value = defaults::DIFF_TOLERANCE, value_parser = parse_share)]
         tolerance: f64,
         /// Output on stdout: text or json.
-        #[arg(short = 'o', value_parser = ["text", "json"], default_value = "text")]
+        #[arg(short = 'o', value_parser = ["text", "json"], default_value = defaults::OUTPUT)]
         output: String,
     },
     /// Print a JSON report as text.
@@ -268,6 +282,12 @@ const THRESHOLD_FAILED: u8 = 99;
 
 /// Runs `tern bench`.
 pub fn run(args: BenchArgs) -> ExitCode {
+    if args.options_reference {
+        return match write_out(None, &options_reference()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(()) => ExitCode::from(1),
+        };
+    }
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let config = match config_from(&args, command_line) {
         Ok(c) => c,
@@ -449,13 +469,12 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
             Err(_) => method = Some(m.clone()),
         }
     }
-    c.method = a
-        .method
-        .clone()
-        .or(method)
-        .unwrap_or_else(|| "GET".into())
-        .to_ascii_uppercase();
-    c.streams_per_connection = a.streams.or(streams).unwrap_or(1).max(1);
+    if let Some(m) = a.method.as_ref().or(method.as_ref()) {
+        c.method = m.to_ascii_uppercase();
+    }
+    if let Some(n) = a.streams.or(streams) {
+        c.streams_per_connection = n.max(1);
+    }
     for h in &a.headers {
         let (name, value) = h
             .split_once(':')
@@ -483,19 +502,21 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
     c.host_header = a.host.clone();
     c.proxy = a.proxy.clone();
     c.accept_compression = !a.disable_compression;
-    let resume = match a.resume.as_str() {
-        "session-ids" => ResumptionMode::SessionIds,
-        _ => ResumptionMode::Tickets,
+    let resume = match a.resume.as_deref() {
+        Some("session-ids") => ResumptionMode::SessionIds,
+        Some(_) => ResumptionMode::Tickets,
+        None => defaults::RESUME,
     };
     c.plan = match (a.plan.as_deref(), a.disable_keepalive) {
         (Some("resumed"), _) => ConnectionPlan::Resumed(resume),
         (Some("new"), _) | (None, true) => ConnectionPlan::NewConnection,
-        (Some("keepalive"), true) => {
+        (Some(_), true) => {
             return Err(BenchError::Config(
                 "--plan keepalive contradicts -disable-keepalive".into(),
             ))
         }
-        _ => ConnectionPlan::KeepAlive,
+        (Some(_), false) => ConnectionPlan::KeepAlive,
+        (None, false) => c.plan,
     };
     let alpn_h3 = a.alpn.first().is_some_and(|p| p == "h3");
     c.http = if a.h3 || alpn_h3 {
@@ -505,20 +526,23 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
     } else {
         HttpVersion::Http1
     };
-    c.connections = a.concurrency;
+    if let Some(n) = a.concurrency {
+        c.connections = n;
+    }
     c.load = match (a.rate, a.qps) {
         (Some(r), _) => LoadModel::Open { rate: r },
         (None, Some(q)) => LoadModel::Open {
-            rate: q * a.concurrency as f64,
+            rate: q * c.connections as f64,
         },
         (None, None) => LoadModel::Closed,
     };
     if let Some(n) = a.cpus {
         c.workers = n.max(1);
     }
-    c.stop = match &a.duration {
-        Some(z) => StopCondition::Duration(parse_go_duration(z)?),
-        None => StopCondition::Requests(a.requests),
+    c.stop = match (&a.duration, a.requests) {
+        (Some(z), _) => StopCondition::Duration(parse_go_duration(z)?),
+        (None, Some(n)) => StopCondition::Requests(n),
+        (None, None) => c.stop,
     };
     c.warmup = a
         .warmup
@@ -531,7 +555,9 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
             })
         })
         .transpose()?;
-    c.timeout = (a.timeout > 0).then(|| Duration::from_secs(a.timeout));
+    if let Some(t) = a.timeout {
+        c.timeout = (t > 0).then(|| Duration::from_secs(t));
+    }
     let version = |v: &Option<String>| match v.as_deref() {
         Some("1.2") => Some(TlsVersion::Tls12),
         Some("1.3") => Some(TlsVersion::Tls13),
@@ -555,16 +581,48 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
     };
-    c.rounds = if a.compare || by_protocol {
-        a.rounds.max(1)
-    } else {
-        1
-    };
+    if let (Some(n), true) = (a.rounds, a.compare || by_protocol) {
+        c.rounds = n.max(1);
+    }
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
     c.progress = !a.no_progress && a.output.is_none();
     c.server_pids = a.server_pids.clone();
     super::bench_scale::apply(&a.scale, &mut c)?;
     Ok(c)
+}
+
+/// docs/bench.md's option table: one row per `tern bench` option, its
+/// `--help` text and default, generated from [`BenchArgs`].
+pub fn options_reference() -> String {
+    use clap::Args as _;
+    let cmd = BenchArgs::augment_args(clap::Command::new("bench"));
+    let mut out = String::from("| option | meaning |\n|---|---|\n");
+    for arg in cmd.get_arguments() {
+        if arg.is_hide_set() || arg.is_positional() {
+            continue;
+        }
+        let mut names: Vec<String> = arg
+            .get_short()
+            .map(|c| format!("-{c}"))
+            .into_iter()
+            .collect();
+        names.extend(arg.get_long().map(|l| format!("--{l}")));
+        let mut flag = names.join(", ");
+        if arg.get_action().takes_values() {
+            let value = match arg.get_value_names() {
+                Some(v) => v.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" "),
+                None => arg.get_id().as_str().to_ascii_uppercase(),
+            };
+            flag = format!("{flag} {value}");
+        }
+        let meaning = tern_proxy::config::option_meaning(arg);
+        out.push_str(&format!(
+            "| `{}` | {} |\n",
+            flag.replace('|', "\\|"),
+            meaning.replace('|', "\\|")
+        ));
+    }
+    out
 }
 
 /// One target per protocol named in `list` (h1, h2, h3), each the URL of
@@ -662,15 +720,99 @@ mod tests {
     fn parse(line: &str) -> BenchArgs {
         let args = rewrite_hey_flags(line.split_whitespace().map(OsString::from));
         match crate::cli::Cli::parse_from(args).command {
-            crate::cli::Command::Bench(b) => *b,
+            crate::cli::Command::Bench(b) => b.0,
             other => panic!("not bench: {other:?}"),
         }
+    }
+
+    /// `tern bench --help` as a user sees it.
+    fn help() -> String {
+        use clap::CommandFactory;
+        let mut cli = crate::cli::Cli::command();
+        let bench = cli.find_subcommand_mut("bench").expect("bench");
+        bench.render_help().to_string()
+    }
+
+    #[test]
+    fn help_shows_each_default_from_its_constant() {
+        let help = help();
+        // The row of each option in --help, with the default a constant gives.
+        let shown = [
+            ("-n <N>", defaults::REQUESTS.to_string()),
+            ("-c <N>", defaults::CONNECTIONS.to_string()),
+            ("-t <SECONDS>", defaults::TIMEOUT_S.to_string()),
+            ("--method <METHOD>", defaults::METHOD.to_string()),
+            ("--streams <N>", defaults::STREAMS.to_string()),
+            ("--rounds <N>", defaults::COMPARE_ROUNDS.to_string()),
+            ("--plan <PLAN>", defaults::PLAN.name().to_string()),
+            ("--resume <RESUME>", defaults::RESUME.name().to_string()),
+            ("-o <OUTPUT>", defaults::OUTPUT.to_string()),
+            (
+                "--tls-min <TLS_MIN>",
+                defaults::TLS_MIN.number().to_string(),
+            ),
+            (
+                "--tls-max <TLS_MAX>",
+                defaults::TLS_MAX.number().to_string(),
+            ),
+        ];
+        for (flag, default) in shown {
+            let row = help
+                .lines()
+                .find(|line| line.trim_start().starts_with(flag))
+                .unwrap_or_else(|| panic!("{flag} not in --help:\n{help}"));
+            assert!(
+                row.contains(&format!("[default: {default}]")),
+                "{flag} should show [default: {default}]:\n{row}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_shown_by_help_are_the_defaults_of_bench_config_new() {
+        let a = parse("tern bench https://127.0.0.1/");
+        // Filled-in defaults are cleared: only what the user gave is set.
+        assert_eq!((a.requests, a.concurrency, a.timeout), (None, None, None));
+        assert_eq!((a.plan.as_deref(), a.method.as_deref()), (None, None));
+        let from_cli = config_from(&a, String::new()).unwrap();
+        let mut from_code = BenchConfig::new(from_cli.targets.clone());
+        from_code.progress = from_cli.progress;
+        assert_eq!(format!("{from_cli:?}"), format!("{from_code:?}"));
+
+        let given = parse(
+            "tern bench -n 200 -c 50 -t 20 --method GET --streams 1 --plan keepalive \
+             --resume tickets --tls-min 1.2 --tls-max 1.3 https://127.0.0.1/",
+        );
+        let mut from_flags = config_from(&given, String::new()).unwrap();
+        from_flags.progress = from_cli.progress;
+        from_flags.tls.min_version = None;
+        from_flags.tls.max_version = None;
+        assert_eq!(
+            format!("{from_flags:?}"),
+            format!("{from_code:?}"),
+            "giving each default explicitly changes nothing"
+        );
+
+        let compare = parse("tern bench --compare https://127.0.0.1/ https://[::1]/");
+        let c = config_from(&compare, String::new()).unwrap();
+        assert_eq!(c.rounds, defaults::COMPARE_ROUNDS);
+    }
+
+    #[test]
+    fn docs_bench_md_carries_the_generated_option_table() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/bench.md"))
+                .expect("docs/bench.md");
+        assert!(
+            doc.contains(&options_reference()),
+            "docs/bench.md is out of date: paste the output of `tern bench --options-reference` between its markers"
+        );
     }
 
     #[test]
     fn hey_command_line_parses_unchanged() {
         let a = parse("tern bench -n 3000 -c 300 -m GET -disable-keepalive -h2 -host x.test -cpus 2 -o csv https://127.0.0.1:8443/");
-        assert_eq!((a.requests, a.concurrency), (3000, 300));
+        assert_eq!((a.requests, a.concurrency), (Some(3000), Some(300)));
         assert!(a.disable_keepalive && a.h2);
         assert_eq!(a.host.as_deref(), Some("x.test"));
         assert_eq!(a.cpus, Some(2));

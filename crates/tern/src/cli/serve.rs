@@ -89,22 +89,7 @@ impl clap::FromArgMatches for ServeArgs {
             .collect();
         // Defaults are shown by --help and applied by config::resolve from
         // the same constants; here "absent" must stay absent.
-        let mut matches = matches.clone();
-        let defaulted: Vec<String> = matches
-            .ids()
-            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::DefaultValue))
-            .map(|id| id.to_string())
-            .collect();
-        let takes_values = ServeFlags::augment_args(clap::Command::new("serve"));
-        for id in defaulted {
-            let has_value = takes_values
-                .get_arguments()
-                .any(|a| a.get_id() == id.as_str() && a.get_action().takes_values());
-            // A switch (`--http3`) keeps its false: its field is a bool.
-            if has_value {
-                let _ = matches.try_clear_id(&id);
-            }
-        }
+        let matches = super::without_defaults::<ServeFlags>(matches);
         let flags = ServeFlags::from_arg_matches(&matches)?;
         Ok(ServeArgs {
             config: flags.config,
@@ -235,6 +220,37 @@ mod tests {
         assert!(args.listener.alpn.is_empty());
         assert_eq!(args.global.log_format, None);
         assert!(args.listener_flags_given.is_empty());
+    }
+
+    #[test]
+    fn help_shows_the_tls_defaults_the_code_applies() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("serve")
+            .expect("serve")
+            .render_help()
+            .to_string();
+        let policy = tern_tls::TlsPolicy::default_fast();
+        for (flag, names) in [
+            ("--tls-versions", policy.version_names()),
+            ("--ciphers", policy.suite_names()),
+            ("--groups", policy.group_names()),
+        ] {
+            // The entry: its line and the text lines below it.
+            let row: String = help
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with(flag))
+                .enumerate()
+                .take_while(|(i, l)| *i == 0 || !l.trim_start().starts_with('-'))
+                .map(|(_, l)| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                row.contains(&format!("[default: {}]", names.join(" "))),
+                "{flag}: {row}"
+            );
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ fn forced_cipher_and_group_show_up_in_the_disclosure() {
     ]);
     let n = negotiated(&report);
     assert_eq!(n["version"], "TLSv1.3");
-    assert_eq!(n["cipher"], "TLS13_CHACHA20_POLY1305_SHA256");
+    assert_eq!(n["cipher"], "TLS_CHACHA20_POLY1305_SHA256");
     assert_eq!(n["group"], "secp256r1");
     assert_eq!(n["server_key"], "ECDSA P-256");
     assert_eq!(n["alpn"], "http/1.1");

@@ -14,7 +14,7 @@ use crate::LOG_WAIT;
 
 /// A listener in front of the harness's backend, with `extra` TOML lines
 /// in its `[[listener]]` table (then any sub-tables).
-fn listener(c: &ConfigContext<'_>, extra: &str) -> String {
+pub(crate) fn listener(c: &ConfigContext<'_>, extra: &str) -> String {
     format!(
         "workers = 1\n[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\n{extra}",
         c.listen,
@@ -268,7 +268,6 @@ fn closed_before_handshake(served: &Served) -> bool {
 fn connections_over_the_per_client_limit_are_closed_before_any_handshake() {
     let served = Served::builder()
         .admin()
-        // Counts are per worker (docs/edge-policy.md): one worker sees all.
         .args(&[
             "--workers",
             "1",

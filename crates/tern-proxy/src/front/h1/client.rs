@@ -4,13 +4,13 @@
 
 use std::cell::RefCell;
 
+use crate::upstream::BackendStream;
 use tern_http::rewrite::{
     is_connection_specific, write_response_head, write_response_head_from_h2,
     write_simple_response, FieldEdits,
 };
 use tern_http::{BodyFraming, ResponseHead};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::ClientStream;
 use crate::exchange::{ClientBody, ConnCtx, Front};
@@ -352,7 +352,7 @@ where
     async fn upgrade(
         &mut self,
         head: &ResponseHead,
-        backend: &mut TcpStream,
+        backend: &mut BackendStream,
         early: &[u8],
     ) -> Result<(), Kind> {
         let idle = self.ctx.listener.config.limits.idle_timeout;

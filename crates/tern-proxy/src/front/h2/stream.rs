@@ -272,7 +272,7 @@ impl Front for H2Client<'_, '_> {
     async fn upgrade(
         &mut self,
         head: &ResponseHead,
-        backend: &mut tokio::net::TcpStream,
+        backend: &mut crate::upstream::BackendStream,
         early: &[u8],
     ) -> Result<(), Kind> {
         // Only an extended CONNECT asked for a WebSocket.

@@ -1,0 +1,107 @@
+//! An HTTP/3 client from a chosen local address (quinn and the `h3`
+//! crate), for tests of what tern does per client address over QUIC:
+//! access lists and per-client limits. aioquic (tests/serve/clients) is
+//! the client no one here wrote; this one binds where a test says.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use tokio::task::JoinHandle;
+
+/// How long a handshake may take before the client gives up (a denied
+/// address gets no answer at all, so this is how long the test waits).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One HTTP/3 connection; closed on drop.
+pub struct H3Conn {
+    conn: quinn::Connection,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    driver: JoinHandle<()>,
+    _endpoint: quinn::Endpoint,
+}
+
+/// Why no connection came up.
+#[derive(Debug)]
+pub enum H3ConnectError {
+    /// No answer within [`HANDSHAKE_TIMEOUT`].
+    NoAnswer,
+    /// The server closed or refused the connection.
+    Closed(quinn::ConnectionError),
+    /// Anything else (local setup, the HTTP/3 layer).
+    Other(String),
+}
+
+impl H3Conn {
+    /// Connects from `source` (port chosen by the system) to `addr` as
+    /// `localhost`, trusting only `ca_pem`.
+    pub async fn connect_from(
+        source: IpAddr,
+        addr: SocketAddr,
+        ca_pem: &str,
+    ) -> Result<H3Conn, H3ConnectError> {
+        let tls = crate::client::client_config_with(ca_pem, &[&rustls::version::TLS13], &[b"h3"]);
+        let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+            .map_err(|e| H3ConnectError::Other(e.to_string()))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(quic));
+        let mut transport = quinn::TransportConfig::default();
+        transport.max_idle_timeout(Some(
+            HANDSHAKE_TIMEOUT
+                .try_into()
+                .map_err(|e: quinn::VarIntBoundsExceeded| H3ConnectError::Other(e.to_string()))?,
+        ));
+        config.transport_config(Arc::new(transport));
+        let mut endpoint = quinn::Endpoint::client(SocketAddr::new(source, 0))
+            .map_err(|e| H3ConnectError::Other(e.to_string()))?;
+        endpoint.set_default_client_config(config);
+        let connecting = endpoint
+            .connect(addr, "localhost")
+            .map_err(|e| H3ConnectError::Other(e.to_string()))?;
+        let conn = match connecting.await {
+            Ok(c) => c,
+            Err(quinn::ConnectionError::TimedOut) => return Err(H3ConnectError::NoAnswer),
+            Err(e) => return Err(H3ConnectError::Closed(e)),
+        };
+        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+            .await
+            .map_err(|e| H3ConnectError::Other(e.to_string()))?;
+        let driver = tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        Ok(H3Conn {
+            conn,
+            send,
+            driver,
+            _endpoint: endpoint,
+        })
+    }
+
+    /// GET `path`: the status and the body.
+    pub async fn get(&mut self, path: &str) -> Result<(u16, Vec<u8>), String> {
+        let req = http::Request::builder()
+            .method("GET")
+            .uri(format!("https://localhost{path}"))
+            .body(())
+            .map_err(|e| e.to_string())?;
+        let mut stream = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        stream.finish().await.map_err(|e| e.to_string())?;
+        let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+        let mut body = Vec::new();
+        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+            body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
+        }
+        Ok((response.status().as_u16(), body))
+    }
+}
+
+impl Drop for H3Conn {
+    fn drop(&mut self) {
+        self.conn.close(0u32.into(), b"");
+        self.driver.abort();
+    }
+}
