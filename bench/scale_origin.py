@@ -10,10 +10,15 @@ the next free slot of a 1/RATE-second clock and answered at that slot: a
 server whose capacity is exactly RATE requests per second, however late
 the operating system wakes it (slots are absolute, so lateness does not
 add up). Above RATE its queue, hence its latency, grows without bound:
-the knee a capacity search has to find.
+the knee a capacity search has to find. With MAX_QUEUE > 0 a request
+that would wait more than MAX_QUEUE seconds for its slot is refused at
+once with 503 (and not counted), as a rate limiter in front of a real
+service does: above the knee the share of 503s is the overload, so the
+knee shows in the errors, which the latency noise of a shared machine
+does not move.
 
-Usage: scale_origin.py [RATE] [PORT]. Prints its port, then serves on
-127.0.0.1 until killed.
+Usage: scale_origin.py [RATE] [PORT] [MAX_QUEUE]. Prints its port, then
+serves on 127.0.0.1 until killed.
 """
 import http.server
 import json
@@ -23,6 +28,7 @@ import threading
 import time
 
 RATE = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+MAX_QUEUE = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
 counts = {}
 lock = threading.Lock()
 next_slot = [0.0]
@@ -46,7 +52,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 now = time.monotonic()
                 slot = max(now, next_slot[0])
-                next_slot[0] = slot + 1.0 / RATE
+                refused = MAX_QUEUE > 0 and slot - now > MAX_QUEUE
+                if not refused:
+                    next_slot[0] = slot + 1.0 / RATE
+            if refused:
+                return self.answer(503, b"over the rate")
             if slot > now:
                 time.sleep(slot - now)
         with lock:
@@ -75,7 +85,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     request_queue_size = 1024
 
 
-port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+port = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else 0
 server = Server(("127.0.0.1", port), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -38,6 +38,18 @@ pub mod defaults {
     pub const TLS_MAX: TlsVersion = TlsVersion::Tls13;
     /// `tern report diff --tolerance`: changes smaller than this are "same".
     pub const DIFF_TOLERANCE: &str = "5%";
+    /// `--slo` of `--find-max-rate`.
+    pub const SLO: &str = "p99<50ms,errors<0.1%";
+    /// `--start-rate`: the first rate `--find-max-rate` tries, requests per
+    /// second.
+    pub const START_RATE: f64 = 100.0;
+    /// `--max-rate`: the highest rate `--find-max-rate` tries.
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    /// `--step`: how long `--find-max-rate` measures each rate.
+    pub const STEP: &str = "10s";
+    /// `--precision`: `--find-max-rate` ends when the last rate that met
+    /// the SLO and the first that did not are this close.
+    pub const PRECISION: &str = "5%";
 }
 
 /// How connections are used.

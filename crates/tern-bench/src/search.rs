@@ -16,17 +16,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::threshold::{Op, Threshold};
 
-/// `--slo` when `--find-max-rate` is given without one.
-pub const DEFAULT_SLO: &str = "p99<50ms,errors<0.1%";
-/// `--start-rate`: the first rate tried, requests per second.
-pub const DEFAULT_START_RATE: f64 = 100.0;
-/// `--max-rate`: the highest rate tried, requests per second.
-pub const DEFAULT_MAX_RATE: f64 = 1_000_000.0;
-/// `--step`: how long each step is measured.
-pub const DEFAULT_STEP: &str = "10s";
-/// `--precision`: the search ends when the bracket is this narrow.
-pub const DEFAULT_PRECISION: &str = "5%";
-
 /// Most steps of one target's search.
 pub const MAX_STEPS: usize = 30;
 /// Lowest rate tried, requests per second.

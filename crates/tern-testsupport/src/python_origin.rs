@@ -51,6 +51,19 @@ impl PythonOrigin {
         PythonOrigin::run(&["-c", SCALE, &rate.to_string()])
     }
 
+    /// The counting origin limited to `rate` requests per second that
+    /// refuses with 503 a request that would queue longer than
+    /// `max_queue_s`.
+    pub fn rate_limited(rate: f64, max_queue_s: f64) -> PythonOrigin {
+        PythonOrigin::run(&[
+            "-c",
+            SCALE,
+            &rate.to_string(),
+            "0",
+            &max_queue_s.to_string(),
+        ])
+    }
+
     /// Requests served per path (bench/scale_origin.py's `/counts`).
     pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
         use std::io::{Read, Write};

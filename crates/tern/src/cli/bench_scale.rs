@@ -1,16 +1,15 @@
 //! `tern bench` options for runs at scale: a request mix (`--targets`),
 //! load shapes (`--stages`), the capacity search (`--find-max-rate`) and
-//! several load machines (`--shard`, `--start-at`). Flattened into
-//! [`super::bench::BenchArgs`]; each option declared once here, its
-//! default a constant of `tern_bench`.
+//! several load machines (`--shard`, `--start-at`, `--laddr`). Flattened
+//! into [`super::bench::BenchArgs`] and declared the same way (see its
+//! doc): a doc comment, an `Option`, the default a constant in
+//! `tern_bench::config::defaults`, its effect in [`apply`].
 
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use tern_bench::search::{
-    SearchConfig, DEFAULT_MAX_RATE, DEFAULT_PRECISION, DEFAULT_SLO, DEFAULT_START_RATE,
-    DEFAULT_STEP,
-};
+use tern_bench::config::defaults;
+use tern_bench::search::SearchConfig;
 use tern_bench::{BenchConfig, BenchError, LoadModel};
 
 use super::bench::{parse_go_duration, parse_share};
@@ -34,21 +33,21 @@ pub struct ScaleArgs {
     pub find_max_rate: bool,
     /// The SLO of --find-max-rate: thresholds separated by commas
     /// (p99<50ms,errors<0.1%; as --threshold).
-    #[arg(long, value_name = "EXPRS", default_value = DEFAULT_SLO)]
+    #[arg(long, value_name = "EXPRS", default_value = defaults::SLO)]
     pub slo: Option<String>,
     /// First rate --find-max-rate tries, requests per second.
-    #[arg(long, value_name = "RATE", default_value = DEFAULT_START_RATE.to_string())]
+    #[arg(long, value_name = "RATE", default_value = defaults::START_RATE.to_string())]
     pub start_rate: Option<f64>,
     /// Highest rate --find-max-rate tries, requests per second.
-    #[arg(long, value_name = "RATE", default_value = DEFAULT_MAX_RATE.to_string())]
+    #[arg(long, value_name = "RATE", default_value = defaults::MAX_RATE.to_string())]
     pub max_rate: Option<f64>,
     /// How long --find-max-rate measures each rate (after a quarter of
     /// that settling, not measured).
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_STEP)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::STEP)]
     pub step: Option<String>,
     /// --find-max-rate stops when the last rate that met the SLO and the
     /// first that did not are this close (share of the former).
-    #[arg(long, value_name = "SHARE", default_value = DEFAULT_PRECISION)]
+    #[arg(long, value_name = "SHARE", default_value = defaults::PRECISION)]
     pub precision: Option<String>,
     /// Run this process's part of a run split over COUNT (INDEX from 0,
     /// as Kubernetes' JOB_COMPLETION_INDEX): connections, rate and -n are
@@ -86,22 +85,22 @@ pub fn apply(a: &ScaleArgs, c: &mut BenchConfig) -> Result<(), BenchError> {
                 "--find-max-rate picks the rate itself: drop --rate/-q (use --start-rate)".into(),
             ));
         }
-        let slo = tern_bench::search::parse_slo(a.slo.as_deref().unwrap_or(DEFAULT_SLO))
+        let slo = tern_bench::search::parse_slo(a.slo.as_deref().unwrap_or(defaults::SLO))
             .map_err(BenchError::Config)?;
-        let start_rate = a.start_rate.unwrap_or(DEFAULT_START_RATE);
-        let max_rate = a.max_rate.unwrap_or(DEFAULT_MAX_RATE);
+        let start_rate = a.start_rate.unwrap_or(defaults::START_RATE);
+        let max_rate = a.max_rate.unwrap_or(defaults::MAX_RATE);
         if !(start_rate.is_finite() && start_rate > 0.0 && max_rate >= start_rate) {
             return Err(BenchError::Config(format!(
                 "--start-rate {start_rate} and --max-rate {max_rate}: need 0 < start <= max"
             )));
         }
-        let step_text = a.step.as_deref().unwrap_or(DEFAULT_STEP);
+        let step_text = a.step.as_deref().unwrap_or(defaults::STEP);
         let step = parse_go_duration(step_text).map_err(|_| {
             BenchError::Config(format!(
                 "--step {step_text:?}: expected a duration like 10s"
             ))
         })?;
-        let precision = parse_share(a.precision.as_deref().unwrap_or(DEFAULT_PRECISION))
+        let precision = parse_share(a.precision.as_deref().unwrap_or(defaults::PRECISION))
             .ok()
             .filter(|p| *p > 0.0 && *p < 1.0)
             .ok_or_else(|| {

@@ -145,40 +145,44 @@ fn a_bad_targets_file_is_refused_naming_its_line() {
     );
 }
 
-/// tern serve in front of an origin that serves at most 100 requests per
-/// second: the search finds the highest rate that meets its SLO within 10%
-/// of 100, says which rate broke it and why, and gives tern's CPU per
-/// request at each step.
+/// tern serve in front of an origin that serves at most 50 requests per
+/// second and refuses with 503 what would queue longer than 1 s (a rate
+/// limiter): the search, asked for no 503 (the targets file's check) in
+/// more than 2% of requests, finds a rate within 10% of 50, says which
+/// rate broke it and why, and gives tern's CPU per request at each step.
 ///
-/// Why this SLO holds on a loaded machine: above the knee by a share e,
-/// the open loop's queue grows for the whole step, so the request at 95%
-/// of a 3 s step waits about 0.95 × 3 × e s: 150 ms from e = 5.3%, the
-/// bisection's last bracket. Below the knee the queue stays empty, and
-/// p95 (not p99) keeps the noise of a shared machine well under 150 ms.
-/// `-c 8` bounds the backlog a failed step leaves at the origin (8
-/// requests, 80 ms) for the next step's settling to drain.
+/// Why errors and not latency: on a shared machine at load 20 the p95 of
+/// a debug build moved past 150 ms at half the knee. Above the knee the
+/// overload shows as 503s once the origin's queue reaches its bound (100
+/// connections let it, instead of queueing in the client), and before
+/// that as a step that completes only the knee's rate: both break the
+/// SLO whatever the latency noise.
 #[test]
 fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent() {
-    let knee = 100.0;
-    let origin = PythonOrigin::counting(knee);
+    let knee = 50.0;
+    let origin = PythonOrigin::rate_limited(knee, 1.0);
     let served = Served::builder()
         .backend_addr(origin.addr())
         .args(&["--access-log", "off"])
         .start();
     let url = format!("https://{}/", served.addr);
     let json = artifact("capacity", "capacity.json");
+    let targets = artifact("capacity", "targets.toml");
+    std::fs::write(&targets, "[[request]]\npath = \"/\"\nexpect_status = 200\n").unwrap();
     let out = bench(&[
         "--find-max-rate",
         "--slo",
-        "p95<150ms,errors<1%",
+        "errors<2%",
+        "--targets",
+        &targets.display().to_string(),
         "--start-rate",
-        "25",
+        "15",
         "--step",
         "3s",
         "--precision",
         "4%",
         "-c",
-        "8",
+        "100",
         "--no-progress",
         "--json",
         &json.display().to_string(),
@@ -206,8 +210,12 @@ fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent
     );
     let failing = c["first_failing"].as_f64().unwrap();
     assert!(failing > max, "{text}");
+    // Just above the knee the queue may stay under its bound for a whole
+    // step: the step then breaks the SLO by completing the knee's rate,
+    // not the rate asked.
+    let why = c["failing_reason"].as_str().unwrap();
     assert!(
-        c["failing_reason"].as_str().unwrap().contains("p95<150ms"),
+        why.contains("errors<2% at") || why.contains("(below 90%)"),
         "{text}"
     );
     let steps = c["steps"].as_array().unwrap();
