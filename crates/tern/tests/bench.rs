@@ -38,3 +38,6 @@ mod gates;
 
 #[path = "bench/scale.rs"]
 mod scale;
+
+#[path = "bench/shards.rs"]
+mod shards;
