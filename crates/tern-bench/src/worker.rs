@@ -61,6 +61,10 @@ impl Control {
 struct Budget {
     limit: Option<u64>,
     taken: AtomicU64,
+    /// Tickets are numbered (a mix picks its request by number) even
+    /// without a limit; otherwise an unlimited run shares no counter
+    /// between threads.
+    numbered: bool,
     /// Run time from the start, for a run that stops after a duration.
     duration: Option<Duration>,
     /// Set once every worker is ready (see [`Job::start`]).
@@ -87,6 +91,9 @@ impl Budget {
         if self.control.stop.load(Ordering::Relaxed) || self.past_deadline() {
             return None;
         }
+        if self.limit.is_none() && !self.numbered {
+            return Some(0);
+        }
         let n = self.taken.fetch_add(1, Ordering::Relaxed);
         match self.limit {
             Some(limit) if n >= limit => None,
@@ -97,7 +104,9 @@ impl Budget {
     /// Returns a ticket taken for a request that was never processed
     /// (and is sent again).
     fn give_back(&self) {
-        self.taken.fetch_sub(1, Ordering::Relaxed);
+        if self.limit.is_some() || self.numbered {
+            self.taken.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     fn exhausted(&self) -> bool {
@@ -233,6 +242,7 @@ pub fn run_target(
         budget: Budget {
             limit,
             taken: AtomicU64::new(0),
+            numbered: config.mix.as_ref().is_some_and(|m| m.entries.len() > 1),
             duration,
             start: OnceLock::new(),
             control: control.clone(),

@@ -100,19 +100,21 @@ fn a_weighted_mix_reaches_the_origin_in_proportion_and_failed_checks_count() {
         let errors = errors(&report);
         let by_body = errors["check: body without \"not in the body\""];
         let by_status = errors["check: status 503, expected 200 or 204"];
-        assert_eq!(
-            by_status,
-            counts["/status/503"] - served_so_far.get("/status/503").copied().unwrap_or(0),
-            "every 503 failed its check: {errors:?}"
-        );
-        assert_eq!(
-            by_body,
-            counts["/c"] - served_so_far.get("/c").copied().unwrap_or(0),
-            "every /c failed its body check: {errors:?}"
-        );
+        // Failures of another kind (a connection lost on a loaded machine)
+        // may hide a response the origin counted: each excuses one.
         let s = summary(&report, 0);
-        assert_eq!(num(s, "failed") as u64, by_body + by_status);
-        assert_eq!(num(s, "completed") as u64 + by_body + by_status, 1000);
+        let other = num(s, "failed") as u64 - by_body - by_status;
+        assert!(other <= 5, "{errors:?}");
+        let served_now = |path: &str| counts[path] - served_so_far.get(path).copied().unwrap_or(0);
+        assert!(
+            by_status.abs_diff(served_now("/status/503")) <= other,
+            "every 503 failed its check: {errors:?} {counts:?}"
+        );
+        assert!(
+            by_body.abs_diff(served_now("/c")) <= other,
+            "every /c failed its body check: {errors:?} {counts:?}"
+        );
+        assert_eq!(num(s, "completed") as u64 + num(s, "failed") as u64, 1000);
         let described = report["plan"]["request_mix"].as_str().unwrap_or_default();
         assert!(described.contains("POST /status/503 10.0%"), "{described}");
         served_so_far = counts;
