@@ -5,7 +5,10 @@
 #
 # Every server: one worker pinned to CPU 0, the same ECDSA P-256 certificate,
 # TLS 1.3 only, TLS_AES_128_GCM_SHA256 only, X25519 only, ALPN h2,http/1.1,
-# access logs off, up to SRV_POOL (512) idle backend connections kept.
+# access logs off. tern runs with its defaults (its backend pool follows
+# demand); nginx keeps up to SRV_POOL (512) idle backend connections (its
+# default, none, would open one per request) and haproxy reuses them
+# (http-reuse always): the tuning the peers need, written here.
 # h2load runs on CPU 1; the backend on CPU 1 (BACKEND_CPU=load, default) or,
 # in the strict layout, on CPU 0 with the server (BACKEND_CPU=server).
 # Workload: h2load -c50 -m10 (10 concurrent streams per connection) for
@@ -118,6 +121,6 @@ done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1)"
     echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $DURATION https://127.0.0.1:PORT/"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
-    echo "- idle backend connections kept: tern --backend-pool-size $SRV_POOL, nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
+    echo "- idle backend connections: tern its defaults (the pool follows demand), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
     echo "- backend: nginx serving a 100-byte file over HTTP/1.1 on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"
 }

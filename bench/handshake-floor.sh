@@ -201,6 +201,6 @@ echo
 echo "- CPU: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'), $(nproc) cores; kernel $(uname -r); load average before: $load_before"
 echo "- tern: $("$TERN" --version) ($TERN), tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(openssl version)"
 echo "- tern and its nginx backend on CPU $SERVER_CPU, hey on CPU $LOAD_CPU; $RUNS rounds of ${DURATION}s, $CONNS connections; medians of the rounds"
-echo "- tern serve --workers 1 --access-log off --tls-versions TLSv1.3 --ciphers TLS_AES_128_GCM_SHA256 --groups GROUP --alpn http/1.1 --forwarded x-forwarded-for,x-forwarded-proto --backend-pool-size $SRV_POOL"
+echo "- tern serve --workers 1 --access-log off --tls-versions TLSv1.3 --ciphers TLS_AES_128_GCM_SHA256 --groups GROUP --alpn http/1.1 --forwarded x-forwarded-for,x-forwarded-proto"
 echo "- load: GODEBUG=tlsmlkem=0 (1 for X25519MLKEM768) taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive -host localhost https://127.0.0.1:PORT/"
 echo "- floors on CPU $SERVER_CPU each round: taskset -c $SERVER_CPU tern speed --json --no-masked --seconds 0.5; taskset -c $SERVER_CPU openssl speed -seconds 1 ecdsap256 rsa2048 ecdhx25519"

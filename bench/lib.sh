@@ -215,7 +215,8 @@ EXPECTED_TLS="TLSv1.3 $TLS_SUITE $TLS_GROUP"
 # Knobs read by start_backend and start_server (set them before calling):
 #   SRV_MAX_CONNS  connections a server must hold at once      (default 4096)
 #   SRV_IDLE_S     idle keepalive timeout in seconds            (default 60)
-#   SRV_POOL       idle backend connections a proxy keeps       (default 256)
+#   SRV_POOL       idle backend connections nginx keeps         (default 256)
+#                  (tern's pool follows demand: tern gets no tuning)
 #   SRV_ALPN       "http/1.1" or "h2" (h2 and http/1.1 offered) (default http/1.1)
 # and the globals: work (scratch folder), SERVER_CPU, TERN (for tern),
 # cert, key (PEM paths), pids (array of started PIDs, killed on exit).
@@ -280,7 +281,7 @@ CONF
 # `tern serve` (same SRV_* settings), in the array TERN_SERVE_ARGS.
 tern_serve_args() {
     local port="$1" backend="$2"
-    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}"
     local tern_alpn=http/1.1
     [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && tern_alpn=h2,http/1.1
     local -a extra=()
@@ -290,7 +291,7 @@ tern_serve_args() {
         --workers 1 --access-log off
         --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn"
         --forwarded x-forwarded-for,x-forwarded-proto
-        --backend-pool-size "$pool" --max-connections "$((conns + 1024))"
+        --max-connections "$((conns + 1024))"
         --idle-timeout "${idle}s" --backend-response-timeout "${idle}s"
         "${extra[@]}")
 }

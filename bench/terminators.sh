@@ -47,7 +47,8 @@ case "$BACKEND_CPU" in
     server) backend_cpu=$SERVER_CPU ;;
     *) die "BACKEND_CPU must be load (backend on CPU $LOAD_CPU) or server (on CPU $SERVER_CPU)" ;;
 esac
-# Server knobs (see lib.sh): idle backend connections kept by nginx and tern.
+# Server knobs (see lib.sh): idle backend connections kept by nginx (tern
+# runs with its defaults: its pool follows demand).
 SRV_POOL=256
 SRV_ALPN=http/1.1
 
@@ -158,7 +159,7 @@ done
     echo "- handshake: GODEBUG=tlsmlkem=0 taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive -host localhost https://127.0.0.1:PORT/"
     echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c$CONNS -d${DURATION}s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, access log off; configs in bench/lib.sh (start_server)"
-    echo "- tern: --workers 1 --tls-versions TLSv1.3 --ciphers $TLS_SUITE --groups $TLS_GROUP --alpn http/1.1 --forwarded x-forwarded-for,x-forwarded-proto --backend-pool-size $SRV_POOL --access-log off"
+    echo "- tern: --workers 1 --tls-versions TLSv1.3 --ciphers $TLS_SUITE --groups $TLS_GROUP --alpn http/1.1 --forwarded x-forwarded-for,x-forwarded-proto --access-log off (backend pool: its default)"
     echo "- nginx: worker_processes 1, upstream keepalive $SRV_POOL; haproxy: nbthread 1, http-reuse always; hitch: workers 1 (no pooling: one backend connection per client connection)"
     echo "- backend: nginx serving a 100-byte file on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"
 }

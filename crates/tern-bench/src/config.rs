@@ -24,8 +24,10 @@ pub mod defaults {
     /// `--streams` (and `-m` given a number): concurrent streams per
     /// HTTP/2 or HTTP/3 connection.
     pub const STREAMS: usize = 1;
-    /// `--rounds`: interleaved rounds when several targets are compared.
+    /// `--rounds` when several targets are compared (interleaved).
     pub const COMPARE_ROUNDS: usize = 3;
+    /// `--rounds` for one target.
+    pub const ROUNDS: usize = 1;
     /// `--plan`.
     pub const PLAN: ConnectionPlan = ConnectionPlan::KeepAlive;
     /// `--resume`: TLS 1.2 resumption mechanism of `--plan resumed`.
@@ -242,8 +244,10 @@ pub struct BenchConfig {
     pub timeout: Option<Duration>,
     /// TLS options (ignored for `http://` targets).
     pub tls: TlsOptions,
-    /// Interleaved rounds of the targets ([`defaults::COMPARE_ROUNDS`] when
-    /// there are several, 1 for a single target).
+    /// Rounds the run is split into, the targets interleaved in each
+    /// ([`defaults::COMPARE_ROUNDS`] when there are several,
+    /// [`defaults::ROUNDS`] for one): each round's figures are kept, and
+    /// give comparisons and `tern report diff` their intervals.
     pub rounds: usize,
     /// Requests made for this long against each target before anything is
     /// measured, and left out of every figure.
@@ -284,7 +288,7 @@ impl BenchConfig {
         let rounds = if targets.len() > 1 {
             defaults::COMPARE_ROUNDS
         } else {
-            1
+            defaults::ROUNDS
         };
         BenchConfig {
             targets,

@@ -138,6 +138,7 @@ impl Connector {
         let mut io = CountingIo {
             inner: tcp,
             read: 0,
+            first: [0; FIRST_BYTES],
         };
         if self.proxy.is_some() {
             tunnel(&mut io, &self.host, self.port).await?;
@@ -157,8 +158,9 @@ impl Connector {
         io.read = 0;
         let tls = connector
             .connect(name.clone(), io)
+            .into_fallible()
             .await
-            .map_err(|e| self.tls_error(e))?;
+            .map_err(|(e, io)| self.tls_error(e, &io))?;
         let t3 = Instant::now();
         let (io, conn) = tls.get_ref();
         let negotiated = tls::negotiated(conn, key_cache);
@@ -175,7 +177,10 @@ impl Connector {
         })
     }
 
-    fn tls_error(&self, e: io::Error) -> RequestError {
+    fn tls_error(&self, e: io::Error, io: &CountingIo<TcpStream>) -> RequestError {
+        if let Some(mismatch) = not_tls(io.first_bytes()) {
+            return mismatch;
+        }
         let detail = match e
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -191,6 +196,26 @@ impl Connector {
             offered: self.offer.clone(),
         }
     }
+}
+
+/// When the first bytes a server sent in answer to a ClientHello are text,
+/// not a TLS record (content types 20-24), the port speaks plain HTTP (or
+/// something else in clear): say so, with what it sent.
+fn not_tls(first: &[u8]) -> Option<RequestError> {
+    let text = |b: &u8| b.is_ascii_graphic() || b.is_ascii_whitespace();
+    if first.is_empty() || (0x14..=0x18).contains(&first[0]) || !first.iter().all(text) {
+        return None;
+    }
+    let answered = String::from_utf8_lossy(first);
+    let speaks = if first.starts_with(b"HTTP/") {
+        "speaks plain HTTP"
+    } else {
+        "does not speak TLS"
+    };
+    Some(RequestError::SchemeMismatch(format!(
+        "https:// URL, but the port {speaks}: it answered the TLS ClientHello with {answered:?}... \
+         (use http://)"
+    )))
 }
 
 async fn resolve(host: &str, port: u16) -> Result<SocketAddr, RequestError> {
@@ -263,11 +288,24 @@ async fn tunnel(io: &mut CountingIo<TcpStream>, host: &str, port: u16) -> Result
     }
 }
 
-/// A stream that counts the bytes read through it (handshake bytes).
+/// How many of the first bytes read a [`CountingIo`] keeps.
+const FIRST_BYTES: usize = 12;
+
+/// A stream that counts the bytes read through it (handshake bytes), and
+/// keeps the first few: when a TLS handshake fails, they tell a plain-HTTP
+/// answer from a broken TLS server.
 #[derive(Debug)]
 pub struct CountingIo<T> {
     inner: T,
     read: u64,
+    first: [u8; FIRST_BYTES],
+}
+
+impl<T> CountingIo<T> {
+    /// The first bytes read since the count was last reset.
+    fn first_bytes(&self) -> &[u8] {
+        &self.first[..(self.read as usize).min(FIRST_BYTES)]
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
@@ -278,6 +316,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for CountingIo<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let kept = self.read as usize;
+        if kept < FIRST_BYTES {
+            let new = &buf.filled()[before..];
+            let n = new.len().min(FIRST_BYTES - kept);
+            self.first[kept..kept + n].copy_from_slice(&new[..n]);
+        }
         self.read += (buf.filled().len() - before) as u64;
         res
     }

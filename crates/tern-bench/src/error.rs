@@ -78,6 +78,9 @@ pub enum RequestError {
         /// Versions, suites and groups the client offered.
         offered: String,
     },
+    /// The URL's scheme is not what the port speaks (`https://` to a
+    /// plain-HTTP port, `http://` to a TLS port); says which.
+    SchemeMismatch(String),
     /// The request timeout (`-t`) expired.
     Timeout,
     /// The peer closed the connection before a complete response.
@@ -107,6 +110,7 @@ impl fmt::Display for RequestError {
             RequestError::Tls { detail, offered } => {
                 write!(f, "tls handshake: {detail} (offered {offered})")
             }
+            RequestError::SchemeMismatch(e) => f.write_str(e),
             RequestError::Timeout => f.write_str("timeout: no complete response in time"),
             RequestError::Closed => f.write_str("connection closed before a complete response"),
             RequestError::Unprocessed => f.write_str("GOAWAY before the request was processed"),

@@ -212,7 +212,7 @@ impl H1Conn {
         let len = match resp.parse(&self.buf[self.start..self.end]) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
-            Err(e) => return Err(RequestError::Http(format!("bad response head: {e}"))),
+            Err(e) => return Err(not_http(&self.buf[self.start..self.end], e)),
         };
         let status = resp.code.unwrap_or(0);
         let mut keep_alive = resp.version == Some(1);
@@ -381,5 +381,20 @@ fn io_error(e: io::Error) -> RequestError {
         | io::ErrorKind::ConnectionReset
         | io::ErrorKind::BrokenPipe => RequestError::Closed,
         _ => RequestError::Io(e.kind().to_string()),
+    }
+}
+
+/// The error for bytes that are not an HTTP/1.1 response head: a TLS
+/// record (an alert, or a handshake) means the URL said `http://` to a port
+/// that speaks TLS, and says so.
+fn not_http(bytes: &[u8], e: httparse::Error) -> RequestError {
+    match bytes {
+        [0x15 | 0x16, 0x03, ..] => {
+            RequestError::SchemeMismatch(format!(
+            "http:// URL, but the port speaks TLS: it answered with a TLS {} record (use https://)",
+            if bytes[0] == 0x15 { "alert" } else { "handshake" }
+        ))
+        }
+        _ => RequestError::Http(format!("bad response head: {e}")),
     }
 }

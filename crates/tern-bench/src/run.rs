@@ -84,6 +84,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
             .collect(),
         stages: config.targets.iter().map(|_| Vec::new()).collect(),
         capacity: config.targets.iter().map(|_| None).collect(),
+        clock_latency: config.targets.iter().map(|_| Vec::new()).collect(),
     };
     if let Some(search) = &config.search {
         crate::search::run(&mut runner, search)?;
@@ -99,6 +100,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         servers,
         stages,
         capacity,
+        clock_latency,
         ..
     } = runner;
     progress.finish();
@@ -113,8 +115,9 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         .zip(stats.into_iter().zip(figures))
         .zip(servers.into_iter().zip(timelines))
         .zip(stages.into_iter().zip(capacity))
+        .zip(clock_latency)
         .map(
-            |((((t, a), (s, f)), (server, timeline)), (stages, capacity))| {
+            |(((((t, a), (s, f)), (server, timeline)), (stages, capacity)), latency)| {
                 let mut report = TargetReport::new(t.url.clone(), a, f, s);
                 report.server_cpu = Some(match &capacity {
                     // The figures are those of the step at capacity.
@@ -122,6 +125,8 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
                     None => server.finish(report.summary.completed),
                 });
                 report.http = t.http;
+                report.stats.series = crate::report::series_on_the_clock(&timeline);
+                report.stats.second_latency = latency;
                 report.timeline = timeline;
                 report.stages = stages;
                 report.capacity = capacity.map(|c| c.0);
@@ -172,6 +177,9 @@ pub(crate) struct Runner {
     /// A search's result per target, with the server CPU seconds of the
     /// step at capacity.
     pub(crate) capacity: Vec<Option<(crate::search::Capacity, Option<f64>)>>,
+    /// Per-second latency histograms of each target on the run's clock,
+    /// placed as `series_on_the_clock` places the counts.
+    clock_latency: Vec<Vec<hdrhistogram::Histogram<u64>>>,
 }
 
 impl Runner {
@@ -192,6 +200,15 @@ impl Runner {
         let start = self.run_start.elapsed();
         let round = run_target(config, &self.config.targets[i], stop, &self.control)?;
         let cpu = self.servers[i].after();
+        let clock = &mut self.clock_latency[i];
+        for (k, h) in round.second_latency.iter().enumerate() {
+            let at = (start.as_secs_f64() + k as f64).round() as usize;
+            if clock.len() <= at {
+                clock.resize_with(at + 1, crate::stats::new_second_histogram);
+            }
+            // Same precision, auto-resizing: adding cannot fail.
+            let _ = clock[at].add(h);
+        }
         self.timelines[i].push(RoundSpan {
             start_s: start.as_secs_f64(),
             elapsed_s: round.elapsed.as_secs_f64(),
@@ -401,10 +418,17 @@ fn validate(config: &BenchConfig) -> Result<(), BenchError> {
         ));
     }
     if let StopCondition::Requests(n) = config.stop {
-        if n < config.connections as u64 && config.targets.len() == 1 {
+        let rounds = config.rounds.max(1) as u64;
+        let per_round = n.div_ceil(rounds);
+        if per_round < config.connections as u64 && config.targets.len() == 1 {
             // hey refuses this too: some connections would never send.
+            let split = if rounds > 1 {
+                format!(" ({per_round} a round over {rounds} rounds)")
+            } else {
+                String::new()
+            };
             return Err(BenchError::Config(format!(
-                "-n {n} is smaller than -c {}: some connections would never send",
+                "-n {n}{split} is smaller than -c {}: some connections would never send",
                 config.connections
             )));
         }

@@ -16,10 +16,11 @@ use crate::error::{BenchError, RequestError};
 use crate::http1::{request_headers, Exchange, RequestBytes};
 use crate::http2::H2Request;
 use crate::http3::H3Connector;
+use crate::progress::{LiveLatency, LiveShard};
 use crate::stats::{record, RequestRecord, Stats};
 use crate::target::{Scheme, Target};
 use crate::timeout::Watchdog;
-use crate::tls;
+use crate::tls::{self, Negotiated};
 
 mod h1;
 mod h2;
@@ -37,6 +38,8 @@ pub struct Control {
     pub failed: AtomicU64,
     /// Flips to true on Ctrl-C so workers drop requests in flight.
     pub stopped: watch::Sender<bool>,
+    /// Latencies for the live view's last-second p50 and p99.
+    pub live: LiveLatency,
 }
 
 impl Control {
@@ -47,6 +50,7 @@ impl Control {
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             stopped: watch::Sender::new(false),
+            live: LiveLatency::default(),
         })
     }
 
@@ -340,6 +344,7 @@ fn run_worker(
             connector,
             h3,
             stats: slot_stats,
+            live: control.live.shard(),
             control: control.clone(),
         });
         let mut handles = Vec::with_capacity(conns);
@@ -422,6 +427,30 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
     }
 }
 
+/// What opening one connection went through; see `SlotCtx::record_setup`.
+struct Opened<'a> {
+    /// Name lookup (TCP only: QUIC resolves once per run).
+    dns: Option<Duration>,
+    /// TCP connect (none over QUIC).
+    connect: Option<Duration>,
+    /// The TLS (or QUIC) handshake and what it negotiated; none for http://.
+    tls: Option<(Duration, &'a Negotiated)>,
+    resumed: bool,
+    handshake_bytes: u64,
+}
+
+impl Established {
+    fn opened(&self) -> Opened<'_> {
+        Opened {
+            dns: Some(self.dns),
+            connect: Some(self.connect),
+            tls: self.negotiated.as_ref().map(|n| (self.tls, n)),
+            resumed: self.resumed,
+            handshake_bytes: self.handshake_bytes,
+        }
+    }
+}
+
 /// Connection set-up phases, for per-request records.
 #[derive(Debug, Clone, Copy, Default)]
 struct Setup {
@@ -437,33 +466,48 @@ struct SlotCtx {
     /// HTTP/3 targets: this worker's QUIC endpoint.
     h3: Option<H3Connector>,
     stats: Rc<RefCell<Stats>>,
+    /// The live view's shard of this worker, while a view is drawn.
+    live: Option<LiveShard>,
     control: Arc<Control>,
 }
 
 impl SlotCtx {
-    fn record_setup(&self, est: &Established) -> Setup {
+    /// Counts one opened connection, whatever the protocol, and returns its
+    /// phases for the per-request record. A phase the connection did not go
+    /// through (`None`) is left out of its histogram, so a report never
+    /// shows it as measured.
+    fn record_setup(&self, opened: Opened<'_>) -> Setup {
         let mut s = self.stats.borrow_mut();
         s.connections += 1;
-        record(&mut s.dns, est.dns);
-        record(&mut s.connect, est.connect);
-        if let Some(neg) = &est.negotiated {
-            record(&mut s.tls, est.tls);
+        if let Some(dns) = opened.dns {
+            record(&mut s.dns, dns);
+        }
+        if let Some(connect) = opened.connect {
+            record(&mut s.connect, connect);
+        }
+        let mut setup = Setup {
+            dns: opened.dns.unwrap_or_default(),
+            connect: opened.connect.unwrap_or_default(),
+            ..Setup::default()
+        };
+        if let Some((tls, negotiated)) = opened.tls {
+            record(&mut s.tls, tls);
             s.handshakes += 1;
-            s.resumed += u64::from(est.resumed);
-            s.handshake_bytes += est.handshake_bytes;
-            *s.negotiated.entry(neg.clone()).or_insert(0) += 1;
+            s.resumed += u64::from(opened.resumed);
+            s.handshake_bytes += opened.handshake_bytes;
+            *s.negotiated.entry(negotiated.clone()).or_insert(0) += 1;
+            setup.tls = tls;
+            setup.resumed = opened.resumed;
         }
-        Setup {
-            dns: est.dns,
-            connect: est.connect,
-            tls: est.tls,
-            resumed: est.resumed,
-        }
+        setup
     }
 
     fn record_ok(&self, intended: Instant, ex: &Exchange, setup: Option<Setup>) {
         let now = ex.done;
         let total = now.saturating_duration_since(intended);
+        if let Some(Ok(mut live)) = self.live.as_ref().map(|l| l.lock()) {
+            record(&mut live, total);
+        }
         let mut s = self.stats.borrow_mut();
         record(&mut s.total, total);
         record(&mut s.ttfb, ex.ttfb);

@@ -9,7 +9,7 @@
 //! changed Content-Length would smuggle requests) and the hop-by-hop ones.
 //! [`owned_by_tern`] says why a name is refused, for the config error.
 
-use std::borrow::Cow;
+use bytes::Bytes;
 
 use crate::head::FieldKind;
 
@@ -21,7 +21,28 @@ pub struct FieldEdits<'a> {
     /// (removed, or replaced by a `set`).
     pub drop: &'a [Box<str>],
     /// Fields added after tern's own, in order.
-    pub add: Vec<(&'a str, Cow<'a, [u8]>)>,
+    pub add: Vec<(&'a str, FieldValue<'a>)>,
+}
+
+/// The value of a field a rule adds.
+#[derive(Debug, Clone)]
+pub enum FieldValue<'a> {
+    /// A literal from the configuration: the same on every message.
+    Config(&'a [u8]),
+    /// Made for this message (a request ID, an expanded variable,
+    /// Retry-After): it never repeats, and every head that carries it
+    /// (the request up, the response down, the log) shares one copy.
+    Made(Bytes),
+}
+
+impl FieldValue<'_> {
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            FieldValue::Config(b) => b,
+            FieldValue::Made(b) => b,
+        }
+    }
 }
 
 impl FieldEdits<'_> {
@@ -39,16 +60,7 @@ impl FieldEdits<'_> {
 
     /// The fields to add, as (name, value).
     pub fn added(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.add.iter().map(|(n, v)| (*n, v.as_ref()))
-    }
-
-    /// The fields to add, as (name, value, made for this request): a
-    /// value rendered per request (a request ID, a variable, Retry-After)
-    /// is owned, a literal from the configuration borrowed.
-    pub fn added_per_request(&self) -> impl Iterator<Item = (&str, &[u8], bool)> {
-        self.add
-            .iter()
-            .map(|(n, v)| (*n, v.as_ref(), matches!(v, std::borrow::Cow::Owned(_))))
+        self.add.iter().map(|(n, v)| (*n, v.as_bytes()))
     }
 }
 

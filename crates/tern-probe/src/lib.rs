@@ -21,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+mod address;
 pub mod certinfo;
 pub mod findings;
 pub mod h3;
@@ -34,6 +35,7 @@ pub mod speed;
 pub mod suites;
 pub mod wire;
 
+pub use address::DEFAULT_PORT;
 pub use probe::{probe, ProbeOptions};
 pub use report::{Finding, Report, Severity};
 pub use speed::{SpeedError, SpeedFigures, SpeedReport};
@@ -42,6 +44,12 @@ pub use speed::{SpeedError, SpeedFigures, SpeedReport};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProbeError {
+    /// The target is neither HOST[:PORT] nor an https:// URL.
+    #[error("not a TLS endpoint to probe: {0}")]
+    BadTarget(String),
+    /// No TLS handshake worked, and the port answered a plain HTTP request.
+    #[error("the port speaks plain HTTP, not TLS: it answered a plain request with {0:?}")]
+    PlainHttp(String),
     /// HOST:PORT did not resolve.
     #[error("cannot resolve {0}: {1}")]
     Resolve(String, String),

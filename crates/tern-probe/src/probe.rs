@@ -12,7 +12,7 @@ use tern_tls::verify::SignatureOnlyVerifier;
 
 use crate::handshake::{self, Established};
 use crate::report::{Negotiated, Report, RoundTrips};
-use crate::{certinfo, findings, http, negotiate, resumption, suites, ProbeError};
+use crate::{address, certinfo, findings, http, negotiate, resumption, suites, ProbeError};
 
 /// Initial congestion window of Linux and most stacks: 10 segments of
 /// 1460 bytes (RFC 6928).
@@ -95,7 +95,8 @@ impl Target {
 /// Probes the endpoint. Errors only when not even one TLS handshake worked;
 /// checks that fail individually are listed in [`Report::notes`].
 pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
-    let (host, port) = split_host_port(&opts.target);
+    let (host, port) = address::parse_target(&opts.target)?;
+    let host = host.as_str();
     let addr = resolve(host, port)?;
     let sni = opts.sni.clone().or_else(|| {
         host.parse::<std::net::IpAddr>()
@@ -150,7 +151,10 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
     negotiation.browser = browser.clone();
     let any_accepted = negotiation.versions.iter().any(|(_, a)| *a == Some(true));
     if let (Some(err), false) = (failure, any_accepted) {
-        return Err(err);
+        return Err(match address::plain_http_status(addr, opts.timeout) {
+            Some(status) => ProbeError::PlainHttp(status),
+            None => err,
+        });
     }
 
     let now = SystemTime::now()
@@ -196,31 +200,6 @@ pub fn probe(opts: &ProbeOptions) -> Result<Report, ProbeError> {
     report.findings = findings::evaluate(&report);
     report.sort_findings();
     Ok(report)
-}
-
-/// Port used when the target names none.
-pub const DEFAULT_PORT: u16 = 443;
-
-/// `host:port`, `[v6]:port`, `host`, `v6` or `[v6]` → host (no brackets)
-/// and port (443 when absent or unparsable, which resolution then reports).
-fn split_host_port(target: &str) -> (&str, u16) {
-    if let Some(rest) = target.strip_prefix('[') {
-        return match rest.split_once(']') {
-            Some((host, tail)) => (
-                host,
-                tail.strip_prefix(':')
-                    .and_then(|p| p.parse().ok())
-                    .unwrap_or(DEFAULT_PORT),
-            ),
-            None => (rest, DEFAULT_PORT),
-        };
-    }
-    match target.rsplit_once(':') {
-        // More than one colon and no brackets: a bare IPv6 address.
-        Some((host, _)) if host.contains(':') => (target, DEFAULT_PORT),
-        Some((host, port)) => (host, port.parse().unwrap_or(DEFAULT_PORT)),
-        None => (target, DEFAULT_PORT),
-    }
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, ProbeError> {
@@ -299,19 +278,4 @@ fn measure_round_trips(
         initial_window_bytes: INITIAL_WINDOW_BYTES,
         rtt_large_enough,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_split_into_host_and_port() {
-        assert_eq!(split_host_port("example.test:8443"), ("example.test", 8443));
-        assert_eq!(split_host_port("example.test"), ("example.test", 443));
-        assert_eq!(split_host_port("127.0.0.1:1"), ("127.0.0.1", 1));
-        assert_eq!(split_host_port("[::1]:8443"), ("::1", 8443));
-        assert_eq!(split_host_port("[::1]"), ("::1", 443));
-        assert_eq!(split_host_port("::1"), ("::1", 443));
-    }
 }

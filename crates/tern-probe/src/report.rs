@@ -260,10 +260,17 @@ impl Report {
         }
         if let Some(r) = &self.round_trips {
             let _ = writeln!(o, "\nRound trips");
+            // Round trips are counted only when the RTT dwarfs server CPU
+            // time; otherwise a count would be noise dressed as a figure.
+            let in_rtts = if r.rtt_large_enough {
+                format!(" = {:.1} RTT", r.handshake_rtts)
+            } else {
+                " (RTT too small to count round trips)".to_string()
+            };
             let _ = writeln!(
                 o,
-                "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms = {:.1} RTT",
-                r.rtt_ms, r.handshake_ms, r.handshake_rtts
+                "  RTT (TCP connect) {:.2} ms; full handshake {:.2} ms{in_rtts}",
+                r.rtt_ms, r.handshake_ms
             );
             let _ = writeln!(
                 o,
@@ -280,18 +287,17 @@ impl Report {
             let _ = writeln!(
                 o,
                 "  first flight {} bytes (chain {}, OCSP {}, rest {}) vs initial window {}; \
-                 arrived over {:.2} ms ({} extra round trip(s)){}",
+                 arrived over {:.2} ms{}",
                 r.flight_bytes,
                 r.chain_bytes,
                 r.ocsp_bytes,
                 r.other_bytes,
                 r.initial_window_bytes,
                 r.flight_spread_ms,
-                r.extra_round_trips,
                 if r.rtt_large_enough {
-                    ""
+                    format!(" ({} extra round trip(s))", r.extra_round_trips)
                 } else {
-                    "; RTT too small to count round trips"
+                    String::new()
                 }
             );
         }

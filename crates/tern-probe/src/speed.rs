@@ -327,6 +327,10 @@ impl SpeedFigures {
     }
 }
 
+/// One list of rates of a [`SpeedFigures`] (to find its counterpart in the
+/// run without CPU features).
+type RatesOf = fn(&SpeedFigures) -> &[Rate];
+
 impl SpeedReport {
     /// The report as pretty JSON.
     pub fn to_json(&self) -> String {
@@ -349,48 +353,24 @@ impl SpeedReport {
         }
         let w = &self.with_features;
         let wo = self.without_features.as_ref();
-        let _ = writeln!(
-            o,
-            "\n{:<34} {:>14} {:>14}",
-            "one core", "features on", "features off"
-        );
-        let row = |o: &mut String, name: &str, unit: &str, on: f64, off: Option<f64>| {
-            let off = off.map_or("-".to_string(), |v| format!("{v:.0}"));
-            let _ = writeln!(
-                o,
-                "{:<34} {:>14.0} {:>14}",
-                format!("{name} {unit}"),
-                on,
-                off
-            );
-        };
+        // Rows first, then the label column as wide as the longest label,
+        // so no row pushes its figures out of line.
+        let mut rows: Vec<(String, f64, Option<f64>)> = Vec::new();
         let find = |v: &[Rate], n: &str| v.iter().find(|r| r.name == n).map(|r| r.per_second);
-        for r in &w.bulk_mb_per_s {
-            row(
-                &mut o,
-                &r.name,
-                "MB/s",
-                r.per_second,
-                wo.and_then(|x| find(&x.bulk_mb_per_s, &r.name)),
-            );
-        }
-        for r in &w.signatures_per_s {
-            row(
-                &mut o,
-                &r.name,
-                "sign/s",
-                r.per_second,
-                wo.and_then(|x| find(&x.signatures_per_s, &r.name)),
-            );
-        }
-        for r in &w.key_agreements_per_s {
-            row(
-                &mut o,
-                &r.name,
+        let groups: [(&[Rate], RatesOf, &str); 3] = [
+            (&w.bulk_mb_per_s, |x| &x.bulk_mb_per_s, "MB/s"),
+            (&w.signatures_per_s, |x| &x.signatures_per_s, "sign/s"),
+            (
+                &w.key_agreements_per_s,
+                |x| &x.key_agreements_per_s,
                 "agreements/s",
-                r.per_second,
-                wo.and_then(|x| find(&x.key_agreements_per_s, &r.name)),
-            );
+            ),
+        ];
+        for (rates, other, unit) in groups {
+            for r in rates {
+                let off = wo.and_then(|x| find(other(x), &r.name));
+                rows.push((format!("{} {unit}", r.name), r.per_second, off));
+            }
         }
         for c in &w.handshake_ceilings {
             let off = wo.and_then(|x| {
@@ -399,13 +379,27 @@ impl SpeedReport {
                     .find(|d| d.certificate == c.certificate && d.key_exchange == c.key_exchange)
                     .map(|d| d.handshakes_per_second)
             });
-            row(
-                &mut o,
-                &format!("handshakes {} + {}", c.certificate, c.key_exchange),
-                "/s",
+            rows.push((
+                format!("handshakes {} + {} /s", c.certificate, c.key_exchange),
                 c.handshakes_per_second,
                 off,
-            );
+            ));
+        }
+        let header = "one core";
+        let width = rows
+            .iter()
+            .map(|(label, _, _)| label.chars().count())
+            .chain([header.len()])
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "\n{header:<width$} {:>14} {:>14}",
+            "features on", "features off"
+        );
+        for (label, on, off) in rows {
+            let off = off.map_or("-".to_string(), |v| format!("{v:.0}"));
+            let _ = writeln!(o, "{label:<width$} {on:>14.0} {off:>14}");
         }
         match self.mask_took_effect {
             Some(true) => {

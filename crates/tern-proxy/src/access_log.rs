@@ -47,7 +47,7 @@ pub struct Record<'a> {
     /// Bytes sent to the client for this request (head and body).
     pub bytes_out: u64,
     /// Backend that served it, if any.
-    pub backend: Option<SocketAddr>,
+    pub backend: Option<crate::config::BackendAddr>,
     /// Time from sending the request head to the backend until its response head, µs.
     pub backend_us: u64,
     /// Time from the first byte of the request to the last byte of the response, µs.
@@ -276,7 +276,9 @@ mod tests {
             status: 200,
             bytes_in: 78,
             bytes_out: 123,
-            backend: Some("127.0.0.1:8080".parse().unwrap()),
+            backend: Some(crate::config::BackendAddr::Tcp(
+                "127.0.0.1:8080".parse().unwrap(),
+            )),
             backend_us: 300,
             total_us: 500,
             error: None,

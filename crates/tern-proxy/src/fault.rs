@@ -61,6 +61,9 @@ pub(crate) enum Kind {
     HeadTimeout,
     /// Backend: connection refused or failed (502).
     Connect,
+    /// Backend: the TLS handshake failed (its certificate did not verify,
+    /// it refused tern's, no common version or ALPN) (502).
+    Tls,
     /// Backend: no connection within the connect timeout (504).
     ConnectTimeout,
     /// Backend: every server of the group is down (503).
@@ -113,6 +116,7 @@ impl Kind {
             Kind::HandshakeFailed => "handshake_failed",
             Kind::HeadTimeout => "head_timeout",
             Kind::Connect => "connect",
+            Kind::Tls => "tls",
             Kind::ConnectTimeout => "connect_timeout",
             Kind::AllDown => "all_down",
             Kind::Closed => "closed",
@@ -125,7 +129,7 @@ impl Kind {
     }
 
     /// Every kind, in the order of [`Kind::index`] (for metrics).
-    pub(crate) const ALL: [Kind; 19] = [
+    pub(crate) const ALL: [Kind; 20] = [
         Kind::ClientGone,
         Kind::BadBody,
         Kind::UploadStalled,
@@ -137,6 +141,7 @@ impl Kind {
         Kind::HandshakeFailed,
         Kind::HeadTimeout,
         Kind::Connect,
+        Kind::Tls,
         Kind::ConnectTimeout,
         Kind::AllDown,
         Kind::Closed,
@@ -167,7 +172,7 @@ impl Kind {
             Kind::RateLimited => Some(429),
             Kind::BadBody | Kind::Unrelayable => Some(400),
             Kind::UploadStalled => Some(408),
-            Kind::Connect | Kind::Closed | Kind::Invalid | Kind::Upload => Some(502),
+            Kind::Connect | Kind::Tls | Kind::Closed | Kind::Invalid | Kind::Upload => Some(502),
             Kind::AllDown => Some(503),
             Kind::ConnectTimeout | Kind::Timeout => Some(504),
             Kind::NotImplemented => Some(501),
@@ -213,6 +218,7 @@ impl ExchangeError {
             Kind::HandshakeFailed => "client:handshake_failed",
             Kind::HeadTimeout => "client:head_timeout",
             Kind::Connect => "backend:connect",
+            Kind::Tls => "backend:tls",
             Kind::ConnectTimeout => "backend:connect_timeout",
             Kind::AllDown => "backend:all_down",
             Kind::Closed => "backend:closed",

@@ -35,6 +35,7 @@ pub mod h2frames;
 pub mod h3client;
 pub mod haproxy;
 pub mod netlink_delay;
+pub mod nginx;
 pub mod openssl_pki;
 pub mod pebble;
 pub mod prometheus;

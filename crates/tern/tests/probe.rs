@@ -52,6 +52,63 @@ fn probe_of_closed_port_exits_2() {
 }
 
 #[test]
+fn probe_takes_an_https_url_and_counts_no_round_trips_it_cannot_tell() {
+    let served = Served::start(&[]);
+    let url = format!("https://{}/", served.addr);
+    let out = tern(&[
+        "probe",
+        &url,
+        "--sni",
+        "localhost",
+        "--idle-wait",
+        "0",
+        "--samples",
+        "1",
+    ]);
+    assert_ne!(code(&out), Some(2), "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("full handshake"))
+        .unwrap_or_else(|| panic!("no handshake line:\n{}", out.stdout));
+    // Loopback's RTT is far below server CPU time: no "= 7.9 RTT" beside it.
+    assert!(
+        line.contains("RTT too small to count round trips"),
+        "{line}"
+    );
+    assert!(!line.contains(" = "), "{line}");
+    assert!(!out.stdout.contains("extra round trip"), "{}", out.stdout);
+}
+
+#[test]
+fn probe_of_a_plain_http_port_says_it_speaks_plain_http() {
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let out = tern(&[
+        "probe",
+        &origin.addr().to_string(),
+        "--idle-wait",
+        "0",
+        "--samples",
+        "1",
+    ]);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the port speaks plain HTTP, not TLS")
+            && out.stderr.contains("\"HTTP/1."),
+        "{}",
+        out.stderr
+    );
+    let url = format!("http://{}/", origin.addr());
+    let out = tern(&["probe", &url]);
+    assert_eq!(code(&out), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("an http:// URL is plain HTTP"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn probe_json_flags_dhe_preferring_openssl_and_exits_1() {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
@@ -378,6 +435,29 @@ fn probe_flags_an_alt_svc_that_points_at_no_http3() {
     assert_eq!(report["http"]["h3"]["reachable"], false, "{}", out.stdout);
     assert!(
         finding_ids(&report).contains(&"alt_svc_h3_unreachable".to_string()),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn speed_text_keeps_every_row_in_its_columns() {
+    let out = tern(&["speed", "--seconds", "0.02", "--no-masked"]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let table: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("one core"))
+        .take_while(|l| !l.is_empty() && !l.starts_with("note:"))
+        .collect();
+    assert!(table.len() > 10, "{}", out.stdout);
+    // Figures are right-aligned: in line, every row ends in the same column.
+    let width = table[0].chars().count();
+    for row in &table {
+        assert_eq!(row.chars().count(), width, "{row:?}\n{}", out.stdout);
+    }
+    assert!(
+        table.iter().any(|r| r.contains("X25519MLKEM768 /s")),
         "{}",
         out.stdout
     );

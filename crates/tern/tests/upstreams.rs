@@ -23,8 +23,12 @@ mod h2_tls;
 mod h2c;
 #[path = "upstreams/health.rs"]
 mod health;
+#[path = "upstreams/pool.rs"]
+mod pool;
 #[path = "upstreams/routing.rs"]
 mod routing;
+#[path = "upstreams/transports.rs"]
+mod transports;
 
 /// tern started from a config file with `workers` workers, the
 /// `[[upstream]]` tables in `upstreams`, and one listener forwarding to the

@@ -2,7 +2,7 @@
 //! machines (at once) or one after the other, added up without inventing
 //! throughput.
 
-use super::{negotiation_warnings, Report, Summary};
+use super::{negotiation_warnings, series_on_the_clock, Report, Summary};
 use crate::error::BenchError;
 use crate::server::ServerCpu;
 
@@ -81,6 +81,9 @@ impl Report {
             }
         }
         for t in &mut merged.targets {
+            if !t.timeline.is_empty() {
+                t.stats.series = series_on_the_clock(&t.timeline);
+            }
             t.summary = Summary::from_stats(&t.stats);
         }
         merged.started_unix_ms = timing.start_ms;

@@ -175,6 +175,26 @@ pub struct RoundSpan {
     pub series: Vec<crate::stats::SecondBucket>,
 }
 
+/// Completions and errors per second of the run's wall clock, gathered from
+/// the rounds' spans: each round's second `i` lands in the run's second
+/// nearest `start_s + i`. This is `stats.series` once rounds were
+/// interleaved or runs merged, so it lines up with the timeline instead of
+/// adding up runs that did not run at the same time.
+pub(crate) fn series_on_the_clock(timeline: &[RoundSpan]) -> Vec<crate::stats::SecondBucket> {
+    let mut series: Vec<crate::stats::SecondBucket> = Vec::new();
+    for span in timeline {
+        for (i, b) in span.series.iter().enumerate() {
+            let at = (span.start_s.max(0.0) + i as f64).round() as usize;
+            if series.len() <= at {
+                series.resize(at + 1, crate::stats::SecondBucket::default());
+            }
+            series[at].completed += b.completed;
+            series[at].errors += b.errors;
+        }
+    }
+    series
+}
+
 /// Summary of one phase histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PhaseSummary {
@@ -286,6 +306,9 @@ impl Summary {
             ("body", &s.body),
         ]
         .into_iter()
+        // A phase no connection went through (DNS and TCP over QUIC, TLS
+        // on http://) is absent, not a row of zeros that reads as measured.
+        .filter(|(_, h)| !h.is_empty())
         .map(|(k, h)| (k.to_string(), phase(h)))
         .collect();
         let empty = s.total.is_empty();

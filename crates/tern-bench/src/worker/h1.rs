@@ -20,7 +20,7 @@ impl Protocol for H1 {
 
     async fn open(&mut self, ctx: &SlotCtx) -> Result<(H1Conn, Setup), RequestError> {
         let est = ctx.connector.connect(&mut self.key_cache).await?;
-        let setup = ctx.record_setup(&est);
+        let setup = ctx.record_setup(est.opened());
         Ok((H1Conn::new(est.stream, self.spare.take()), setup))
     }
 

@@ -22,7 +22,7 @@ impl Protocol for H2 {
 
     async fn open(&mut self, ctx: &SlotCtx) -> Result<(SendRequest, Setup), RequestError> {
         let est = ctx.connector.connect(&mut self.0).await?;
-        let setup = ctx.record_setup(&est);
+        let setup = ctx.record_setup(est.opened());
         if let Some(neg) = &est.negotiated {
             if neg.alpn != "h2" {
                 return Err(RequestError::Http(format!(

@@ -5,12 +5,11 @@
 use std::net::SocketAddr;
 
 use super::slot::{Multiplexed, Protocol, Streams};
-use super::{Prepared, Setup, SlotCtx};
+use super::{Opened, Prepared, Setup, SlotCtx};
 use crate::config::BenchConfig;
 use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
 use crate::http3::{H3Established, H3Send};
-use crate::stats::record;
 use crate::target::{Scheme, Target};
 use crate::tls::KeyCache;
 
@@ -38,22 +37,16 @@ pub(super) fn address(target: &Target) -> Result<SocketAddr, BenchError> {
         .ok_or_else(|| BenchError::Config(format!("{}: no address", target.url)))
 }
 
-impl SlotCtx {
-    fn record_quic_setup(&self, est: &H3Established) -> Setup {
-        let mut s = self.stats.borrow_mut();
-        s.connections += 1;
-        // The QUIC handshake is the connection's set-up and its TLS
-        // handshake at once: it counts as TLS; there is no TCP connect.
-        record(&mut s.tls, est.handshake);
-        s.handshakes += 1;
-        s.resumed += u64::from(est.resumed);
-        s.handshake_bytes += est.handshake_bytes;
-        *s.negotiated.entry(est.negotiated.clone()).or_insert(0) += 1;
-        Setup {
-            tls: est.handshake,
-            resumed: est.resumed,
-            ..Setup::default()
-        }
+/// The QUIC handshake is the connection's set-up and its TLS handshake at
+/// once: it counts as TLS; there is no TCP connect, and the name was
+/// resolved once for the run.
+fn opened(est: &H3Established) -> Opened<'_> {
+    Opened {
+        dns: None,
+        connect: None,
+        tls: Some((est.handshake, &est.negotiated)),
+        resumed: est.resumed,
+        handshake_bytes: est.handshake_bytes,
     }
 }
 
@@ -69,7 +62,7 @@ impl Protocol for H3 {
             return Err(RequestError::Connect("no QUIC endpoint".into()));
         };
         let est = connector.connect(&mut self.0).await?;
-        let setup = ctx.record_quic_setup(&est);
+        let setup = ctx.record_setup(opened(&est));
         Ok((est, setup))
     }
 

@@ -34,7 +34,7 @@ pub(crate) use resolve::{resolve_global, resolve_listener};
 use tern_http::rewrite::ForwardedFields;
 use tern_tls::ServerTlsSettings;
 pub use upstream::{
-    BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
+    BackendAddr, BackendProtocol, BackendTls, Balance, HealthCheck, PassiveEjection, ServerConfig,
     UpstreamConfig,
 };
 
@@ -247,7 +247,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Request head size bound (431 above).
     pub max_head_bytes: usize,
-    /// Idle backend connections kept per backend and worker.
+    /// Most idle backend connections kept per backend and worker (a
+    /// ceiling; the pool follows demand below it).
     pub backend_pool_size: usize,
 }
 

@@ -123,7 +123,7 @@ pub mod defaults {
     /// `max_head_bytes`.
     pub const MAX_HEAD_BYTES: usize = tern_http::head::DEFAULT_MAX_HEAD_BYTES;
     /// `backend_pool_size`.
-    pub const BACKEND_POOL_SIZE: usize = 64;
+    pub const BACKEND_POOL_SIZE: usize = 1024;
     /// `request_id_header`.
     pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
     /// `request_id_format`.
@@ -135,8 +135,10 @@ pub mod defaults {
     /// `log_rejected`.
     pub const LOG_REJECTED: bool = false;
 
-    /// `[[upstream]] protocol`.
-    pub const PROTOCOL: &str = "http1";
+    /// `[[upstream]] tls_sni`.
+    pub const TLS_SNI: bool = true;
+    /// `[[upstream]] tls_alpn` of an HTTP/1.1 group.
+    pub const TLS_ALPN: [&str; 1] = ["http/1.1"];
     /// `[[upstream]] health_check_interval` (also for `--health-check`).
     pub const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(2);
     /// `[[upstream]] health_check_timeout` (also for `--health-check`).
@@ -294,7 +296,8 @@ pub struct AcmeOptions {
 #[derive(Debug, Default, Clone, clap::Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenerOptions {
-    /// Address to accept TLS connections on.
+    /// Address to accept TLS connections on: ADDR:PORT, [V6]:PORT, or
+    /// :PORT for every IPv4 address.
     #[arg(long, value_name = "ADDR:PORT", default_value = defaults::LISTEN)]
     pub listen: Option<String>,
 
@@ -302,9 +305,12 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "MODE", default_value = defaults::MODE)]
     pub mode: Option<String>,
 
-    /// Backend to forward to, HOST:PORT; repeat for several (round robin).
-    /// Without any, tern answers from a built-in demo origin.
-    #[arg(long = "backend", value_name = "HOST:PORT")]
+    /// Backend to forward to: HOST:PORT, unix:/path, or a URL
+    /// (http://HOST[:PORT], https://HOST[:PORT] for TLS checked against
+    /// the system's CAs, h2c://HOST:PORT); repeat for several (round
+    /// robin, one scheme). Without any, tern answers from a built-in demo
+    /// origin.
+    #[arg(long = "backend", value_name = "SERVER")]
     #[serde(default)]
     pub backends: Vec<String>,
 
@@ -553,7 +559,9 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "BYTES", default_value = shown(defaults::MAX_HEAD_BYTES))]
     pub max_head_bytes: Option<usize>,
 
-    /// Idle backend connections kept per backend and worker.
+    /// Most idle backend connections kept per backend and worker: a
+    /// ceiling, the pool keeps what the recent peak had in use and closes
+    /// those unused for 30 s.
     #[arg(long, value_name = "N", default_value = shown(defaults::BACKEND_POOL_SIZE))]
     pub backend_pool_size: Option<usize>,
 
@@ -715,9 +723,11 @@ pub struct UpstreamOptions {
     /// Name listeners and routes refer to.
     #[arg(long)]
     pub name: String,
-    /// Servers: "HOST:PORT" or { addr = "HOST:PORT", weight = N }, the
-    /// weight being a relative share of requests in 1..=100 (a server
-    /// without one gets the smallest).
+    /// Servers: "HOST:PORT", "unix:/path" (a Unix socket), a URL
+    /// ("http://HOST[:PORT]", "https://HOST[:PORT]" for TLS,
+    /// "h2c://HOST:PORT"), or { addr = "…", weight = N }, the weight being
+    /// a relative share of requests in 1..=100 (a server without one gets
+    /// the smallest). One scheme per group.
     #[arg(long, value_name = "SERVER")]
     #[serde(default)]
     pub servers: Vec<ServerOptions>,
@@ -725,23 +735,43 @@ pub struct UpstreamOptions {
     #[arg(long, default_value = defaults::BALANCE)]
     pub balance: Option<String>,
     /// "http1" (HTTP/1.1, pooled keepalive), "h2c" (HTTP/2 over cleartext
-    /// TCP with prior knowledge) or "h2" (HTTP/2 over TLS, ALPN h2, TLS
-    /// 1.2/1.3, certificate checked against `tls_ca`). HTTP/2 groups keep
-    /// one multiplexed session per server and worker; their health checks
-    /// speak the same protocol.
-    #[arg(long, default_value = defaults::PROTOCOL)]
+    /// with prior knowledge) or "h2" (HTTP/2 over TLS, ALPN h2). HTTP/2
+    /// groups keep one multiplexed session per server and worker; their
+    /// health checks speak the same protocol. [default: what the servers'
+    /// scheme says (h2c:// is h2c), else http1]
+    #[arg(long)]
     pub protocol: Option<String>,
-    /// `protocol = "h2"` only, required: PEM bundle of the CA certificates
-    /// the servers' certificates must chain to (relative to the config
-    /// file; re-read on reload).
+    /// TLS to the servers (TLS 1.2/1.3, certificate checked against
+    /// `tls_ca` or the system's CAs, sessions resumed). A failed handshake
+    /// is a backend fault (502, error=backend:tls) and fails health
+    /// checks. [default: true for https:// servers and protocol "h2"]
+    #[arg(long)]
+    pub tls: Option<bool>,
+    /// PEM bundle of the CA certificates the servers' certificates must
+    /// chain to (relative to the config file; re-read on reload).
+    /// [default: the system's CA certificates]
     #[arg(long)]
     pub tls_ca: Option<String>,
-    /// `protocol = "h2"` only: DNS name (sent as SNI) or IP address the
-    /// servers' certificates must carry. Without it, the host of each
-    /// server's HOST:PORT (an IP address is checked against the
-    /// certificate's IP addresses).
+    /// DNS name (sent as SNI) or IP address the servers' certificates must
+    /// carry. [default: the host each server is written with; a Unix
+    /// socket needs this]
     #[arg(long)]
     pub tls_server_name: Option<String>,
+    /// Send the server name as SNI (an IP address is never sent).
+    #[arg(long, default_value = shown(defaults::TLS_SNI))]
+    pub tls_sni: Option<bool>,
+    /// ALPN protocol ids offered to HTTP/1.1 servers, in order, or
+    /// ["none"]; never h2 (protocol "h2" offers h2 alone).
+    #[arg(long, default_values = defaults::TLS_ALPN)]
+    #[serde(default)]
+    pub tls_alpn: Vec<String>,
+    /// Certificate chain (PEM, leaf first) tern shows servers that ask
+    /// for one (mTLS to the backend); needs `tls_client_key`.
+    #[arg(long)]
+    pub tls_client_cert: Option<String>,
+    /// Private key (PEM: PKCS#8, SEC1 or PKCS#1) of `tls_client_cert`.
+    #[arg(long)]
+    pub tls_client_key: Option<String>,
     /// HTTP path for active health checks (GET; 2xx/3xx is healthy). Off
     /// when absent.
     #[arg(long)]

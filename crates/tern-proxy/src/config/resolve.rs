@@ -30,8 +30,15 @@ pub fn from_options(
     global: &GlobalOptions,
     listener: &ListenerOptions,
 ) -> Result<Config, ConfigError> {
-    let flag_err =
-        |e: KeyError| ConfigError::new(format!("--{}: {}", e.key.replace('_', "-"), e.message));
+    let flag_err = |e: KeyError| {
+        // The one listener key whose flag is not its name: `--backend` is
+        // repeated, `backends` is the list.
+        let flag = match e.key {
+            "backends" => "backend".to_string(),
+            key => key.replace('_', "-"),
+        };
+        ConfigError::new(format!("--{flag}: {}", e.message))
+    };
     let base = Path::new(".");
     let mut upstreams = Vec::new();
     let resolved = resolve_listener(listener, base, &mut upstreams).map_err(flag_err)?;
@@ -175,7 +182,7 @@ pub(crate) fn resolve_listener(
     base: &Path,
     upstreams: &mut Vec<UpstreamConfig>,
 ) -> Result<ListenerConfig, KeyError> {
-    let front = front::front(o, upstreams)?;
+    let front = front::front(o, base, upstreams)?;
     let accept_proxy = front::accept_proxy(o)?;
     let h2 = http::h2_limits(o)?;
     let tls = tls::listener_tls(o, base, front.mode)?;
@@ -290,6 +297,9 @@ mod tests {
             (b.accept, b.log_format, b.access_log, b.shutdown_timeout)
         );
 
+        // TLS on, so that its keys with defaults are not refused.
+        let ca = tern_testsupport::certs::TestCa::new();
+        let ca_file = ca.ca_file().display().to_string();
         let shown: UpstreamOptions = with_help_defaults(&[
             "--name",
             "u",
@@ -297,8 +307,14 @@ mod tests {
             "127.0.0.1:1",
             "--health-check-path",
             "/",
+            "--tls",
+            "true",
+            "--tls-ca",
+            &ca_file,
         ]);
         let absent = UpstreamOptions {
+            tls_sni: None,
+            tls_alpn: Vec::new(),
             rise: None,
             fall: None,
             max_fails: None,

@@ -1,16 +1,18 @@
 //! Backend groups: typed settings and their resolution from options.
+//! Server addresses are parsed in [`addr`], TLS to the servers in [`tls`].
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod addr;
+mod tls;
+
+use std::path::Path;
 use std::time::Duration;
-
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::options::{defaults, UpstreamOptions};
 use super::resolve::{duration, key_err};
 use super::KeyError;
+
+pub use addr::{parse_server, BackendAddr, Scheme, ServerSpec};
+pub use tls::BackendTls;
 
 /// How a group spreads requests over its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,32 +51,6 @@ impl BackendProtocol {
     }
 }
 
-/// How tern speaks TLS to the servers of a `protocol = "h2"` group.
-#[derive(Debug, Clone)]
-pub struct BackendTls {
-    /// The `tls_ca` file, read when the configuration is (start and reload).
-    pub ca_file: PathBuf,
-    /// The name each server's certificate must carry (and the SNI sent),
-    /// parallel to [`UpstreamConfig::servers`].
-    pub server_names: Vec<ServerName<'static>>,
-    /// Client settings: tern's TLS policy (TLS 1.2/1.3, ECDHE, AEAD),
-    /// ALPN `h2` only, the `tls_ca` certificates as the only roots.
-    pub client: Arc<rustls::ClientConfig>,
-    /// The CA certificates, so that two configurations compare equal only
-    /// when they trust the same ones.
-    roots: Vec<CertificateDer<'static>>,
-}
-
-impl PartialEq for BackendTls {
-    fn eq(&self, other: &Self) -> bool {
-        self.ca_file == other.ca_file
-            && self.server_names == other.server_names
-            && self.roots == other.roots
-    }
-}
-
-impl Eq for BackendTls {}
-
 /// Active health checking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthCheck {
@@ -103,7 +79,7 @@ pub struct PassiveEjection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerConfig {
     /// Its address.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// Relative share of requests.
     pub weight: u32,
 }
@@ -123,19 +99,19 @@ pub struct UpstreamConfig {
     pub health: Option<HealthCheck>,
     /// Passive ejection (always on).
     pub passive: PassiveEjection,
-    /// TLS to the servers (`protocol = "h2"` only).
+    /// TLS to the servers (`tls = true`, `https://` servers, `protocol = "h2"`).
     pub tls: Option<BackendTls>,
 }
 
 impl UpstreamConfig {
     /// A group of plain servers with default settings (the `--backend` list).
-    pub fn simple(name: String, servers: Vec<SocketAddr>) -> Self {
+    pub fn simple<A: Into<BackendAddr>>(name: String, servers: Vec<A>) -> Self {
         UpstreamConfig {
             name,
             servers: servers
                 .into_iter()
                 .map(|addr| ServerConfig {
-                    addr,
+                    addr: addr.into(),
                     weight: defaults::WEIGHT,
                 })
                 .collect(),
@@ -149,14 +125,6 @@ impl UpstreamConfig {
             tls: None,
         }
     }
-}
-
-/// Resolves `HOST:PORT` to its first address.
-pub(crate) fn resolve_addr(text: &str, key: &'static str) -> Result<SocketAddr, KeyError> {
-    text.to_socket_addrs()
-        .map_err(|e| key_err(key, format!("backend {text:?}: {e}")))?
-        .next()
-        .ok_or_else(|| key_err(key, format!("backend {text:?} resolves to no address")))
 }
 
 pub(crate) fn parse_balance(text: Option<&str>, key: &'static str) -> Result<Balance, KeyError> {
@@ -196,40 +164,45 @@ pub(crate) fn resolve_upstream(
     o: &UpstreamOptions,
     base: &Path,
 ) -> Result<UpstreamConfig, KeyError> {
+    resolve_group(o, base, "servers")
+}
+
+/// Resolves a group whose servers were given under `servers_key` (the
+/// `servers` of an `[[upstream]]`, or a listener's `backends`).
+pub(crate) fn resolve_group(
+    o: &UpstreamOptions,
+    base: &Path,
+    servers_key: &'static str,
+) -> Result<UpstreamConfig, KeyError> {
     if o.name.is_empty() {
         return Err(key_err("name", "an upstream needs a name"));
     }
     if o.servers.is_empty() {
         return Err(key_err(
-            "servers",
+            servers_key,
             format!("upstream {:?} has no servers", o.name),
         ));
     }
     let mut servers = Vec::with_capacity(o.servers.len());
+    let mut specs = Vec::with_capacity(o.servers.len());
     for s in &o.servers {
         let (addr, weight) = (s.addr(), s.weight());
         if !(1..=100).contains(&weight) {
             return Err(key_err(
-                "servers",
+                servers_key,
                 format!("weight {weight} of {addr:?} is outside 1..=100"),
             ));
         }
+        let spec = parse_server(addr, base).map_err(|e| key_err(servers_key, e))?;
         servers.push(ServerConfig {
-            addr: resolve_addr(addr, "servers")?,
+            addr: spec.addr,
             weight,
         });
+        specs.push(spec);
     }
-    let protocol = match o.protocol.as_deref().unwrap_or(defaults::PROTOCOL) {
-        "http1" | "http/1.1" => BackendProtocol::Http1,
-        "h2c" => BackendProtocol::H2c,
-        "h2" => BackendProtocol::H2,
-        other => {
-            return Err(key_err(
-                "protocol",
-                format!("unknown backend protocol {other:?} (http1, h2c, h2)"),
-            ))
-        }
-    };
+    let scheme = one_scheme(&specs, servers_key)?;
+    let protocol = protocol(o.protocol.as_deref(), scheme)?;
+    let tls_on = tls_on(o.tls, protocol, scheme)?;
     let health = match &o.health_check_path {
         None => None,
         Some(path) => {
@@ -260,7 +233,7 @@ pub(crate) fn resolve_upstream(
             })
         }
     };
-    let tls = backend_tls(o, protocol, base)?;
+    let tls = tls::backend_tls(o, protocol, tls_on, &specs, base)?;
     let max_fails = o.max_fails.unwrap_or(defaults::MAX_FAILS);
     if max_fails == 0 {
         return Err(key_err("max_fails", "must be at least 1"));
@@ -283,140 +256,87 @@ pub(crate) fn resolve_upstream(
     })
 }
 
-/// The TLS settings of a group: `Some` for `protocol = "h2"` (which needs
-/// `tls_ca`), `None` otherwise (where the `tls_*` keys are refused, since
-/// they would silently do nothing).
-fn backend_tls(
-    o: &UpstreamOptions,
-    protocol: BackendProtocol,
-    base: &Path,
-) -> Result<Option<BackendTls>, KeyError> {
-    if protocol != BackendProtocol::H2 {
-        for (key, set) in [
-            ("tls_ca", o.tls_ca.is_some()),
-            ("tls_server_name", o.tls_server_name.is_some()),
-        ] {
-            if set {
-                return Err(key_err(key, "only applies to protocol = \"h2\""));
-            }
-        }
+/// The scheme the group's URL servers share (`None` when none is a URL);
+/// a group speaks one protocol, so schemes may not differ.
+fn one_scheme(specs: &[ServerSpec], key: &'static str) -> Result<Option<Scheme>, KeyError> {
+    let mut schemes = specs.iter().filter_map(|s| s.scheme);
+    let Some(first) = schemes.next() else {
         return Ok(None);
+    };
+    match schemes.find(|s| *s != first) {
+        None => Ok(Some(first)),
+        Some(other) => Err(key_err(
+            key,
+            format!(
+                "servers written {} and {} in one group: a group speaks one protocol \
+                 (make two groups)",
+                first.prefix(),
+                other.prefix()
+            ),
+        )),
     }
-    let Some(ca) = &o.tls_ca else {
+}
+
+/// The group's protocol: `protocol` when given (and the servers' scheme
+/// agrees), else what the scheme says (`h2c://`: h2c), else HTTP/1.1.
+fn protocol(given: Option<&str>, scheme: Option<Scheme>) -> Result<BackendProtocol, KeyError> {
+    let given = match given {
+        None => None,
+        Some("http1" | "http/1.1") => Some(BackendProtocol::Http1),
+        Some("h2c") => Some(BackendProtocol::H2c),
+        Some("h2") => Some(BackendProtocol::H2),
+        Some(other) => {
+            return Err(key_err(
+                "protocol",
+                format!("unknown backend protocol {other:?} (http1, h2c, h2)"),
+            ))
+        }
+    };
+    let implied = match scheme {
+        Some(Scheme::H2c) => BackendProtocol::H2c,
+        _ => BackendProtocol::Http1,
+    };
+    let Some(given) = given else {
+        return Ok(implied);
+    };
+    let agrees = match scheme {
+        None => true,
+        Some(Scheme::Http) => given != BackendProtocol::H2,
+        Some(Scheme::Https) => given != BackendProtocol::H2c,
+        Some(Scheme::H2c) => given == BackendProtocol::H2c,
+    };
+    if !agrees {
+        let scheme = scheme.map_or("", Scheme::prefix);
         return Err(key_err(
             "protocol",
-            "protocol \"h2\" (HTTP/2 over TLS) needs tls_ca: the PEM file of the CA \
-             certificates the servers' certificates chain to",
-        ));
-    };
-    let ca_file = base.join(ca);
-    let roots = load_ca(&ca_file)?;
-    let server_names = match &o.tls_server_name {
-        Some(name) => {
-            let name = ServerName::try_from(name.as_str())
-                .map(|n| n.to_owned())
-                .map_err(|_| {
-                    key_err(
-                        "tls_server_name",
-                        format!("{name:?} is neither a DNS name nor an IP address"),
-                    )
-                })?;
-            vec![name; o.servers.len()]
-        }
-        None => o
-            .servers
-            .iter()
-            .map(|s| default_server_name(s.addr()))
-            .collect::<Result<_, _>>()?,
-    };
-    let mut store = rustls::RootCertStore::empty();
-    for cert in &roots {
-        store.add(cert.clone()).map_err(|e| {
-            key_err(
-                "tls_ca",
-                format!("{}: unusable CA certificate: {e}", ca_file.display()),
-            )
-        })?;
-    }
-    // tern's own policy (no CBC, no DHE, TLS 1.2 at least) holds on the
-    // backend side too.
-    let policy = tern_tls::TlsPolicy::default();
-    let mut client =
-        rustls::ClientConfig::builder_with_provider(Arc::new(policy.crypto_provider()))
-            .with_protocol_versions(&policy.versions())
-            .map_err(|e| key_err("protocol", format!("TLS client settings: {e}")))?
-            .with_root_certificates(store)
-            .with_no_client_auth();
-    // Only h2: a backend that cannot speak it must fail the handshake (or
-    // select nothing, which tern refuses), never fall back to HTTP/1.1.
-    client.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Some(BackendTls {
-        ca_file,
-        server_names,
-        client: Arc::new(client),
-        roots,
-    }))
-}
-
-/// The CA certificates in the PEM file `path` (at least one).
-fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, KeyError> {
-    let pem =
-        std::fs::read(path).map_err(|e| key_err("tls_ca", format!("{}: {e}", path.display())))?;
-    let roots = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| key_err("tls_ca", format!("{}: not PEM: {e}", path.display())))?;
-    if roots.is_empty() {
-        return Err(key_err(
-            "tls_ca",
-            format!("{}: no CERTIFICATE in this PEM file", path.display()),
+            format!("{given:?} disagrees with the servers' {scheme} (h2 is HTTP/2 over TLS: https://; h2c is cleartext: http:// or h2c://)"),
         ));
     }
-    Ok(roots)
+    Ok(given)
 }
 
-/// The name a server's certificate is checked against when no
-/// `tls_server_name` is set: the host of `HOST:PORT`, which for an IP
-/// address means an IP address entry of the certificate.
-fn default_server_name(addr: &str) -> Result<ServerName<'static>, KeyError> {
-    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(ServerName::IpAddress(ip.into()));
-    }
-    ServerName::try_from(host.to_string()).map_err(|_| {
-        key_err(
-            "servers",
-            format!(
-                "{host:?} is not a DNS name to check a certificate against; set tls_server_name"
-            ),
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_server_name_is_the_host_of_host_port() {
-        let name = |addr: &str| default_server_name(addr).map_err(|e| e.message);
-        assert_eq!(
-            name("backend.internal:8443"),
-            Ok(ServerName::try_from("backend.internal")
-                .expect("name")
-                .to_owned())
-        );
-        assert_eq!(
-            name("10.0.0.7:8443"),
-            Ok(ServerName::IpAddress(
-                "10.0.0.7".parse::<IpAddr>().expect("ip").into()
-            ))
-        );
-        assert_eq!(
-            name("[::1]:8443"),
-            Ok(ServerName::IpAddress(
-                "::1".parse::<IpAddr>().expect("ip").into()
-            ))
-        );
+/// Whether tern speaks TLS to the servers: `tls` when given (and the
+/// protocol and scheme agree), else for `protocol = "h2"` and `https://`.
+fn tls_on(
+    given: Option<bool>,
+    protocol: BackendProtocol,
+    scheme: Option<Scheme>,
+) -> Result<bool, KeyError> {
+    let implied = protocol == BackendProtocol::H2 || scheme == Some(Scheme::Https);
+    match given {
+        None => Ok(implied),
+        Some(false) if implied => Err(key_err(
+            "tls",
+            "tls = false, but protocol \"h2\" and https:// servers are TLS",
+        )),
+        Some(true) if protocol == BackendProtocol::H2c => Err(key_err(
+            "tls",
+            "protocol \"h2c\" is cleartext; for HTTP/2 over TLS set protocol = \"h2\"",
+        )),
+        Some(true) if matches!(scheme, Some(Scheme::Http | Scheme::H2c)) => Err(key_err(
+            "tls",
+            "tls = true, but the servers are written http:// (cleartext); write https://",
+        )),
+        Some(on) => Ok(on),
     }
 }

@@ -16,7 +16,6 @@
 //! | a malformed head             | 400                                      |
 //! | a head over [`MAX_HEAD_BYTES`] | 431                                    |
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -79,7 +78,7 @@ fn acme_snapshots(current: &Current) -> Vec<tern_acme::StatusSnapshot> {
 }
 
 /// (upstream, server, up) for every server of the running generation.
-fn backend_health(current: &Current) -> Vec<(String, SocketAddr, bool)> {
+fn backend_health(current: &Current) -> Vec<(String, crate::config::BackendAddr, bool)> {
     // Hold the lock only to take the generation, not while walking it.
     let Ok(generation) = current.lock().map(|g| g.clone()) else {
         return Vec::new();

@@ -149,7 +149,9 @@ impl Worker {
         let pool_size = generation
             .listeners
             .first()
-            .map_or(64, |l| l.config.limits.backend_pool_size);
+            .map_or(crate::config::defaults::BACKEND_POOL_SIZE, |l| {
+                l.config.limits.backend_pool_size
+            });
         let upstreams: Rc<Vec<Backends>> = Rc::new(
             generation
                 .upstreams
@@ -157,6 +159,16 @@ impl Worker {
                 .map(|u| Backends::new(u.clone(), pool_size))
                 .collect(),
         );
+        // Idle connections unused for long close even when no request
+        // comes to notice; the sweep ends with the generation's pools.
+        let pools = Rc::downgrade(&upstreams);
+        tokio::task::spawn_local(async move {
+            loop {
+                tokio::time::sleep(crate::upstream::SWEEP_INTERVAL).await;
+                let Some(pools) = pools.upgrade() else { break };
+                pools.iter().for_each(Backends::sweep);
+            }
+        });
         let mut new_sockets = update.new_sockets;
         let mut new_udp_sockets = update.new_udp_sockets;
         let mut keep = Vec::new();

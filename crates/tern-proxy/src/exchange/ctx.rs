@@ -177,14 +177,14 @@ pub(crate) struct Outcome {
     pub status: u16,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    pub backend: Option<SocketAddr>,
+    pub backend: Option<crate::config::BackendAddr>,
     pub backend_us: u64,
     /// Why the exchange failed, if it did.
     pub error: Option<ExchangeError>,
     /// The request came in TLS early data (HTTP/3 0-RTT).
     pub early: bool,
-    /// The request's ID, when request IDs are on.
-    pub request_id: Option<String>,
+    /// The request's ID (ASCII), when request IDs are on.
+    pub request_id: Option<bytes::Bytes>,
     /// The `grpc-status` the response ended with (its trailers, or the
     /// head of a trailers-only response, or tern's own answer).
     pub grpc_status: Option<u16>,
@@ -217,7 +217,10 @@ impl ConnCtx<'_> {
             backend_us: o.backend_us,
             total_us: started.elapsed().as_micros() as u64,
             error: o.error.map(ExchangeError::label),
-            request_id: o.request_id.as_deref(),
+            request_id: o
+                .request_id
+                .as_deref()
+                .and_then(|id| std::str::from_utf8(id).ok()),
             grpc_status: o.grpc_status,
         });
         if let Some(e) = o.error {

@@ -222,7 +222,7 @@ fn backend_answered(
     ctx: &ConnCtx<'_>,
     backends: &crate::upstream::Backends,
     o: &mut Outcome,
-    addr: std::net::SocketAddr,
+    addr: crate::config::BackendAddr,
     took: std::time::Duration,
 ) {
     o.backend_us = took.as_micros() as u64;

@@ -3,10 +3,10 @@
 //! request rate (429), the declared body size (413), then the header
 //! rules and the request ID it carries both ways.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 
-use tern_http::rewrite::FieldEdits;
+use bytes::Bytes;
+use tern_http::rewrite::{FieldEdits, FieldValue};
 use tern_http::ResponseHead;
 
 use super::clients::{ClientKey, Refused};
@@ -27,8 +27,9 @@ pub(crate) struct Edits<'a> {
     /// Fields of the response sent to the client (also on tern's own
     /// answers).
     pub response: FieldEdits<'a>,
-    /// The request's ID, for the access log.
-    pub id: Option<String>,
+    /// The request's ID, for the access log (ASCII; shared with the
+    /// fields that carry it).
+    pub id: Option<Bytes>,
     /// `max_request_body`, checked as the body goes up.
     pub body_limit: Option<u64>,
     /// Request body bytes seen so far (inline and streamed together).
@@ -138,48 +139,49 @@ pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
             .then(|| client_field(req, &settings.header))
             .flatten()
             .filter(|v| v.iter().all(u8::is_ascii_graphic))
-            .map(|v| String::from_utf8_lossy(v).into_owned());
+            .map(Bytes::copy_from_slice);
         let id = kept.unwrap_or_else(|| new_id(settings.format));
         (&*settings.header, id)
     });
-    let id_text = id.as_ref().map(|(_, v)| v.as_str()).unwrap_or("");
+    let id_text = id.as_ref().map_or(&b""[..], |(_, v)| &v[..]);
     render(&edge.request_headers, ctx, id_text, &mut out.request);
     render(&edge.response_headers, ctx, id_text, &mut out.response);
     if let Some((name, value)) = id {
         // The ID's field is among the rules' drops (config::edge): the
-        // client's never passes, nor a backend's in the response.
+        // client's never passes, nor a backend's in the response. One
+        // copy of the value serves both heads and the log.
         out.request
             .add
-            .push((name, Cow::Owned(value.clone().into_bytes())));
+            .push((name, FieldValue::Made(value.clone())));
         out.response
             .add
-            .push((name, Cow::Owned(value.clone().into_bytes())));
+            .push((name, FieldValue::Made(value.clone())));
         out.id = Some(value);
     }
     out
 }
 
-fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &str, out: &mut FieldEdits<'c>) {
+fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &[u8], out: &mut FieldEdits<'c>) {
     if rules.is_empty() {
         return;
     }
     out.drop = &rules.drop;
     for (name, template) in &rules.add {
         let value = match template.literal() {
-            Some(text) => Cow::Borrowed(text.as_bytes()),
-            None => Cow::Owned(fill(template, ctx, id)),
+            Some(text) => FieldValue::Config(text.as_bytes()),
+            None => FieldValue::Made(fill(template, ctx, id).into()),
         };
         out.add.push((name, value));
     }
 }
 
-fn fill(template: &Template, ctx: &ConnCtx<'_>, id: &str) -> Vec<u8> {
+fn fill(template: &Template, ctx: &ConnCtx<'_>, id: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(64);
     for part in &template.0 {
         match part {
             Part::Text(t) => v.extend_from_slice(t.as_bytes()),
             Part::Var(Var::ClientIp) => v.extend_from_slice(ctx.peer.ip().to_string().as_bytes()),
-            Part::Var(Var::RequestId) => v.extend_from_slice(id.as_bytes()),
+            Part::Var(Var::RequestId) => v.extend_from_slice(id),
             Part::Var(Var::TlsVersion) => v.extend_from_slice(ctx.tls.version.as_bytes()),
             Part::Var(Var::Sni) => {
                 // SNI is a DNS name (checked by rustls): safe in a field.
@@ -211,11 +213,20 @@ fn last_element(value: &[u8]) -> &[u8] {
     last.trim_ascii()
 }
 
-/// A new request ID.
-fn new_id(format: RequestIdFormat) -> String {
+/// A new request ID (ASCII), made in a fixed buffer: no formatting
+/// machinery, one allocation.
+fn new_id(format: RequestIdFormat) -> Bytes {
     let random: u128 = rand::random();
-    match format {
-        RequestIdFormat::Random => format!("{random:032x}"),
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let text: &[u8] = match format {
+        RequestIdFormat::Random => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            for (i, byte) in random.to_be_bytes().into_iter().enumerate() {
+                buf[2 * i] = HEX[usize::from(byte >> 4)];
+                buf[2 * i + 1] = HEX[usize::from(byte & 0xf)];
+            }
+            &buf[..32]
+        }
         RequestIdFormat::UuidV7 => {
             let millis = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -226,14 +237,16 @@ fn new_id(format: RequestIdFormat) -> String {
             uuid::Builder::from_unix_timestamp_millis(millis, &rand10)
                 .into_uuid()
                 .hyphenated()
-                .to_string()
+                .encode_lower(&mut buf)
+                .as_bytes()
         }
-    }
+    };
+    Bytes::copy_from_slice(text)
 }
 
 /// The field `Retry-After: N` for a 429.
-pub(crate) fn retry_after(seconds: u32) -> (&'static str, Cow<'static, [u8]>) {
-    ("retry-after", Cow::Owned(seconds.to_string().into_bytes()))
+pub(crate) fn retry_after(seconds: u32) -> (&'static str, FieldValue<'static>) {
+    ("retry-after", FieldValue::Made(seconds.to_string().into()))
 }
 
 #[cfg(test)]
@@ -252,9 +265,9 @@ mod tests {
         let a = new_id(RequestIdFormat::Random);
         let b = new_id(RequestIdFormat::Random);
         assert_eq!(a.len(), 32);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert!(a.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
         assert_ne!(a, b);
-        let u = uuid::Uuid::parse_str(&new_id(RequestIdFormat::UuidV7)).unwrap();
+        let u = uuid::Uuid::try_parse_ascii(&new_id(RequestIdFormat::UuidV7)).unwrap();
         assert_eq!(u.get_version_num(), 7);
     }
 }

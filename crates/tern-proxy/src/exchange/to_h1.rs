@@ -269,7 +269,7 @@ impl BodySteps for H1Steps<'_> {
 const SPLIT_WARNED_MAX: usize = 256;
 
 thread_local! {
-    static SPLIT_WARNED: std::cell::RefCell<Vec<std::net::SocketAddr>> =
+    static SPLIT_WARNED: std::cell::RefCell<Vec<crate::config::BackendAddr>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -277,7 +277,7 @@ thread_local! {
 /// head, and warns once per server and worker: tern cuts the stall short,
 /// but every other client of that backend (and tern's own latency budget)
 /// pays for it, and the fix is on the backend.
-fn note_split(ctx: &ConnCtx<'_>, backends: &Backends, server: std::net::SocketAddr) {
+fn note_split(ctx: &ConnCtx<'_>, backends: &Backends, server: crate::config::BackendAddr) {
     ctx.worker.metrics.backend_split_response();
     let first = SPLIT_WARNED.with(|warned| {
         let mut warned = warned.borrow_mut();

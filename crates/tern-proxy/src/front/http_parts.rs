@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tern_http::head::{FieldKind, ResponseHead};
-use tern_http::rewrite::{is_connection_specific, FieldEdits};
+use tern_http::rewrite::{is_connection_specific, FieldEdits, FieldValue};
 use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
@@ -68,13 +68,15 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
     for name in edits.drop {
         headers.remove(&**name);
     }
-    for (name, value, per_request) in edits.added_per_request() {
+    for (name, value) in &edits.add {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
-        match (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value),
-        ) {
+        let (value, per_request) = match value {
+            FieldValue::Config(b) => (HeaderValue::from_bytes(b), false),
+            // Shared with the request's head and the log, not copied.
+            FieldValue::Made(b) => (HeaderValue::from_maybe_shared(b.clone()), true),
+        };
+        match (added_name(name), value) {
             (Ok(n), Ok(mut v)) => {
                 // A value made for this request (a request ID) never
                 // repeats: HTTP/2 sends it never-indexed, so it does not
@@ -89,6 +91,29 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
         }
     }
     Ok(())
+}
+
+/// Most names [`added_name`] keeps per thread.
+const NAMES_KEPT: usize = 32;
+
+/// The `HeaderName` of a field a rule adds (`name` is lowercase). The same
+/// few names come with every response, and one that is not a standard
+/// name (`x-request-id`) costs a check and an allocation to parse: each
+/// worker thread parses each once and clones it after (a reference count).
+fn added_name(name: &str) -> Result<HeaderName, http::header::InvalidHeaderName> {
+    thread_local! {
+        static NAMES: std::cell::RefCell<Vec<HeaderName>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    NAMES.with_borrow_mut(|names| {
+        if let Some(known) = names.iter().find(|n| n.as_str() == name) {
+            return Ok(known.clone());
+        }
+        let parsed = HeaderName::from_bytes(name.as_bytes())?;
+        if names.len() < NAMES_KEPT {
+            names.push(parsed.clone());
+        }
+        Ok(parsed)
+    })
 }
 
 /// tern's own answer with `status` (nothing came from the backend): the

@@ -7,9 +7,9 @@
 //! handles to the series it has used, and only its first response from a
 //! server takes the map's lock (and allocates).
 
+use crate::config::BackendAddr;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -32,7 +32,7 @@ thread_local! {
 /// One thread's handle to a series.
 struct Cached {
     owner: u64,
-    server: SocketAddr,
+    server: BackendAddr,
     upstream: Box<str>,
     histogram: Arc<Histogram>,
 }
@@ -41,7 +41,7 @@ struct Cached {
 #[derive(Debug)]
 pub(crate) struct BackendLatency {
     id: u64,
-    series: RwLock<HashMap<String, HashMap<SocketAddr, Arc<Histogram>>>>,
+    series: RwLock<HashMap<String, HashMap<BackendAddr, Arc<Histogram>>>>,
 }
 
 impl Default for BackendLatency {
@@ -55,7 +55,7 @@ impl Default for BackendLatency {
 
 impl BackendLatency {
     /// Records that `server` of `upstream` answered after `took`.
-    pub fn observe(&self, upstream: &str, server: SocketAddr, took: Duration) {
+    pub fn observe(&self, upstream: &str, server: BackendAddr, took: Duration) {
         let cached = THREAD_CACHE
             .try_with(|cache| {
                 let cache = cache.borrow();
@@ -87,7 +87,7 @@ impl BackendLatency {
     }
 
     /// Every series, sorted by (upstream, server).
-    pub fn snapshot(&self) -> Vec<(String, SocketAddr, HistogramSnapshot)> {
+    pub fn snapshot(&self) -> Vec<(String, BackendAddr, HistogramSnapshot)> {
         let map = self.series.read().unwrap_or_else(PoisonError::into_inner);
         let mut all: Vec<_> = map
             .iter()
@@ -102,7 +102,7 @@ impl BackendLatency {
     }
 
     /// The series for (upstream, server), made on first use.
-    fn series(&self, upstream: &str, server: SocketAddr) -> Arc<Histogram> {
+    fn series(&self, upstream: &str, server: BackendAddr) -> Arc<Histogram> {
         {
             let map = self.series.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(h) = map.get(upstream).and_then(|servers| servers.get(&server)) {
@@ -126,7 +126,7 @@ mod tests {
     fn threads_record_into_the_same_series_and_instances_stay_apart() {
         let a = Arc::new(BackendLatency::default());
         let b = BackendLatency::default();
-        let server: SocketAddr = "127.0.0.1:9".parse().expect("address");
+        let server = BackendAddr::Tcp("127.0.0.1:9".parse().expect("address"));
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let a = a.clone();

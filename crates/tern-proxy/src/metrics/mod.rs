@@ -15,7 +15,7 @@
 //! a backend that left the configuration keeps its last latency series.
 //! See `docs/metrics.md` for every family and how to read it.
 
-use std::net::SocketAddr;
+use crate::config::BackendAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tern_tls::{ClientCertRefusal, Negotiated};
@@ -320,7 +320,7 @@ impl Metrics {
     }
 
     /// A backend answered a request head after `took`.
-    pub fn backend_response(&self, upstream: &str, server: SocketAddr, took: Duration) {
+    pub fn backend_response(&self, upstream: &str, server: BackendAddr, took: Duration) {
         self.backends.observe(upstream, server, took);
     }
 
@@ -328,7 +328,7 @@ impl Metrics {
     /// as (upstream, server, up).
     pub fn render(
         &self,
-        health: &[(String, SocketAddr, bool)],
+        health: &[(String, BackendAddr, bool)],
         acme_certs: &[tern_acme::StatusSnapshot],
     ) -> String {
         let mut e = Exposition::default();
@@ -591,7 +591,7 @@ impl Metrics {
         }
     }
 
-    fn render_backends(&self, e: &mut Exposition, health: &[(String, SocketAddr, bool)]) {
+    fn render_backends(&self, e: &mut Exposition, health: &[(String, BackendAddr, bool)]) {
         e.family(
             "tern_backend_response_duration_seconds",
             Kind::Histogram,

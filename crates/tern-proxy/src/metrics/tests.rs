@@ -1,4 +1,4 @@
-use std::net::SocketAddr;
+use crate::config::BackendAddr;
 use std::time::Duration;
 
 use tern_testsupport::prometheus::{parse, Scrape};
@@ -6,7 +6,7 @@ use tern_tls::Negotiated;
 
 use super::{HandshakeFailure, Metrics};
 
-fn scrape(m: &Metrics, health: &[(String, SocketAddr, bool)]) -> Scrape {
+fn scrape(m: &Metrics, health: &[(String, BackendAddr, bool)]) -> Scrape {
     let text = m.render(health, &[]);
     parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
@@ -24,7 +24,7 @@ fn tls13(resumed: bool) -> Negotiated {
 #[test]
 fn upstream_names_are_escaped_in_label_values() {
     let m = Metrics::default();
-    let server: SocketAddr = "[::1]:8080".parse().expect("address");
+    let server = BackendAddr::Tcp("[::1]:8080".parse().expect("address"));
     let name = "odd \"name\" with \\ and\nnewline";
     m.backend_response(name, server, Duration::from_millis(3));
     let text = m.render(&[(name.to_string(), server, false)], &[]);
@@ -211,8 +211,8 @@ fn every_family_is_announced_even_before_any_traffic() {
 #[test]
 fn backend_latency_series_are_per_upstream_and_server() {
     let m = Metrics::default();
-    let a: SocketAddr = "127.0.0.1:1".parse().expect("address");
-    let b: SocketAddr = "127.0.0.1:2".parse().expect("address");
+    let a = BackendAddr::Tcp("127.0.0.1:1".parse().expect("address"));
+    let b = BackendAddr::Tcp("127.0.0.1:2".parse().expect("address"));
     m.backend_response("api", a, Duration::from_millis(1));
     m.backend_response("api", a, Duration::from_millis(1));
     m.backend_response("api", b, Duration::from_secs(100));

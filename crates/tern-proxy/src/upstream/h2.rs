@@ -46,7 +46,7 @@ pub(crate) async fn open(
     forwarded: ForwardedFields,
     edits: &FieldEdits<'_>,
     connect_timeout: Duration,
-) -> Result<Opened, (Kind, Option<std::net::SocketAddr>)> {
+) -> Result<Opened, (Kind, Option<crate::config::BackendAddr>)> {
     let method =
         Method::from_bytes(req.method.as_bytes()).map_err(|_| (Kind::Unrelayable, None))?;
     let mut retried = false;
@@ -103,14 +103,14 @@ fn backend_request(
     backends: &Backends,
     method: &Method,
     req: &Request<'_>,
-    server: std::net::SocketAddr,
+    server: crate::config::BackendAddr,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
     edits: &FieldEdits<'_>,
 ) -> Result<http::Request<()>, BuildError> {
     let uri = match req.authority {
         Some(a) => Uri::builder().authority(a),
-        None => Uri::builder().authority(server.to_string()),
+        None => Uri::builder().authority(server.authority()),
     }
     .scheme(backends.protocol().scheme())
     .path_and_query(origin_form(req.target))

@@ -6,17 +6,15 @@
 //! server down; each transition is logged once.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{Server, UpstreamShared};
-use crate::config::{BackendTls, HealthCheck};
+use super::{BackendStream, ConnectError, Server, UpstreamShared};
+use crate::config::{BackendAddr, BackendTls, HealthCheck};
 
 /// Most bytes read while looking for the status line.
 const MAX_STATUS_LINE: usize = 1024;
@@ -32,7 +30,7 @@ impl UpstreamShared {
         // Per server address; a server starts from its current verdict: a
         // reload may have inherited one that is down, and only `rise`
         // successes may bring it back.
-        let mut streaks: HashMap<SocketAddr, Streak> = HashMap::new();
+        let mut streaks: HashMap<BackendAddr, Streak> = HashMap::new();
         let mut ticker = tokio::time::interval(check.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -87,12 +85,15 @@ async fn check_all(
         let shared = shared.clone();
         set.spawn(async move {
             let config = &shared.config;
-            let addr = server.addr;
+            let target = Target {
+                addr: server.addr,
+                origin: server.origin,
+                tls: config.tls.as_ref(),
+            };
             let result = if config.protocol.is_http2() {
-                let tls = config.tls.as_ref().map(|tls| (tls, server.origin));
-                check_once_h2(addr, tls, &path, timeout).await
+                check_once_h2(target, &path, timeout).await
             } else {
-                check_once(addr, &path, timeout).await
+                check_once(target, &path, timeout).await
             };
             (server, result)
         });
@@ -126,20 +127,53 @@ pub(super) enum CheckError {
     Status(u16),
 }
 
+/// The server one check is for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Target<'a> {
+    /// Its address.
+    pub addr: BackendAddr,
+    /// The configuration entry it comes from (its TLS name).
+    pub origin: usize,
+    /// The group's TLS settings, if it has TLS.
+    pub tls: Option<&'a BackendTls>,
+}
+
+impl Target<'_> {
+    /// A connection to the server the way requests reach it (TCP or Unix,
+    /// TLS when the group has it), within `timeout`.
+    async fn connect(&self, timeout: Duration) -> Result<BackendStream, CheckError> {
+        super::connect::connect(self.addr, self.origin, self.tls, timeout)
+            .await
+            .map_err(|e| match e {
+                ConnectError::Tls(_, e) => CheckError::Tls(e),
+                ConnectError::Timeout(_) => CheckError::Timeout(timeout),
+                ConnectError::Io(_, e) => CheckError::Connect(e),
+                ConnectError::AllDown(_) => CheckError::Closed,
+            })
+    }
+
+    /// The authority a check names: the TLS server name, else the address
+    /// (`localhost` for a Unix socket).
+    fn authority(&self) -> String {
+        match self.tls.and_then(|tls| tls.server_names.get(self.origin)) {
+            Some(name) => name.to_str().into_owned(),
+            None => self.addr.authority(),
+        }
+    }
+}
+
 /// One check: connect, `GET path`, read the status line; `Ok(status)` for
 /// 2xx and 3xx.
 pub(super) async fn check_once(
-    addr: SocketAddr,
+    target: Target<'_>,
     path: &str,
     timeout: Duration,
 ) -> Result<u16, CheckError> {
     let exchange = async {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .map_err(CheckError::Connect)?;
-        stream.set_nodelay(true).map_err(CheckError::Io)?;
+        let mut stream = target.connect(timeout).await?;
+        let host = target.authority();
         let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: tern-health-check\r\n\
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tern-health-check\r\n\
              Connection: close\r\n\r\n"
         );
         stream
@@ -172,30 +206,23 @@ pub(super) async fn check_once(
     }
 }
 
-/// One check of an HTTP/2 server (h2c, or h2 with `tls` = the group's TLS
-/// settings and the index of the server's configuration entry): connect, TLS handshake for h2,
-/// HTTP/2 preface, `GET path` on a session of its own (so a check never
-/// queues behind requests), `Ok(status)` for 2xx and 3xx.
+/// One check of an HTTP/2 server (h2c, or h2 over TLS): connect, TLS
+/// handshake for h2, HTTP/2 preface, `GET path` on a session of its own
+/// (so a check never queues behind requests), `Ok(status)` for 2xx and
+/// 3xx.
 pub(super) async fn check_once_h2(
-    addr: SocketAddr,
-    tls: Option<(&BackendTls, usize)>,
+    target: Target<'_>,
     path: &str,
     timeout: Duration,
 ) -> Result<u16, CheckError> {
     let exchange = async {
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(CheckError::Connect)?;
-        stream.set_nodelay(true).map_err(CheckError::Io)?;
-        match tls {
-            None => get_status_h2(stream, "http", addr, path, timeout).await,
-            Some((settings, server)) => {
-                let stream = super::tls::handshake(settings, server, super::Socket::Tcp(stream))
-                    .await
-                    .map_err(CheckError::Tls)?;
-                get_status_h2(stream, "https", addr, path, timeout).await
-            }
-        }
+        let stream = target.connect(timeout).await?;
+        let scheme = if target.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        get_status_h2(stream, scheme, &target.authority(), path, timeout).await
     };
     let status = tokio::time::timeout(timeout, exchange)
         .await
@@ -213,7 +240,7 @@ pub(super) async fn check_once_h2(
 async fn get_status_h2<S>(
     stream: S,
     scheme: &str,
-    addr: SocketAddr,
+    authority: &str,
     path: &str,
     timeout: Duration,
 ) -> Result<u16, CheckError>
@@ -223,7 +250,7 @@ where
     let h2_error = |e: h2::Error| CheckError::Io(std::io::Error::other(e));
     let (sender, connection) = h2::client::handshake(stream).await.map_err(h2_error)?;
     tokio::spawn(tokio::time::timeout(timeout, connection));
-    let request = http::Request::get(format!("{scheme}://{addr}{path}"))
+    let request = http::Request::get(format!("{scheme}://{authority}{path}"))
         .header(http::header::USER_AGENT, "tern-health-check")
         .body(())
         .map_err(|_| CheckError::Malformed)?;
@@ -291,7 +318,16 @@ impl Streak {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
     use tokio::net::TcpListener;
+
+    fn plain(addr: SocketAddr) -> Target<'static> {
+        Target {
+            addr: BackendAddr::Tcp(addr),
+            origin: 0,
+            tls: None,
+        }
+    }
 
     #[test]
     fn fall_failures_mark_down_then_rise_successes_mark_up() {
@@ -359,7 +395,7 @@ mod tests {
     #[tokio::test]
     async fn check_sends_get_with_host_and_close_and_accepts_2xx() {
         let (addr, server) = answer_once(b"HTTP/1.1 204 No Content\r\n\r\n").await;
-        let status = check_once(addr, "/healthz?deep=1", Duration::from_secs(2)).await;
+        let status = check_once(plain(addr), "/healthz?deep=1", Duration::from_secs(2)).await;
         assert_eq!(status.ok(), Some(204));
         let request = String::from_utf8(server.await.expect("server")).expect("utf-8");
         assert!(
@@ -376,7 +412,7 @@ mod tests {
     #[tokio::test]
     async fn check_fails_on_500() {
         let (addr, _server) = answer_once(b"HTTP/1.1 500 Internal Server Error\r\n\r\n").await;
-        let result = check_once(addr, "/", Duration::from_secs(2)).await;
+        let result = check_once(plain(addr), "/", Duration::from_secs(2)).await;
         assert!(matches!(result, Err(CheckError::Status(500))), "{result:?}");
     }
 
@@ -386,7 +422,7 @@ mod tests {
             let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             l.local_addr().expect("addr")
         };
-        let result = check_once(addr, "/", Duration::from_secs(2)).await;
+        let result = check_once(plain(addr), "/", Duration::from_secs(2)).await;
         assert!(matches!(result, Err(CheckError::Connect(_))), "{result:?}");
     }
 
@@ -395,7 +431,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let started = std::time::Instant::now();
-        let result = check_once(addr, "/", Duration::from_millis(200)).await;
+        let result = check_once(plain(addr), "/", Duration::from_millis(200)).await;
         assert!(matches!(result, Err(CheckError::Timeout(_))), "{result:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         drop(listener);

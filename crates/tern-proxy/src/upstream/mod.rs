@@ -17,6 +17,7 @@
 //! [`h1`] and [`h2`] the clients for one exchange.
 
 mod balance;
+mod connect;
 pub(crate) mod h1;
 pub(crate) mod h2;
 mod health;
@@ -30,15 +31,13 @@ mod tls;
 
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
-
-use crate::config::{BackendProtocol, Balance};
+use crate::config::{BackendAddr, BackendProtocol, Balance};
 use crate::fault::Kind;
 
+pub use pool::SWEEP_INTERVAL;
 pub use sessions::H2Stream;
 #[allow(unused_imports)] // AdminState: the admin listener uses it (issue 28)
 pub use shared::{AdminState, Server, ServerSet, UpstreamShared};
@@ -55,7 +54,7 @@ pub struct BackendConn {
     /// The connection (TCP with TCP_NODELAY set, Unix, or TLS over either).
     pub stream: BackendStream,
     /// Where it goes.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// True when it came from the pool (it may have been closed by the
     /// backend in the meantime, which allows one retry).
     pub reused: bool,
@@ -71,10 +70,14 @@ pub struct BackendConn {
 pub enum ConnectError {
     /// Refused, unreachable, reset (the last server tried).
     #[error("connect to {0}: {1}")]
-    Io(SocketAddr, io::Error),
+    Io(BackendAddr, io::Error),
     /// No answer within the connect timeout (the last server tried).
     #[error("connect to {0}: timed out")]
-    Timeout(SocketAddr),
+    Timeout(BackendAddr),
+    /// The TLS handshake failed: the certificate did not verify, the
+    /// server refused tern's, or no common protocol or ALPN.
+    #[error("connect to {0}: {1}")]
+    Tls(BackendAddr, io::Error),
     /// No server of the group may be used (health checks or ejection).
     #[error("every server of upstream {0:?} is down")]
     AllDown(String),
@@ -87,6 +90,7 @@ impl ConnectError {
             ConnectError::Timeout(_) => Kind::ConnectTimeout,
             ConnectError::AllDown(_) => Kind::AllDown,
             ConnectError::Io(..) => Kind::Connect,
+            ConnectError::Tls(..) => Kind::Tls,
         }
     }
 }
@@ -121,7 +125,9 @@ struct Picked {
 }
 
 impl Backends {
-    /// A worker's view of `shared`, keeping up to `max_idle` idle connections per server.
+    /// A worker's view of `shared`, keeping up to `max_idle` idle
+    /// connections per server (a ceiling: the pool holds what the recent
+    /// peak used, see [`pool`]).
     pub fn new(shared: Arc<UpstreamShared>, max_idle: usize) -> Self {
         let set = arc_swap::Guard::into_inner(shared.servers());
         let servers = set.servers.len();
@@ -176,7 +182,7 @@ impl Backends {
         mut in_flight: InFlight,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
-        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut tried: Vec<BackendAddr> = Vec::new();
         loop {
             let addr = in_flight.server().addr;
             let error = match self
@@ -201,7 +207,7 @@ impl Backends {
     /// retry on the same server after a pooled connection turned out closed).
     pub async fn connect(
         &self,
-        addr: SocketAddr,
+        addr: BackendAddr,
         connect_timeout: Duration,
     ) -> Result<BackendConn, ConnectError> {
         self.refresh();
@@ -237,6 +243,11 @@ impl Backends {
         } else {
             self.pool.clear(index);
         }
+    }
+
+    /// Closes idle connections unused for long (see [`SWEEP_INTERVAL`]).
+    pub fn sweep(&self) {
+        self.pool.sweep();
     }
 
     /// The next live server the policy chooses among those `allowed`.
@@ -299,11 +310,12 @@ impl Backends {
     ) -> Result<BackendConn, ConnectError> {
         let server = in_flight.server();
         let addr = server.addr;
-        match open(addr, connect_timeout).await {
-            Ok(socket) => {
+        let tls = self.shared.config.tls.as_ref();
+        match connect::connect(addr, server.origin, tls, connect_timeout).await {
+            Ok(stream) => {
                 server.connect_succeeded();
                 Ok(BackendConn {
-                    stream: BackendStream::Plain(socket),
+                    stream,
                     addr,
                     reused: false,
                     index,
@@ -327,19 +339,4 @@ fn pooled(stream: BackendStream, index: usize, in_flight: InFlight) -> BackendCo
         index,
         in_flight,
     }
-}
-
-/// Opens a TCP connection with TCP_NODELAY under a deadline.
-async fn open(addr: SocketAddr, connect_timeout: Duration) -> Result<Socket, ConnectError> {
-    let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-        Err(_) => return Err(ConnectError::Timeout(addr)),
-    };
-    // One write per message is only one segment if Nagle does not hold
-    // back the tail of a previous write waiting for an ACK.
-    stream
-        .set_nodelay(true)
-        .map_err(|e| ConnectError::Io(addr, e))?;
-    Ok(Socket::Tcp(stream))
 }

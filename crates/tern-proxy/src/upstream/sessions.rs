@@ -10,7 +10,6 @@
 //! on connect failure, passive ejection and `AllDown` are the same as for
 //! HTTP/1.1 ([`Backends::get`]).
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -21,8 +20,10 @@ use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch};
 
+use super::connect::connect;
 use super::shared::InFlight;
-use super::{open, tls, Backends, ConnectError, Server};
+use super::{Backends, ConnectError, Server};
+use crate::config::BackendAddr;
 
 /// Where a request goes on an HTTP/2 backend session, counted as one
 /// request in flight on its server until dropped.
@@ -31,7 +32,7 @@ pub struct H2Stream {
     /// Ready to send one request (`send_request`).
     pub sender: SendRequest<Bytes>,
     /// The server.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// False when the session had to be opened for this request.
     #[allow(dead_code)] // read by tests; kept for the access log
     pub reused: bool,
@@ -116,7 +117,7 @@ impl Backends {
     /// free stream on a busy session, or for another request's attempt to
     /// open one, is bounded by `connect_timeout` too.
     pub async fn get_h2(&self, connect_timeout: Duration) -> Result<H2Stream, ConnectError> {
-        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut tried: Vec<BackendAddr> = Vec::new();
         let mut last_error = None;
         'servers: loop {
             let Some(picked) = self.pick(|s| !tried.contains(&s.addr)) else {
@@ -248,18 +249,9 @@ impl Backends {
     ) -> Result<SendRequest<Bytes>, ConnectError> {
         let addr = server.0.addr;
         let deadline = tokio::time::Instant::now() + connect_timeout;
-        let tcp = open(addr, connect_timeout).await?;
-        let sender = match &self.shared.config.tls {
-            None => preface(addr, tcp, deadline).await?,
-            Some(settings) => {
-                let handshake = tls::handshake(settings, server.0.origin, tcp);
-                match tokio::time::timeout_at(deadline, handshake).await {
-                    Ok(Ok(stream)) => preface(addr, stream, deadline).await?,
-                    Ok(Err(e)) => return Err(ConnectError::Io(addr, e)),
-                    Err(_) => return Err(ConnectError::Timeout(addr)),
-                }
-            }
-        };
+        let tls = self.shared.config.tls.as_ref();
+        let stream = connect(addr, server.0.origin, tls, connect_timeout).await?;
+        let sender = preface(addr, stream, deadline).await?;
         server.0.connect_succeeded();
         self.set_slot(server, Slot::Open(sender.clone()));
         Ok(sender)
@@ -270,7 +262,7 @@ impl Backends {
 /// `deadline`, spawns the session's connection task, and returns a ready
 /// sender.
 async fn preface<S>(
-    addr: SocketAddr,
+    addr: BackendAddr,
     stream: S,
     deadline: tokio::time::Instant,
 ) -> Result<SendRequest<Bytes>, ConnectError>
@@ -432,7 +424,7 @@ mod tests {
     /// An h2c origin answering every request `200` with body `from ADDR`;
     /// counts TCP connections. With `close_after`, each connection is
     /// closed (GOAWAY) after that many requests.
-    async fn h2c_origin(close_after: Option<usize>) -> (SocketAddr, Arc<AtomicUsize>) {
+    async fn h2c_origin(close_after: Option<usize>) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let connections = Arc::new(AtomicUsize::new(0));
@@ -461,7 +453,7 @@ mod tests {
         (addr, connections)
     }
 
-    fn h2c_group(servers: Vec<SocketAddr>) -> Backends {
+    fn h2c_group(servers: Vec<std::net::SocketAddr>) -> Backends {
         let shared = UpstreamShared::new(UpstreamConfig::simple("h2c".into(), servers));
         Backends::new(shared, 4)
     }
@@ -544,7 +536,7 @@ mod tests {
         let backends = h2c_group(vec![addr]);
         let result = backends.get_h2(Duration::from_millis(200)).await;
         assert!(
-            matches!(result, Err(ConnectError::Timeout(a)) if a == addr),
+            matches!(result, Err(ConnectError::Timeout(a)) if a == addr.into()),
             "{result:?}"
         );
         drop(listener);

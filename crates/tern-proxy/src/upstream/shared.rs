@@ -11,14 +11,13 @@
 //! carry over), and a request holding a removed server's `Arc` finishes on
 //! it undisturbed.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use crate::config::{PassiveEjection, UpstreamConfig};
+use crate::config::{BackendAddr, PassiveEjection, UpstreamConfig};
 
 /// Process-wide state of one upstream group: its settings and its current
 /// servers. Shared by all workers, rebuilt on reload.
@@ -97,7 +96,7 @@ impl AdminState {
 #[derive(Debug)]
 pub struct Server {
     /// Where it is.
-    pub addr: SocketAddr,
+    pub addr: BackendAddr,
     /// Its configured share of requests (at least 1).
     pub weight: u32,
     /// Index in `config.servers` of the entry it comes from (an address,
@@ -124,7 +123,7 @@ pub struct Server {
 
 impl Server {
     /// A server that starts up, enabled, with nothing in flight.
-    pub(crate) fn new(addr: SocketAddr, weight: u32, origin: usize) -> Self {
+    pub(crate) fn new(addr: BackendAddr, weight: u32, origin: usize) -> Self {
         Server {
             addr,
             weight: weight.max(1),
@@ -266,7 +265,7 @@ impl ServerSet {
     }
 
     /// The server at `addr`.
-    pub fn find(&self, addr: SocketAddr) -> Option<&Arc<Server>> {
+    pub fn find(&self, addr: BackendAddr) -> Option<&Arc<Server>> {
         self.servers.iter().find(|s| s.addr == addr)
     }
 
@@ -311,17 +310,18 @@ impl UpstreamShared {
     /// another entry already provides is not added twice. Returns the
     /// addresses added and removed (both empty: nothing changed, and the
     /// generation stays).
-    pub fn set_addresses(
+    pub fn set_addresses<A: Into<BackendAddr> + Copy>(
         &self,
         origin: usize,
-        addrs: &[SocketAddr],
-    ) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+        addrs: &[A],
+    ) -> (Vec<BackendAddr>, Vec<BackendAddr>) {
+        let addrs: Vec<BackendAddr> = addrs.iter().map(|a| (*a).into()).collect();
         let Some(entry) = self.config.servers.get(origin) else {
             return (Vec::new(), Vec::new());
         };
         let _changing = self.changing.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.set.load_full();
-        let removed: Vec<SocketAddr> = old
+        let removed: Vec<BackendAddr> = old
             .servers
             .iter()
             .filter(|s| s.origin == origin && !addrs.contains(&s.addr))
@@ -332,7 +332,7 @@ impl UpstreamShared {
         // Entries before `origin`, then its addresses, then the rest: the
         // set stays in configuration order.
         servers.extend(old.servers.iter().filter(|s| s.origin < origin).cloned());
-        for &addr in addrs {
+        for &addr in &addrs {
             if servers.iter().any(|s| s.addr == addr) {
                 continue;
             }
@@ -370,7 +370,7 @@ impl UpstreamShared {
     /// (server, up?) for metrics and /health: up means new requests may be
     /// sent to it (health checks pass, it is not ejected, not drained or
     /// disabled).
-    pub fn health_snapshot(&self) -> Vec<(SocketAddr, bool)> {
+    pub fn health_snapshot(&self) -> Vec<(BackendAddr, bool)> {
         self.servers()
             .servers
             .iter()

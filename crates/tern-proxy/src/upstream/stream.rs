@@ -18,7 +18,6 @@ pub enum Socket {
     /// TCP (TCP_NODELAY set).
     Tcp(TcpStream),
     /// A Unix-domain stream socket.
-    #[allow(dead_code)] // `unix:` servers: constructed by the next commit
     Unix(UnixStream),
 }
 
@@ -29,7 +28,6 @@ pub enum BackendStream {
     Plain(Socket),
     /// TLS over the socket (boxed: a TLS session is about a kilobyte, and
     /// cleartext connections should not carry that size).
-    #[allow(dead_code)] // TLS to HTTP/1.1 servers: constructed by a later commit
     Tls(Box<TlsStream<Socket>>),
 }
 
@@ -68,17 +66,6 @@ impl BackendStream {
     /// tern's own address on the connection (TCP only), for PROXY headers.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.socket().tcp().and_then(|s| s.local_addr().ok())
-    }
-
-    /// True for a TLS connection whose session was resumed.
-    #[allow(dead_code)] // read by the access log once TLS backends land
-    pub fn resumed(&self) -> bool {
-        match self {
-            BackendStream::Plain(_) => false,
-            BackendStream::Tls(tls) => {
-                tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
-            }
-        }
     }
 
     /// Asks the kernel to acknowledge what arrived now rather than after

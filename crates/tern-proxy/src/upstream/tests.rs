@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 use super::{AdminState, Backends, ConnectError, UpstreamShared};
-use crate::config::{Balance, UpstreamConfig};
+use crate::config::{BackendAddr, Balance, UpstreamConfig};
 
 const CONNECT: Duration = Duration::from_secs(2);
 
@@ -39,11 +39,11 @@ async fn refused_server_is_retried_on_the_next_and_then_ejected() {
     let backends = Backends::new(shared.clone(), 4);
     for _ in 0..6 {
         let conn = backends.get(CONNECT).await.expect("a live server");
-        assert_eq!(conn.addr, live);
+        assert_eq!(conn.addr, live.into());
     }
     assert_eq!(
         shared.health_snapshot(),
-        vec![(dead, false), (live, true)],
+        vec![(dead.into(), false), (live.into(), true)],
         "two refusals in a row eject the dead server"
     );
 }
@@ -87,12 +87,12 @@ async fn ejection_ends_after_fail_timeout_and_a_success_resets_it() {
     let shared = group(vec![dead], 1, Duration::from_millis(100));
     let backends = Backends::new(shared.clone(), 4);
     assert!(backends.get(CONNECT).await.is_err());
-    assert_eq!(shared.health_snapshot(), vec![(dead, false)]);
+    assert_eq!(shared.health_snapshot(), vec![(dead.into(), false)]);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(shared.health_snapshot(), vec![(dead, true)]);
+    assert_eq!(shared.health_snapshot(), vec![(dead.into(), true)]);
     let _listener = TcpListener::bind(dead).await.expect("rebind the port");
     let conn = backends.get(CONNECT).await.expect("server is back");
-    assert_eq!(conn.addr, dead);
+    assert_eq!(conn.addr, dead.into());
 }
 
 #[tokio::test]
@@ -102,9 +102,9 @@ async fn failures_below_max_fails_keep_the_server() {
     let backends = Backends::new(shared.clone(), 4);
     assert!(backends.get(CONNECT).await.is_err());
     assert!(backends.get(CONNECT).await.is_err());
-    assert_eq!(shared.health_snapshot(), vec![(dead, true)]);
+    assert_eq!(shared.health_snapshot(), vec![(dead.into(), true)]);
     assert!(backends.get(CONNECT).await.is_err());
-    assert_eq!(shared.health_snapshot(), vec![(dead, false)]);
+    assert_eq!(shared.health_snapshot(), vec![(dead.into(), false)]);
 }
 
 #[tokio::test]
@@ -149,8 +149,8 @@ async fn connect_refuses_an_address_outside_the_group() {
     let (_l, addr) = listening().await;
     let (_o, other) = listening().await;
     let backends = Backends::new(group(vec![addr], 3, Duration::from_secs(10)), 4);
-    assert!(backends.connect(other, CONNECT).await.is_err());
-    assert!(backends.connect(addr, CONNECT).await.is_ok());
+    assert!(backends.connect(other.into(), CONNECT).await.is_err());
+    assert!(backends.connect(addr.into(), CONNECT).await.is_ok());
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn reload_inherits_health_by_address() {
     new.inherit_health(&old);
     assert_eq!(
         new.health_snapshot(),
-        vec![(b, false), (c, true), (a, false)]
+        vec![(b.into(), false), (c.into(), true), (a.into(), false)]
     );
 }
 
@@ -189,7 +189,7 @@ async fn health_checks_end_when_the_generation_retires() {
     while shared.health_snapshot()[0].1 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(shared.health_snapshot(), vec![(addr, false)]);
+    assert_eq!(shared.health_snapshot(), vec![(addr.into(), false)]);
     retire.send(true).expect("task listens");
     tokio::time::timeout(Duration::from_secs(1), task)
         .await
@@ -203,6 +203,11 @@ async fn a_changed_set_is_followed_and_keeps_what_stays() {
     let (_b, b) = listening().await;
     let (_c, c) = listening().await;
     let shared = group(vec![a], 3, Duration::from_secs(10));
+    let (a, b, c) = (
+        BackendAddr::from(a),
+        BackendAddr::from(b),
+        BackendAddr::from(c),
+    );
     let backends = Backends::new(shared.clone(), 4);
     let on_a = backends.get(CONNECT).await.expect("a");
     assert_eq!(on_a.addr, a);
@@ -242,6 +247,7 @@ async fn pooled_connections_follow_their_server_to_its_new_place() {
     let (_a, a) = listening().await;
     let (_b, b) = listening().await;
     let shared = group(vec![a], 3, Duration::from_secs(10));
+    let (a, b) = (BackendAddr::from(a), BackendAddr::from(b));
     let backends = Backends::new(shared.clone(), 4);
     let conn = backends.get(CONNECT).await.expect("a");
     let local = conn.stream.local_addr().expect("local");
@@ -263,6 +269,7 @@ async fn drained_and_disabled_servers_get_no_new_requests() {
     let (_a, a) = listening().await;
     let (_b, b) = listening().await;
     let shared = group(vec![a, b], 3, Duration::from_secs(10));
+    let (a, b) = (BackendAddr::from(a), BackendAddr::from(b));
     let backends = Backends::new(shared.clone(), 4);
     let server_a = shared.servers().find(a).cloned().expect("a");
     for state in [AdminState::Draining, AdminState::Disabled] {

@@ -1,7 +1,8 @@
-//! TLS to the servers of `protocol = "h2"` groups: the client handshake on
-//! a connected socket, and the checks that make a server usable for HTTP/2
-//! (its certificate chains to `tls_ca` and carries the expected name, both
-//! checked by rustls; it selected ALPN `h2`).
+//! The TLS client handshake with a group's server on a connected socket
+//! (Unix or TCP): the certificate chains to `tls_ca` or the system's CAs
+//! and carries the expected name (both checked by rustls), and for
+//! `protocol = "h2"` the server selected ALPN `h2`. Sessions are resumed
+//! from the group's client settings, shared by every worker.
 
 use std::io;
 
@@ -14,21 +15,21 @@ use crate::config::BackendTls;
 /// The ALPN protocol id of HTTP/2 over TLS (RFC 9113 section 3.2).
 const ALPN_H2: &[u8] = b"h2";
 
-/// Completes a TLS handshake over `tcp` with a server that comes from
-/// configuration entry `server` of the group (its expected name).
-/// Not bounded in time here: every caller holds a deadline around it
-/// (the connect timeout, or the health check's).
+/// Completes a TLS handshake with server `server` of the group over
+/// `socket`. Not bounded in time here: every caller holds a deadline
+/// around it (the connect timeout, or the health check's).
 pub(super) async fn handshake(
     tls: &BackendTls,
     server: usize,
-    tcp: Socket,
+    socket: Socket,
 ) -> io::Result<TlsStream<Socket>> {
     let Some(name) = tls.server_names.get(server).cloned() else {
         return Err(io::Error::other("TLS: no server name for this server"));
     };
+    let wants_h2 = tls.client.alpn_protocols.iter().any(|p| p == ALPN_H2);
     let connector = TlsConnector::from(tls.client.clone());
-    let stream = connector.connect(name, tcp).await.map_err(|e| {
-        let refused_h2 = e
+    let stream = connector.connect(name, socket).await.map_err(|e| {
+        let refused_alpn = e
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<rustls::Error>())
             .is_some_and(|inner| {
@@ -37,13 +38,18 @@ pub(super) async fn handshake(
             });
         // The alert's name alone does not tell an operator which protocol
         // was missing.
-        let hint = if refused_h2 {
-            " (the server does not offer ALPN h2)"
-        } else {
-            ""
+        let hint = match (refused_alpn, wants_h2) {
+            (true, true) => " (the server does not offer ALPN h2)",
+            (true, false) => " (the server offers none of the ALPN ids in tls_alpn)",
+            _ => "",
         };
         io::Error::new(e.kind(), format!("TLS handshake: {e}{hint}"))
     })?;
+    if !wants_h2 {
+        // rustls refuses an ALPN id that was not offered; none selected is
+        // how most HTTP/1.1 servers answer.
+        return Ok(stream);
+    }
     match stream.get_ref().1.alpn_protocol() {
         Some(ALPN_H2) => Ok(stream),
         // A server that knows ALPN but not h2 usually refuses the

@@ -40,18 +40,27 @@ pub struct BenchArgs {
     /// the figures side by side.
     #[arg(long)]
     pub compare: bool,
-    /// Interleaved rounds in compare mode.
-    #[arg(long, value_name = "N", default_value = defaults::COMPARE_ROUNDS.to_string())]
+    // A default that depends on the targets: shown in the help from both
+    // constants, applied by BenchConfig::new.
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = at_least_one::<usize>,
+          help = format!("Rounds the run is split into (-n and -z are divided among them); \
+with several targets, each round runs them in turn. Each round's figures are kept: \
+they give comparisons and `tern report diff` their intervals \
+[default: {} when comparing, {} for one target]",
+              defaults::COMPARE_ROUNDS, defaults::ROUNDS))]
     pub rounds: Option<usize>,
     /// Number of requests to run (per target).
-    #[arg(short = 'n', value_name = "N", default_value = defaults::REQUESTS.to_string())]
+    #[arg(short = 'n', value_name = "N", default_value = defaults::REQUESTS.to_string(),
+          allow_negative_numbers = true, value_parser = at_least_one::<u64>)]
     pub requests: Option<u64>,
     /// Number of connections to run concurrently.
-    #[arg(short = 'c', value_name = "N", default_value = defaults::CONNECTIONS.to_string())]
+    #[arg(short = 'c', value_name = "N", default_value = defaults::CONNECTIONS.to_string(),
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub concurrency: Option<usize>,
     /// Rate limit per connection, requests per second (becomes an open loop
     /// at c × q in total; see docs/bench.md).
-    #[arg(short = 'q')]
+    #[arg(short = 'q', allow_negative_numbers = true, value_parser = positive_rate)]
     pub qps: Option<f64>,
     /// Duration to send requests (10s, 3m, 500ms); overrides -n.
     #[arg(short = 'z')]
@@ -64,7 +73,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = defaults::METHOD)]
     pub method: Option<String>,
     /// HTTP/2 or HTTP/3 concurrent streams per connection.
-    #[arg(long, value_name = "N", default_value = defaults::STREAMS.to_string())]
+    #[arg(long, value_name = "N", default_value = defaults::STREAMS.to_string(),
+          allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub streams: Option<usize>,
     /// Custom HTTP header, repeatable: -H "Accept: text/html".
     #[arg(short = 'H', value_name = "HEADER")]
@@ -102,7 +112,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub compare_protocols: Vec<String>,
     /// Timeout for each request in seconds; 0 for none.
-    #[arg(short = 't', value_name = "SECONDS", default_value = defaults::TIMEOUT_S.to_string())]
+    #[arg(short = 't', value_name = "SECONDS", default_value = defaults::TIMEOUT_S.to_string(),
+          allow_negative_numbers = true, value_parser = whole_seconds)]
     pub timeout: Option<u64>,
     /// Do not send Accept-Encoding: gzip.
     #[arg(long)]
@@ -114,7 +125,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub disable_redirects: bool,
     /// Worker threads (one per core by default).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least_one::<usize>)]
     pub cpus: Option<usize>,
     /// Output on stdout: text, json, or csv (one line per request).
     #[arg(short = 'o', value_parser = ["text", "json", "csv"], default_value = defaults::OUTPUT)]
@@ -133,7 +144,7 @@ pub struct BenchArgs {
     pub warmup: Option<String>,
     /// Open loop at this total rate (requests/second); latency counts from
     /// the intended send time.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = positive_rate)]
     pub rate: Option<f64>,
     /// Lowest TLS version offered: 1.2 or 1.3.
     #[arg(long, value_parser = ["1.2", "1.3"], default_value = defaults::TLS_MIN.number())]
@@ -581,7 +592,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
         ca_file: a.cacert.clone(),
         insecure: a.insecure,
     };
-    if let (Some(n), true) = (a.rounds, a.compare || by_protocol) {
+    if let Some(n) = a.rounds {
         c.rounds = n.max(1);
     }
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
@@ -656,6 +667,32 @@ fn protocol_targets(base: &Target, list: &[String]) -> Result<Vec<Target>, Bench
         ));
     }
     Ok(targets)
+}
+
+/// A count (`-n`, `-c`, `--streams`, ...): a whole number of at least 1.
+/// Negative numbers reach this parser (`allow_negative_numbers`), so `-c -5`
+/// is told what is wrong instead of clap's tip to write `-- -5` (which
+/// would make it a URL).
+fn at_least_one<T: std::str::FromStr + From<u8> + PartialOrd>(s: &str) -> Result<T, String> {
+    match s.trim().parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        _ => Err("expected a whole number of at least 1".into()),
+    }
+}
+
+/// `-t`: whole seconds, 0 for no timeout.
+fn whole_seconds(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| "expected whole seconds (0 for no timeout)".into())
+}
+
+/// `--rate` and `-q`: requests per second, above 0.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err("expected requests per second above 0".into()),
+    }
 }
 
 /// A share as `5%` or `0.05`.
@@ -743,7 +780,14 @@ mod tests {
             ("-t <SECONDS>", defaults::TIMEOUT_S.to_string()),
             ("--method <METHOD>", defaults::METHOD.to_string()),
             ("--streams <N>", defaults::STREAMS.to_string()),
-            ("--rounds <N>", defaults::COMPARE_ROUNDS.to_string()),
+            (
+                "--rounds <N>",
+                format!(
+                    "{} when comparing, {} for one target",
+                    defaults::COMPARE_ROUNDS,
+                    defaults::ROUNDS
+                ),
+            ),
             ("--plan <PLAN>", defaults::PLAN.name().to_string()),
             ("--resume <RESUME>", defaults::RESUME.name().to_string()),
             ("-o <OUTPUT>", defaults::OUTPUT.to_string()),
@@ -796,6 +840,9 @@ mod tests {
         let compare = parse("tern bench --compare https://127.0.0.1/ https://[::1]/");
         let c = config_from(&compare, String::new()).unwrap();
         assert_eq!(c.rounds, defaults::COMPARE_ROUNDS);
+        assert_eq!(from_cli.rounds, defaults::ROUNDS);
+        let one = parse("tern bench --rounds 4 https://127.0.0.1/");
+        assert_eq!(config_from(&one, String::new()).unwrap().rounds, 4);
     }
 
     #[test]

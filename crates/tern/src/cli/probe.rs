@@ -11,7 +11,8 @@ const EXIT_CANNOT_PROBE: u8 = 2;
 /// Arguments of `tern probe`.
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
-    /// HOST:PORT to probe (a TLS endpoint); the port defaults to 443.
+    /// HOST[:PORT] or https:// URL to probe (a TLS endpoint); the port
+    /// defaults to 443.
     pub target: String,
     /// Server name to send in SNI (default: HOST when it is a name).
     #[arg(long)]

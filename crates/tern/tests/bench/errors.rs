@@ -104,3 +104,51 @@ fn sni_and_ca_file_verify_the_server_name() {
     ]);
     assert_eq!(num(summary(&insecure, 0), "completed"), 2.0);
 }
+
+#[test]
+fn a_negative_count_is_refused_naming_the_flag_not_with_a_dash_dash_tip() {
+    for (flag, value) in [("-c", "-5"), ("-n", "-1"), ("-n", "0"), ("--rate", "-3")] {
+        let out = bench(&[flag, value, "http://127.0.0.1:9/"]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag} ")),
+            "{flag} {value}: {err}"
+        );
+        // clap's tip would make the number a URL.
+        assert!(!err.contains("'-- "), "{flag} {value}: {err}");
+    }
+}
+
+/// The one error kind of a failed run, as the JSON report names it.
+fn only_error(report: &serde_json::Value) -> String {
+    let errors = report["targets"][0]["stats"]["errors"]
+        .as_object()
+        .expect("errors");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    errors.keys().next().cloned().unwrap_or_default()
+}
+
+#[test]
+fn https_to_a_plain_http_port_says_which_mismatch_it_is() {
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let report = bench_json_failed(&["-n", "2", "-c", "1", &format!("https://{}/", origin.addr())]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with("https:// URL, but the port") && error.ends_with("(use http://)"),
+        "{error}"
+    );
+    assert!(!error.contains("InvalidContentType"), "{error}");
+}
+
+#[test]
+fn http_to_a_tls_port_says_which_mismatch_it_is() {
+    let served = tern_testsupport::tern::Served::start(&[]);
+    let report = bench_json_failed(&["-n", "2", "-c", "1", &format!("http://{}/", served.addr)]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with("http:// URL, but the port speaks TLS")
+            && error.ends_with("(use https://)"),
+        "{error}"
+    );
+}

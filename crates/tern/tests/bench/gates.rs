@@ -134,3 +134,54 @@ fn report_diff_is_same_against_itself_and_worse_against_a_slowed_server() {
         .unwrap_or_else(|| panic!("no p50 line in {text}"));
     assert!(p50.contains("WORSE"), "{p50}");
 }
+
+/// `--rounds N` on one target keeps each round's figures, so `tern report
+/// diff` judges latency with an interval instead of the tolerance alone.
+#[test]
+fn rounds_on_one_target_give_report_diff_latency_intervals() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let run = |name: &str, rounds: &str| {
+        let file = artifact("rounds", name);
+        let report = bench_json(&[
+            "-n",
+            "90",
+            "-c",
+            "2",
+            "--rounds",
+            rounds,
+            "--json",
+            file.to_str().unwrap(),
+            &server.url("/"),
+        ]);
+        (file, report)
+    };
+    let (three, report) = run("three.json", "3");
+    let rounds = report["targets"][0]["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 3, "{rounds:?}");
+    assert_eq!(report["targets"][0]["summary"]["completed"], 90);
+    let (one, _) = run("one.json", "1");
+    let p50_line = |file: &std::path::Path| {
+        let out = tern()
+            .args(["report", "diff"])
+            .arg(file)
+            .arg(file)
+            .output()
+            .expect("run tern report diff");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        text.lines()
+            .find(|l| l.trim_start().starts_with("p50_ms"))
+            .unwrap_or_else(|| panic!("no p50 line in {text}"))
+            .to_string()
+    };
+    let with_rounds = p50_line(&three);
+    assert!(
+        with_rounds.contains("x-") && with_rounds.contains("same"),
+        "{with_rounds}"
+    );
+    let without = p50_line(&one);
+    assert!(
+        !without.contains("x-"),
+        "one round has no interval: {without}"
+    );
+}

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tern_testsupport::tern::{log_field, Served};
 
-use crate::support::{bench, bench_json, bench_json_failed, negotiated, num, summary};
+use crate::support::{
+    artifact, bench, bench_json, bench_json_failed, negotiated, num, summary, tern,
+};
 
 fn h3_served() -> (Served, String) {
     let served = Served::builder().args(&["--http3"]).admin().start();
@@ -60,6 +62,24 @@ fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
     assert!(num(quic, "datagrams_received") > 0.0, "{quic}");
     assert!(num(quic, "max_path_mtu") >= 1200.0, "{quic}");
     assert!(num(s, "handshake_bytes_mean") > 0.0, "{s}");
+    // QUIC has no TCP connect and resolves the name once per run: those
+    // phases are absent, not rows of zeros that read as measured.
+    let phases = &s["phases"];
+    assert_eq!(num(&phases["tls"], "count"), 4.0, "{phases}");
+    assert!(phases.get("dns").is_none(), "{phases}");
+    assert!(phases.get("connect").is_none(), "{phases}");
+    let file = artifact("h3_keepalive_discloses_quic", "run.json");
+    std::fs::write(&file, report.to_string()).expect("write report");
+    let text = tern()
+        .args(["report", "text", file.to_str().unwrap()])
+        .output()
+        .expect("tern report text");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("TLS handshake"), "{text}");
+    assert!(
+        !text.contains("DNS lookup") && !text.contains("TCP connect"),
+        "{text}"
+    );
     // What tern served: 200 requests over HTTP/3 on four connections
     // (each worker's connections share its one UDP port: QUIC tells them
     // apart by connection ID, so tern's handshake count says how many).

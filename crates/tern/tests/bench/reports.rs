@@ -195,10 +195,31 @@ fn html_report_renders_in_headless_chromium() {
 }
 
 #[test]
-fn progress_bar_only_on_a_terminal() {
+fn live_view_shows_last_second_latency_and_time_left() {
     let server = BenchTarget::start(BenchTargetOptions::default());
-    let piped = bench(&["-n", "400", "-c", "2", &server.url("/slow/5")]);
-    assert!(!String::from_utf8_lossy(&piped.stderr).contains("requests,"));
+    // Not a terminal: a plain line a second, no bar, no colour codes.
+    let piped = bench(&["-z", "2500ms", "-c", "2", &server.url("/slow/5")]);
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("tern bench: ") && l.contains(" requests, "))
+        .collect();
+    assert!(lines.len() >= 2, "{stderr}");
+    for line in &lines {
+        assert!(!line.contains('\r') && !line.contains('\x1b'), "{line:?}");
+        // /slow/5 answers after 5 ms: the last second's median shows it.
+        let p50: f64 = line
+            .split("last second p50 ")
+            .nth(1)
+            .and_then(|r| r.split(" ms").next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no p50 in {line:?}"));
+        assert!((5.0..1000.0).contains(&p50), "{line}");
+        assert!(
+            line.contains(", p99 ") && line.ends_with("s left"),
+            "{line}"
+        );
+    }
     if Command::new("script").arg("--version").output().is_err() {
         eprintln!("SKIPPED terminal half: no script(1) (apt-get install -y bsdutils)");
         return;
@@ -215,7 +236,7 @@ fn progress_bar_only_on_a_terminal() {
         .unwrap();
     let seen = String::from_utf8_lossy(&tty.stdout);
     assert!(
-        seen.contains("requests,") && seen.contains('%'),
-        "no progress bar in {seen:?}"
+        seen.contains("requests,") && seen.contains('%') && seen.contains("s left"),
+        "no live view in {seen:?}"
     );
 }

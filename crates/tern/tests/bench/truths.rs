@@ -249,22 +249,7 @@ fn compare_rounds_keep_their_wall_clock_place() {
 #[test]
 fn merging_runs_made_one_after_the_other_does_not_add_their_throughput() {
     let server = BenchTarget::start(BenchTargetOptions::default());
-    let files: Vec<_> = ["first.json", "second.json"]
-        .iter()
-        .map(|name| {
-            let path = artifact("merge-sequential", name);
-            bench_json(&[
-                "-n",
-                "100",
-                "-c",
-                "2",
-                "--json",
-                path.to_str().unwrap(),
-                &server.url("/"),
-            ]);
-            path
-        })
-        .collect();
+    let files = one_after_the_other("merge-sequential", &["-n", "100"], &server.url("/"));
     let rps: Vec<f64> = files
         .iter()
         .map(|f| {
@@ -283,6 +268,45 @@ fn merging_runs_made_one_after_the_other_does_not_add_their_throughput() {
     );
     let warnings = merged["warnings"].to_string();
     assert!(warnings.contains("did not overlap"), "{warnings}");
+}
+
+/// Two runs of `tern bench -c 2 <stop> url`, one after the other, each
+/// writing its JSON report; the report files.
+fn one_after_the_other(test: &str, stop: &[&str], url: &str) -> Vec<std::path::PathBuf> {
+    ["first.json", "second.json"]
+        .iter()
+        .map(|name| {
+            let path = artifact(test, name);
+            let mut args = stop.to_vec();
+            args.extend(["-c", "2", "--json", path.to_str().unwrap(), url]);
+            bench_json(&args);
+            path
+        })
+        .collect()
+}
+
+/// The per-second series of a merged report sits on the wall clock like
+/// its timeline: two runs made one after the other fill consecutive
+/// seconds instead of being added second by second from their starts.
+#[test]
+fn merged_series_of_runs_one_after_the_other_follow_the_wall_clock() {
+    let server = BenchTarget::start(BenchTargetOptions::default());
+    let files = one_after_the_other("merge-series", &["-z", "1500ms"], &server.url("/slow/5"));
+    let merged = merge_json(&[&files[0], &files[1]]);
+    let series = merged["targets"][0]["stats"]["series"]
+        .as_array()
+        .expect("series");
+    let completed: f64 = series.iter().map(|b| num(b, "completed")).sum();
+    assert_eq!(completed, num(summary(&merged, 0), "completed"));
+    // Both runs span at least 3 s of wall clock; start-aligned they
+    // filled the same 2 seconds.
+    let span_s = (num(&merged, "ended_unix_ms") - num(&merged, "started_unix_ms")) / 1000.0;
+    assert!(span_s >= 3.0, "{span_s}");
+    assert!(
+        series.len() as f64 >= span_s.floor(),
+        "{} seconds of series for {span_s} s of runs: {series:?}",
+        series.len()
+    );
 }
 
 /// Issue 24 (7): server CPU is counted in 10 ms ticks; a figure resting on

@@ -122,6 +122,36 @@ fn request_id_is_generated_sent_echoed_and_logged_and_a_forged_one_replaced() {
 }
 
 #[test]
+fn request_id_over_h2_is_the_one_the_backend_saw() {
+    let served = Served::start(&[]);
+    let port = served.addr.port();
+    let out = curl(&[
+        "-sS",
+        "--http2",
+        "-D",
+        "-",
+        "--cacert",
+        &served.ca().ca_file().display().to_string(),
+        "--resolve",
+        &format!("localhost:{port}:127.0.0.1"),
+        &format!("https://localhost:{port}/echo"),
+    ]);
+    assert!(out.success(), "{}", out.all());
+    let (head, body) = out
+        .stdout
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head: {}", out.all()));
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    let id = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .unwrap_or_else(|| panic!("no x-request-id: {head}"));
+    assert_eq!(id.len(), 32, "{id}");
+    let echo: serde_json::Value = serde_json::from_str(body).expect("the echo");
+    assert_eq!(echoed_header(&echo, "x-request-id"), [id], "{echo}");
+}
+
+#[test]
 fn request_ids_can_be_uuidv7() {
     let served = Served::start(&[
         "--request-id-format",

@@ -329,9 +329,9 @@ fn config_errors_name_the_line_and_exit_1() {
     let ca_file = format!("{:?}", ca.ca_file().display().to_string());
     let cases = [
         (
-            "protocol = \"h2\"\n".to_string(),
-            "tern.toml:4:",
-            "needs tls_ca",
+            "protocol = \"h2\"\ntls = false\n".to_string(),
+            "tern.toml:5:",
+            "tls = false",
         ),
         (
             "protocol = \"h2\"\ntls_ca = \"/nonexistent/ca.pem\"\n".to_string(),
@@ -349,7 +349,7 @@ fn config_errors_name_the_line_and_exit_1() {
         (
             format!("protocol = \"h2c\"\ntls_ca = {ca_file}\n"),
             "tern.toml:5:",
-            "only applies to protocol = \"h2\"",
+            "only applies with TLS to the servers",
         ),
         (
             format!("protocol = \"h2\"\ntls_ca = {ca_file}\ntls_server_name = \"bad name!\"\n"),

@@ -74,14 +74,15 @@ pub(crate) fn assert_true_forwarding_fields(json: &serde_json::Value) {
 }
 
 #[test]
-fn config_accepts_h2c_and_refuses_h2_without_tls_ca_naming_the_line() {
+fn config_accepts_h2c_and_refuses_h2_over_cleartext_naming_the_line() {
     let dir = TempDir::new("h2c-config");
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
     let check = |protocol: &str| {
         let path = dir.path().join(format!("{protocol}.toml"));
+        // h2 is HTTP/2 over TLS: turning TLS off contradicts it.
         let config = format!(
-            "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\nprotocol = \"{protocol}\"\n\n\
+            "[[upstream]]\nname = \"app\"\nservers = [\"127.0.0.1:9\"]\nprotocol = \"{protocol}\"\ntls = false\n\
              [[listener]]\nlisten = \"127.0.0.1:0\"\nupstream = \"app\"\ncert = {:?}\nkey = {:?}\n",
             cert.chain.display().to_string(),
             cert.key.display().to_string(),
@@ -101,7 +102,7 @@ fn config_accepts_h2c_and_refuses_h2_without_tls_ca_naming_the_line() {
         h2.stderr
     );
     assert!(
-        h2.stderr.contains("h2.toml:4:") && h2.stderr.contains("HTTP/2 over TLS"),
+        h2.stderr.contains("h2.toml:5:") && h2.stderr.contains("protocol \"h2\""),
         "{}",
         h2.stderr
     );

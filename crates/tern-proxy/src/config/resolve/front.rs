@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 
 use super::super::options::defaults;
-use super::super::upstream::{check_health_path, default_health, parse_balance, resolve_addr};
+use super::super::options::{ServerOptions, UpstreamOptions};
+use super::super::upstream::{check_health_path, default_health, parse_balance, resolve_group};
 use super::super::{
     KeyError, ListenerOptions, Mode, ProxyProtocol, Route, TrustedNet, Upstream, UpstreamConfig,
 };
@@ -22,15 +23,10 @@ pub(super) struct Front {
 /// in `upstreams`, a `backends` list becomes a new anonymous group there.
 pub(super) fn front(
     o: &ListenerOptions,
+    base: &std::path::Path,
     upstreams: &mut Vec<UpstreamConfig>,
 ) -> Result<Front, KeyError> {
-    let listen_text = o.listen.as_deref().unwrap_or(defaults::LISTEN);
-    let listen: SocketAddr = listen_text.parse().map_err(|_| {
-        key_err(
-            "listen",
-            format!("{listen_text:?} is not an ADDR:PORT (e.g. 127.0.0.1:8443 or [::1]:8443)"),
-        )
-    })?;
+    let listen = listen_addr(o.listen.as_deref().unwrap_or(defaults::LISTEN))?;
     let mode = match o.mode.as_deref().unwrap_or(defaults::MODE) {
         "http" => {
             if o.proxy_protocol.is_some() {
@@ -58,17 +54,13 @@ pub(super) fn front(
             ))
         }
     };
-    let mut backends = Vec::with_capacity(o.backends.len());
-    for b in &o.backends {
-        backends.push(resolve_addr(b, "backends")?);
-    }
     let find = |name: &str, key: &'static str, upstreams: &[UpstreamConfig]| {
         upstreams
             .iter()
             .position(|u| u.name == name)
             .ok_or_else(|| key_err(key, format!("no [[upstream]] named {name:?}")))
     };
-    let upstream = match (&o.upstream, backends.is_empty()) {
+    let upstream = match (&o.upstream, o.backends.is_empty()) {
         (Some(_), false) => {
             return Err(key_err(
                 "upstream",
@@ -77,7 +69,20 @@ pub(super) fn front(
         }
         (Some(name), true) => Upstream::Group(find(name, "upstream", upstreams)?),
         (None, false) => {
-            let mut group = UpstreamConfig::simple(format!("listener-{listen}"), backends);
+            // The backends list is a group with every other setting at its
+            // default, written the same ways (HOST:PORT, unix:, URLs).
+            let options = UpstreamOptions {
+                name: format!("listener-{listen}"),
+                servers: o
+                    .backends
+                    .iter()
+                    .cloned()
+                    .map(ServerOptions::Addr)
+                    .collect(),
+                ..UpstreamOptions::default()
+            };
+            let mut group = resolve_group(&options, base, "backends")
+                .map_err(|e| key_err("backends", e.message))?;
             group.balance = parse_balance(o.balance.as_deref(), "balance")?;
             if let Some(path) = &o.health_check {
                 check_health_path(path, "health_check")?;
@@ -133,6 +138,37 @@ pub(super) fn front(
     })
 }
 
+/// A listen address: `ADDR:PORT`, `[V6]:PORT`, or `:PORT` for every
+/// IPv4 address (`0.0.0.0`), as `listen 443` in nginx and `bind :443` in
+/// haproxy mean (IPv6 too takes a listener on `[::]:PORT`).
+fn listen_addr(text: &str) -> Result<SocketAddr, KeyError> {
+    let bad = |why: &str| {
+        key_err(
+            "listen",
+            format!(
+                "{text:?} {why} (ADDR:PORT, e.g. 127.0.0.1:8443, [::1]:8443, or :8443 for \
+                 every address)"
+            ),
+        )
+    };
+    if let Some(port) = text.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| bad("has no port number in 0..=65535 after the colon"))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if text.contains("://") {
+        return Err(bad("is a URL; a listener takes an address"));
+    }
+    if text.parse::<u16>().is_ok() {
+        return Err(bad("is a port alone; write :PORT for every address"));
+    }
+    Err(bad("is not an IP address and port"))
+}
+
 /// The networks allowed to send a PROXY header, when `accept_proxy` is on.
 pub(super) fn accept_proxy(o: &ListenerOptions) -> Result<Option<Vec<TrustedNet>>, KeyError> {
     Ok(match (o.accept_proxy, o.trusted_proxies.is_empty()) {
@@ -166,4 +202,31 @@ pub(super) fn accept_proxy(o: &ListenerOptions) -> Result<Option<Vec<TrustedNet>
             Some(nets)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_as_nginx_and_haproxy_write_them() {
+        let ok = |t: &str| listen_addr(t).map(|a| a.to_string()).map_err(|e| e.message);
+        assert_eq!(ok(":443"), Ok("0.0.0.0:443".into()));
+        assert_eq!(ok("127.0.0.1:8443"), Ok("127.0.0.1:8443".into()));
+        assert_eq!(ok("[::]:443"), Ok("[::]:443".into()));
+        for (text, why) in [
+            (":", "no port number"),
+            (":https", "no port number"),
+            (":70000", "no port number"),
+            ("443", "a port alone"),
+            ("https://0.0.0.0:443", "a URL"),
+            ("localhost:443", "not an IP address"),
+        ] {
+            let e = ok(text).expect_err(text);
+            assert!(
+                e.contains(why) && e.contains(":8443 for every address"),
+                "{text}: {e}"
+            );
+        }
+    }
 }

@@ -1,0 +1,121 @@
+//! What `tern probe` is pointed at: `HOST[:PORT]`, `[V6][:PORT]`, a bare
+//! IPv6 address or an `https://` URL, and what to say when the port turns
+//! out to speak plain HTTP.
+
+use std::io::{Read, Write};
+use std::net::{Ipv6Addr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::ProbeError;
+
+/// Port used when the target names none.
+pub const DEFAULT_PORT: u16 = 443;
+
+/// Host (no brackets) and port of a target; an `https://` URL's path is
+/// ignored, an `http://` one is refused (there is no TLS to probe).
+pub(crate) fn parse_target(target: &str) -> Result<(String, u16), ProbeError> {
+    let bad = |why: &str| ProbeError::BadTarget(why.to_string());
+    if let Ok(ip) = target.parse::<Ipv6Addr>() {
+        return Ok((ip.to_string(), DEFAULT_PORT));
+    }
+    let authority = if target.contains("://") {
+        let uri: http::Uri = target
+            .parse()
+            .map_err(|e| bad(&format!("not a URL ({e})")))?;
+        match uri.scheme_str() {
+            Some("https") => {}
+            Some("http") => {
+                return Err(bad(
+                    "an http:// URL is plain HTTP, and tern probe looks at TLS: \
+                     use https:// or HOST:PORT",
+                ))
+            }
+            _ => return Err(bad("the URL scheme must be https://")),
+        }
+        uri.authority()
+            .cloned()
+            .ok_or_else(|| bad("the URL names no host"))?
+    } else {
+        target
+            .parse::<http::uri::Authority>()
+            .map_err(|e| bad(&format!("expected HOST:PORT or an https:// URL ({e})")))?
+    };
+    if authority.as_str().contains('@') {
+        return Err(bad("user info (user@) has no meaning to a TLS probe"));
+    }
+    let host = authority.host();
+    // http's Authority takes any port text and then has no port: refuse it.
+    let port = match authority.as_str()[host.len()..].strip_prefix(':') {
+        None => DEFAULT_PORT,
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| bad(&format!("port {p:?} is not a number from 0 to 65535")))?,
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() {
+        return Err(bad("missing host"));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// The status line `addr` answers a plain HTTP/1.0 request with, when it
+/// answers in HTTP: asked only after no TLS handshake worked, to say why.
+pub(crate) fn plain_http_status(addr: SocketAddr, timeout: Duration) -> Option<String> {
+    let mut tcp = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    tcp.set_read_timeout(Some(timeout)).ok()?;
+    tcp.set_write_timeout(Some(timeout)).ok()?;
+    tcp.write_all(b"HEAD / HTTP/1.0\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let mut len = 0;
+    while len < head.len() {
+        match tcp.read(&mut head[len..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
+        }
+        if head[..len].contains(&b'\n') {
+            break;
+        }
+    }
+    let head = &head[..len];
+    if !head.starts_with(b"HTTP/") {
+        return None;
+    }
+    let line = head.split(|b| *b == b'\r' || *b == b'\n').next()?;
+    Some(String::from_utf8_lossy(line).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(s: &str) -> (String, u16) {
+        parse_target(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn targets_split_into_host_and_port() {
+        let t = |h: &str, p| (h.to_string(), p);
+        assert_eq!(parsed("example.test:8443"), t("example.test", 8443));
+        assert_eq!(parsed("example.test"), t("example.test", 443));
+        assert_eq!(parsed("127.0.0.1:1"), t("127.0.0.1", 1));
+        assert_eq!(parsed("[::1]:8443"), t("::1", 8443));
+        assert_eq!(parsed("[::1]"), t("::1", 443));
+        assert_eq!(parsed("::1"), t("::1", 443));
+    }
+
+    #[test]
+    fn https_urls_are_targets_and_http_urls_are_refused_saying_why() {
+        let t = |h: &str, p| (h.to_string(), p);
+        assert_eq!(parsed("https://127.0.0.1:22443/"), t("127.0.0.1", 22443));
+        assert_eq!(parsed("https://example.test/a?b"), t("example.test", 443));
+        assert_eq!(parsed("https://[::1]:8443"), t("::1", 8443));
+        let refusal = |s: &str| parse_target(s).err().map(|e| e.to_string());
+        assert!(refusal("http://127.0.0.1:8080/").is_some_and(|e| e.contains("plain HTTP")));
+        assert!(refusal("ftp://x/").is_some_and(|e| e.contains("https://")));
+        assert!(refusal("example.test:https").is_some());
+        assert!(refusal("u@example.test").is_some());
+    }
+}
