@@ -40,6 +40,18 @@ pub mod defaults {
     pub const TLS_MAX: TlsVersion = TlsVersion::Tls13;
     /// `tern report diff --tolerance`: changes smaller than this are "same".
     pub const DIFF_TOLERANCE: &str = "5%";
+    /// `--slo` of `--find-max-rate`.
+    pub const SLO: &str = "p99<50ms,errors<0.1%";
+    /// `--start-rate`: the first rate `--find-max-rate` tries, requests per
+    /// second.
+    pub const START_RATE: f64 = 100.0;
+    /// `--max-rate`: the highest rate `--find-max-rate` tries.
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    /// `--step`: how long `--find-max-rate` measures each rate.
+    pub const STEP: &str = "10s";
+    /// `--precision`: `--find-max-rate` ends when the last rate that met
+    /// the SLO and the first that did not are this close.
+    pub const PRECISION: &str = "5%";
 }
 
 /// How connections are used.
@@ -252,6 +264,23 @@ pub struct BenchConfig {
     pub server_pids: Vec<u32>,
     /// The command line, for the disclosure.
     pub command_line: String,
+    /// A request mix (`--targets FILE`) sent instead of the one request
+    /// of `method`, `headers` and `body`.
+    pub mix: Option<crate::mix::RequestMix>,
+    /// A load shape (`--stages`): each stage run in turn, its level the
+    /// rate (open loop) or the connections (closed loop); replaces the
+    /// stop condition and the rounds.
+    pub stages: Vec<crate::stages::Stage>,
+    /// A capacity search (`--find-max-rate`) instead of a fixed load.
+    pub search: Option<crate::search::SearchConfig>,
+    /// This process's part of a run split over several (`--shard i/N`),
+    /// already applied to the connections, rate and count.
+    pub shard: Option<crate::shard::Shard>,
+    /// Wall-clock moment the run (its warm-up, if any) starts.
+    pub start_at: Option<std::time::SystemTime>,
+    /// Source address of every TCP connection (`--laddr`); `None` lets
+    /// the kernel pick.
+    pub local_addr: Option<std::net::IpAddr>,
 }
 
 impl BenchConfig {
@@ -287,6 +316,12 @@ impl BenchConfig {
             progress: false,
             server_pids: Vec::new(),
             command_line: String::new(),
+            mix: None,
+            stages: Vec::new(),
+            search: None,
+            shard: None,
+            start_at: None,
+            local_addr: None,
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct Connector {
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// What we offer, for TLS error messages.
     offer: String,
+    /// Source address connections are made from (`--laddr`).
+    local: Option<IpAddr>,
 }
 
 /// A connection and what it took to open it.
@@ -92,7 +94,15 @@ impl Connector {
             proxy,
             tls,
             offer,
+            local: None,
         })
+    }
+
+    /// Makes every connection from `local` (any port): several load
+    /// processes on one machine show up as distinct clients.
+    pub fn bind_to(mut self, local: Option<IpAddr>) -> Connector {
+        self.local = local;
+        self
     }
 
     /// Opens one connection. `key_cache` avoids re-parsing the server
@@ -108,7 +118,19 @@ impl Connector {
             _ => resolve(dial_host, dial_port).await?,
         };
         let t1 = Instant::now();
-        let tcp = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
+        let connected = match self.local {
+            None => TcpStream::connect(addr).await,
+            Some(local) => {
+                let socket = match local {
+                    IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                    IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+                }
+                .and_then(|s| s.bind(SocketAddr::new(local, 0)).map(|()| s))
+                .map_err(|e| RequestError::Connect(format!("bind {local}: {}", e.kind())))?;
+                socket.connect(addr).await
+            }
+        };
+        let tcp = connected.map_err(|e| match e.kind() {
             io::ErrorKind::ConnectionRefused => RequestError::ConnectRefused,
             _ => RequestError::Connect(e.kind().to_string()),
         })?;

@@ -49,6 +49,9 @@ pub enum BenchError {
     /// Server CPU time could not be read from /proc.
     #[error("server CPU: {0}")]
     ServerCpu(String),
+    /// The targets file (`--targets`) is unreadable or wrong.
+    #[error("targets file: {0}")]
+    Mix(#[from] crate::mix::MixError),
     /// The worker threads or runtimes could not be started.
     #[error("cannot start workers: {0}")]
     Runtime(std::io::Error),
@@ -92,6 +95,9 @@ pub enum RequestError {
     Http(String),
     /// Another I/O error on an established connection.
     Io(String),
+    /// A response failed a check of the targets file (`expect_status`,
+    /// `expect_body`): counted as a failed request.
+    Check(String),
 }
 
 impl fmt::Display for RequestError {
@@ -110,6 +116,7 @@ impl fmt::Display for RequestError {
             RequestError::Unprocessed => f.write_str("GOAWAY before the request was processed"),
             RequestError::Http(e) => write!(f, "http: {e}"),
             RequestError::Io(e) => write!(f, "io: {e}"),
+            RequestError::Check(e) => write!(f, "check: {e}"),
         }
     }
 }

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::config::BenchConfig;
 use crate::conn::Stream;
 use crate::error::RequestError;
+use crate::mix::BodyFinder;
 use crate::target::Target;
 
 /// Read buffer per connection. Response heads must fit in it.
@@ -113,6 +114,8 @@ pub struct Exchange {
     pub reusable: bool,
     /// When the response was complete.
     pub done: Instant,
+    /// The body contained the checked bytes (true when none are checked).
+    pub body_found: bool,
 }
 
 /// An HTTP/1.1 connection with its read buffer.
@@ -121,6 +124,8 @@ pub struct H1Conn {
     buf: Box<[u8]>,
     start: usize,
     end: usize,
+    /// The body check of the request in flight.
+    finder: Option<BodyFinder>,
 }
 
 enum Framing {
@@ -139,6 +144,7 @@ impl H1Conn {
             buf: buffer.unwrap_or_else(|| vec![0u8; READ_BUFFER].into_boxed_slice()),
             start: 0,
             end: 0,
+            finder: None,
         }
     }
 
@@ -147,10 +153,16 @@ impl H1Conn {
         self.buf
     }
 
-    /// Sends the request in one write and reads the whole response.
-    pub async fn exchange(&mut self, req: &RequestBytes) -> Result<Exchange, RequestError> {
+    /// Sends the request in one write and reads the whole response;
+    /// `expect_body` is looked for in the body as it passes.
+    pub async fn exchange(
+        &mut self,
+        req: &RequestBytes,
+        expect_body: Option<&[u8]>,
+    ) -> Result<Exchange, RequestError> {
         self.start = 0;
         self.end = 0;
+        self.finder = expect_body.map(BodyFinder::new);
         self.stream.write_all(&req.bytes).await.map_err(io_error)?;
         self.stream.flush().await.map_err(io_error)?;
         let written = Instant::now();
@@ -186,6 +198,7 @@ impl H1Conn {
             body: done - first_byte,
             reusable,
             done,
+            body_found: self.finder.take().is_none_or(|f| f.found()),
         })
     }
 
@@ -274,6 +287,9 @@ impl H1Conn {
     async fn consume(&mut self, mut n: u64) -> Result<(), RequestError> {
         loop {
             let take = ((self.end - self.start) as u64).min(n);
+            if let Some(f) = &mut self.finder {
+                f.feed(&self.buf[self.start..self.start + take as usize]);
+            }
             self.start += take as usize;
             n -= take;
             if n == 0 {
@@ -337,12 +353,18 @@ impl H1Conn {
 
     async fn read_to_close(&mut self) -> Result<u64, RequestError> {
         let mut total = (self.end - self.start) as u64;
+        if let Some(f) = &mut self.finder {
+            f.feed(&self.buf[self.start..self.end]);
+        }
         self.start = self.end;
         loop {
             match self.read_more().await {
                 Ok(0) => return Ok(total),
                 Ok(n) => {
                     total += n as u64;
+                    if let Some(f) = &mut self.finder {
+                        f.feed(&self.buf[self.start..self.end]);
+                    }
                     self.start = self.end;
                 }
                 // A server that closes without close_notify ends the body too.

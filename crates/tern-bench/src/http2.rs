@@ -112,6 +112,7 @@ pub async fn handshake(stream: Stream) -> Result<h2::client::SendRequest<Bytes>,
 pub async fn exchange(
     send: &mut h2::client::SendRequest<Bytes>,
     req: &H2Request,
+    expect_body: Option<&[u8]>,
 ) -> Result<Exchange, (RequestError, bool)> {
     // Polled in place: cloning the handle per request would take the
     // connection's lock twice more.
@@ -132,9 +133,13 @@ pub async fn exchange(
     let status = response.status().as_u16();
     let mut body = response.into_body();
     let mut bytes = 0u64;
+    let mut finder = expect_body.map(crate::mix::BodyFinder::new);
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|e| h2_error(&e))?;
         bytes += chunk.len() as u64;
+        if let Some(f) = &mut finder {
+            f.feed(&chunk);
+        }
         let _ = body.flow_control().release_capacity(chunk.len());
     }
     let done = Instant::now();
@@ -145,6 +150,7 @@ pub async fn exchange(
         body: done - first,
         reusable: true,
         done,
+        body_found: finder.is_none_or(|f| f.found()),
     })
 }
 

@@ -142,6 +142,7 @@ impl H3Connector {
 pub async fn exchange(
     send: &mut H3Send,
     req: &H2Request,
+    expect_body: Option<&[u8]>,
 ) -> Result<Exchange, (RequestError, bool)> {
     let start = Instant::now();
     let mut stream = send.send_request(req.build()).await.map_err(|e| {
@@ -164,9 +165,18 @@ pub async fn exchange(
     let first = Instant::now();
     let status = response.status().as_u16();
     let mut bytes = 0u64;
+    let mut finder = expect_body.map(crate::mix::BodyFinder::new);
     while let Some(mut chunk) = stream.recv_data().await.map_err(stream_error)? {
         bytes += chunk.remaining() as u64;
-        chunk.advance(chunk.remaining());
+        // A QUIC frame's data may come in several pieces.
+        while chunk.has_remaining() {
+            let piece = chunk.chunk();
+            let n = piece.len();
+            if let Some(f) = &mut finder {
+                f.feed(piece);
+            }
+            chunk.advance(n);
+        }
     }
     let done = Instant::now();
     Ok(Exchange {
@@ -176,6 +186,7 @@ pub async fn exchange(
         body: done - first,
         reusable: true,
         done,
+        body_found: finder.is_none_or(|f| f.found()),
     })
 }
 

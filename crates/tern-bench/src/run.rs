@@ -47,6 +47,9 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         StopCondition::Requests(n) => (Some(n * (rounds * config.targets.len()) as u64), None),
         StopCondition::Duration(d) => (None, Some(d * (rounds * config.targets.len()) as u32)),
     };
+    // Every shard of a run starts here at the same wall-clock moment (its
+    // warm-up first, when it has one).
+    let started_late = config.start_at.map(crate::shard::wait_until);
     if let Some(warmup) = config.warmup {
         // The server's side of warming up (its caches, its allocator,
         // its CPU frequency): requests made, every figure left out.
@@ -58,44 +61,48 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
             .failed
             .store(0, std::sync::atomic::Ordering::Relaxed);
     }
-    let run_start = std::time::Instant::now();
     let started_unix_ms = unix_ms();
+    let (total, duration) = if config.search.is_some() {
+        (None, None)
+    } else if !config.stages.is_empty() {
+        let held: std::time::Duration = config.stages.iter().map(|s| s.duration).sum();
+        (None, Some(held * config.targets.len() as u32))
+    } else {
+        (total, duration)
+    };
     let progress = Progress::start(config.progress, control.clone(), total, duration);
-    let mut stats: Vec<Stats> = config.targets.iter().map(|_| Stats::default()).collect();
-    let mut figures: Vec<Vec<RoundFigures>> = config.targets.iter().map(|_| Vec::new()).collect();
-    let mut timelines: Vec<Vec<RoundSpan>> = config.targets.iter().map(|_| Vec::new()).collect();
-    let mut servers: Vec<ServerMeter> = addresses
-        .iter()
-        .map(|a| ServerMeter::new(&config.server_pids, a))
-        .collect();
-    'rounds: for _ in 0..rounds {
-        for (i, target) in config.targets.iter().enumerate() {
-            if control.stop.load(std::sync::atomic::Ordering::SeqCst) {
-                break 'rounds;
-            }
-            servers[i].before();
-            let round_start = run_start.elapsed();
-            let round = run_target(&config, target, per_round, &control)?;
-            servers[i].after();
-            timelines[i].push(RoundSpan {
-                start_s: round_start.as_secs_f64(),
-                elapsed_s: round.elapsed.as_secs_f64(),
-                series: round.series.clone(),
-            });
-            let summary = crate::report::Summary::from_stats(&round);
-            figures[i].push(RoundFigures {
-                rps: summary.rps,
-                p50_ms: summary.percentile(50.0),
-                p99_ms: summary.percentile(99.0),
-                errors: summary.failed,
-            });
-            if rounds == 1 {
-                stats[i] = round;
-            } else {
-                stats[i].append(&round);
-            }
-        }
+    let mut runner = Runner {
+        config: config.clone(),
+        control: control.clone(),
+        run_start: std::time::Instant::now(),
+        stats: config.targets.iter().map(|_| Stats::default()).collect(),
+        figures: config.targets.iter().map(|_| Vec::new()).collect(),
+        timelines: config.targets.iter().map(|_| Vec::new()).collect(),
+        servers: addresses
+            .iter()
+            .map(|a| ServerMeter::new(&config.server_pids, a))
+            .collect(),
+        stages: config.targets.iter().map(|_| Vec::new()).collect(),
+        capacity: config.targets.iter().map(|_| None).collect(),
+        clock_latency: config.targets.iter().map(|_| Vec::new()).collect(),
+    };
+    if let Some(search) = &config.search {
+        crate::search::run(&mut runner, search)?;
+    } else if !config.stages.is_empty() {
+        runner.stages()?;
+    } else {
+        runner.rounds(rounds, per_round)?;
     }
+    let Runner {
+        stats,
+        figures,
+        timelines,
+        servers,
+        stages,
+        capacity,
+        clock_latency,
+        ..
+    } = runner;
     progress.finish();
     machine.load_after = load_average();
     machine.client_cpu_s = process_cpu_seconds()
@@ -107,16 +114,33 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         .zip(addresses)
         .zip(stats.into_iter().zip(figures))
         .zip(servers.into_iter().zip(timelines))
-        .map(|(((t, a), (s, f)), (server, timeline))| {
-            let mut report = TargetReport::new(t.url.clone(), a, f, s);
-            report.server_cpu = Some(server.finish(report.summary.completed));
-            report.http = t.http;
-            report.stats.series = crate::report::series_on_the_clock(&timeline);
-            report.timeline = timeline;
-            report
-        })
+        .zip(stages.into_iter().zip(capacity))
+        .zip(clock_latency)
+        .map(
+            |(((((t, a), (s, f)), (server, timeline)), (stages, capacity)), latency)| {
+                let mut report = TargetReport::new(t.url.clone(), a, f, s);
+                report.server_cpu = Some(match &capacity {
+                    // The figures are those of the step at capacity.
+                    Some((_, cpu_s)) => server.finish_with(*cpu_s, report.summary.completed),
+                    None => server.finish(report.summary.completed),
+                });
+                report.http = t.http;
+                report.stats.series = crate::report::series_on_the_clock(&timeline);
+                report.stats.second_latency = latency;
+                report.timeline = timeline;
+                report.stages = stages;
+                report.capacity = capacity.map(|c| c.0);
+                report
+            },
+        )
         .collect();
-    let warnings = negotiation_warnings(&targets);
+    let mut warnings = negotiation_warnings(&targets);
+    if let Some(late) = started_late.filter(|l| *l > crate::shard::LATE_START) {
+        warnings.push(format!(
+            "started {:.1} s after --start-at: launched late, so it ran apart from the other shards",
+            late.as_secs_f64()
+        ));
+    }
     Ok(Report {
         format: FORMAT.to_string(),
         tool: format!("tern {}", env!("CARGO_PKG_VERSION")),
@@ -129,7 +153,144 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         started_unix_ms,
         ended_unix_ms: unix_ms(),
         thresholds: Vec::new(),
+        shard: config.shard,
+        started_late_ms: started_late.map(|l| l.as_millis() as u64),
+        start_at_unix_ms: config.start_at.and_then(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_millis() as u64)
+        }),
     })
+}
+
+/// The measured part of a run: each target's figures, added up over the
+/// segments it ran (rounds, stages or search steps).
+pub(crate) struct Runner {
+    pub(crate) config: Arc<BenchConfig>,
+    pub(crate) control: Arc<Control>,
+    run_start: std::time::Instant,
+    pub(crate) stats: Vec<Stats>,
+    figures: Vec<Vec<RoundFigures>>,
+    timelines: Vec<Vec<RoundSpan>>,
+    servers: Vec<ServerMeter>,
+    stages: Vec<Vec<crate::stages::StageFigures>>,
+    /// A search's result per target, with the server CPU seconds of the
+    /// step at capacity.
+    pub(crate) capacity: Vec<Option<(crate::search::Capacity, Option<f64>)>>,
+    /// Per-second latency histograms of each target on the run's clock,
+    /// placed as `series_on_the_clock` places the counts.
+    clock_latency: Vec<Vec<hdrhistogram::Histogram<u64>>>,
+}
+
+impl Runner {
+    pub(crate) fn stopped(&self) -> bool {
+        self.control.stop.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Runs target `i` under `config` until `stop`, placed on the run's
+    /// timeline; returns its figures and the server CPU seconds it cost
+    /// (when known).
+    pub(crate) fn segment(
+        &mut self,
+        i: usize,
+        config: &Arc<BenchConfig>,
+        stop: StopCondition,
+    ) -> Result<(Stats, Option<f64>), BenchError> {
+        self.servers[i].before();
+        let start = self.run_start.elapsed();
+        let round = run_target(config, &self.config.targets[i], stop, &self.control)?;
+        let cpu = self.servers[i].after();
+        let clock = &mut self.clock_latency[i];
+        for (k, h) in round.second_latency.iter().enumerate() {
+            let at = (start.as_secs_f64() + k as f64).round() as usize;
+            if clock.len() <= at {
+                clock.resize_with(at + 1, crate::stats::new_second_histogram);
+            }
+            // Same precision, auto-resizing: adding cannot fail.
+            let _ = clock[at].add(h);
+        }
+        self.timelines[i].push(RoundSpan {
+            start_s: start.as_secs_f64(),
+            elapsed_s: round.elapsed.as_secs_f64(),
+            series: round.series.clone(),
+        });
+        Ok((round, cpu))
+    }
+
+    /// Interleaved rounds of every target (one round for a single target).
+    fn rounds(&mut self, rounds: usize, per_round: StopCondition) -> Result<(), BenchError> {
+        let config = self.config.clone();
+        for _ in 0..rounds {
+            for i in 0..config.targets.len() {
+                if self.stopped() {
+                    return Ok(());
+                }
+                let (round, _) = self.segment(i, &config, per_round)?;
+                let summary = crate::report::Summary::from_stats(&round);
+                self.figures[i].push(RoundFigures {
+                    rps: summary.rps,
+                    p50_ms: summary.percentile(50.0),
+                    p99_ms: summary.percentile(99.0),
+                    errors: summary.failed,
+                });
+                if rounds == 1 {
+                    self.stats[i] = round;
+                } else {
+                    self.stats[i].append(&round);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each stage of the load shape in turn, every target within it.
+    fn stages(&mut self) -> Result<(), BenchError> {
+        let open = matches!(self.config.load, crate::config::LoadModel::Open { .. });
+        let unit = if open { "req/s" } else { "connections" };
+        for (k, stage) in self.config.stages.clone().iter().enumerate() {
+            if stage.level == 0.0 || (!open && stage.level < 1.0) {
+                // A pause: nothing sent, for the server to recover.
+                self.idle(stage.duration);
+                for figures in &mut self.stages {
+                    figures.push(crate::stages::StageFigures::new(
+                        k + 1,
+                        stage,
+                        unit,
+                        &Stats::default(),
+                    ));
+                }
+                continue;
+            }
+            let mut c = (*self.config).clone();
+            if open {
+                c.load = crate::config::LoadModel::Open { rate: stage.level };
+            } else {
+                c.connections = stage.level as usize;
+            }
+            let c = Arc::new(c);
+            for i in 0..self.config.targets.len() {
+                if self.stopped() {
+                    return Ok(());
+                }
+                let (round, _) = self.segment(i, &c, StopCondition::Duration(stage.duration))?;
+                self.stages[i].push(crate::stages::StageFigures::new(k + 1, stage, unit, &round));
+                self.stats[i].append(&round);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends nothing for `d` (or until Ctrl-C).
+    fn idle(&self, d: std::time::Duration) {
+        let end = std::time::Instant::now() + d;
+        while !self.stopped() {
+            let now = std::time::Instant::now();
+            if now >= end {
+                break;
+            }
+            std::thread::sleep((end - now).min(std::time::Duration::from_millis(100)));
+        }
+    }
 }
 
 /// Now, in milliseconds since the Unix epoch (`None` if the clock is set
@@ -188,9 +349,28 @@ impl ServerMeter {
         self.start = self.read();
     }
 
-    fn after(&mut self) {
-        if let (Some(start), Some(end)) = (self.start.take(), self.read()) {
-            self.cpu_s += (end - start).max(0.0);
+    /// Adds the CPU time since [`ServerMeter::before`]; returns it.
+    fn after(&mut self) -> Option<f64> {
+        let (start, end) = (self.start.take()?, self.read()?);
+        let spent = (end - start).max(0.0);
+        self.cpu_s += spent;
+        Some(spent)
+    }
+
+    /// The figure of one segment (a search's step at capacity) instead of
+    /// the sum over the run.
+    fn finish_with(mut self, cpu_s: Option<f64>, completed: u64) -> ServerCpu {
+        match cpu_s {
+            Some(c) => {
+                self.cpu_s = c;
+                self.finish(completed)
+            }
+            None if self.failed.is_none() => ServerCpu::unknown(
+                self.pids,
+                self.found_by,
+                "not measured for the step at capacity".to_string(),
+            ),
+            None => self.finish(completed),
         }
     }
 
@@ -222,6 +402,15 @@ fn validate(config: &BenchConfig) -> Result<(), BenchError> {
                 "--rate must be positive, got {rate}"
             )));
         }
+    }
+    if config.search.is_some() && !config.stages.is_empty() {
+        return Err(BenchError::Config(
+            "--find-max-rate and --stages: a capacity search sets its own load".into(),
+        ));
+    }
+    if config.search.is_some() || !config.stages.is_empty() {
+        // The stop condition and the rounds do not apply.
+        return Ok(());
     }
     if config.stop == StopCondition::Requests(0) {
         return Err(BenchError::Config(
@@ -302,17 +491,44 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
         load: config.load,
         connections: config.connections,
         streams_per_connection: streams,
-        stop: match config.stop {
-            StopCondition::Requests(n) => format!("{n} requests"),
-            StopCondition::Duration(d) => format!("{:.1}s", d.as_secs_f64()),
+        stop: if let Some(search) = &config.search {
+            format!(
+                "capacity search from {:.0} req/s, steps of {:.1}s after {:.1}s settling, SLO {}",
+                search.start_rate,
+                search.step.as_secs_f64(),
+                search.step.as_secs_f64() / 4.0,
+                search
+                    .slo
+                    .iter()
+                    .map(|t| t.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        } else if !config.stages.is_empty() {
+            let shape: Vec<String> = config
+                .stages
+                .iter()
+                .map(|s| format!("{:.1}s:{}", s.duration.as_secs_f64(), s.level))
+                .collect();
+            format!("stages {}", shape.join(","))
+        } else {
+            match config.stop {
+                StopCondition::Requests(n) => format!("{n} requests"),
+                StopCondition::Duration(d) => format!("{:.1}s", d.as_secs_f64()),
+            }
         },
-        rounds: config.rounds.max(1),
+        rounds: if config.search.is_some() || !config.stages.is_empty() {
+            1
+        } else {
+            config.rounds.max(1)
+        },
         method: config.method.clone(),
         request_body_bytes: config.body.len(),
         verification: match (&t.ca_file, t.insecure) {
             (Some(p), false) => format!("chain verified against {}", p.display()),
             _ => "chain not verified (hey's default; signatures still checked)".to_string(),
         },
+        request_mix: config.mix.as_ref().map(crate::mix::RequestMix::describe),
         tls_offer: format!(
             "{}; {}",
             if offer.is_empty() {

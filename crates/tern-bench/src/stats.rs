@@ -27,6 +27,20 @@ pub fn record(h: &mut Histogram<u64>, d: Duration) {
     h.saturating_record(us);
 }
 
+/// Significant digits of the per-second latency histograms (1%): they
+/// resize to the largest latency recorded, so a second of loopback
+/// traffic costs about 10 KiB, not the 190 KiB of a full-range
+/// histogram at 3 digits.
+const SECOND_SIGFIGS: u8 = 2;
+
+/// A per-second latency histogram in microseconds.
+pub fn new_second_histogram() -> Histogram<u64> {
+    // A constant known to be valid; a failure is a programming error.
+    let mut h = Histogram::new(SECOND_SIGFIGS).expect("valid constant histogram precision");
+    h.auto(true);
+    h
+}
+
 /// Completions and errors in one second of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SecondBucket {
@@ -77,6 +91,10 @@ pub struct Stats {
     pub body: Histogram<u64>,
     /// Per-second completions and errors, indexed by seconds since start.
     pub series: Vec<SecondBucket>,
+    /// Latency of the requests completed in each second (same index as
+    /// `series`): per-second percentiles of several load machines merge
+    /// exactly, as histograms add.
+    pub second_latency: Vec<Histogram<u64>>,
     /// Responses per status code.
     pub status: BTreeMap<u16, u64>,
     /// Failed requests per error kind.
@@ -116,6 +134,7 @@ impl Default for Stats {
             ttfb: new_histogram(),
             body: new_histogram(),
             series: Vec::new(),
+            second_latency: Vec::new(),
             status: BTreeMap::new(),
             errors: BTreeMap::new(),
             body_bytes: 0,
@@ -157,6 +176,15 @@ impl Stats {
         }
     }
 
+    /// Records the latency of a request completed at `at`.
+    pub fn record_second(&mut self, at: Duration, latency: Duration) {
+        let i = at.as_secs() as usize;
+        if self.second_latency.len() <= i {
+            self.second_latency.resize_with(i + 1, new_second_histogram);
+        }
+        record(&mut self.second_latency[i], latency);
+    }
+
     /// Counts a failed request.
     pub fn count_error(&mut self, kind: String, at: Duration) {
         *self.errors.entry(kind).or_insert(0) += 1;
@@ -166,6 +194,13 @@ impl Stats {
     /// Adds `other` into `self`. Series are aligned on their start (runs from
     /// several machines are assumed to start together); elapsed is the max.
     pub fn merge(&mut self, other: &Stats) {
+        self.merge_shifted(other, 0);
+    }
+
+    /// Adds `other` into `self`, its per-second series starting `shift`
+    /// seconds after `self`'s (a run of another load machine that started
+    /// later).
+    pub fn merge_shifted(&mut self, other: &Stats, shift: usize) {
         for (mine, theirs) in [
             (&mut self.total, &other.total),
             (&mut self.dns, &other.dns),
@@ -178,13 +213,24 @@ impl Stats {
             // deserialized histograms with other bounds auto-resize.
             let _ = mine.add(theirs);
         }
-        if self.series.len() < other.series.len() {
+        if self.series.len() < other.series.len() + shift {
             self.series
-                .resize(other.series.len(), SecondBucket::default());
+                .resize(other.series.len() + shift, SecondBucket::default());
         }
-        for (mine, theirs) in self.series.iter_mut().zip(&other.series) {
+        for (mine, theirs) in self.series[shift..].iter_mut().zip(&other.series) {
             mine.completed += theirs.completed;
             mine.errors += theirs.errors;
+        }
+        if self.second_latency.len() < other.second_latency.len() + shift {
+            self.second_latency
+                .resize_with(other.second_latency.len() + shift, new_second_histogram);
+        }
+        for (mine, theirs) in self.second_latency[shift..]
+            .iter_mut()
+            .zip(&other.second_latency)
+        {
+            // Auto-resizing histograms of the same precision always add.
+            let _ = mine.add(theirs);
         }
         for (k, v) in &other.status {
             *self.status.entry(*k).or_insert(0) += v;
@@ -213,11 +259,32 @@ impl Stats {
     /// target): counts add, series concatenate, elapsed times add.
     pub fn append(&mut self, other: &Stats) {
         let series = std::mem::take(&mut self.series);
+        let mut seconds = std::mem::take(&mut self.second_latency);
+        // Seconds with errors only have no histogram yet: keep the index
+        // of `series`.
+        seconds.resize_with(series.len(), new_second_histogram);
         let elapsed = self.elapsed;
         self.merge(other);
         let mut joined = series;
         joined.extend_from_slice(&other.series);
         self.series = joined;
+        let mut joined = seconds;
+        joined.extend(other.second_latency.iter().cloned());
+        self.second_latency = joined;
         self.elapsed = elapsed + other.elapsed;
+    }
+
+    /// Moves the per-second series `shift` seconds later (empty seconds
+    /// first).
+    pub fn delay_series(&mut self, shift: usize) {
+        if shift == 0 {
+            return;
+        }
+        let mut series = vec![SecondBucket::default(); shift];
+        series.append(&mut self.series);
+        self.series = series;
+        let mut seconds: Vec<Histogram<u64>> = (0..shift).map(|_| new_second_histogram()).collect();
+        seconds.append(&mut self.second_latency);
+        self.second_latency = seconds;
     }
 }

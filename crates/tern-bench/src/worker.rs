@@ -65,6 +65,10 @@ impl Control {
 struct Budget {
     limit: Option<u64>,
     taken: AtomicU64,
+    /// Tickets are numbered (a mix picks its request by number) even
+    /// without a limit; otherwise an unlimited run shares no counter
+    /// between threads.
+    numbered: bool,
     /// Run time from the start, for a run that stops after a duration.
     duration: Option<Duration>,
     /// Set once every worker is ready (see [`Job::start`]).
@@ -84,23 +88,27 @@ impl Budget {
             .is_some_and(|d| Instant::now() >= self.start() + d)
     }
 
-    fn take(&self) -> bool {
-        if self.control.stop.load(Ordering::Relaxed) {
-            return false;
+    /// A ticket for one request, numbered from 0 over the whole target
+    /// (the number picks the request of a mix), or `None` when the budget
+    /// is spent.
+    fn take(&self) -> Option<u64> {
+        if self.control.stop.load(Ordering::Relaxed) || self.past_deadline() {
+            return None;
         }
-        if self.past_deadline() {
-            return false;
+        if self.limit.is_none() && !self.numbered {
+            return Some(0);
         }
+        let n = self.taken.fetch_add(1, Ordering::Relaxed);
         match self.limit {
-            Some(limit) => self.taken.fetch_add(1, Ordering::Relaxed) < limit,
-            None => true,
+            Some(limit) if n >= limit => None,
+            _ => Some(n),
         }
     }
 
     /// Returns a ticket taken for a request that was never processed
     /// (and is sent again).
     fn give_back(&self) {
-        if self.limit.is_some() {
+        if self.limit.is_some() || self.numbered {
             self.taken.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -122,8 +130,10 @@ struct Job {
     /// HTTP/3: the address QUIC connections go to.
     h3_addr: Option<std::net::SocketAddr>,
     config: Arc<BenchConfig>,
-    request: RequestBytes,
-    h2_request: H2Request,
+    /// The request, or each request of the mix.
+    requests: Vec<Prepared>,
+    /// Which of `requests` each ticket carries, in a cycle.
+    schedule: Vec<u16>,
     budget: Budget,
     /// Every worker waits here, its runtime built and its crypto warm,
     /// before the clock starts: a worker's first handshake then costs
@@ -132,6 +142,59 @@ struct Job {
     /// Open loop: time between two sends of one slot (connection or stream).
     slot_interval: Option<Duration>,
     slots_total: usize,
+}
+
+impl Job {
+    /// The request ticket `n` carries.
+    fn request(&self, n: u64) -> &Prepared {
+        let i = self.schedule[(n % self.schedule.len() as u64) as usize];
+        &self.requests[usize::from(i)]
+    }
+}
+
+/// One request of the run, encoded once for each protocol, with the
+/// checks made on its responses.
+pub(crate) struct Prepared {
+    h1: RequestBytes,
+    h2: H2Request,
+    check: crate::mix::Check,
+}
+
+impl Prepared {
+    /// The run's one request, or each entry of its mix.
+    fn all(config: &BenchConfig, target: &Target) -> Result<Vec<Prepared>, BenchError> {
+        let one = |config: &BenchConfig, target: &Target, check| {
+            Ok::<_, BenchError>(Prepared {
+                h1: RequestBytes::new(config, target),
+                h2: H2Request::new(config, target, &request_headers(config, target))?,
+                check,
+            })
+        };
+        let Some(mix) = &config.mix else {
+            return Ok(vec![one(config, target, Default::default())?]);
+        };
+        mix.entries
+            .iter()
+            .map(|e| {
+                // The entry's method, path and body; its headers replace
+                // the command line's of the same name.
+                let mut c = config.clone();
+                c.mix = None;
+                c.method = e.method.clone();
+                c.body = e.body.clone();
+                c.headers
+                    .retain(|(n, _)| !e.headers.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)));
+                c.headers.extend(e.headers.iter().cloned());
+                let mut t = target.clone();
+                t.path = e.path.clone();
+                one(&c, &t, e.check.clone())
+            })
+            .collect()
+    }
+
+    fn expect_body(&self) -> Option<&[u8]> {
+        self.check.body_contains.as_deref()
+    }
 }
 
 /// Runs `target` under `stop` with all workers; returns the merged stats.
@@ -175,11 +238,15 @@ pub fn run_target(
         http,
         h3_addr,
         config: config.clone(),
-        request: RequestBytes::new(config, target),
-        h2_request: H2Request::new(config, target, &request_headers(config, target))?,
+        requests: Prepared::all(config, target)?,
+        schedule: config
+            .mix
+            .as_ref()
+            .map_or_else(|| vec![0], |m| m.schedule()),
         budget: Budget {
             limit,
             taken: AtomicU64::new(0),
+            numbered: config.mix.as_ref().is_some_and(|m| m.entries.len() > 1),
             duration,
             start: OnceLock::new(),
             control: control.clone(),
@@ -207,7 +274,8 @@ pub fn run_target(
                 tls_config,
                 config.tls.sni.as_deref(),
                 config.proxy.as_deref(),
-            );
+            )
+            .map(|c| c.bind_to(config.local_addr));
             let job = job.clone();
             let control = control.clone();
             let first = first_conn;
@@ -322,6 +390,10 @@ fn run_worker(
 struct Pacer {
     next: Instant,
     interval: Duration,
+    /// End of a run that stops after a duration: a slot whose next send
+    /// falls after it stops there, instead of sleeping to that send (at
+    /// low rates a slot's interval is longer than the whole run).
+    deadline: Option<Instant>,
 }
 
 impl Pacer {
@@ -331,6 +403,7 @@ impl Pacer {
         Some(Pacer {
             next: job.budget.start() + offset,
             interval,
+            deadline: job.budget.duration.map(|d| job.budget.start() + d),
         })
     }
 }
@@ -344,8 +417,10 @@ async fn pace(pacer: &mut Option<Pacer>) -> Instant {
         Some(p) => {
             let intended = p.next;
             p.next += p.interval;
-            if intended > Instant::now() {
-                tokio::time::sleep_until(intended.into()).await;
+            // Past the deadline, the budget refuses the ticket.
+            let wake = p.deadline.map_or(intended, |d| intended.min(d));
+            if wake > Instant::now() {
+                tokio::time::sleep_until(wake.into()).await;
             }
             intended
         }
@@ -446,10 +521,9 @@ impl SlotCtx {
         record(&mut s.body, ex.body);
         *s.status.entry(ex.status).or_insert(0) += 1;
         s.body_bytes += ex.body_bytes;
-        s.bump_series(
-            now.saturating_duration_since(self.job.budget.start()),
-            false,
-        );
+        let at = now.saturating_duration_since(self.job.budget.start());
+        s.bump_series(at, false);
+        s.record_second(at, total);
         if self.job.config.record_requests {
             let setup = setup.unwrap_or_default();
             s.records.push(RequestRecord {
@@ -466,6 +540,20 @@ impl SlotCtx {
         }
         drop(s);
         self.control.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a response, as a failure when it fails `req`'s checks.
+    fn record_checked(
+        &self,
+        intended: Instant,
+        ex: &Exchange,
+        setup: Option<Setup>,
+        req: &Prepared,
+    ) {
+        match req.check.verdict(ex.status, ex.body_found) {
+            None => self.record_ok(intended, ex, setup),
+            Some(why) => self.record_error(intended, &RequestError::Check(why)),
+        }
     }
 
     fn record_error(&self, intended: Instant, err: &RequestError) {

@@ -22,6 +22,10 @@ const SCRIPT: &str = include_str!("../../../bench/split_origin.py");
 /// The failing origin, shared with `bench/backend-faults.sh`.
 const FAULTS: &str = include_str!("../../../bench/fault_origin.py");
 
+/// The counting, optionally rate-limited origin, shared with
+/// `bench/capacity.sh`.
+const SCALE: &str = include_str!("../../../bench/scale_origin.py");
+
 /// The running origin; killed when dropped.
 pub struct PythonOrigin {
     addr: SocketAddr,
@@ -38,6 +42,40 @@ impl PythonOrigin {
     /// its connection `stall_seconds`.
     pub fn faults(stall_seconds: u32) -> PythonOrigin {
         PythonOrigin::run(&["-c", FAULTS, "0", &stall_seconds.to_string()])
+    }
+
+    /// Starts the counting origin (bench/scale_origin.py): `GET /counts`
+    /// says how many requests each path got; with `rate > 0` it serves at
+    /// most `rate` requests per second, queueing the rest.
+    pub fn counting(rate: f64) -> PythonOrigin {
+        PythonOrigin::run(&["-c", SCALE, &rate.to_string()])
+    }
+
+    /// The counting origin limited to `rate` requests per second that
+    /// refuses with 503 a request that would queue longer than
+    /// `max_queue_s`.
+    pub fn rate_limited(rate: f64, max_queue_s: f64) -> PythonOrigin {
+        PythonOrigin::run(&[
+            "-c",
+            SCALE,
+            &rate.to_string(),
+            "0",
+            &max_queue_s.to_string(),
+        ])
+    }
+
+    /// Requests served per path (bench/scale_origin.py's `/counts`).
+    pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.addr).expect("connect to the origin");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(b"GET /counts HTTP/1.1\r\nHost: o\r\nConnection: close\r\n\r\n")
+            .expect("ask for counts");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).expect("read counts");
+        let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("counts {body:?}: {e}"))
     }
 
     fn run(args: &[&str]) -> PythonOrigin {

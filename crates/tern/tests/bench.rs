@@ -35,3 +35,9 @@ mod truths;
 
 #[path = "bench/gates.rs"]
 mod gates;
+
+#[path = "bench/scale.rs"]
+mod scale;
+
+#[path = "bench/shards.rs"]
+mod shards;

@@ -29,6 +29,13 @@ impl Report {
             }
         }
         let timing = merge_timing(&reports);
+        let shard_warnings = shard_warnings(&reports);
+        // Per-second series line up on the wall clock, to the second.
+        let shifts: Vec<usize> = timing
+            .offsets_s
+            .iter()
+            .map(|o| o.round().max(0.0) as usize)
+            .collect();
         let mut it = reports.into_iter().enumerate();
         let Some((_, mut merged)) = it.next() else {
             return Err(BenchError::Config("nothing to merge".into()));
@@ -36,6 +43,9 @@ impl Report {
         let mut elapsed_sum: Vec<std::time::Duration> =
             merged.targets.iter().map(|t| t.stats.elapsed).collect();
         shift_timeline(&mut merged, timing.offsets_s[0]);
+        for t in &mut merged.targets {
+            t.stats.delay_series(shifts[0]);
+        }
         for (i, mut other) in it {
             if other.plan != merged.plan {
                 merged.warnings.push(format!(
@@ -54,7 +64,7 @@ impl Report {
                 .zip(&mut elapsed_sum)
             {
                 *sum += theirs.stats.elapsed;
-                mine.stats.merge(&theirs.stats);
+                mine.stats.merge_shifted(&theirs.stats, shifts[i]);
                 for a in theirs.addresses {
                     if !mine.addresses.contains(&a) {
                         mine.addresses.push(a);
@@ -80,6 +90,10 @@ impl Report {
         merged.ended_unix_ms = timing.end_ms;
         merged.warnings.retain(|w| !w.contains(" negotiated "));
         merged.warnings.extend(timing.warnings);
+        merged.warnings.extend(shard_warnings);
+        merged.shard = None;
+        merged.start_at_unix_ms = None;
+        merged.started_late_ms = None;
         let mismatch = negotiation_warnings(&merged.targets);
         merged.warnings.extend(mismatch);
         Ok(merged)
@@ -140,6 +154,54 @@ fn merge_timing(reports: &[Report]) -> MergeTiming {
         end_ms: Some(end),
         warnings,
     }
+}
+
+/// Shards that started late or ran apart from all the others, by name.
+fn shard_warnings(reports: &[Report]) -> Vec<String> {
+    let name = |i: usize, r: &Report| {
+        let host = r
+            .machines
+            .first()
+            .map(|m| m.hostname.as_str())
+            .unwrap_or("?");
+        match r.shard {
+            Some(s) => format!("shard {s} (report {}, {host})", i + 1),
+            None => format!("report {} ({host})", i + 1),
+        }
+    };
+    let mut out = Vec::new();
+    let late = crate::shard::LATE_START.as_millis() as u64;
+    for (i, r) in reports.iter().enumerate() {
+        if let Some(ms) = r.started_late_ms.filter(|ms| *ms > late) {
+            out.push(format!(
+                "{} started {:.1} s after its --start-at",
+                name(i, r),
+                ms as f64 / 1000.0
+            ));
+        }
+    }
+    let spans: Vec<Option<(u64, u64)>> = reports
+        .iter()
+        .map(|r| r.started_unix_ms.zip(r.ended_unix_ms))
+        .collect();
+    if reports.len() > 1 {
+        let first = spans.iter().flatten().map(|s| s.0).min().unwrap_or(0);
+        for (i, r) in reports.iter().enumerate() {
+            let Some((a, b)) = spans[i] else { continue };
+            let overlaps = spans
+                .iter()
+                .enumerate()
+                .any(|(j, s)| j != i && s.is_some_and(|(c, d)| a < d && c < b));
+            if !overlaps {
+                out.push(format!(
+                    "{} did not overlap any other run (it started {:.1} s after the first): its load did not add to theirs",
+                    name(i, r),
+                    (a - first) as f64 / 1000.0
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn shift_timeline(report: &mut Report, offset_s: f64) {

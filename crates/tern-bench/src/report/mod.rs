@@ -56,6 +56,18 @@ pub struct Report {
     /// `--threshold` gates, checked per target.
     #[serde(default)]
     pub thresholds: Vec<crate::threshold::ThresholdResult>,
+    /// This run's part of a run split over several processes (`--shard`);
+    /// `None` after a merge or when not split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
+    /// The wall-clock moment asked with `--start-at`, ms since the Unix
+    /// epoch: merge compares it with `started_unix_ms` to find late shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ms: Option<u64>,
+    /// How long after `start_at_unix_ms` the run really started, ms: a
+    /// process launched after the moment had passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_late_ms: Option<u64>,
 }
 
 /// The plan, as disclosed.
@@ -96,6 +108,10 @@ pub struct PlanInfo {
     /// resumption to disclose.
     #[serde(default)]
     pub plain_http: bool,
+    /// The request mix (`--targets FILE`), readable: file and each entry
+    /// with its weight and checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mix: Option<String>,
 }
 
 /// Figures of one target in one round (compare mode spread).
@@ -138,6 +154,13 @@ pub struct TargetReport {
     /// ran instead of joining them end to end.
     #[serde(default)]
     pub timeline: Vec<RoundSpan>,
+    /// Each stage of a load shape (`--stages`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<crate::stages::StageFigures>,
+    /// The capacity search (`--find-max-rate`): the highest rate that met
+    /// the SLO and every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::search::Capacity>,
 }
 
 /// One round of one target on the run's clock.
@@ -367,6 +390,8 @@ impl TargetReport {
             server_cpu: None,
             http: None,
             timeline: Vec::new(),
+            stages: Vec::new(),
+            capacity: None,
         }
     }
 }

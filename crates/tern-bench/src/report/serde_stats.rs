@@ -35,6 +35,10 @@ struct Repr {
     elapsed_us: u64,
     #[serde(default)]
     quic: QuicStats,
+    /// Latency histogram of each second of `series` (same encoding);
+    /// absent in reports of older versions.
+    #[serde(default)]
+    second_latency: Vec<String>,
 }
 
 const NAMES: [&str; 6] = ["total", "dns", "connect", "tls", "ttfb", "body"];
@@ -43,18 +47,37 @@ fn histograms(s: &Stats) -> [&Histogram<u64>; 6] {
     [&s.total, &s.dns, &s.connect, &s.tls, &s.ttfb, &s.body]
 }
 
+fn encode(h: &Histogram<u64>, name: &str) -> Result<String, String> {
+    let mut buf = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut buf)
+        .map_err(|e| format!("histogram {name}: {e:?}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+fn decode(text: &str, name: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("histogram {name}: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram {name}: {e:?}"))
+}
+
 pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S::Error> {
     let mut encoded = BTreeMap::new();
     for (name, h) in NAMES.iter().zip(histograms(stats)) {
-        let mut buf = Vec::new();
-        V2Serializer::new()
-            .serialize(h, &mut buf)
-            .map_err(|e| serde::ser::Error::custom(format!("histogram {name}: {e:?}")))?;
         encoded.insert(
             name.to_string(),
-            base64::engine::general_purpose::STANDARD.encode(buf),
+            encode(h, name).map_err(serde::ser::Error::custom)?,
         );
     }
+    let second_latency = stats
+        .second_latency
+        .iter()
+        .map(|h| encode(h, "second_latency"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(serde::ser::Error::custom)?;
     Repr {
         histograms: encoded,
         series: stats.series.clone(),
@@ -74,6 +97,7 @@ pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S
         cert_compressed: stats.cert_compressed.clone(),
         elapsed_us: stats.elapsed.as_micros() as u64,
         quic: stats.quic.clone(),
+        second_latency,
     }
     .serialize(ser)
 }
@@ -95,12 +119,7 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
                 "missing histogram {name}"
             )));
         };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e}")))?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e:?}")))?;
+        let h = decode(text, name).map_err(serde::de::Error::custom)?;
         slot.add(&h)
             .map_err(|e| serde::de::Error::custom(format!("histogram {name}: {e:?}")))?;
     }
@@ -117,5 +136,15 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
     stats.cert_compressed = repr.cert_compressed;
     stats.elapsed = Duration::from_micros(repr.elapsed_us);
     stats.quic = repr.quic;
+    stats.second_latency = repr
+        .second_latency
+        .iter()
+        .map(|text| {
+            let mut h = decode(text, "second_latency")?;
+            h.auto(true);
+            Ok(h)
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(serde::de::Error::custom)?;
     Ok(stats)
 }

@@ -36,8 +36,30 @@ pub fn render(r: &Report) -> String {
     } else {
         compare(&mut out, r);
     }
+    scale(&mut out, r);
     thresholds(&mut out, r);
     out
+}
+
+/// Load shapes and capacity searches, per target.
+fn scale(out: &mut String, r: &Report) {
+    for t in &r.targets {
+        let lines: Vec<String> = match (&t.capacity, t.stages.is_empty()) {
+            (Some(c), _) => crate::search::render(c),
+            (None, false) => crate::stages::render(&t.stages),
+            (None, true) => continue,
+        };
+        let what = if t.capacity.is_some() {
+            "Capacity"
+        } else {
+            "Stages"
+        };
+        let _ = writeln!(out, "{what} ({}):", t.url);
+        for l in lines {
+            let _ = writeln!(out, "{l}");
+        }
+        out.push('\n');
+    }
 }
 
 /// The gates, last: what a CI log shows at its end.
@@ -215,6 +237,9 @@ fn disclosure(out: &mut String, r: &Report) {
         p.stop,
         p.rounds
     );
+    if let Some(mix) = &p.request_mix {
+        let _ = writeln!(out, "  Requests:     {mix}");
+    }
     if !p.plain_http {
         let _ = writeln!(out, "  TLS offer:    {}; {}", p.tls_offer, p.verification);
     }

@@ -2,7 +2,7 @@
 //! when the plan or the server says so.
 
 use super::slot::Protocol;
-use super::{Setup, SlotCtx};
+use super::{Prepared, Setup, SlotCtx};
 use crate::error::RequestError;
 use crate::http1::{Exchange, H1Conn};
 use crate::tls::KeyCache;
@@ -24,8 +24,13 @@ impl Protocol for H1 {
         Ok((H1Conn::new(est.stream, self.spare.take()), setup))
     }
 
-    async fn send(&mut self, ctx: &SlotCtx, conn: &mut H1Conn) -> Result<Exchange, RequestError> {
-        conn.exchange(&ctx.job.request).await
+    async fn send(
+        &mut self,
+        _ctx: &SlotCtx,
+        conn: &mut H1Conn,
+        req: &Prepared,
+    ) -> Result<Exchange, RequestError> {
+        conn.exchange(&req.h1, req.expect_body()).await
     }
 
     fn close(&mut self, _ctx: &SlotCtx, conn: H1Conn) {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::slot::{Multiplexed, Protocol, Streams};
-use super::{Setup, SlotCtx};
+use super::{Prepared, Setup, SlotCtx};
 use crate::error::RequestError;
 use crate::http1::Exchange;
 use crate::http2;
@@ -36,10 +36,13 @@ impl Protocol for H2 {
 
     async fn send(
         &mut self,
-        ctx: &SlotCtx,
+        _ctx: &SlotCtx,
         conn: &mut SendRequest,
+        req: &Prepared,
     ) -> Result<Exchange, RequestError> {
-        conn.exchange(&ctx.job.h2_request).await.map_err(|(e, _)| e)
+        conn.exchange(&req.h2, req.expect_body())
+            .await
+            .map_err(|(e, _)| e)
     }
 
     fn close(&mut self, _ctx: &SlotCtx, conn: SendRequest) {

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use super::slot::{Multiplexed, Protocol, Streams};
-use super::{Opened, Setup, SlotCtx};
+use super::{Opened, Prepared, Setup, SlotCtx};
 use crate::config::BenchConfig;
 use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
@@ -69,11 +69,12 @@ impl Protocol for H3 {
 
     async fn send(
         &mut self,
-        ctx: &SlotCtx,
+        _ctx: &SlotCtx,
         conn: &mut H3Established,
+        req: &Prepared,
     ) -> Result<Exchange, RequestError> {
         conn.send
-            .exchange(&ctx.job.h2_request)
+            .exchange(&req.h2, req.expect_body())
             .await
             .map_err(|(e, _)| e)
     }

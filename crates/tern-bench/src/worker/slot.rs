@@ -8,7 +8,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{pace, Pacer, Setup, SlotCtx, Watchdog};
+use super::{pace, Pacer, Prepared, Setup, SlotCtx, Watchdog};
 use crate::error::RequestError;
 use crate::http1::Exchange;
 use crate::http2::H2Request;
@@ -23,11 +23,12 @@ pub(super) trait Protocol {
     /// Opens a connection and records its set-up.
     async fn open(&mut self, ctx: &SlotCtx) -> Result<(Self::Conn, Setup), RequestError>;
 
-    /// Sends one request on `conn` and reads the whole response.
+    /// Sends `req` on `conn` and reads the whole response.
     async fn send(
         &mut self,
         ctx: &SlotCtx,
         conn: &mut Self::Conn,
+        req: &Prepared,
     ) -> Result<Exchange, RequestError>;
 
     /// Ends a connection that is not used again.
@@ -52,20 +53,33 @@ pub(super) trait Multiplexed: Protocol {
 /// The sending half of a multiplexed connection (HTTP/2, HTTP/3): each
 /// stream loop has its own handle.
 pub(super) trait Streams {
-    /// Sends one request on a new stream and reads the whole response; on
-    /// error, whether the connection is dead.
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)>;
+    /// Sends one request on a new stream and reads the whole response,
+    /// looking for `expect_body` in it; on error, whether the connection
+    /// is dead.
+    async fn exchange(
+        &mut self,
+        req: &H2Request,
+        expect_body: Option<&[u8]>,
+    ) -> Result<Exchange, (RequestError, bool)>;
 }
 
 impl Streams for ::h2::client::SendRequest<bytes::Bytes> {
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
-        crate::http2::exchange(self, req).await
+    async fn exchange(
+        &mut self,
+        req: &H2Request,
+        expect_body: Option<&[u8]>,
+    ) -> Result<Exchange, (RequestError, bool)> {
+        crate::http2::exchange(self, req, expect_body).await
     }
 }
 
 impl Streams for crate::http3::H3Send {
-    async fn exchange(&mut self, req: &H2Request) -> Result<Exchange, (RequestError, bool)> {
-        crate::http3::exchange(self, req).await
+    async fn exchange(
+        &mut self,
+        req: &H2Request,
+        expect_body: Option<&[u8]>,
+    ) -> Result<Exchange, (RequestError, bool)> {
+        crate::http3::exchange(self, req, expect_body).await
     }
 }
 
@@ -83,9 +97,10 @@ pub(super) async fn serial_slot<P: Protocol>(
     let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
         let intended = pace(&mut pacer).await;
-        if !ctx.job.budget.take() {
+        let Some(ticket) = ctx.job.budget.take() else {
             break;
-        }
+        };
+        let req = ctx.job.request(ticket);
         let once = async {
             let mut setup = None;
             let c = match conn.take() {
@@ -96,7 +111,7 @@ pub(super) async fn serial_slot<P: Protocol>(
                     conn.insert(c)
                 }
             };
-            let res = proto.send(&ctx, c).await;
+            let res = proto.send(&ctx, c, req).await;
             // Closed as soon as it is done with, before the request is
             // recorded; a request that times out never gets here and its
             // connection is abandoned instead.
@@ -108,7 +123,7 @@ pub(super) async fn serial_slot<P: Protocol>(
             res.map(|ex| (ex, setup))
         };
         match watchdog.run(once, || RequestError::Timeout).await {
-            Ok((ex, setup)) => ctx.record_ok(intended, &ex, setup),
+            Ok((ex, setup)) => ctx.record_checked(intended, &ex, setup, req),
             Err(err) => {
                 ctx.record_error(intended, &err);
                 // Still here only when the request timed out.
@@ -136,7 +151,7 @@ pub(super) async fn multiplexed_slot<P: Multiplexed>(
         let (send, kept) = match connected {
             Ok((conn, _)) => P::share(conn),
             Err(e) => {
-                if !ctx.job.budget.take() {
+                if ctx.job.budget.take().is_none() {
                     break;
                 }
                 ctx.record_error(attempt, &e);
@@ -170,16 +185,17 @@ async fn stream_loop<S: Streams>(ctx: &SlotCtx, mut send: S, pacer: &mut Option<
     let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
         let intended = pace(pacer).await;
-        if !ctx.job.budget.take() {
+        let Some(ticket) = ctx.job.budget.take() else {
             return;
-        }
+        };
+        let req = ctx.job.request(ticket);
         let res = watchdog
-            .run(send.exchange(&ctx.job.h2_request), || {
+            .run(send.exchange(&req.h2, req.expect_body()), || {
                 (RequestError::Timeout, false)
             })
             .await;
         match res {
-            Ok(ex) => ctx.record_ok(intended, &ex, None),
+            Ok(ex) => ctx.record_checked(intended, &ex, None, req),
             // Sent again on the next connection.
             Err((RequestError::Unprocessed, _)) => {
                 ctx.job.budget.give_back();

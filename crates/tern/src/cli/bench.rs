@@ -197,6 +197,9 @@ they give comparisons and `tern report diff` their intervals \
     /// the socket listening on a local target's port.
     #[arg(long = "server-pid", value_name = "PID", value_delimiter = ',')]
     pub server_pids: Vec<u32>,
+    /// Request mix, load shapes, capacity search, several load machines.
+    #[command(flatten)]
+    pub scale: super::bench_scale::ScaleArgs,
 }
 
 /// Arguments of `tern report`.
@@ -601,6 +604,7 @@ fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, Bench
     c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
     c.progress = !a.no_progress && a.output.is_none();
     c.server_pids = a.server_pids.clone();
+    super::bench_scale::apply(&a.scale, &mut c)?;
     Ok(c)
 }
 
@@ -698,7 +702,7 @@ fn positive_rate(s: &str) -> Result<f64, String> {
 }
 
 /// A share as `5%` or `0.05`.
-fn parse_share(s: &str) -> Result<f64, String> {
+pub(super) fn parse_share(s: &str) -> Result<f64, String> {
     let (number, scale) = match s.trim().strip_suffix('%') {
         Some(p) => (p, 0.01),
         None => (s.trim(), 1.0),
@@ -713,7 +717,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 /// Parses Go durations as hey takes them: `10s`, `1m30s`, `500ms`, `1.5h`.
-fn parse_go_duration(s: &str) -> Result<Duration, BenchError> {
+pub(super) fn parse_go_duration(s: &str) -> Result<Duration, BenchError> {
     let bad = || {
         BenchError::Config(format!(
             "-z {s:?}: expected a duration like 10s, 1m30s, 500ms"

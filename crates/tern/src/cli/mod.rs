@@ -1,6 +1,7 @@
 //! One clap definition per subcommand, each in its own file.
 
 pub mod bench;
+pub mod bench_scale;
 pub mod probe;
 pub mod serve;
 
