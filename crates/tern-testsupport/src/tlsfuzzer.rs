@@ -17,7 +17,9 @@ use crate::tools::{run_tool, ToolOutput};
 pub fn find() -> Option<PathBuf> {
     let dir = match std::env::var_os("TERN_TLSFUZZER") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME")?).join("tlsfuzzer"),
+        // The scripts the tests run are kept in the repository
+        // (vendor/tlsfuzzer/README.md says why).
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../vendor/tlsfuzzer"),
     };
     let has_scripts = dir.join("scripts").join("test-tls13-keyupdate.py").exists();
     let has_tlslite = run_tool(
