@@ -162,6 +162,20 @@ impl Nginx {
         std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default()
     }
 
+    /// Its access log once `done` holds for it, or as it is after 10 s
+    /// (nginx writes a line after the response went out, so a client can
+    /// read its response before the line is there).
+    pub fn access_log_when(&self, done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.access_log();
+            if done(&log) || std::time::Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Its error log so far.
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
