@@ -83,6 +83,20 @@ pub fn start_with_admin(globals: &str, upstreams: &str) -> Served {
         .start()
 }
 
+/// The server `addr` of group `app` in the admin listener's `GET /servers`.
+pub fn listed(front: &Served, addr: &str) -> tern_testsupport::serde_json::Value {
+    let response = front.admin_get("/servers");
+    assert_eq!(response.status, 200, "{}", response.body);
+    let all: tern_testsupport::serde_json::Value =
+        tern_testsupport::serde_json::from_str(&response.body)
+            .unwrap_or_else(|e| panic!("GET /servers: {e}: {}", response.body));
+    all["upstreams"][0]["servers"]
+        .as_array()
+        .and_then(|servers| servers.iter().find(|s| s["server"] == addr))
+        .cloned()
+        .unwrap_or_else(|| panic!("{addr} not listed: {all}"))
+}
+
 /// Sends `GET /slow/<ms>` on its own connection to `front` from another
 /// thread; the thread returns the status.
 pub fn slow_request(front: &Served, ms: u64) -> std::thread::JoinHandle<std::io::Result<u16>> {

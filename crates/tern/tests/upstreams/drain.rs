@@ -9,7 +9,7 @@ use tern_testsupport::backend::Backend;
 use tern_testsupport::serde_json::Value;
 use tern_testsupport::tern::{wait_until, PlainResponse, Served};
 
-use super::{echo_answers, servers, slow_request, start_with_admin};
+use super::{echo_answers, listed, servers, slow_request, start_with_admin};
 
 /// tern with the group `app` of `backends` and the admin listener.
 fn start(backends: &[&Backend]) -> Served {
@@ -27,18 +27,6 @@ fn post(front: &Served, path: &str, extra: &str) -> PlainResponse {
 fn json(response: &PlainResponse) -> Value {
     let text = &response.body;
     tern_testsupport::serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-/// The server `addr` of group `app` in `GET /servers`.
-fn listed(front: &Served, addr: &str) -> Value {
-    let response = front.admin_get("/servers");
-    assert_eq!(response.status, 200, "{}", response.body);
-    let all = json(&response);
-    all["upstreams"][0]["servers"]
-        .as_array()
-        .and_then(|servers| servers.iter().find(|s| s["server"] == addr))
-        .cloned()
-        .unwrap_or_else(|| panic!("{addr} not listed: {all}"))
 }
 
 #[test]
