@@ -72,13 +72,7 @@ pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    keepalive_requests 1000000;
+$(nginx_http_common "$dir")
     keepalive_timeout 60s;
     server {
         listen 127.0.0.1:${origin_port[$i]} backlog=4096 reuseport;
@@ -143,13 +137,7 @@ pid $dir/nginx.pid;
 error_log $dir/log warn;
 events { worker_connections 8192; }
 http {
-    access_log off;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    keepalive_requests 1000000;
+$(nginx_http_common "$dir")
     upstream origins { $servers keepalive 256; }
     server {
         listen 127.0.0.1:$port ssl backlog=4096;

@@ -99,13 +99,7 @@ pid $dir/nginx.pid;
 error_log $dir/log warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    keepalive_requests 1000000;
+$(nginx_http_common "$dir")
     upstream interop {
         server 127.0.0.1:$backend_port;
         keepalive 512;

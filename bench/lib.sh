@@ -242,6 +242,17 @@ make_cert() {
     key="$work/key.pem"
 }
 
+# The lines every nginx `http` block here starts with: no access log,
+# temporary files under DIR/tmp, keepalive connections never closed for
+# their request count.
+nginx_http_common() {
+    local dir="$1"
+    printf '    %s\n' "access_log off;" \
+        "client_body_temp_path $dir/tmp;" "proxy_temp_path $dir/tmp;" \
+        "fastcgi_temp_path $dir/tmp;" "uwsgi_temp_path $dir/tmp;" \
+        "scgi_temp_path $dir/tmp;" "keepalive_requests 1000000;"
+}
+
 # start_backend PORT CPU: nginx serving $work/www on 127.0.0.1:PORT, one
 # worker pinned to CPU. Sets STARTED_PID.
 start_backend() {
@@ -255,13 +266,7 @@ pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections $((${SRV_MAX_CONNS:-4096} + 1024)); }
 http {
-    access_log off;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    keepalive_requests 1000000;
+$(nginx_http_common "$dir")
     keepalive_timeout ${SRV_IDLE_S:-60}s;
     server {
         listen 127.0.0.1:$port backlog=4096;
@@ -322,13 +327,7 @@ pid $dir/nginx.pid;
 error_log $dir/log warn;
 events { worker_connections $((conns + 1024)); }
 http {
-    access_log off;
-    client_body_temp_path $dir/tmp;
-    proxy_temp_path $dir/tmp;
-    fastcgi_temp_path $dir/tmp;
-    uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
-    keepalive_requests 1000000;
+$(nginx_http_common "$dir")
     keepalive_timeout ${idle}s;
     upstream backend {
         server 127.0.0.1:$backend;
