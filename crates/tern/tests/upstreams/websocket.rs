@@ -319,3 +319,46 @@ with connect(sys.argv[1], ssl=ctx, ping_interval=None) as ws:
         .unwrap_or(0);
     assert!(total_us >= 1_000_000, "closed before idle_timeout: {line}");
 }
+
+/// RFC 8441 on both hops: headless Chromium loads a page over HTTP/2 and
+/// opens its WebSocket on the same connection; tern carries it to the
+/// h2c origin as an extended CONNECT of its own, and the origin's first
+/// message (what HTTP version its request came over) reaches the page.
+#[test]
+fn chromium_websocket_rides_extended_connect_on_both_hops() {
+    let Some(chromium) = tern_testsupport::chromium::find_chromium() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: no chromium");
+        return;
+    };
+    let Some(python) = python_with("hypercorn", "hypercorn") else {
+        return;
+    };
+    let (_origin, origin_addr) = start_origin(python, None);
+    let served = front("h2c", "", origin_addr, "");
+    let url = format!("https://localhost:{}/", served.addr.port());
+    let out = tern_testsupport::chromium::dump_dom(&chromium, &url, &[], Duration::from_secs(90));
+    assert!(
+        out.stdout
+            .contains(r#"<p id="echo">echo:http_version=2</p>"#),
+        "the origin's message did not reach the page:\n{}\n--- tern:\n{}",
+        out.all(),
+        served.tern.stderr_text()
+    );
+    let line = ws_line(&served);
+    assert_eq!(log_field(&line, "alpn"), Some("h2"), "{line}");
+    assert_eq!(log_field(&line, "method"), Some("CONNECT"), "{line}");
+    assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
+    let page = served
+        .tern
+        .wait_stdout_lines("path=/ ", 1, LOG_WAIT)
+        .expect("an access-log line for the page");
+    assert_eq!(
+        log_field(&page[0], "client"),
+        log_field(&line, "client"),
+        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    );
+}

@@ -5,6 +5,10 @@
 #   /ws      accepts, sends "http_version=V" (what the request came over:
 #            "2" for an extended CONNECT), then echoes every message
 #   /refuse  refuses the WebSocket (Hypercorn answers 403)
+#   /        a page whose script opens wss://HOST/ws and shows the first
+#            message in <p id="echo">, then sends "ack"
+#   /wait    answered once "ack" arrived (the page's image: it holds the
+#            load event until the message is in the DOM, for --dump-dom)
 # Prints "listening" once it accepts. Usage: ws_h2_origin.py PORT [CERT KEY]
 import asyncio
 import sys
@@ -13,7 +17,39 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 
+PAGE = b"""<!doctype html><html><body>
+<img src="/wait" alt="">
+<script>
+const ws = new WebSocket("wss://" + location.host + "/ws");
+ws.onmessage = (e) => {
+  const p = document.createElement("p");
+  p.id = "echo";
+  p.textContent = "echo:" + e.data;
+  document.body.append(p);
+  ws.send("ack");
+};
+ws.onerror = () => {
+  const p = document.createElement("p");
+  p.id = "error";
+  p.textContent = "websocket error";
+  document.body.append(p);
+  fetch("/release");
+};
+</script></body></html>"""
+
+acked = None
+
+
+async def respond(send, status, body, content_type=b"text/plain"):
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type)]})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def app(scope, receive, send):
+    global acked
+    if acked is None:
+        acked = asyncio.Event()
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -23,9 +59,19 @@ async def app(scope, receive, send):
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     if scope["type"] == "http":
-        await send({"type": "http.response.start", "status": 404,
-                    "headers": [(b"content-type", b"text/plain")]})
-        await send({"type": "http.response.body", "body": b"not found\n"})
+        if scope["path"] == "/":
+            await respond(send, 200, PAGE, b"text/html")
+        elif scope["path"] == "/release":
+            acked.set()
+            await respond(send, 200, b"released\n")
+        elif scope["path"] == "/wait":
+            try:
+                await asyncio.wait_for(acked.wait(), 30)
+            except asyncio.TimeoutError:
+                pass
+            await respond(send, 200, b"done\n")
+        else:
+            await respond(send, 404, b"not found\n")
         return
     await receive()  # websocket.connect
     if scope["path"] != "/ws":
@@ -39,7 +85,9 @@ async def app(scope, receive, send):
         message = await receive()
         if message["type"] == "websocket.disconnect":
             return
-        if message.get("text") is not None:
+        if message.get("text") == "ack":
+            acked.set()
+        elif message.get("text") is not None:
             await send({"type": "websocket.send", "text": message["text"]})
         else:
             await send({"type": "websocket.send", "bytes": message["bytes"]})
