@@ -191,8 +191,9 @@ pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx)
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
-    // Skipped values are logged by apply; the tunnel opens all the same.
-    let _ = apply(headers, switched.edits);
+    // A rule's value a field cannot carry is skipped; the tunnel opens all
+    // the same.
+    apply(headers, switched.edits);
     response
 }
 
