@@ -61,6 +61,8 @@ where
         }
         Err(_) => return,
     };
+    // Declared before `streams`, whose futures borrow it.
+    let shared = stream::Shared::default();
     let mut streams = FuturesUnordered::new();
     let mut resets = ResetBudget::new(lim.max_resets_per_second);
     // Made once: a fresh `wait_for` per turn of the loop would register
@@ -82,7 +84,7 @@ where
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
-                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx)),
+                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx, &shared)),
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
                     break;
