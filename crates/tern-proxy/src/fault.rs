@@ -79,7 +79,12 @@ pub(crate) enum Kind {
     /// Backend: failed after the response head was sent; the client's
     /// response is cut short.
     Body,
-    /// tern: Upgrade or CONNECT towards an HTTP/2 backend (501).
+    /// Backend: an HTTP/2 backend that does not offer extended CONNECT
+    /// (RFC 8441's SETTINGS_ENABLE_CONNECT_PROTOCOL) was asked for a
+    /// WebSocket (502).
+    NoExtendedConnect,
+    /// tern: a plain CONNECT, or an Upgrade other than WebSocket towards
+    /// an HTTP/2 backend (501).
     NotImplemented,
 }
 
@@ -124,12 +129,13 @@ impl Kind {
             Kind::Invalid => "invalid",
             Kind::Upload => "upload",
             Kind::Body => "body",
+            Kind::NoExtendedConnect => "no_extended_connect",
             Kind::NotImplemented => "not_implemented",
         }
     }
 
     /// Every kind, in the order of [`Kind::index`] (for metrics).
-    pub(crate) const ALL: [Kind; 20] = [
+    pub(crate) const ALL: [Kind; 21] = [
         Kind::ClientGone,
         Kind::BadBody,
         Kind::UploadStalled,
@@ -149,6 +155,7 @@ impl Kind {
         Kind::Invalid,
         Kind::Upload,
         Kind::Body,
+        Kind::NoExtendedConnect,
         Kind::NotImplemented,
     ];
 
@@ -172,7 +179,12 @@ impl Kind {
             Kind::RateLimited => Some(429),
             Kind::BadBody | Kind::Unrelayable => Some(400),
             Kind::UploadStalled => Some(408),
-            Kind::Connect | Kind::Tls | Kind::Closed | Kind::Invalid | Kind::Upload => Some(502),
+            Kind::Connect
+            | Kind::Tls
+            | Kind::Closed
+            | Kind::Invalid
+            | Kind::Upload
+            | Kind::NoExtendedConnect => Some(502),
             Kind::AllDown => Some(503),
             Kind::ConnectTimeout | Kind::Timeout => Some(504),
             Kind::NotImplemented => Some(501),
@@ -226,6 +238,7 @@ impl ExchangeError {
             Kind::Invalid => "backend:invalid",
             Kind::Upload => "backend:upload",
             Kind::Body => "backend:body",
+            Kind::NoExtendedConnect => "backend:no_extended_connect",
             Kind::NotImplemented => "tern:not_implemented",
         }
     }

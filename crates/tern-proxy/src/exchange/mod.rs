@@ -23,19 +23,22 @@ pub(crate) mod ctx;
 mod policy;
 mod to_h1;
 mod to_h2;
+mod tunnel;
 
 use std::future::Future;
 use std::time::Instant;
 
-use crate::upstream::BackendStream;
 use h2::RecvStream;
 use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
 
 use crate::fault::{ExchangeError, Kind, Side};
-use crate::message::{grpc_status, BodyForm, Piece, Request, ResponseView, Step, Trailers};
+use crate::message::{
+    grpc_status, BodyForm, Piece, Request, ResponseView, Step, Switched, Trailers,
+};
 
 /// A client's request body, as its front end delivers it, and what a
 /// front end can tell the client before the response.
@@ -111,17 +114,20 @@ pub(crate) trait Front {
     /// HTTP/2 stream reset; over HTTP/1.1, the close that follows does).
     fn abort(&mut self);
 
-    /// Relays a `101 Switching Protocols` head, then bytes both ways
-    /// (`early`: bytes the backend sent after the head). Only HTTP/1.1 has
-    /// Upgrade: to an HTTP/2 or HTTP/3 request a 101 is a backend error.
-    async fn upgrade(
+    /// Tells the client its WebSocket is open (`101 Switching Protocols`
+    /// to an HTTP/1.1 client, `200` to an extended CONNECT), with the
+    /// response rules applied, then relays bytes both ways between the
+    /// client and `backend` (a backend socket after its 101, or an HTTP/2
+    /// backend's extended CONNECT stream) until both end or nothing moves
+    /// for `idle_timeout`. `early`: bytes the backend sent after its head.
+    async fn upgrade<B>(
         &mut self,
-        _head: &ResponseHead,
-        _backend: &mut BackendStream,
-        _early: &[u8],
-    ) -> Result<(), Kind> {
-        Err(Kind::Invalid)
-    }
+        switched: Switched<'_>,
+        backend: &mut B,
+        early: &[u8],
+    ) -> Result<(), Kind>
+    where
+        B: AsyncRead + AsyncWrite + Unpin;
 
     /// The status sent to the client so far (0: none).
     fn status(&self) -> u16;
@@ -170,6 +176,11 @@ pub(crate) async fn run<F: Front>(
             }
             Err(kind)
         }
+        // tern is a reverse proxy: a CONNECT names a destination the
+        // client chose, not one of its backends (docs/http2.md, "Plain
+        // CONNECT: not relayed, by decision"). Only the extended CONNECT
+        // of a WebSocket names a path.
+        Ok(()) if req.is_connect() && !req.is_websocket() => Err(Kind::NotImplemented),
         Ok(()) if backends.protocol().is_http2() => {
             // Boxed so the HTTP/2 client's state does not enlarge every
             // HTTP/1.1 exchange's future.

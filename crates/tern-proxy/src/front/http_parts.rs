@@ -11,7 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
-use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step};
+use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step, Switched};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
 /// else its `host` field. It routes the request and becomes the backend's
@@ -178,28 +178,47 @@ pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'st
     }
 }
 
-/// The HTTP/2 answer to an extended CONNECT whose backend switched to
-/// WebSocket (RFC 8441 section 5): 200, with the backend's 101 fields
-/// less the connection-specific ones and `Sec-WebSocket-Accept` (the
-/// handshake's key exchange is HTTP/1.1's alone).
-pub(crate) fn websocket_accepted(head: &ResponseHead, listener: &ListenerCtx) -> Response<()> {
+/// The HTTP/2 or HTTP/3 answer to an extended CONNECT whose backend
+/// opened the WebSocket (RFC 8441 section 5): 200, with the fields of the
+/// backend's answer (an HTTP/1.1 backend's 101 less its connection fields
+/// and `Sec-WebSocket-Accept`, the handshake's key exchange being
+/// HTTP/1.1's alone; an HTTP/2 backend's 2xx as it came), the listener's
+/// Alt-Svc and the response rules.
+pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx) -> Response<()> {
     let mut response = Response::new(());
     let headers = response.headers_mut();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() || name.eq_ignore_ascii_case("sec-websocket-accept") {
-            continue;
+    match switched.head {
+        ResponseHeadView::H1(head) => {
+            for (name, kind, value) in head.fields.iter_spans() {
+                if kind.is_connection_specific()
+                    || name.eq_ignore_ascii_case("sec-websocket-accept")
+                {
+                    continue;
+                }
+                let raw = &head.fields.raw()[value];
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_bytes(raw),
+                ) {
+                    headers.append(n, v);
+                }
+            }
         }
-        let raw = &head.fields.raw()[value];
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(raw),
-        ) {
-            headers.append(n, v);
+        ResponseHeadView::H2(parts) => {
+            for (name, value) in parts
+                .headers
+                .iter()
+                .filter(|(n, _)| !is_connection_specific(n.as_str()))
+            {
+                headers.append(name.clone(), value.clone());
+            }
         }
     }
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
+    // Skipped values are logged by apply; the tunnel opens all the same.
+    let _ = apply(headers, switched.edits, MadeValues::NeverIndexed);
     response
 }
 

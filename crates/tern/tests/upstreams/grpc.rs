@@ -184,7 +184,7 @@ fn python_with_grpcio() -> Option<&'static str> {
 /// `python3` when it can import `module` (from the pip package `package`,
 /// which `.ci/run` installs); a skip with a message elsewhere, a failure
 /// in CI.
-fn python_with(module: &str, package: &str) -> Option<&'static str> {
+pub(crate) fn python_with(module: &str, package: &str) -> Option<&'static str> {
     let ok = tern_testsupport::tools::run_tool(
         "python3",
         ["-c", &format!("import {module}")],

@@ -20,7 +20,9 @@ use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts::{self, MadeValues};
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use crate::message::{
+    BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
+};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,17 +303,20 @@ impl Front for H2Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut crate::upstream::BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         // Only an extended CONNECT asked for a WebSocket.
         let Some(mut recv) = self.body.recv.take() else {
             return Err(Kind::Invalid);
         };
-        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let response = http_parts::websocket_accepted(switched, self.ctx.listener);
         let mut send = self
             .respond
             .send_response(response, false)

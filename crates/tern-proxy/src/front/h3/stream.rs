@@ -13,7 +13,9 @@ use tern_http::rewrite::FieldEdits;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use crate::message::{
+    BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
+};
 use tern_deadline::within;
 
 type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
@@ -346,16 +348,19 @@ impl Front for H3Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut crate::upstream::BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         if self.status != 0 || self.finished {
             return Err(Kind::Invalid);
         }
-        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let response = http_parts::websocket_accepted(switched, self.ctx.listener);
         let idle = self.ctx.listener.config.limits.idle_timeout;
         match within(idle, self.send.send_response(response)).await {
             Some(Ok(())) => {}
@@ -389,13 +394,16 @@ impl Front for H3Client<'_, '_> {
 /// `idle`. Each write waits for the peer's flow-control credit (QUIC's on
 /// the client side), so a slow reader holds tern to one read buffer.
 /// Returns the bytes moved (up, down).
-async fn tunnel(
+async fn tunnel<B>(
     recv: &mut RecvHalf,
     send: &mut SendHalf,
-    backend: &mut crate::upstream::BackendStream,
+    backend: &mut B,
     early: &[u8],
     idle: std::time::Duration,
-) -> (u64, u64) {
+) -> (u64, u64)
+where
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut up, mut down) = (0u64, 0u64);
     if !early.is_empty() {
