@@ -21,10 +21,16 @@
 # for what a new QUIC connection costs next to a new TCP+TLS one.
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1|h3 N=20000 WARM=2000
-#          C=50 M=10 PLAN=keepalive TOP=30 TERN=target/release/tern BENCH_TERN=...)
+#          C=50 M=10 PLAN=keepalive TOP=30 TOML= TERN=target/release/tern BENCH_TERN=...)
 # e.g.   bench/instructions.sh --request-id-header off
 #        MODE=h3 C=20 M=1 bench/instructions.sh
 #        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
+# TOML=FILE: tern reads the same settings from a config file instead
+# (bench/lib.sh's tern_config_file) with FILE's lines appended to its
+# listener, for rules that exist only in TOML (header rules); ARGS may then
+# hold top-level flags only. Rules on vs off, the edge policy's cost:
+#        TOML=bench/edge-rules.toml bench/instructions.sh
+#        bench/instructions.sh --request-id-header off
 # Prints instructions per request and the TOP functions by their own and
 # by inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
@@ -69,7 +75,13 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" 0
 port="$(free_port)"
-tern_serve_args "$port" "$backend_port"
+if [[ -n "${TOML:-}" ]]; then
+    [[ -r "$TOML" ]] || die "TOML=$TOML: no such file"
+    tern_config_file "$work/tern.toml" "$backend_port" "$(cat "$TOML")" "127.0.0.1:$port"
+    TERN_SERVE_ARGS=(serve --config "$work/tern.toml")
+else
+    tern_serve_args "$port" "$backend_port"
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
     "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
 tern_pid=$!
@@ -113,7 +125,7 @@ dump="$(ls -t "$work"/callgrind.out.* | head -1)"
 total="$(awk '/^summary:/ {print $2} /^totals:/ {t = $2} END {if (t) print t}' "$dump" | head -1)"
 handshakes="$C"
 [[ "$PLAN" != keepalive ]] && handshakes="$N ($PLAN)"
-echo "MODE=$MODE PLAN=$PLAN N=$N C=$C${M:+ M=$M} load: $loader args: ${*:-(none)}"
+echo "MODE=$MODE PLAN=$PLAN N=$N C=$C${M:+ M=$M} load: $loader args: ${*:-(none)}${TOML:+ config: tern_config_file + $TOML}"
 echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $handshakes handshakes included)"
 echo
 echo "Top functions by their own instructions (callgrind_annotate):"
