@@ -267,6 +267,20 @@ fn a_websocket_to_a_backend_without_extended_connect_is_502_naming_why() {
 }
 
 #[test]
+fn an_http11_websocket_without_a_key_to_an_h2c_group_is_400() {
+    // tern answers the handshake itself here: without a key there is
+    // nothing to answer, and nothing goes to the backend.
+    let backend = Backend::start_h2c();
+    let served = front("h2c", "", backend.addr(), "");
+    let (response, _conn) = served.raw(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Version: 13\r\n\r\n",
+    );
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert_eq!(backend.requests(), 0);
+}
+
+#[test]
 fn an_upgrade_other_than_websocket_to_an_h2c_group_is_501() {
     let backend = Backend::start_h2c();
     let served = front("h2c", "", backend.addr(), "");
