@@ -266,28 +266,31 @@ fn a_websocket_to_a_backend_without_extended_connect_is_502_naming_why() {
     assert_eq!(backend.requests(), 0);
 }
 
+/// Upgrades tern does not carry to an HTTP/2 group: each answered by
+/// tern with nothing sent to the backend.
 #[test]
-fn an_http11_websocket_without_a_key_to_an_h2c_group_is_400() {
-    // tern answers the handshake itself here: without a key there is
-    // nothing to answer, and nothing goes to the backend.
+fn upgrades_an_h2c_group_cannot_take_are_refused_before_the_backend() {
     let backend = Backend::start_h2c();
     let served = front("h2c", "", backend.addr(), "");
-    let (response, _conn) = served.raw(
-        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-          Sec-WebSocket-Version: 13\r\n\r\n",
-    );
-    assert_eq!(response.status, 400, "{}", response.text());
-    assert_eq!(backend.requests(), 0);
-}
-
-#[test]
-fn an_upgrade_other_than_websocket_to_an_h2c_group_is_501() {
-    let backend = Backend::start_h2c();
-    let served = front("h2c", "", backend.addr(), "");
-    let (response, _conn) = served.raw(
-        b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: foo/1\r\n\r\n",
-    );
-    assert_eq!(response.status, 501, "{}", response.text());
+    let cases: [(&[u8], u16); 2] = [
+        // tern answers an HTTP/1.1 client's handshake itself here:
+        // without a key there is nothing to answer.
+        (
+            b"GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            400,
+        ),
+        // RFC 8441 carries WebSockets only.
+        (
+            b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+              Upgrade: foo/1\r\n\r\n",
+            501,
+        ),
+    ];
+    for (request, status) in cases {
+        let (response, _conn) = served.raw(request);
+        assert_eq!(response.status, status, "{}", response.text());
+    }
     served.wait_log(
         &["an Upgrade other than WebSocket cannot be relayed to an HTTP/2 upstream"],
         LOG_WAIT,
