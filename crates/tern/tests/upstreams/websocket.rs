@@ -85,6 +85,17 @@ fn front(protocol: &str, group_extra: &str, server: SocketAddr, listener_extra: 
         .start()
 }
 
+/// Checks that the access-log `line` counts at least `least` tunnel
+/// bytes each way.
+fn assert_moved(line: &str, least: u64) {
+    for field in ["bytes_in", "bytes_out"] {
+        let n: u64 = log_field(line, field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(n >= least, "{field} {n} < {least}: {line}");
+    }
+}
+
 /// Python `websockets` over HTTP/1.1 to `path`: prints the 101's fields
 /// (one `name: value` per line), then echoes the origin's first message
 /// and messages of 3 B and 60 KB.
@@ -155,12 +166,7 @@ fn http11_websocket_reaches_an_h2c_backend_as_extended_connect() {
     assert_eq!(log_field(line, "method"), Some("GET"), "{line}");
     assert_eq!(log_field(line, "status"), Some("101"), "{line}");
     assert_eq!(log_field(line, "error"), Some("-"), "{line}");
-    for (field, least) in [("bytes_in", 60_000u64), ("bytes_out", 60_000)] {
-        let n: u64 = log_field(line, field)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        assert!(n >= least, "{field} {n} < {least}: {line}");
-    }
+    assert_moved(line, 60_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +206,7 @@ async fn h2_extended_connect_reaches_an_h2_tls_backend() {
     assert_eq!(log_field(&line, "alpn"), Some("h2"), "{line}");
     assert_eq!(log_field(&line, "method"), Some("CONNECT"), "{line}");
     assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
+    assert_moved(&line, 70_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
