@@ -90,7 +90,7 @@ async fn exchange_in<F: Front>(
         front,
         H1Steps {
             body: &mut body,
-            conn: &mut conn.stream,
+            conn: &mut conn,
             s,
         },
         wait,
@@ -275,13 +275,21 @@ async fn final_head<B: ClientBody>(
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
-    conn: &'a mut BackendStream,
+    conn: &'a mut BackendConn,
     s: &'a mut H1Scratch,
 }
 
 impl BodySteps for H1Steps<'_> {
     async fn step(&mut self, t: Option<Duration>) -> Result<Step<'_>, Kind> {
-        self.body.step(self.conn, self.s, t).await
+        let step = self.body.step(&mut self.conn.stream, self.s, t).await?;
+        // Released before the last piece goes to the client: a client
+        // that has its response and sends its next request elsewhere (a
+        // new connection, another worker) must find this one gone from
+        // least_conn's count, not a tie.
+        if matches!(step, Step::Data(_, true) | Step::End | Step::Trailers(_)) {
+            self.conn.response_ended();
+        }
+        Ok(step)
     }
 }
 

@@ -30,6 +30,9 @@ pub(super) enum End {
     Done,
     /// The client reset it before it was answered in full.
     ClientReset,
+    /// Refused for the rate of the connection's address, told to retry
+    /// after this many seconds.
+    RateLimited(u32),
 }
 
 /// Handles one stream to the end.
@@ -85,8 +88,9 @@ pub(super) async fn handle(
         bytes_out: 0,
     };
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
-    match finished.error.map(|e| e.kind()) {
-        Some(Kind::ClientGone) => End::ClientReset,
+    match (finished.error.map(|e| e.kind()), finished.slow_down) {
+        (_, Some(after)) => End::RateLimited(after),
+        (Some(Kind::ClientGone), _) => End::ClientReset,
         _ => End::Done,
     }
 }
@@ -246,9 +250,15 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
-    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+    async fn answer_grpc(
+        &mut self,
+        code: u16,
+        message: &str,
+        _fallback: u16,
+        edits: &FieldEdits<'_>,
+    ) {
         self.status = 200;
-        let response = http_parts::grpc_answer(code, message);
+        let response = http_parts::grpc_answer(code, message, edits);
         let _ = self.respond.send_response(response, true);
     }
 
