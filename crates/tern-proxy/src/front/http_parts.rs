@@ -191,8 +191,7 @@ pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx)
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
-    // Skipped values are logged by apply; the tunnel opens all the same.
-    let _ = apply(headers, switched.edits);
+    apply(headers, switched.edits);
     response
 }
 
