@@ -458,6 +458,19 @@ CONF
     wait_port "$port" || { cat "$dir/log" >&2; return 1; }
 }
 
+# quic_capable NAME: whether server NAME can serve HTTP/3 here (tern
+# always; nginx and haproxy only as QUIC builds, NGINX_BIN and HAPROXY_BIN:
+# Debian's have none); says why not on stderr.
+quic_capable() {
+    case "$1" in
+        nginx) [[ "$("${NGINX_BIN:-nginx}" -V 2>&1)" == *--with-http_v3_module* ]] ||
+            { echo "nginx (${NGINX_BIN:-nginx}) has no HTTP/3 module; skipped (set NGINX_BIN)" >&2; return 1; } ;;
+        haproxy) [[ "$("${HAPROXY_BIN:-haproxy}" -vv 2>&1)" == *+QUIC* ]] ||
+            { echo "haproxy (${HAPROXY_BIN:-haproxy}) was built without QUIC; skipped (set HAPROXY_BIN)" >&2; return 1; } ;;
+        hitch) echo "hitch has no HTTP/3; skipped" >&2; return 1 ;;
+    esac
+}
+
 # server_version NAME: one line naming the server's version and TLS library.
 server_version() {
     case "$1" in

@@ -400,6 +400,64 @@ fn h3_peers_script_short_form() {
     }
 }
 
+/// bench/h3.sh with a new connection per request (issue 26's QUIC against
+/// TCP+TLS figure) in a short form: every protocol's requests succeed, each
+/// on its own handshake, and the run ends with HTTP/3 as a multiple of
+/// HTTP/2 and of HTTP/1.1.
+#[test]
+fn h3_script_new_connection_short_form() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h3.sh",
+        &[
+            ("RUNS", "1"),
+            ("ROUNDS", "1"),
+            ("DURATION", "1"),
+            ("C", "2"),
+            ("PLANS", "new"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| 1 | new 100 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "one row per protocol: {}", out.all());
+    for cells in rows {
+        // | run | plan, response | protocol | requests | failed | ... | handshakes (resumed) |
+        let requests: u64 = cells[4].parse().unwrap_or(0);
+        assert!(requests > 0, "no request: {cells:?}");
+        assert_eq!(cells[5], "0", "failed requests: {cells:?}");
+        let handshakes: u64 = cells[11]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        // A request cut off by the end of the run may have had its
+        // handshake (at most one per connection slot, C).
+        assert!(
+            (requests..=requests + 2).contains(&handshakes),
+            "a handshake per request: {cells:?}"
+        );
+    }
+    for name in [
+        "HTTP/2: new 100: ",
+        "HTTP/1.1 (for the new plan: a new TCP+TLS connection): new 100: ",
+    ] {
+        assert!(
+            out.stdout.contains(&format!(
+                "tern HTTP/3 server CPU per request as a multiple of {name}"
+            )),
+            "{name}: {}",
+            out.all()
+        );
+    }
+}
+
 /// bench/edge.sh in a short form: both tern configurations serve the
 /// HTTP/1.1 and HTTP/2 loads without an error, and in the flood both
 /// limited terns (refused connections kept open, and closed) answer the
