@@ -14,7 +14,7 @@
 # (C of them) are in the count: compare runs with the same N and C.
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1 N=20000 WARM=2000
-#          C=50 M=10 TOP=30 TOML= TERN=target/release/tern)
+#          C=50 M=10 TOP=30 TOML= REFUSED= TERN=target/release/tern)
 # e.g.   bench/instructions.sh --request-id-header off
 # TOML=FILE: tern reads the same settings from a config file instead
 # (bench/lib.sh's tern_config_file) with FILE's lines appended to its
@@ -22,6 +22,11 @@
 # hold top-level flags only. Rules on vs off, the edge policy's cost:
 #        TOML=bench/edge-rules.toml bench/instructions.sh
 #        bench/instructions.sh --request-id-header off
+# REFUSED=1: every request is expected to be answered but not served (a
+# 4xx, e.g. 429 under a client_rate the load exceeds): what a refused
+# request costs, e.g.
+#        REFUSED=1 TOML=FILE bench/instructions.sh   (FILE: client_rate = "1/h",
+#        client_burst = 0, client_rate_close_after = 0)
 # Prints instructions per request and the TOP functions by their own and
 # by inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
@@ -75,11 +80,18 @@ wait_port "$port" || { cat "$work/tern.log" >&2; die "tern did not listen"; }
 load() {
     h2load -n "$1" -c "$C" "${load_flags[@]}" "https://127.0.0.1:$port/" 2>&1
 }
+# h2load counts a 4xx as failed: refused loads are checked as done.
+answered=succeeded
+[[ -n "${REFUSED:-}" ]] && answered=done
 out="$(load "$WARM")"
-printf '%s\n' "$out" | grep -q "$WARM succeeded" || { printf '%s\n' "$out" >&2; die "warm-up failed"; }
+printf '%s\n' "$out" | grep -q "$WARM $answered" || { printf '%s\n' "$out" >&2; die "warm-up failed"; }
 callgrind_control -z "$tern_pid" > /dev/null
 out="$(load "$N")"
-printf '%s\n' "$out" | grep -q "$N succeeded" || { printf '%s\n' "$out" >&2; die "load failed"; }
+printf '%s\n' "$out" | grep -q "$N $answered" || { printf '%s\n' "$out" >&2; die "load failed"; }
+if [[ -n "${REFUSED:-}" ]]; then
+    served="$(printf '%s\n' "$out" | awk '/^status codes:/ {gsub(/,/, ""); print $3}')"
+    [[ "$served" == 0 ]] || die "REFUSED=1 but $served requests were served"
+fi
 callgrind_control -d "$tern_pid" > /dev/null
 # The dump lands next to the final one; pick the newest part file.
 dump="$(ls -t "$work"/callgrind.out.* | head -1)"
