@@ -205,3 +205,11 @@ fn tls13_signature_schemes_the_key_cannot_make_are_refused_before_the_server_hel
     tlsfuzzer_passes("test-tls13-pkcs-signature", &[]);
     tlsfuzzer_passes("test-tls13-rsa-signatures", &[]);
 }
+
+/// An empty alert record (with or without padding, under handshake or
+/// application keys) gets `unexpected_message`, as from OpenSSL, not the
+/// `decode_error` of a failed parse (vendor/patches/rustls/0007).
+#[test]
+fn tls13_empty_alert_record_gets_unexpected_message() {
+    tlsfuzzer_passes("test-tls13-empty-alert", &[]);
+}
