@@ -26,6 +26,7 @@ pub mod error;
 pub mod http1;
 pub mod http2;
 pub mod http3;
+mod mismatch;
 pub mod mix;
 pub mod progress;
 pub mod report;

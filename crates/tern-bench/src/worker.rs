@@ -336,7 +336,9 @@ fn run_worker(
         // Made on the worker's runtime: the endpoint's socket is
         // registered with it.
         let h3 = match (h3_tls, job.h3_addr) {
-            (Some((tls, name)), Some(addr)) => Some(H3Connector::new(addr, &name, tls)?),
+            (Some((tls, name)), Some(addr)) => {
+                Some(H3Connector::new(addr, &name, tls, job.config.local_addr)?)
+            }
             _ => None,
         };
         let ctx = Rc::new(SlotCtx {

@@ -51,6 +51,10 @@ pub(crate) enum Kind {
     RateLimited,
     /// Client: over `client_max_connections` (closed before the handshake).
     TooManyConnections,
+    /// Client: kept sending past `client_rate` (`client_rate_close_after`
+    /// refusals in a row): its connection closed, and its new ones closed
+    /// before the handshake until its Retry-After has passed.
+    KeptSending,
     /// Client: the request body is over `max_request_body` (413).
     BodyTooLarge,
     /// Client: the TLS handshake failed or timed out (closed; logged only
@@ -99,6 +103,7 @@ impl Kind {
             | Kind::Denied
             | Kind::RateLimited
             | Kind::TooManyConnections
+            | Kind::KeptSending
             | Kind::BodyTooLarge
             | Kind::HandshakeFailed
             | Kind::HeadTimeout => Side::Client,
@@ -117,6 +122,7 @@ impl Kind {
             Kind::Denied => "denied",
             Kind::RateLimited => "rate_limited",
             Kind::TooManyConnections => "too_many_connections",
+            Kind::KeptSending => "kept_sending",
             Kind::BodyTooLarge => "body_too_large",
             Kind::HandshakeFailed => "handshake_failed",
             Kind::HeadTimeout => "head_timeout",
@@ -135,7 +141,7 @@ impl Kind {
     }
 
     /// Every kind, in the order of [`Kind::index`] (for metrics).
-    pub(crate) const ALL: [Kind; 21] = [
+    pub(crate) const ALL: [Kind; 22] = [
         Kind::ClientGone,
         Kind::BadBody,
         Kind::UploadStalled,
@@ -143,6 +149,7 @@ impl Kind {
         Kind::Denied,
         Kind::RateLimited,
         Kind::TooManyConnections,
+        Kind::KeptSending,
         Kind::BodyTooLarge,
         Kind::HandshakeFailed,
         Kind::HeadTimeout,
@@ -172,6 +179,7 @@ impl Kind {
             Kind::ClientGone
             | Kind::Body
             | Kind::TooManyConnections
+            | Kind::KeptSending
             | Kind::HandshakeFailed
             | Kind::HeadTimeout => None,
             Kind::Denied => Some(403),
@@ -226,6 +234,7 @@ impl ExchangeError {
             Kind::Denied => "client:denied",
             Kind::RateLimited => "client:rate_limited",
             Kind::TooManyConnections => "client:too_many_connections",
+            Kind::KeptSending => "client:kept_sending",
             Kind::BodyTooLarge => "client:body_too_large",
             Kind::HandshakeFailed => "client:handshake_failed",
             Kind::HeadTimeout => "client:head_timeout",

@@ -130,6 +130,10 @@ pub mod defaults {
     pub const REQUEST_ID_FORMAT: &str = "random";
     /// `client_burst`.
     pub const CLIENT_BURST: u32 = 10;
+    /// `client_rate_close_after`: far more than a browser's burst of
+    /// subresources that overshoots a rate, few enough that a flooding
+    /// connection is cut within milliseconds.
+    pub const CLIENT_RATE_CLOSE_AFTER: u32 = 20;
     /// `client_ipv6_prefix`: a host is usually given a /64.
     pub const CLIENT_IPV6_PREFIX: u8 = 64;
     /// `log_rejected`.
@@ -667,6 +671,15 @@ pub struct ListenerOptions {
     /// Requests a client may send at once above client_rate.
     #[arg(long, value_name = "N", default_value = shown(defaults::CLIENT_BURST))]
     pub client_burst: Option<u32>,
+
+    /// Requests of one connection refused for client_rate in a row (429s
+    /// with no request served between them) after which tern closes the
+    /// connection (HTTP/1.1: closed after the 429, HTTP/2
+    /// GOAWAY ENHANCE_YOUR_CALM, HTTP/3 H3_EXCESSIVE_LOAD) and closes the
+    /// client's new connections before the TLS handshake until the
+    /// Retry-After it was given has passed. 0: never close.
+    #[arg(long, value_name = "N", default_value = shown(defaults::CLIENT_RATE_CLOSE_AFTER))]
+    pub client_rate_close_after: Option<u32>,
 
     /// IPv6 clients are one client per prefix of this length for the
     /// client_ limits (a host is usually given a /64).

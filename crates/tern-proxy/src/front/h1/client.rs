@@ -336,11 +336,15 @@ where
 
     async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
         let (reason, body) = answer_text(status);
+        // A client refused for its rate keeps its connection when nothing
+        // of the request is left to read: it was told when to come back
+        // (Retry-After), and a close would make its next request pay a
+        // handshake. Every other answer of tern's closes.
+        self.close = self.close || status != 429 || !self.pending.is_done();
         self.out.clear();
-        write_simple_response(status, reason, body, true, &mut self.out);
+        write_simple_response(status, reason, body, self.close, &mut self.out);
         insert_fields(&mut self.out, edits);
         self.status = status;
-        self.close = true;
         let _ = self.write_out(true).await;
     }
 
