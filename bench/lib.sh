@@ -221,8 +221,35 @@ EXPECTED_TLS="TLSv1.3 $TLS_SUITE $TLS_GROUP"
 #   SRV_CLIENT_CA  PEM of CAs: require a client certificate they issued
 #                  (tern --client-auth required, nginx ssl_verify_client on,
 #                  haproxy verify required; hitch cannot and refuses to start)
+#   SRV_MODERN     1: instead of TLS 1.3 with the pinned suite and group, the
+#                  "modern" policy every server can hold: TLS 1.2 and 1.3,
+#                  every ECDHE AEAD suite, groups X25519, P-256, P-384
+#                  (bench/tlsfuzzer.sh)
 # and the globals: work (scratch folder), SERVER_CPU, TERN (for tern),
 # cert, key (PEM paths), pids (array of started PIDs, killed on exit).
+
+# srv_policy: the TLS policy of start_server in each server's words, from
+# SRV_MODERN: pol_openssl_versions (nginx), pol_min_ver (haproxy),
+# pol_suites (TLS 1.3, OpenSSL), pol_ciphers12 (TLS 1.2, OpenSSL; empty:
+# none), pol_groups (OpenSSL), pol_tern (tern's flags).
+srv_policy() {
+    if [[ -n "${SRV_MODERN:-}" ]]; then
+        pol_openssl_versions="TLSv1.2 TLSv1.3"
+        pol_min_ver=TLSv1.2
+        pol_suites=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+        pol_ciphers12=ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305
+        pol_groups=X25519:P-256:P-384
+        # tern's default versions and suites are that policy already.
+        pol_tern=(--groups X25519,secp256r1,secp384r1)
+    else
+        pol_openssl_versions=TLSv1.3
+        pol_min_ver=TLSv1.3
+        pol_suites=$TLS_SUITE
+        pol_ciphers12=""
+        pol_groups=$TLS_GROUP
+        pol_tern=(--tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP")
+    fi
+}
 
 # make_cert KEY: a self-signed certificate for localhost/127.0.0.1 in
 # $work/cert.pem, $work/key.pem (and $work/both.pem for haproxy and hitch).
@@ -294,10 +321,11 @@ tern_serve_args() {
     [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && tern_alpn=h2,http/1.1
     local -a extra=()
     read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}${SRV_CLIENT_CA:+ --client-auth required --client-ca $SRV_CLIENT_CA}"
+    srv_policy
     TERN_SERVE_ARGS=(serve --listen "127.0.0.1:$port"
         --backend "127.0.0.1:$backend" --cert "$cert" --key "$key"
         --workers 1 --access-log off
-        --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn"
+        "${pol_tern[@]}" --alpn "$tern_alpn"
         --forwarded x-forwarded-for,x-forwarded-proto
         --max-connections "$((conns + 1024))"
         --idle-timeout "${idle}s" --backend-response-timeout "${idle}s"
@@ -343,6 +371,7 @@ start_server() {
     local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
     local alpn="${SRV_ALPN:-http/1.1}"
     mkdir -p "$dir/tmp"
+    srv_policy
     case "$name" in
         tern)
             [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
@@ -372,9 +401,10 @@ $(nginx_http_common "$dir")
         $h3_listen
         ssl_certificate $cert;
         ssl_certificate_key $key;
-        ssl_protocols TLSv1.3;
-        ssl_ecdh_curve $TLS_GROUP;
-        ssl_conf_command Ciphersuites $TLS_SUITE;
+        ssl_protocols $pol_openssl_versions;
+        ssl_ecdh_curve $pol_groups;
+        ssl_conf_command Ciphersuites $pol_suites;
+        ${pol_ciphers12:+ssl_ciphers $pol_ciphers12;}
         ssl_session_cache shared:SSL:10m;
         ${SRV_CLIENT_CA:+ssl_client_certificate $SRV_CLIENT_CA; ssl_verify_client on;}
         location / {
@@ -417,7 +447,7 @@ defaults
     timeout http-request 10s
     http-reuse always
 frontend fe
-    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver $pol_min_ver ciphersuites $pol_suites curves $pol_groups${pol_ciphers12:+ ciphers $pol_ciphers12}${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
     $quic_bind
     option forwardfor
     http-request set-header X-Forwarded-Proto https
@@ -431,6 +461,7 @@ CONF
         hitch)
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
             [[ -z "${SRV_CLIENT_CA:-}" ]] || { echo "hitch: no client-certificate verification; skipped" >&2; return 1; }
+            [[ -z "${SRV_MODERN:-}" ]] || { echo "hitch: SRV_MODERN is not written for hitch; skipped" >&2; return 1; }
             # hitch refuses to run as root; it reads the key before dropping to nobody.
             cat > "$dir/hitch.conf" <<CONF
 frontend = "[127.0.0.1]:$port"

@@ -1,4 +1,4 @@
-//! The flood, fault and edge scripts of `bench/`, in a short form (few
+//! The flood, fault, edge and conformance scripts of `bench/`, in a short form (few
 //! connections, short loads, tern only): each must run to its end and
 //! print its figure, so the full runs recorded in docs/security.md can be
 //! repeated by anyone. What the floods must not do to tern is proven by
@@ -500,4 +500,43 @@ fn edge_script_short_form() {
         let refused: u64 = row[7].parse().expect("flooder 4xx");
         assert!(refused > 0, "the flooder was never limited: {row:?}");
     }
+}
+
+/// bench/tlsfuzzer.sh in a short form: one of the scripts kept in
+/// vendor/tlsfuzzer against tern, nginx and haproxy, which all pass it;
+/// the table has a row with the three verdicts and no script is listed
+/// as passing against a peer but not against tern.
+#[test]
+fn tlsfuzzer_script_short_form() {
+    if !installed("nginx") || !installed("haproxy") {
+        return;
+    }
+    let Some(dir) = tern_testsupport::tlsfuzzer::find() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tlslite-ng is not installed: .ci/run installs it"
+        );
+        eprintln!("skipped: python3 cannot import tlslite-ng");
+        return;
+    };
+    let out = run_script(
+        "tlsfuzzer.sh",
+        &[
+            ("TLSFUZZER", &dir.display().to_string()),
+            ("SCRIPTS", "test-tls13-zero-content-type"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    assert!(
+        out.stdout
+            .contains("| test-tls13-zero-content-type | PASS | PASS | PASS |"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout
+            .contains("No script passes against a peer but fails against tern."),
+        "{}",
+        out.all()
+    );
 }
