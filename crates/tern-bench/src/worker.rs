@@ -25,7 +25,10 @@ use crate::tls::{self, Negotiated};
 mod h1;
 mod h2;
 mod h3;
+mod pace;
 mod slot;
+
+use pace::{pace, Pacer, Shape};
 
 /// Run-wide controls shared by all threads: Ctrl-C and progress.
 #[derive(Debug)]
@@ -142,6 +145,8 @@ struct Job {
     /// Open loop: time between two sends of one slot (connection or stream).
     slot_interval: Option<Duration>,
     slots_total: usize,
+    /// A load shape run as this one job; its stages are recorded apart.
+    shape: Option<Arc<Shape>>,
 }
 
 impl Job {
@@ -204,6 +209,36 @@ pub fn run_target(
     stop: StopCondition,
     control: &Arc<Control>,
 ) -> Result<Stats, BenchError> {
+    let (merged, _) = run_job(config, target, stop, control, None)?;
+    Ok(merged)
+}
+
+/// Runs `target` through the load shape `stages` as one job (connections
+/// kept from stage to stage) for the stages' whole length; returns the
+/// merged stats and each stage's.
+pub fn run_target_shaped(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stages: &[crate::stages::Stage],
+    control: &Arc<Control>,
+) -> Result<(Stats, Vec<Stats>), BenchError> {
+    let held = stages.iter().map(|s| s.duration).sum();
+    run_job(
+        config,
+        target,
+        StopCondition::Duration(held),
+        control,
+        Some(Arc::new(Shape::new(stages))),
+    )
+}
+
+fn run_job(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stop: StopCondition,
+    control: &Arc<Control>,
+    shape: Option<Arc<Shape>>,
+) -> Result<(Stats, Vec<Stats>), BenchError> {
     let workers = config.workers.clamp(1, config.connections.max(1));
     let http = target.http.unwrap_or(config.http);
     let streams = match config.plan {
@@ -254,9 +289,9 @@ pub fn run_target(
         ready: Barrier::new(workers + 1),
         slot_interval,
         slots_total,
+        shape,
     });
-    let mut merged = Stats::default();
-    let results: Vec<Result<Stats, BenchError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Vec<Stats>, BenchError>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         let mut first_conn = 0;
         for (w, tls_config) in tls_configs.into_iter().enumerate() {
@@ -307,12 +342,24 @@ pub fn run_target(
             })
             .collect()
     });
+    let mut parts: Vec<Stats> = Vec::new();
     for r in results {
-        merged.merge(&r?);
+        let r = r?;
+        parts.resize_with(r.len(), Stats::default);
+        for (part, theirs) in parts.iter_mut().zip(&r) {
+            part.merge(theirs);
+        }
+    }
+    let mut merged = Stats::default();
+    for (k, part) in parts.iter_mut().enumerate() {
+        merged.merge(part);
+        if let Some(shape) = &job.shape {
+            part.elapsed = shape.duration(k);
+        }
     }
     merged.tickets = tickets.load(Ordering::Relaxed);
     merged.elapsed = job.budget.start().elapsed();
-    Ok(merged)
+    Ok((merged, parts))
 }
 
 fn run_worker(
@@ -323,13 +370,14 @@ fn run_worker(
     conns: usize,
     streams: usize,
     control: Arc<Control>,
-) -> Result<Stats, BenchError> {
+) -> Result<Vec<Stats>, BenchError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
     let local = tokio::task::LocalSet::new();
-    let stats = Rc::new(RefCell::new(Stats::default()));
+    let parts = job.shape.as_ref().map_or(1, |s| s.len());
+    let stats = Rc::new(RefCell::new(vec![Stats::default(); parts]));
     let mut stopped = control.stopped.subscribe();
     let slot_stats = stats.clone();
     local.block_on(&rt, async move {
@@ -353,7 +401,7 @@ fn run_worker(
         for c in first_conn..first_conn + conns {
             let ctx = ctx.clone();
             let pacers: Vec<Option<Pacer>> = (0..streams)
-                .map(|s| Pacer::new(&job, c * streams + s))
+                .map(|s| Pacer::new(&job, c * streams + s, c))
                 .collect();
             handles.push(tokio::task::spawn_local(async move {
                 use slot::{multiplexed_slot, serial_slot};
@@ -385,48 +433,6 @@ fn run_worker(
     drop(local);
     let stats = stats.borrow().clone();
     Ok(stats)
-}
-
-/// Open-loop schedule of one slot: send times at a fixed interval,
-/// staggered across slots so the load is smooth.
-struct Pacer {
-    next: Instant,
-    interval: Duration,
-    /// End of a run that stops after a duration: a slot whose next send
-    /// falls after it stops there, instead of sleeping to that send (at
-    /// low rates a slot's interval is longer than the whole run).
-    deadline: Option<Instant>,
-}
-
-impl Pacer {
-    fn new(job: &Job, slot: usize) -> Option<Pacer> {
-        let interval = job.slot_interval?;
-        let offset = interval.mul_f64(slot as f64 / job.slots_total as f64);
-        Some(Pacer {
-            next: job.budget.start() + offset,
-            interval,
-            deadline: job.budget.duration.map(|d| job.budget.start() + d),
-        })
-    }
-}
-
-/// Waits for the next send time; returns the time latency counts from: the
-/// scheduled time in open loop (even when we are late: that lateness is
-/// the queueing the server caused), now in closed loop.
-async fn pace(pacer: &mut Option<Pacer>) -> Instant {
-    match pacer {
-        None => Instant::now(),
-        Some(p) => {
-            let intended = p.next;
-            p.next += p.interval;
-            // Past the deadline, the budget refuses the ticket.
-            let wake = p.deadline.map_or(intended, |d| intended.min(d));
-            if wake > Instant::now() {
-                tokio::time::sleep_until(wake.into()).await;
-            }
-            intended
-        }
-    }
 }
 
 /// What opening one connection went through; see `SlotCtx::record_setup`.
@@ -471,19 +477,30 @@ struct SlotCtx {
     connector: Connector,
     /// HTTP/3 targets: this worker's QUIC endpoint.
     h3: Option<H3Connector>,
-    stats: Rc<RefCell<Stats>>,
+    /// One per stage of a load shape (else one): a request counts in the
+    /// stage its intended send time falls in, a connection in the one it
+    /// opened in.
+    stats: Rc<RefCell<Vec<Stats>>>,
     /// The live view's shard of this worker, while a view is drawn.
     live: Option<LiveShard>,
     control: Arc<Control>,
 }
 
 impl SlotCtx {
+    /// The figures of the stage `at` falls in.
+    fn stats_at(&self, at: Instant) -> std::cell::RefMut<'_, Stats> {
+        let k = self.job.shape.as_ref().map_or(0, |shape| {
+            shape.stage_at(at.saturating_duration_since(self.job.budget.start()))
+        });
+        std::cell::RefMut::map(self.stats.borrow_mut(), |all| &mut all[k])
+    }
+
     /// Counts one opened connection, whatever the protocol, and returns its
     /// phases for the per-request record. A phase the connection did not go
     /// through (`None`) is left out of its histogram, so a report never
     /// shows it as measured.
     fn record_setup(&self, opened: Opened<'_>) -> Setup {
-        let mut s = self.stats.borrow_mut();
+        let mut s = self.stats_at(Instant::now());
         s.connections += 1;
         if let Some(dns) = opened.dns {
             record(&mut s.dns, dns);
@@ -517,7 +534,7 @@ impl SlotCtx {
         if let Some(Ok(mut live)) = self.live.as_ref().map(|l| l.lock()) {
             record(&mut live, total);
         }
-        let mut s = self.stats.borrow_mut();
+        let mut s = self.stats_at(intended);
         record(&mut s.total, total);
         record(&mut s.ttfb, ex.ttfb);
         record(&mut s.body, ex.body);
@@ -560,7 +577,7 @@ impl SlotCtx {
 
     fn record_error(&self, intended: Instant, err: &RequestError) {
         let now = Instant::now();
-        let mut s = self.stats.borrow_mut();
+        let mut s = self.stats_at(intended);
         s.count_error(
             err.to_string(),
             now.saturating_duration_since(self.job.budget.start()),

@@ -112,6 +112,11 @@ pub struct PlanInfo {
     /// with its weight and checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mix: Option<String>,
+    /// `--stages`: each stage's level, in order (a rate in an open loop,
+    /// connections in a closed one); `load`'s rate and `connections` are
+    /// then the largest, which the run's connections are opened for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_levels: Vec<f64>,
 }
 
 /// Figures of one target in one round (compare mode spread).
