@@ -135,6 +135,20 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         )
         .collect();
     let mut warnings = negotiation_warnings(&targets);
+    // A shard's own timestamps cannot show that its clock is off: read
+    // the target's, which every shard reads, for the merge to compare.
+    let clock_offset = match (&config.shard, &config.start_at, config.targets.first()) {
+        (None, None, _) | (_, _, None) => None,
+        (_, _, Some(target)) => match crate::clock::read(&config, target) {
+            Ok(offset) => Some(offset),
+            Err(why) => {
+                warnings.push(format!(
+                    "no reading of the target's clock ({why}): a merge cannot check this shard's clock against the others'"
+                ));
+                None
+            }
+        },
+    };
     if let Some(late) = started_late.filter(|l| *l > crate::shard::LATE_START) {
         warnings.push(format!(
             "started {:.1} s after --start-at: launched late, so it ran apart from the other shards",
@@ -155,6 +169,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         thresholds: Vec::new(),
         shard: config.shard,
         started_late_ms: started_late.map(|l| l.as_millis() as u64),
+        clock_offset,
         start_at_unix_ms: config.start_at.and_then(|t| {
             t.duration_since(std::time::UNIX_EPOCH)
                 .ok()

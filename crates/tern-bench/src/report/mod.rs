@@ -68,6 +68,11 @@ pub struct Report {
     /// process launched after the moment had passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_late_ms: Option<u64>,
+    /// The target's clock minus this machine's, read from its `Date`
+    /// header after the run of a shard (`--shard`, `--start-at`): merge
+    /// compares the shards' readings to find clocks that disagree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<crate::clock::ClockOffset>,
 }
 
 /// The plan, as disclosed.
