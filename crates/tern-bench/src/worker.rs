@@ -313,10 +313,15 @@ fn run_job(
             .map(|c| c.bind_to(config.local_addr));
             let job = job.clone();
             let control = control.clone();
+            let https = target.scheme == Scheme::Https;
+            let tls_options = &config.tls;
             let first = first_conn;
             first_conn += conns;
             handles.push(scope.spawn(move || {
                 crate::warmup::warm_crypto();
+                if https {
+                    crate::warmup::warm_tls(tls_options);
+                }
                 job.ready.wait();
                 run_worker(
                     job,
