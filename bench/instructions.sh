@@ -14,8 +14,14 @@
 # (C of them) are in the count: compare runs with the same N and C.
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1 N=20000 WARM=2000
-#          C=50 M=10 TOP=30 TERN=target/release/tern)
+#          C=50 M=10 TOP=30 TOML= TERN=target/release/tern)
 # e.g.   bench/instructions.sh --request-id-header off
+# TOML=FILE: tern reads the same settings from a config file instead
+# (bench/lib.sh's tern_config_file) with FILE's lines appended to its
+# listener, for rules that exist only in TOML (header rules); ARGS may then
+# hold top-level flags only. Rules on vs off, the edge policy's cost:
+#        TOML=bench/edge-rules.toml bench/instructions.sh
+#        bench/instructions.sh --request-id-header off
 # Prints instructions per request and the TOP functions by their own and
 # by inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
@@ -48,7 +54,13 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" 0
 port="$(free_port)"
-tern_serve_args "$port" "$backend_port"
+if [[ -n "${TOML:-}" ]]; then
+    [[ -r "$TOML" ]] || die "TOML=$TOML: no such file"
+    tern_config_file "$work/tern.toml" "$backend_port" "$(cat "$TOML")" "127.0.0.1:$port"
+    TERN_SERVE_ARGS=(serve --config "$work/tern.toml")
+else
+    tern_serve_args "$port" "$backend_port"
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
     "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
 tern_pid=$!
@@ -72,7 +84,7 @@ callgrind_control -d "$tern_pid" > /dev/null
 # The dump lands next to the final one; pick the newest part file.
 dump="$(ls -t "$work"/callgrind.out.* | head -1)"
 total="$(awk '/^summary:/ {print $2} /^totals:/ {t = $2} END {if (t) print t}' "$dump" | head -1)"
-echo "MODE=$MODE N=$N C=$C${M:+ M=$M} args: ${*:-(none)}"
+echo "MODE=$MODE N=$N C=$C${M:+ M=$M} args: ${*:-(none)}${TOML:+ config: tern_config_file + $TOML}"
 echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $C handshakes included)"
 echo
 echo "Top functions by their own instructions (callgrind_annotate):"

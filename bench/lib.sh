@@ -339,6 +339,40 @@ tern_serve_args() {
         "${extra[@]}")
 }
 
+# tern_config_file FILE BACKEND_PORT EXTRA LISTEN...: writes FILE, a `tern
+# serve --config` file with the listener settings tern_serve_args gives as
+# flags (same SRV_* variables; SRV_TERN_ARGS does not apply: with --config
+# tern refuses listener flags), one [[listener]] table per LISTEN address,
+# each ending with EXTRA (TOML lines of that listener: edge rules, its
+# [listener.response_headers] table...). For settings that exist only in
+# TOML (header rules), e.g. bench/edge-rules.toml.
+tern_config_file() {
+    local file="$1" backend="$2" extra="$3" listen
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}"
+    local alpn='"http/1.1"'
+    [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && alpn='"h2", "http/1.1"'
+    shift 3
+    printf 'workers = 1\naccess_log = "off"\n' > "$file"
+    for listen in "$@"; do
+        cat >> "$file" <<TOML
+[[listener]]
+listen = "$listen"
+backends = ["127.0.0.1:$backend"]
+cert = "$cert"
+key = "$key"
+tls_versions = ["TLSv1.3"]
+ciphers = ["$TLS_SUITE"]
+groups = ["$TLS_GROUP"]
+alpn = [$alpn]
+forwarded = ["x-forwarded-for", "x-forwarded-proto"]
+max_connections = $((conns + 1024))
+idle_timeout = "${idle}s"
+backend_response_timeout = "${idle}s"
+$extra
+TOML
+    done
+}
+
 start_server() {
     local name="$1" port="$2" backend="$3" dir="$work/$1"
     local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"

@@ -440,9 +440,10 @@ fn h3_peers_script_short_form() {
 }
 
 /// bench/edge.sh in a short form: both tern configurations serve the
-/// HTTP/1.1 and HTTP/2 loads without an error, and in the flood the
-/// limited tern answers the flooder 429 while every well-behaved request
-/// (another address, under the limit) succeeds.
+/// HTTP/1.1 and HTTP/2 loads without an error, and in the flood both
+/// limited terns (refused connections kept open, and closed) answer the
+/// flooder 429 while every well-behaved request (another address, under
+/// the limit) succeeds.
 #[test]
 fn edge_script_short_form() {
     if !installed("nginx") || !installed("wrk") || !installed("h2load") || !installed("taskset") {
@@ -466,16 +467,18 @@ fn edge_script_short_form() {
     for workload in ["| keepalive HTTP/1.1", "| HTTP/2, 100 B"] {
         assert!(out.stdout.contains(workload), "{}", out.all());
     }
-    let limited: Vec<&str> = out
+    let limited: Vec<Vec<&str>> = out
         .stdout
         .lines()
-        .find(|l| l.starts_with("| client_rate "))
-        .unwrap_or_else(|| panic!("no flood row:\n{}", out.all()))
-        .split('|')
-        .map(str::trim)
+        .filter(|l| l.starts_with("| client_rate "))
+        .map(|l| l.split('|').map(str::trim).collect())
         .collect();
-    // | tern | p99 alone | under | ratio | failed | flooder 2xx | flooder 4xx |
-    assert!(limited[5].starts_with("0 of "), "{limited:?}");
-    let refused: u64 = limited[7].parse().expect("flooder 4xx");
-    assert!(refused > 0, "the flooder was never limited: {limited:?}");
+    // With client_rate_close_after 0 (kept open) and its default.
+    assert_eq!(limited.len(), 2, "{}", out.all());
+    for row in limited {
+        // | tern | p99 alone | under | ratio | failed | flooder 2xx | flooder 4xx | runs |
+        assert!(row[5].starts_with("0 of "), "{row:?}");
+        let refused: u64 = row[7].parse().expect("flooder 4xx");
+        assert!(refused > 0, "the flooder was never limited: {row:?}");
+    }
 }

@@ -11,7 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
-use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step};
+use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step, Switched};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
 /// else its `host` field. It routes the request and becomes the backend's
@@ -38,17 +38,15 @@ pub(crate) fn for_client(
             if head.status == 101 {
                 return Err(Kind::Invalid);
             }
-            from_h1(head, view.body).ok_or(Kind::Invalid)?
+            from_h1(head, view.body, view.edits).ok_or(Kind::Invalid)?
         }
         ResponseHeadView::H2(parts) => {
             let mut response = Response::new(());
             *response.status_mut() = parts.status;
             let headers = response.headers_mut();
-            for (name, value) in parts
-                .headers
-                .iter()
-                .filter(|(n, _)| !is_connection_specific(n.as_str()))
-            {
+            for (name, value) in parts.headers.iter().filter(|(n, _)| {
+                !is_connection_specific(n.as_str()) && !view.edits.drops(n.as_str())
+            }) {
                 headers.append(name.clone(), value.clone());
             }
             response
@@ -59,15 +57,23 @@ pub(crate) fn for_client(
             .headers_mut()
             .append(http::header::ALT_SVC, alt_svc.clone());
     }
-    apply(response.headers_mut(), view.edits)?;
+    // The fields the rules drop were left out as the head was copied: a
+    // lookup per dropped name in the map would cost a hash each.
+    add_fields(response.headers_mut(), view.edits);
     Ok(response)
 }
 
-/// Applies the header rules' `edits` to a response's fields.
-fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Kind> {
+/// Applies the header rules' `edits` to the fields of one of tern's own
+/// answers.
+fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
     for name in edits.drop {
         headers.remove(&**name);
     }
+    add_fields(headers, edits);
+}
+
+/// Appends the fields the header rules add.
+fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
     for (name, value) in &edits.add {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
@@ -90,7 +96,6 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
             ),
         }
     }
-    Ok(())
 }
 
 /// Most names [`added_name`] keeps per thread.
@@ -128,7 +133,7 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let _ = apply(headers, edits);
+    apply(headers, edits);
     (response, body)
 }
 
@@ -147,35 +152,56 @@ pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'st
     }
 }
 
-/// The HTTP/2 answer to an extended CONNECT whose backend switched to
-/// WebSocket (RFC 8441 section 5): 200, with the backend's 101 fields
-/// less the connection-specific ones and `Sec-WebSocket-Accept` (the
-/// handshake's key exchange is HTTP/1.1's alone).
-pub(crate) fn websocket_accepted(head: &ResponseHead, listener: &ListenerCtx) -> Response<()> {
+/// The HTTP/2 or HTTP/3 answer to an extended CONNECT whose backend
+/// opened the WebSocket (RFC 8441 section 5): 200, with the fields of the
+/// backend's answer (an HTTP/1.1 backend's 101 less its connection fields
+/// and `Sec-WebSocket-Accept`, the handshake's key exchange being
+/// HTTP/1.1's alone; an HTTP/2 backend's 2xx as it came), the listener's
+/// Alt-Svc and the response rules.
+pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx) -> Response<()> {
     let mut response = Response::new(());
     let headers = response.headers_mut();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() || name.eq_ignore_ascii_case("sec-websocket-accept") {
-            continue;
+    match switched.head {
+        ResponseHeadView::H1(head) => {
+            for (name, kind, value) in head.fields.iter_spans() {
+                if kind.is_connection_specific()
+                    || name.eq_ignore_ascii_case("sec-websocket-accept")
+                {
+                    continue;
+                }
+                let raw = &head.fields.raw()[value];
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_bytes(raw),
+                ) {
+                    headers.append(n, v);
+                }
+            }
         }
-        let raw = &head.fields.raw()[value];
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(raw),
-        ) {
-            headers.append(n, v);
+        ResponseHeadView::H2(parts) => {
+            for (name, value) in parts
+                .headers
+                .iter()
+                .filter(|(n, _)| !is_connection_specific(n.as_str()))
+            {
+                headers.append(name.clone(), value.clone());
+            }
         }
     }
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
+    // Skipped values are logged by apply; the tunnel opens all the same.
+    let _ = apply(headers, switched.edits);
     response
 }
 
 /// tern's own answer to a gRPC call it could not complete: a
 /// trailers-only response (HTTP 200, the gRPC status in its one HEADERS
-/// frame), which every gRPC client reads as the call's status.
-pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
+/// frame), which every gRPC client reads as the call's status, with the
+/// fields `edits` add (the response rules, the request ID, Retry-After
+/// and grpc-retry-pushback-ms).
+pub(crate) fn grpc_answer(code: u16, message: &str, edits: &FieldEdits<'_>) -> Response<()> {
     let mut response = Response::new(());
     let headers = response.headers_mut();
     headers.insert(
@@ -188,12 +214,18 @@ pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
     if let Ok(v) = HeaderValue::from_str(message) {
         headers.insert("grpc-message", v);
     }
+    apply(headers, edits);
     response
 }
 
-/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field
-/// cannot be carried (invalid name or value).
-fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
+/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head, less the
+/// fields `edits` drop; None when a field cannot be carried (invalid name
+/// or value).
+fn from_h1(
+    head: &ResponseHead,
+    framing: BodyFraming,
+    edits: &FieldEdits<'_>,
+) -> Option<Response<()>> {
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
     let headers = response.headers_mut();
@@ -203,7 +235,7 @@ fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
     let raw = Bytes::copy_from_slice(head.fields.raw());
     let names_in_connection = head.fields.connection_names_fields();
     for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() {
+        if kind.is_connection_specific() || edits.drops(name) {
             continue;
         }
         // Content-Length describes the body (or, for HEAD and 304, the body

@@ -19,7 +19,9 @@ use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use crate::message::{
+    BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
+};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +30,9 @@ pub(super) enum End {
     Done,
     /// The client reset it before it was answered in full.
     ClientReset,
+    /// Refused for the rate of the connection's address, told to retry
+    /// after this many seconds.
+    RateLimited(u32),
 }
 
 /// Handles one stream to the end.
@@ -83,8 +88,9 @@ pub(super) async fn handle(
         bytes_out: 0,
     };
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
-    match finished.error.map(|e| e.kind()) {
-        Some(Kind::ClientGone) => End::ClientReset,
+    match (finished.error.map(|e| e.kind()), finished.slow_down) {
+        (_, Some(after)) => End::RateLimited(after),
+        (Some(Kind::ClientGone), _) => End::ClientReset,
         _ => End::Done,
     }
 }
@@ -244,9 +250,15 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
-    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+    async fn answer_grpc(
+        &mut self,
+        code: u16,
+        message: &str,
+        _fallback: u16,
+        edits: &FieldEdits<'_>,
+    ) {
         self.status = 200;
-        let response = http_parts::grpc_answer(code, message);
+        let response = http_parts::grpc_answer(code, message, edits);
         let _ = self.respond.send_response(response, true);
     }
 
@@ -269,17 +281,20 @@ impl Front for H2Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut crate::upstream::BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         // Only an extended CONNECT asked for a WebSocket.
         let Some(mut recv) = self.body.recv.take() else {
             return Err(Kind::Invalid);
         };
-        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let response = http_parts::websocket_accepted(switched, self.ctx.listener);
         let mut send = self
             .respond
             .send_response(response, false)

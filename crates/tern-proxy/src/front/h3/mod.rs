@@ -279,6 +279,8 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     // here, as over TCP. Moved when the connection falls idle.
     let idle_for = lim.limits.idle_timeout;
     let mut idle = Watchdog::new(tokio::time::Instant::now() + idle_for);
+    let mut refusals = super::RateRefusals::default();
+    let mut close = (H3_NO_ERROR, &b""[..]);
     loop {
         tokio::select! {
             accepted = h3.accept() => match accepted {
@@ -295,7 +297,14 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                     break;
                 }
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {
+            Some(slow_down) = streams.next(), if !streams.is_empty() => {
+                if !going_away && refusals.kept_sending(slow_down, ctx) {
+                    // GOAWAY, then the close (which may overtake the
+                    // last 429: quinn drops stream data not yet sent).
+                    let _ = tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await;
+                    close = (H3_EXCESSIVE_LOAD, &b"kept sending past its rate"[..]);
+                    break;
+                }
                 if streams.is_empty() {
                     idle.set(tokio::time::Instant::now() + idle_for);
                 }
@@ -322,7 +331,7 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     // Streams still answering finish before the connection closes.
     while streams.next().await.is_some() {}
     // The endpoint sends the close and drains the connection on its own.
-    conn.close(H3_NO_ERROR, b"");
+    conn.close(close.0, close.1);
 }
 
 /// How long sending a GOAWAY may wait (for the control stream's credit).
@@ -330,3 +339,7 @@ const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// HTTP/3's "no error" application code (RFC 9114, 8.1).
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
+
+/// H3_EXCESSIVE_LOAD (RFC 9114 section 8.1): the client kept sending past
+/// its rate (`client_rate_close_after`).
+const H3_EXCESSIVE_LOAD: quinn::VarInt = quinn::VarInt::from_u32(0x107);
