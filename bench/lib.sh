@@ -269,6 +269,48 @@ make_cert() {
     key="$work/key.pem"
 }
 
+# bench_defaults SERVERS [BACKEND_CPU]: the settings every comparison
+# script takes from the environment, with their defaults (DURATION=10
+# seconds, RUNS=3, the release tern, the servers compared), and the strict
+# layout: servers on CPU 0, load on CPU 1.
+bench_defaults() {
+    DURATION="${DURATION:-10}"
+    RUNS="${RUNS:-3}"
+    TERN="${TERN:-$root/target/release/tern}"
+    SERVERS="${SERVERS:-$1}"
+    BACKEND_CPU="${BACKEND_CPU:-${2:-load}}"
+    SERVER_CPU=0
+    LOAD_CPU=1
+}
+
+# nginx_main DIR ERROR_LOG CONNECTIONS: the main context every nginx here
+# starts with: one worker in the foreground, run as root (it reads the
+# scratch folder), pid file in DIR.
+nginx_main() {
+    printf '%s\n' "user root;" "worker_processes 1;" "daemon off;" "pid $1/nginx.pid;" \
+        "error_log $2 warn;" "events { worker_connections $3; }"
+}
+
+# started PORT LOG: keeps the server just started in the background ($!)
+# as STARTED_PID (stopped at exit) and waits until PORT listens; prints LOG
+# when it never does.
+started() {
+    STARTED_PID=$!
+    pids+=("$STARTED_PID")
+    wait_port "$1" || { cat "$2" >&2; return 1; }
+}
+
+# www_backend CPU: a 100-byte index.html in $work/www, served by
+# start_backend on a free port pinned to CPU. Sets backend_port and
+# backend_pid.
+www_backend() {
+    mkdir -p "$work/www"
+    head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+    backend_port="$(free_port)"
+    start_backend "$backend_port" "$1"
+    backend_pid=$STARTED_PID
+}
+
 # The lines every nginx `http` block here starts with: no access log,
 # temporary files under DIR/tmp, keepalive connections never closed for
 # their request count.
@@ -286,12 +328,7 @@ start_backend() {
     local port="$1" cpu="$2" dir="$work/backend"
     mkdir -p "$dir/tmp"
     cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections $((${SRV_MAX_CONNS:-4096} + 1024)); }
+$(nginx_main "$dir" "$dir/error.log" $((${SRV_MAX_CONNS:-4096} + 1024)))
 http {
 $(nginx_http_common "$dir")
     keepalive_timeout ${SRV_IDLE_S:-60}s;
@@ -303,9 +340,7 @@ $(nginx_http_common "$dir")
 }
 CONF
     taskset -c "$cpu" nginx -e "$dir/error.log" -c "$dir/nginx.conf" &
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/error.log" >&2; return 1; }
+    started "$port" "$dir/error.log"
 }
 
 # start_server NAME PORT BACKEND_PORT: start tern, nginx, haproxy or hitch on
@@ -383,12 +418,7 @@ start_server() {
             [[ "$alpn" == h2 ]] && h2=" http2"
             [[ -n "${SRV_H3:-}" ]] && h3_listen="listen 127.0.0.1:$port quic reuseport; quic_gso on;"
             cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/log warn;
-events { worker_connections $((conns + 1024)); }
+$(nginx_main "$dir" "$dir/log" $((conns + 1024)))
 http {
 $(nginx_http_common "$dir")
     keepalive_timeout ${idle}s;
@@ -484,9 +514,7 @@ CONF
             return 1
             ;;
     esac
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/log" >&2; return 1; }
+    started "$port" "$dir/log"
 }
 
 # quic_capable NAME: whether server NAME can serve HTTP/3 here (tern

@@ -202,6 +202,45 @@ fn backend_churn_script_short_form() {
     assert!(number(7) > 0.0, "{row}");
 }
 
+/// bench/capacity.sh compares the capacity searches of tern and nginx
+/// in one interleaved run (at rates a debug build on a shared machine
+/// holds, with a loose SLO): each server's "Max rate at SLO" is printed
+/// for both workloads, and the table has a rate for each.
+#[test]
+fn capacity_script_short_form_prints_each_servers_capacity() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "capacity.sh",
+        &[
+            ("SERVERS", "tern nginx"),
+            ("RUNS", "1"),
+            ("STEP", "1s"),
+            ("START_RATE", "20"),
+            ("MAX_RATE", "40"),
+            ("CONNS", "4"),
+            ("SLO", "errors<50%"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    // Two workloads, two servers each, as the search's own lines.
+    let found: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  Max rate at SLO: 40 req/s"))
+        .collect();
+    assert_eq!(found.len(), 4, "{}", out.all());
+    for workload in ["| new connection per request |", "| keepalive HTTP/1.1 |"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(workload))
+            .unwrap_or_else(|| panic!("no {workload} row:\n{}", out.all()));
+        assert_eq!(row.matches("40 req/s (40-40)").count(), 2, "{row}");
+    }
+}
+
 #[test]
 fn h2_flood_script_short_form() {
     if !installed("nginx") || !installed("taskset") {
