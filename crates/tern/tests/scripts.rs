@@ -203,9 +203,9 @@ fn backend_churn_script_short_form() {
 }
 
 /// bench/capacity.sh compares the capacity searches of tern and nginx
-/// in one interleaved run (at rates a debug build on a shared machine
-/// holds, with a loose SLO): each server's "Max rate at SLO" is printed
-/// for both workloads, and the table has a rate for each.
+/// in one interleaved run (20 then 40 req/s, with a loose SLO): each
+/// server's "Max rate at SLO" is printed for both workloads, and the
+/// table has a rate for each.
 #[test]
 fn capacity_script_short_form_prints_each_servers_capacity() {
     if !installed("nginx") || !installed("taskset") {
@@ -224,20 +224,27 @@ fn capacity_script_short_form_prints_each_servers_capacity() {
         ],
     );
     assert!(out.success(), "{}", out.all());
-    // Two workloads, two servers each, as the search's own lines.
-    let found: Vec<&str> = out
+    // Two workloads, two servers each, as the search's own lines. The
+    // rate found is not asserted: on a loaded machine a 1 s step can miss
+    // the 90 % a step must complete.
+    let found = out
         .stderr
         .lines()
-        .filter(|l| l.starts_with("  Max rate at SLO: 40 req/s"))
-        .collect();
-    assert_eq!(found.len(), 4, "{}", out.all());
+        .filter(|l| l.starts_with("  Max rate at SLO: "))
+        .count();
+    assert_eq!(found, 4, "{}", out.all());
     for workload in ["| new connection per request |", "| keepalive HTTP/1.1 |"] {
         let row = out
             .stdout
             .lines()
             .find(|l| l.starts_with(workload))
             .unwrap_or_else(|| panic!("no {workload} row:\n{}", out.all()));
-        assert_eq!(row.matches("40 req/s (40-40)").count(), 2, "{row}");
+        // | workload | tern | nginx |: a median and range for each.
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "{row}");
+        for cell in &cells[2..4] {
+            assert!(cell.ends_with(')') && cell.contains(" req/s ("), "{row}");
+        }
     }
 }
 
