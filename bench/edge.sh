@@ -22,8 +22,8 @@
 # BURST) listening on 127.0.0.1:PORT and [::1]:PORT. Well-behaved clients
 # (`tern bench -k -c C --rate LOAD_RATE`, an open loop from 127.0.0.1, under
 # the limit) measure p99 alone; then one client (h2load -c8 -m10 on ::1,
-# another address as far as the limits go, started again whenever tern has
-# closed its connections) floods at full speed while they measure again,
+# another address as far as the limits go, with 8 new connections every
+# second) floods at full speed while they measure again,
 # against a tern without the limit, one with it but
 # client_rate_close_after = 0 (refused connections kept open), and one with
 # it and the default client_rate_close_after.
@@ -43,8 +43,7 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+bench_defaults tern
 CONNS="${CONNS:-50}"
 FLOOD="${FLOOD:-1}"
 LOAD_S="${LOAD_S:-5}"
@@ -52,10 +51,7 @@ C="${C:-8}"
 LOAD_RATE="${LOAD_RATE:-500}"
 RATE="${RATE:-2000/s}"
 BURST="${BURST:-100}"
-TERN="${TERN:-$root/target/release/tern}"
 SRV_ALPN=h2
-SERVER_CPU=0
-LOAD_CPU=1
 for tool in nginx wrk h2load openssl curl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 PERF=""
@@ -71,11 +67,7 @@ load_priority
 
 bench_workdir tern-edge
 make_cert ecdsa
-mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-backend_port="$(free_port)"
-start_backend "$backend_port" "$SERVER_CPU"
-backend_pid=$STARTED_PID
+www_backend "$SERVER_CPU"
 
 # tern_config NAME RULES LISTEN...: a config file for one tern (bench/lib.sh's
 # tern_config_file, backend pool 512), one [[listener]] table per LISTEN
@@ -235,17 +227,18 @@ client_rate_close_after = 0"
     start_tern "$name" "$(tern_config "$name" "$rules" "127.0.0.1:$port" "[::1]:$port")" "$port"
 done
 
-# flood PORT SECONDS OUT: h2load -c8 -m10 from ::1 at full speed, started
-# again whenever its connections are gone, until SECONDS have passed: a
-# flooder that reconnects when tern closes it. Each run's report is
-# appended to OUT.
+# flood PORT SECONDS OUT: h2load -c8 -m10 from ::1 at full speed for one
+# second, again and again until SECONDS have passed: a flooder that opens
+# 8 new connections every second (h2load does not reconnect by itself: a
+# run whose connections tern closed sits idle until its second is over).
+# Each run's report is appended to OUT.
 flood() {
     local port="$1" end=$((SECONDS + $2)) out="$3"
     : > "$out"
     while ((end - SECONDS > 0)); do
         # :authority given: h2load writes an IPv6 one without its brackets
         # (::1:PORT), which tern refuses as malformed.
-        taskset -c "$LOAD_CPU" h2load -c 8 -m 10 -D $((end - SECONDS)) -H ":authority: localhost" \
+        taskset -c "$LOAD_CPU" h2load -c 8 -m 10 -D 1 -H ":authority: localhost" \
             "https://[::1]:$port/" >> "$out" 2>&1 || true
     done
 }
@@ -286,4 +279,4 @@ for name, alone, flood, failed, done, ok, limited, runs in rows:
     print(f"| {labels[name]} | {float(alone):.2f} | {float(flood):.2f} | **{ratio:.2f}** | {failed} of {int(done) + int(failed)} | {ok} | {limited} | {runs} |")
 PY
 echo
-echo "- each: one worker and the backend on CPU $SERVER_CPU, flood and well-behaved load on CPU $LOAD_CPU; the flood starts 2 s before the measurement and h2load is started again whenever its connections are gone (a flooder that reconnects)"
+echo "- each: one worker and the backend on CPU $SERVER_CPU, flood and well-behaved load on CPU $LOAD_CPU; the flood starts 2 s before the measurement; h2load runs for 1 s at a time, again and again (8 new connections a second: a flooder that comes back after tern closes it)"

@@ -21,7 +21,8 @@
 # for what a new QUIC connection costs next to a new TCP+TLS one.
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1|h3 N=20000 WARM=2000
-#          C=50 M=10 PLAN=keepalive TOP=30 TOML= TERN=target/release/tern BENCH_TERN=...)
+#          C=50 M=10 PLAN=keepalive TOP=30 TOML= REFUSED= TERN=target/release/tern
+#          BENCH_TERN=...)
 # e.g.   bench/instructions.sh --request-id-header off
 #        MODE=h3 C=20 M=1 bench/instructions.sh
 #        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
@@ -31,6 +32,11 @@
 # hold top-level flags only. Rules on vs off, the edge policy's cost:
 #        TOML=bench/edge-rules.toml bench/instructions.sh
 #        bench/instructions.sh --request-id-header off
+# REFUSED=1: every request is expected to be answered but not served (a
+# 4xx, e.g. 429 under a client_rate the load exceeds): what a refused
+# request costs, e.g.
+#        REFUSED=1 TOML=FILE bench/instructions.sh   (FILE: client_rate = "1/h",
+#        client_burst = 0, client_rate_close_after = 0)
 # Prints instructions per request and the TOP functions by their own and
 # by inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
@@ -114,11 +120,18 @@ if s["failed"] == 0:
     print(f"{s['completed']} succeeded")
 PY
 }
+# h2load counts a 4xx as failed: refused loads are checked as done.
+answered=succeeded
+[[ -n "${REFUSED:-}" ]] && answered=done
 out="$(load "$WARM")"
-printf '%s\n' "$out" | grep -q "$WARM succeeded" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "warm-up failed"; }
+printf '%s\n' "$out" | grep -q "$WARM $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "warm-up failed"; }
 callgrind_control -z "$tern_pid" > /dev/null
 out="$(load "$N")"
-printf '%s\n' "$out" | grep -q "$N succeeded" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "load failed"; }
+printf '%s\n' "$out" | grep -q "$N $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "load failed"; }
+if [[ -n "${REFUSED:-}" ]]; then
+    served="$(printf '%s\n' "$out" | awk '/^status codes:/ {gsub(/,/, ""); print $3}')"
+    [[ "$served" == 0 ]] || die "REFUSED=1 but $served requests were served"
+fi
 callgrind_control -d "$tern_pid" > /dev/null
 # The dump lands next to the final one; pick the newest part file.
 dump="$(ls -t "$work"/callgrind.out.* | head -1)"

@@ -1,4 +1,4 @@
-//! The flood, fault and edge scripts of `bench/`, in a short form (few
+//! The flood, fault, edge and conformance scripts of `bench/`, in a short form (few
 //! connections, short loads, tern only): each must run to its end and
 //! print its figure, so the full runs recorded in docs/security.md can be
 //! repeated by anyone. What the floods must not do to tern is proven by
@@ -200,6 +200,52 @@ fn backend_churn_script_short_form() {
     assert!(number(2) >= 1.0, "at least one origin was killed: {row}");
     assert!(number(3) > 0.0, "requests were served: {row}");
     assert!(number(7) > 0.0, "{row}");
+}
+
+/// bench/capacity.sh compares the capacity searches of tern and nginx
+/// in one interleaved run (20 then 40 req/s, with a loose SLO): each
+/// server's "Max rate at SLO" is printed for both workloads, and the
+/// table has a rate for each.
+#[test]
+fn capacity_script_short_form_prints_each_servers_capacity() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "capacity.sh",
+        &[
+            ("SERVERS", "tern nginx"),
+            ("RUNS", "1"),
+            ("STEP", "1s"),
+            ("START_RATE", "20"),
+            ("MAX_RATE", "40"),
+            ("CONNS", "4"),
+            ("SLO", "errors<50%"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    // Two workloads, two servers each, as the search's own lines. The
+    // rate found is not asserted: on a loaded machine a 1 s step can miss
+    // the 90 % a step must complete.
+    let found = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  Max rate at SLO: "))
+        .count();
+    assert_eq!(found, 4, "{}", out.all());
+    for workload in ["| new connection per request |", "| keepalive HTTP/1.1 |"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(workload))
+            .unwrap_or_else(|| panic!("no {workload} row:\n{}", out.all()));
+        // | workload | tern | nginx |: a median and range for each.
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "{row}");
+        for cell in &cells[2..4] {
+            assert!(cell.ends_with(')') && cell.contains(" req/s ("), "{row}");
+        }
+    }
 }
 
 #[test]
@@ -500,4 +546,43 @@ fn edge_script_short_form() {
         let refused: u64 = row[7].parse().expect("flooder 4xx");
         assert!(refused > 0, "the flooder was never limited: {row:?}");
     }
+}
+
+/// bench/tlsfuzzer.sh in a short form: one of the scripts kept in
+/// vendor/tlsfuzzer against tern, nginx and haproxy, which all pass it;
+/// the table has a row with the three verdicts and no script is listed
+/// as passing against a peer but not against tern.
+#[test]
+fn tlsfuzzer_script_short_form() {
+    if !installed("nginx") || !installed("haproxy") {
+        return;
+    }
+    let Some(dir) = tern_testsupport::tlsfuzzer::find() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tlslite-ng is not installed: .ci/run installs it"
+        );
+        eprintln!("skipped: python3 cannot import tlslite-ng");
+        return;
+    };
+    let out = run_script(
+        "tlsfuzzer.sh",
+        &[
+            ("TLSFUZZER", &dir.display().to_string()),
+            ("SCRIPTS", "test-tls13-zero-content-type"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    assert!(
+        out.stdout
+            .contains("| test-tls13-zero-content-type | PASS | PASS | PASS |"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout
+            .contains("No script passes against a peer but fails against tern."),
+        "{}",
+        out.all()
+    );
 }

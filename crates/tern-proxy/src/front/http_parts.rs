@@ -70,6 +70,7 @@ pub(crate) fn for_client_with(
             let mut response = Response::new(());
             *response.status_mut() = parts.status;
             let headers = response.headers_mut();
+            headers.reserve(parts.headers.len() + added(view.edits));
             for (name, value) in parts.headers.iter().filter(|(n, _)| {
                 !is_connection_specific(n.as_str()) && !view.edits.drops(n.as_str())
             }) {
@@ -87,6 +88,13 @@ pub(crate) fn for_client_with(
     // lookup per dropped name in the map would cost a hash each.
     add_fields(response.headers_mut(), view.edits, made);
     Ok(response)
+}
+
+/// Fields tern may add to a response beyond the backend's: the rules'
+/// and Alt-Svc. Reserved up front, a map that would otherwise grow (and
+/// rehash) under the rules' fields on every response.
+fn added(edits: &FieldEdits<'_>) -> usize {
+    edits.add.len() + 1
 }
 
 /// Applies the header rules' `edits` to the fields of one of tern's own
@@ -258,7 +266,7 @@ fn from_h1(
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
     let headers = response.headers_mut();
-    headers.reserve(head.fields.len());
+    headers.reserve(head.fields.len() + added(edits));
     // One copy of the head shared by every value (each would otherwise be
     // its own allocation).
     let raw = Bytes::copy_from_slice(head.fields.raw());

@@ -376,6 +376,20 @@ mod client_hello {
             }
 
             let full_handshake = resumedata.is_none();
+            // tern patch: a key that cannot sign with any scheme the
+            // client offers is refused here, before the ServerHello, as
+            // OpenSSL does, not after it when the CertificateVerify is due.
+            if full_handshake
+                && server_key
+                    .get_key()
+                    .choose_scheme(&sigschemes_ext)
+                    .is_none()
+            {
+                return Err(cx.common.send_fatal_alert(
+                    AlertDescription::HandshakeFailure,
+                    PeerIncompatible::NoSignatureSchemesInCommon,
+                ));
+            }
             self.transcript.add_message(chm);
             let key_schedule = emit_server_hello(
                 &mut self.transcript,
