@@ -43,8 +43,7 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+bench_defaults tern
 CONNS="${CONNS:-50}"
 FLOOD="${FLOOD:-1}"
 LOAD_S="${LOAD_S:-5}"
@@ -52,10 +51,7 @@ C="${C:-8}"
 LOAD_RATE="${LOAD_RATE:-500}"
 RATE="${RATE:-2000/s}"
 BURST="${BURST:-100}"
-TERN="${TERN:-$root/target/release/tern}"
 SRV_ALPN=h2
-SERVER_CPU=0
-LOAD_CPU=1
 for tool in nginx wrk h2load openssl curl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 PERF=""
@@ -71,11 +67,7 @@ load_priority
 
 bench_workdir tern-edge
 make_cert ecdsa
-mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-backend_port="$(free_port)"
-start_backend "$backend_port" "$SERVER_CPU"
-backend_pid=$STARTED_PID
+www_backend "$SERVER_CPU"
 
 # tern_config NAME RULES LISTEN...: a config file for one tern (bench/lib.sh's
 # tern_config_file, backend pool 512), one [[listener]] table per LISTEN

@@ -64,6 +64,8 @@ mod odd_offers;
 mod passthrough;
 #[path = "serve/policy.rs"]
 mod policy;
+#[path = "serve/proxy_ssl_tlv.rs"]
+mod proxy_ssl_tlv;
 #[path = "serve/responses.rs"]
 mod responses;
 #[path = "serve/sni.rs"]

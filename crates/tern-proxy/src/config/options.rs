@@ -373,6 +373,24 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "PATH")]
     pub health_check: Option<String>,
 
+    /// PEM bundle of the CA certificates the --backend servers'
+    /// certificates must chain to, for https:// backends (the
+    /// `[[upstream]]` key `tls_ca`). [default: the system's CA
+    /// certificates]
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_ca: Option<String>,
+
+    /// Certificate chain (PEM, leaf first) tern shows https:// --backend
+    /// servers that ask for one (mTLS to the backend; the `[[upstream]]`
+    /// key `tls_client_cert`); needs --backend-tls-client-key.
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_client_cert: Option<String>,
+
+    /// Private key (PEM: PKCS#8, SEC1 or PKCS#1) of
+    /// --backend-tls-client-cert.
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_client_key: Option<String>,
+
     /// Expect a PROXY protocol header (v1 or v2) from an L4 balancer before
     /// the TLS handshake; its client address is used for forwarding fields
     /// and logs. Needs --trusted-proxies.

@@ -26,10 +26,36 @@ pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
     })
 }
 
-/// The client's response head for `view`, plus the listener's Alt-Svc.
+/// The client's response head for `view`, plus the listener's Alt-Svc;
+/// the values tern makes per request (request IDs) are marked
+/// never-indexed.
 pub(crate) fn for_client(
     view: ResponseView<'_>,
     listener: &ListenerCtx,
+) -> Result<Response<()>, Kind> {
+    for_client_with(view, listener, MadeValues::NeverIndexed)
+}
+
+/// How an HTTP/2 response carries the values tern makes per request (a
+/// request ID): the h2 crate's HPACK encoder sends a never-indexed field
+/// whose name is not in its table with the name as a literal (Huffman-coded
+/// every time), but indexes the name of one whose name is there. So one
+/// response now and then sends its ID indexable (the entry, name and
+/// value, goes into the connection's table), and the others send theirs
+/// never-indexed with that entry's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MadeValues {
+    /// Never indexed (values that never repeat take no table space).
+    NeverIndexed,
+    /// Indexable: this response puts the name in the HPACK table.
+    Indexable,
+}
+
+/// [`for_client`], with request IDs sent as `made` says.
+pub(crate) fn for_client_with(
+    view: ResponseView<'_>,
+    listener: &ListenerCtx,
+    made: MadeValues,
 ) -> Result<Response<()>, Kind> {
     let mut response = match view.head {
         ResponseHeadView::H1(head) => {
@@ -60,7 +86,7 @@ pub(crate) fn for_client(
     }
     // The fields the rules drop were left out as the head was copied: a
     // lookup per dropped name in the map would cost a hash each.
-    add_fields(response.headers_mut(), view.edits);
+    add_fields(response.headers_mut(), view.edits, made);
     Ok(response)
 }
 
@@ -77,11 +103,12 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
     for name in edits.drop {
         headers.remove(&**name);
     }
-    add_fields(headers, edits);
+    add_fields(headers, edits, MadeValues::NeverIndexed);
 }
 
-/// Appends the fields the header rules add.
-fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
+/// Appends the fields the header rules add, request IDs sent as `made`
+/// says.
+fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>, made: MadeValues) {
     for (name, value) in &edits.add {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
@@ -94,8 +121,9 @@ fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
             (Ok(n), Ok(mut v)) => {
                 // A value made for this request (a request ID) never
                 // repeats: HTTP/2 sends it never-indexed, so it does not
-                // take HPACK table space from the fields that do repeat.
-                v.set_sensitive(per_request);
+                // take HPACK table space from the fields that do repeat
+                // (but see `MadeValues`).
+                v.set_sensitive(per_request && made == MadeValues::NeverIndexed);
                 headers.append(n, v);
             }
             _ => tracing::debug!(
@@ -199,7 +227,8 @@ pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx)
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
-    // Skipped values are logged by apply; the tunnel opens all the same.
+    // A rule's value a field cannot carry is skipped; the tunnel opens all
+    // the same.
     apply(headers, switched.edits);
     response
 }
@@ -242,24 +271,106 @@ fn from_h1(
     // its own allocation).
     let raw = Bytes::copy_from_slice(head.fields.raw());
     let names_in_connection = head.fields.connection_names_fields();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() || edits.drops(name) {
-            continue;
-        }
-        // Content-Length describes the body (or, for HEAD and 304, the body
-        // a GET would get); only a chunked or close-delimited response has
-        // none to keep.
-        if kind == FieldKind::ContentLength {
-            if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+    BACKEND_NAMES.with_borrow_mut(|names| {
+        // Position among the fields carried (the hint for the next name).
+        let mut carried = 0;
+        for (name, kind, value) in head.fields.iter_spans() {
+            if kind.is_connection_specific() || edits.drops(name) {
                 continue;
             }
-        } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name) {
-            // Fields the backend named in Connection are hop-by-hop.
-            continue;
+            // Content-Length describes the body (or, for HEAD and 304, the
+            // body a GET would get); only a chunked or close-delimited
+            // response has none to keep.
+            if kind == FieldKind::ContentLength {
+                if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+                    continue;
+                }
+            } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name)
+            {
+                // Fields the backend named in Connection are hop-by-hop.
+                continue;
+            }
+            let name = names.get(carried, name)?;
+            carried += 1;
+            let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
+            headers.append(name, value);
         }
-        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
-        let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
-        headers.append(name, value);
-    }
+        Some(())
+    })?;
     Some(response)
+}
+
+thread_local! {
+    /// Each worker thread's [`BackendNames`].
+    static BACKEND_NAMES: std::cell::RefCell<BackendNames> =
+        const { std::cell::RefCell::new(BackendNames { seen: Vec::new() }) };
+}
+
+/// Most backend field names [`BackendNames`] keeps per thread (each a
+/// few dozen bytes); names past it are parsed every time.
+const BACKEND_NAMES_KEPT: usize = 64;
+
+/// The `HeaderName`s of the field names backends write, as written (case
+/// and all). A backend sends the same few names, in the same order, with
+/// every response; parsing one (lowercasing it, matching it against the
+/// standard names, allocating an unknown one) costs several times more
+/// than finding it again, and the name kept at the same position is the
+/// first one tried.
+struct BackendNames {
+    seen: Vec<(Box<str>, HeaderName)>,
+}
+
+impl BackendNames {
+    /// The `HeaderName` of `written`, the `position`th field carried from
+    /// a head; None when it is not a valid name.
+    fn get(&mut self, position: usize, written: &str) -> Option<HeaderName> {
+        if let Some((w, n)) = self.seen.get(position) {
+            if **w == *written {
+                return Some(n.clone());
+            }
+        }
+        if let Some((_, n)) = self.seen.iter().find(|(w, _)| **w == *written) {
+            return Some(n.clone());
+        }
+        let parsed = HeaderName::from_bytes(written.as_bytes()).ok()?;
+        if self.seen.len() < BACKEND_NAMES_KEPT {
+            self.seen.push((written.into(), parsed.clone()));
+        }
+        Some(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_are_found_again_in_any_order_and_case() {
+        let mut names = BackendNames { seen: Vec::new() };
+        let first = ["Server", "Content-Type", "X-Custom"];
+        for (i, n) in first.iter().enumerate() {
+            assert_eq!(names.get(i, n).expect(n).as_str(), n.to_ascii_lowercase());
+        }
+        // Another order, another case (a different backend): the same names.
+        assert_eq!(
+            names.get(0, "X-Custom").map(|n| n.to_string()).as_deref(),
+            Some("x-custom")
+        );
+        assert_eq!(
+            names.get(1, "content-type"),
+            Some(http::header::CONTENT_TYPE)
+        );
+        assert_eq!(names.get(2, "Server"), Some(http::header::SERVER));
+        assert_eq!(names.get(0, "Bad Name"), None);
+    }
+
+    #[test]
+    fn backend_names_kept_are_bounded() {
+        let mut names = BackendNames { seen: Vec::new() };
+        for i in 0..BACKEND_NAMES_KEPT * 2 {
+            let name = format!("x-name-{i}");
+            assert_eq!(names.get(i, &name).map(|n| n.to_string()), Some(name));
+        }
+        assert_eq!(names.seen.len(), BACKEND_NAMES_KEPT);
+    }
 }

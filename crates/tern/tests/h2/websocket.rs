@@ -57,22 +57,8 @@ fn chromium_websocket_rides_the_pages_h2_connection() {
         out.all(),
         served.tern.stderr_text()
     );
-    let lines = served
-        .tern
-        .wait_stdout_lines("path=/ws", 1, LOG_WAIT)
-        .expect("an access-log line for the WebSocket");
-    let line = &lines[0];
-    assert_eq!(log_field(line, "alpn"), Some("h2"), "{line}");
-    assert_eq!(log_field(line, "method"), Some("CONNECT"), "{line}");
-    assert_eq!(log_field(line, "status"), Some("200"), "{line}");
-    let page = served
-        .tern
-        .wait_stdout_lines("path=/ ", 1, LOG_WAIT)
-        .expect("an access-log line for the page");
-    assert_eq!(
-        log_field(&page[0], "client"),
-        log_field(line, "client"),
-        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    tern_testsupport::chromium::assert_websocket_rode_the_pages_h2_connection(
+        &served, "/ws", LOG_WAIT,
     );
 }
 

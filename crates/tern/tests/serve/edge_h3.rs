@@ -89,7 +89,12 @@ async fn quic_and_tcp_connections_of_a_client_count_together_and_share_its_rate(
     let mut other = h3_from(&served, OTHER).await.expect("another client");
     assert_eq!(status(&mut other).await, 200);
     let refused = [("side", "client"), ("kind", "too_many_connections")];
-    assert_eq!(count(&served, "tern_request_errors_total", &refused), 2.0);
+    // At least the QUIC and the TCP attempt. A QUIC client that hears
+    // nothing within its probe timeout (a loaded machine) sends its
+    // Initial again, and tern, which keeps no state for a connection it
+    // refused, refuses and counts the copy too.
+    let refusals = count(&served, "tern_request_errors_total", &refused);
+    assert!(refusals >= 2.0, "{refusals} refusals counted");
     let lines = tokio::task::block_in_place(|| {
         served
             .tern

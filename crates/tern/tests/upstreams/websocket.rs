@@ -85,6 +85,17 @@ fn front(protocol: &str, group_extra: &str, server: SocketAddr, listener_extra: 
         .start()
 }
 
+/// Checks that the access-log `line` counts at least `least` tunnel
+/// bytes each way.
+fn assert_moved(line: &str, least: u64) {
+    for field in ["bytes_in", "bytes_out"] {
+        let n: u64 = log_field(line, field)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(n >= least, "{field} {n} < {least}: {line}");
+    }
+}
+
 /// Python `websockets` over HTTP/1.1 to `path`: prints the 101's fields
 /// (one `name: value` per line), then echoes the origin's first message
 /// and messages of 3 B and 60 KB.
@@ -155,12 +166,7 @@ fn http11_websocket_reaches_an_h2c_backend_as_extended_connect() {
     assert_eq!(log_field(line, "method"), Some("GET"), "{line}");
     assert_eq!(log_field(line, "status"), Some("101"), "{line}");
     assert_eq!(log_field(line, "error"), Some("-"), "{line}");
-    for (field, least) in [("bytes_in", 60_000u64), ("bytes_out", 60_000)] {
-        let n: u64 = log_field(line, field)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        assert!(n >= least, "{field} {n} < {least}: {line}");
-    }
+    assert_moved(line, 60_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +206,7 @@ async fn h2_extended_connect_reaches_an_h2_tls_backend() {
     assert_eq!(log_field(&line, "alpn"), Some("h2"), "{line}");
     assert_eq!(log_field(&line, "method"), Some("CONNECT"), "{line}");
     assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
+    assert_moved(&line, 70_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,14 +273,31 @@ fn a_websocket_to_a_backend_without_extended_connect_is_502_naming_why() {
     assert_eq!(backend.requests(), 0);
 }
 
+/// Upgrades tern does not carry to an HTTP/2 group: each answered by
+/// tern with nothing sent to the backend.
 #[test]
-fn an_upgrade_other_than_websocket_to_an_h2c_group_is_501() {
+fn upgrades_an_h2c_group_cannot_take_are_refused_before_the_backend() {
     let backend = Backend::start_h2c();
     let served = front("h2c", "", backend.addr(), "");
-    let (response, _conn) = served.raw(
-        b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: foo/1\r\n\r\n",
-    );
-    assert_eq!(response.status, 501, "{}", response.text());
+    let cases: [(&[u8], u16); 2] = [
+        // tern answers an HTTP/1.1 client's handshake itself here:
+        // without a key there is nothing to answer.
+        (
+            b"GET /ws HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            400,
+        ),
+        // RFC 8441 carries WebSockets only.
+        (
+            b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+              Upgrade: foo/1\r\n\r\n",
+            501,
+        ),
+    ];
+    for (request, status) in cases {
+        let (response, _conn) = served.raw(request);
+        assert_eq!(response.status, status, "{}", response.text());
+    }
     served.wait_log(
         &["an Upgrade other than WebSocket cannot be relayed to an HTTP/2 upstream"],
         LOG_WAIT,
@@ -348,17 +372,7 @@ fn chromium_websocket_rides_extended_connect_on_both_hops() {
         out.all(),
         served.tern.stderr_text()
     );
-    let line = ws_line(&served);
-    assert_eq!(log_field(&line, "alpn"), Some("h2"), "{line}");
-    assert_eq!(log_field(&line, "method"), Some("CONNECT"), "{line}");
-    assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
-    let page = served
-        .tern
-        .wait_stdout_lines("path=/ ", 1, LOG_WAIT)
-        .expect("an access-log line for the page");
-    assert_eq!(
-        log_field(&page[0], "client"),
-        log_field(&line, "client"),
-        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    tern_testsupport::chromium::assert_websocket_rode_the_pages_h2_connection(
+        &served, "/ws", LOG_WAIT,
     );
 }

@@ -5,37 +5,22 @@
 #   /ws      accepts, sends "http_version=V" (what the request came over:
 #            "2" for an extended CONNECT), then echoes every message
 #   /refuse  refuses the WebSocket (Hypercorn answers 403)
-#   /        a page whose script opens wss://HOST/ws and shows the first
-#            message in <p id="echo">, then sends "ack"
+#   /        a page whose script opens wss://HOST/ws and shows each
+#            message in a <p id="echo">, answering each with "ack"
 #   /wait    answered once "ack" arrived (the page's image: it holds the
 #            load event until the message is in the DOM, for --dump-dom)
 # Prints "listening" once it accepts. Usage: ws_h2_origin.py PORT [CERT KEY]
 import asyncio
+import pathlib
 import sys
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 
-PAGE = b"""<!doctype html><html><body>
-<img src="/wait" alt="">
-<script>
-const ws = new WebSocket("wss://" + location.host + "/ws");
-ws.onmessage = (e) => {
-  const p = document.createElement("p");
-  p.id = "echo";
-  p.textContent = "echo:" + e.data;
-  document.body.append(p);
-  ws.send("ack");
-};
-ws.onerror = () => {
-  const p = document.createElement("p");
-  p.id = "error";
-  p.textContent = "websocket error";
-  document.body.append(p);
-  fetch("/release");
-};
-</script></body></html>"""
+# The page of h2/ws_origin.py: it sends "hello over https:" and shows
+# every message in a <p id="echo">.
+PAGE = (pathlib.Path(__file__).parent.parent / "h2" / "ws_page.html").read_bytes()
 
 acked = None
 

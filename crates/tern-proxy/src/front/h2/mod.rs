@@ -61,6 +61,8 @@ where
         }
         Err(_) => return,
     };
+    // Declared before `streams`, whose futures borrow it.
+    let shared = stream::Shared::default();
     let mut streams = FuturesUnordered::new();
     let mut resets = ResetBudget::new(lim.max_resets_per_second);
     let mut refusals = super::RateRefusals::default();
@@ -83,7 +85,7 @@ where
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
-                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx)),
+                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx, &shared)),
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
                     break;

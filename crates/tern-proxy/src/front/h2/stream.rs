@@ -1,6 +1,7 @@
 //! The HTTP/2 client side of one exchange: a stream's request body, its
 //! response, and its reset.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -17,7 +18,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
-use crate::front::http_parts;
+use crate::front::http_parts::{self, MadeValues};
 use crate::io::h2data;
 use crate::message::{
     BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
@@ -35,11 +36,39 @@ pub(super) enum End {
     RateLimited(u32),
 }
 
+/// What the streams of one connection share.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    /// Response heads sent on the connection.
+    responses: Cell<u32>,
+}
+
+/// One response in this many sends its request ID indexable
+/// ([`MadeValues`]): the first puts the name in the client's HPACK table;
+/// the next ones put it back if later entries pushed it out (a 4 KiB
+/// table holds about a minute of a typical backend's changing `Date`
+/// values). One ID in the table per this many responses is the cost.
+const REINDEX_EVERY: u32 = 256;
+
+impl Shared {
+    /// How the next response head sends request IDs.
+    fn next_made(&self) -> MadeValues {
+        let n = self.responses.get();
+        self.responses.set(n.wrapping_add(1));
+        if n % REINDEX_EVERY == 0 {
+            MadeValues::Indexable
+        } else {
+            MadeValues::NeverIndexed
+        }
+    }
+}
+
 /// Handles one stream to the end.
 pub(super) async fn handle(
     request: Request<RecvStream>,
     respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
+    shared: &Shared,
 ) -> End {
     let started = Instant::now();
     let (parts, recv) = request.into_parts();
@@ -84,6 +113,7 @@ pub(super) async fn handle(
         respond,
         send: None,
         ctx,
+        shared,
         status: 0,
         bytes_out: 0,
     };
@@ -178,6 +208,7 @@ struct H2Client<'x, 'c> {
     /// The response body's way down, once the head was sent.
     send: Option<SendStream<Bytes>>,
     ctx: &'x ConnCtx<'c>,
+    shared: &'x Shared,
     status: u16,
     bytes_out: u64,
 }
@@ -209,7 +240,8 @@ impl Front for H2Client<'_, '_> {
     }
 
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
-        let response = http_parts::for_client(view, self.ctx.listener)?;
+        let made = self.shared.next_made();
+        let response = http_parts::for_client_with(view, self.ctx.listener, made)?;
         let end_of_stream = view.body == BodyFraming::Empty;
         let send = self
             .respond

@@ -18,6 +18,7 @@
 //! from a patch of quinn-proto (vendor/README.md): quinn keeps them to
 //! itself.
 
+mod gate;
 mod stream;
 
 use std::cell::Cell;
@@ -279,11 +280,16 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     // here, as over TCP. Moved when the connection falls idle.
     let idle_for = lim.limits.idle_timeout;
     let mut idle = Watchdog::new(tokio::time::Instant::now() + idle_for);
+    let gate = gate::AcceptGate::new();
     let mut refusals = super::RateRefusals::default();
     let mut close = (H3_NO_ERROR, &b""[..]);
     loop {
         tokio::select! {
-            accepted = h3.accept() => match accepted {
+            // Only when something accept waits on woke the task, not at
+            // every wake-up of a request stream (gate.rs).
+            accepted = std::future::poll_fn(|cx| {
+                gate.poll(cx, |cx| std::future::Future::poll(std::pin::pin!(h3.accept()), cx))
+            }) => match accepted {
                 Ok(Some(resolver)) => {
                     let early = established.as_ref().is_some_and(|e| !e.get());
                     streams.push(stream::handle(resolver, ctx, early));
@@ -321,6 +327,7 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                 // would close the connection under them, unanswered); no
                 // new ones after that.
                 going_away = true;
+                gate.open();
                 let in_flight = lim.h3.as_ref().map_or(0, |h3| h3.max_streams as usize);
                 if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(in_flight)).await, Ok(Ok(()))) {
                     break;
