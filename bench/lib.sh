@@ -369,7 +369,7 @@ tern_serve_args() {
 
 # tern_config_file FILE BACKEND_PORT EXTRA LISTEN...: writes FILE, a `tern
 # serve --config` file with the listener settings tern_serve_args gives as
-# flags (same SRV_* variables; SRV_TERN_ARGS does not apply: with --config
+# flags (same SRV_* variables, SRV_H3 included; SRV_TERN_ARGS does not apply: with --config
 # tern refuses listener flags), one [[listener]] table per LISTEN address,
 # each ending with EXTRA (TOML lines of that listener: edge rules, its
 # [listener.response_headers] table...). For settings that exist only in
@@ -396,6 +396,7 @@ forwarded = ["x-forwarded-for", "x-forwarded-proto"]
 max_connections = $((conns + 1024))
 idle_timeout = "${idle}s"
 backend_response_timeout = "${idle}s"
+${SRV_H3:+http3 = true}
 $extra
 TOML
     done
