@@ -130,12 +130,7 @@ start_front() {
                 servers+="server 127.0.0.1:${origin_port[$i]} max_fails=1 fail_timeout=2s; "
             done
             cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/log warn;
-events { worker_connections 8192; }
+$(nginx_main "$dir" "$dir/log" 8192)
 http {
 $(nginx_http_common "$dir")
     upstream origins { $servers keepalive 256; }
@@ -187,9 +182,7 @@ CONF
             taskset -c "$SERVER_CPU" haproxy -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
             ;;
     esac
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/log" >&2; return 1; }
+    started "$port" "$dir/log"
 }
 
 # load SECONDS PORT OUT: the keepalive load, JSON into OUT.

@@ -14,7 +14,9 @@
 # of the runs' capacities and the range.
 #
 # Usage: bench/capacity.sh   (env: RUNS=3 STEP=5s CONNS=200 SLO='p99<10ms,errors<0.1%'
-#          START_RATE=500 TERN=target/release/tern SERVERS="tern nginx haproxy")
+#          START_RATE=500 MAX_RATE=1000000 TERN=target/release/tern
+#          SERVERS="tern nginx haproxy")
+#   short form (tests/scripts.rs): RUNS=1 STEP=1s START_RATE=20 MAX_RATE=40 CONNS=4
 #   one command for the coordinator: cargo build --release -p tern && bench/capacity.sh
 # Needs: nginx (nginx-light), haproxy, openssl, curl, python3, taskset.
 # Only 127.0.0.1 is ever a target.
@@ -25,16 +27,13 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-RUNS="${RUNS:-3}"
+bench_defaults "tern nginx haproxy"
 STEP="${STEP:-5s}"
 CONNS="${CONNS:-200}"
 SLO="${SLO:-p99<10ms,errors<0.1%}"
 START_RATE="${START_RATE:-500}"
-TERN="${TERN:-$root/target/release/tern}"
-SERVERS="${SERVERS:-tern nginx haproxy}"
+MAX_RATE="${MAX_RATE:-1000000}"
 KEY=ecdsa
-SERVER_CPU=0
-LOAD_CPU=1
 SRV_POOL=256
 SRV_ALPN=http/1.1
 
@@ -45,10 +44,7 @@ done
 
 bench_workdir tern-capacity
 make_cert "$KEY"
-mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-backend_port="$(free_port)"
-start_backend "$backend_port" "$LOAD_CPU"
+www_backend "$LOAD_CPU"
 # shellcheck disable=SC2086 # SERVERS is a list of words
 start_servers "$backend_port" $SERVERS
 urls=()
@@ -64,7 +60,7 @@ for run in $(seq 1 "$RUNS"); do
         compare=()
         [[ ${#urls[@]} -gt 1 ]] && compare=(--compare)
         taskset -c "$LOAD_CPU" "$TERN" bench --find-max-rate --slo "$SLO" \
-            --start-rate "$START_RATE" --step "$STEP" -c "$CONNS" --cpus 1 \
+            --start-rate "$START_RATE" --max-rate "$MAX_RATE" --step "$STEP" -c "$CONNS" --cpus 1 \
             --groups X25519 --host localhost --no-progress "${plan[@]}" "${compare[@]}" \
             --json "$work/$workload-$run.json" "${urls[@]}" > "$work/$workload-$run.txt"
         grep -E "^(Capacity|  Max rate)" "$work/$workload-$run.txt" >&2

@@ -89,7 +89,8 @@ for line in open(path):
     loads.setdefault(load, []).append((server, int(requests or 0), int(vol), int(nonvol), stat))
 
 names = {"keepalive": "keepalive HTTP/1.1, 100 B (wrk -t1 -c50)",
-         "h2": "HTTP/2, 100 B (h2load -c50 -m10)"}
+         "h2": "HTTP/2, 100 B (h2load -c50 -m10)",
+         "h3": "HTTP/3, 100 B (tern bench --h3 -c20 -m1)"}
 for load, rows in loads.items():
     print(f"### {names.get(load, load)}")
     print()

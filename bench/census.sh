@@ -5,6 +5,9 @@
 #
 #   keepalive  HTTP/1.1, 100-byte body, wrk -t1 -c50 (all four servers)
 #   h2         HTTP/2, 100-byte body, h2load -c50 -m10 (hitch cannot: L4)
+#   h3         HTTP/3, 100-byte body, tern bench --h3 -c20 -m1 (the load of
+#              bench/h3-peers.sh; every server with SRV_H3 on; nginx and
+#              haproxy need QUIC builds: NGINX_BIN, HAPROXY_BIN)
 #
 # For each server and load, two passes of DURATION seconds:
 #   1. perf stat (software events: this kind of VM has no PMU, so no
@@ -22,7 +25,8 @@
 # backend and the load on CPU 1.
 #
 # Usage: bench/census.sh   (env: DURATION=5 TOP=25 TERN=target/release/tern
-#                           SERVERS="tern nginx haproxy hitch" LOADS="keepalive h2")
+#                           SERVERS="tern nginx haproxy hitch" LOADS="keepalive h2"
+#                           NGINX_BIN=... HAPROXY_BIN=... for LOADS=h3)
 # Needs: perf, strace, nginx, haproxy, hitch, wrk, h2load, openssl, curl,
 # python3, taskset; root (perf and strace attach to the servers).
 # Only 127.0.0.1 is ever a target.
@@ -85,6 +89,12 @@ run_load() {
             out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:$2/" 2>&1)"
             printf '%s\n' "$out" | awk '/^requests:/ {print $8; exit}'
             ;;
+        h3)
+            taskset -c "$LOAD_CPU" "$TERN" bench --h3 -z "${DURATION}s" -c 20 -m 1 -k \
+                --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
+                "https://127.0.0.1:$2/" \
+                | python3 -c 'import json, sys; s = json.load(sys.stdin)["targets"][0]["summary"]; print(s["completed"] - s["failed"])'
+            ;;
     esac
 }
 
@@ -97,14 +107,17 @@ settle() {
 results="$work/census.tsv"
 : > "$results"
 for load in $LOADS; do
+    unset SRV_H3
     case "$load" in
         keepalive) SRV_ALPN=http/1.1 ;;
         h2) SRV_ALPN=h2 ;;
-        *) die "LOADS: keepalive and/or h2" ;;
+        h3) SRV_ALPN=h2; SRV_H3=1 ;;
+        *) die "LOADS: keepalive, h2 and/or h3" ;;
     esac
     wanted=()
     for server in $SERVERS; do
         [[ "$load" == h2 && "$server" == hitch ]] && continue
+        [[ "$load" == h3 ]] && ! quic_capable "$server" && continue
         wanted+=("$server")
     done
     start_servers "$backend_port" "${wanted[@]}"
@@ -112,7 +125,7 @@ for load in $LOADS; do
         port="${server_port[$server]}"
         read -r -a spids <<< "$(pids_of "${server_pid[$server]}")"
         curl_version=--http1.1
-        [[ "$load" == h2 ]] && curl_version=--http2
+        [[ "$load" != keepalive ]] && curl_version=--http2
         body="$(curl -sS -k "$curl_version" "https://127.0.0.1:$port/")"
         [[ ${#body} -eq 100 ]] || die "$server did not proxy the 100-byte body (got ${#body} bytes)"
         # Warm-up: pools, caches.
@@ -182,6 +195,7 @@ done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1); wrk $(wrk --version 2>&1 | awk 'NR==1 {print $2}')"
     echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c50 -d${DURATION}s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/"
     echo "- h2: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $DURATION https://127.0.0.1:PORT/"
+    echo "- h3: taskset -c $LOAD_CPU tern bench --h3 -z ${DURATION}s -c 20 -m 1 -k https://127.0.0.1:PORT/ (UDP GSO on for every server)"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE, $TLS_GROUP, access log off; configs in bench/lib.sh; tern with its defaults (no pool tuning), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
     echo "- backend: nginx serving 100 bytes on CPU $LOAD_CPU; one warm-up run before each pass"
 }

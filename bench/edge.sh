@@ -6,12 +6,10 @@
 # (nginx serving 100 bytes), each ONE worker on CPU 0 with the backend
 # (the strict layout of bench/terminators.sh, BACKEND_CPU=server), load on
 # CPU 1, TLS 1.3 TLS_AES_128_GCM_SHA256 X25519, ALPN h2,http/1.1, access log
-# off. "rules-off": request IDs off, no other rule. "rules-on": hsts, three
-# response rules (set X-Frame-Options and X-Content-Type-Options, remove
-# Server), one request rule with a variable (X-Client-Tls =
-# ${tls_version}), request IDs (the default: 128 random bits, both ways),
-# max_request_body, client_max_connections, client_rate and a deny list,
-# none of which a request here trips. Workloads, interleaved RUNS times:
+# off. "rules-off": request IDs off, no other rule. "rules-on": the lines of
+# bench/edge-rules.toml (hsts, three response rules, one request rule with a
+# variable, request IDs, max_request_body, client_max_connections,
+# client_rate and a deny list, none of which a request here trips). Workloads, interleaved RUNS times:
 #   keepalive  wrk -t1 -c50, HTTP/1.1 keepalive, 100 B
 #   h2         h2load -c50 -m10, 100 B
 # Reported: req/s and server CPU µs per request (utime+stime from /proc),
@@ -24,8 +22,11 @@
 # BURST) listening on 127.0.0.1:PORT and [::1]:PORT. Well-behaved clients
 # (`tern bench -k -c C --rate LOAD_RATE`, an open loop from 127.0.0.1, under
 # the limit) measure p99 alone; then one client (h2load -c8 -m10 on ::1,
-# another address as far as the limits go) floods at full speed while they
-# measure again, first against a tern without the limit, then with it.
+# another address as far as the limits go, with 8 new connections every
+# second) floods at full speed while they measure again,
+# against a tern without the limit, one with it but
+# client_rate_close_after = 0 (refused connections kept open), and one with
+# it and the default client_rate_close_after.
 # Reported: well-behaved p99 alone and under each flood, their ratio, and
 # what the flooder got (2xx vs 429). Target: p99 under the limited flood
 # at most 2x alone.
@@ -42,8 +43,7 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+bench_defaults tern
 CONNS="${CONNS:-50}"
 FLOOD="${FLOOD:-1}"
 LOAD_S="${LOAD_S:-5}"
@@ -51,9 +51,7 @@ C="${C:-8}"
 LOAD_RATE="${LOAD_RATE:-500}"
 RATE="${RATE:-2000/s}"
 BURST="${BURST:-100}"
-TERN="${TERN:-$root/target/release/tern}"
-SERVER_CPU=0
-LOAD_CPU=1
+SRV_ALPN=h2
 for tool in nginx wrk h2load openssl curl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 PERF=""
@@ -69,39 +67,17 @@ load_priority
 
 bench_workdir tern-edge
 make_cert ecdsa
-mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-backend_port="$(free_port)"
-start_backend "$backend_port" "$SERVER_CPU"
-backend_pid=$STARTED_PID
+www_backend "$SERVER_CPU"
 
-# tern_config NAME RULES LISTEN...: a config file for one tern (every setting
-# of bench/lib.sh's tern_serve_args, as TOML), one [[listener]] table per
-# LISTEN address, each with RULES appended. Prints its path.
+# tern_config NAME RULES LISTEN...: a config file for one tern (bench/lib.sh's
+# tern_config_file, backend pool 512), one [[listener]] table per LISTEN
+# address, each with RULES appended. Prints its path.
 tern_config() {
-    local name="$1" rules="$2" file="$work/$1.toml" listen
+    local name="$1" rules="$2"
     shift 2
-    printf 'workers = 1\naccess_log = "off"\n' > "$file"
-    for listen in "$@"; do
-        cat >> "$file" <<TOML
-[[listener]]
-listen = "$listen"
-backends = ["127.0.0.1:$backend_port"]
-cert = "$cert"
-key = "$key"
-tls_versions = ["TLSv1.3"]
-ciphers = ["$TLS_SUITE"]
-groups = ["$TLS_GROUP"]
-alpn = ["h2", "http/1.1"]
-forwarded = ["x-forwarded-for", "x-forwarded-proto"]
-backend_pool_size = 512
-max_connections = 5120
-idle_timeout = "60s"
-backend_response_timeout = "60s"
-$rules
-TOML
-    done
-    echo "$file"
+    tern_config_file "$work/$name.toml" "$backend_port" "backend_pool_size = 512
+$rules" "$@"
+    echo "$work/$name.toml"
 }
 
 # start_tern NAME CONFIG PORT: tern on CPU 0; sets server_pid[NAME].
@@ -116,17 +92,8 @@ start_tern() {
 }
 
 RULES_OFF='request_id_header = "off"'
-RULES_ON='hsts = "max-age=31536000; includeSubDomains"
-max_request_body = "1MiB"
-client_max_connections = 10000
-client_rate = "1000000/s"
-client_burst = 1000000
-deny = ["192.0.2.0/24"]
-[listener.response_headers]
-set = { "X-Frame-Options" = "DENY", "X-Content-Type-Options" = "nosniff" }
-remove = ["Server"]
-[listener.request_headers]
-set = { "X-Client-Tls" = "${tls_version}" }'
+# Comment lines dropped: the conditions line prints the rules on one line.
+RULES_ON="$(grep -v '^#' "$here/edge-rules.toml")"
 
 for name in rules-on rules-off; do
     port="$(free_port)"
@@ -244,33 +211,54 @@ PY
 
 # --- part 2: one client floods, the others measure --------------------------
 for name in rules-on rules-off; do kill "${server_pid[$name]}" 2> /dev/null || true; done
-for name in limited unlimited; do
+# unlimited: no client limit; kept-open: client_rate, but a connection
+# refused again and again is never closed (client_rate_close_after = 0,
+# tern before it had the option); limited: client_rate with the default
+# client_rate_close_after.
+for name in limited kept-open unlimited; do
     port="$(free_port)"
     rules=""
-    [[ "$name" == limited ]] && rules="client_rate = \"$RATE\"
+    [[ "$name" != unlimited ]] && rules="client_rate = \"$RATE\"
 client_burst = $BURST"
+    [[ "$name" == kept-open ]] && rules+="
+client_rate_close_after = 0"
     # The same port on ::1 too: the flooder's address, another client as
     # far as the limits go; one table counts both listeners' clients.
     start_tern "$name" "$(tern_config "$name" "$rules" "127.0.0.1:$port" "[::1]:$port")" "$port"
 done
+
+# flood PORT SECONDS OUT: h2load -c8 -m10 from ::1 at full speed for one
+# second, again and again until SECONDS have passed: a flooder that opens
+# 8 new connections every second (h2load does not reconnect by itself: a
+# run whose connections tern closed sits idle until its second is over).
+# Each run's report is appended to OUT.
+flood() {
+    local port="$1" end=$((SECONDS + $2)) out="$3"
+    : > "$out"
+    while ((end - SECONDS > 0)); do
+        # :authority given: h2load writes an IPv6 one without its brackets
+        # (::1:PORT), which tern refuses as malformed.
+        taskset -c "$LOAD_CPU" h2load -c 8 -m 10 -D 1 -H ":authority: localhost" \
+            "https://[::1]:$port/" >> "$out" 2>&1 || true
+    done
+}
+
 flood_rows="$work/flood.tsv"
 : > "$flood_rows"
-for name in unlimited limited; do
+for name in unlimited kept-open limited; do
     port="${server_port[$name]}"
     read -r p99_alone failed_alone _ < <(keepalive_load "$port" --rate "$LOAD_RATE")
-    # :authority given: h2load writes an IPv6 one without its brackets
-    # (::1:PORT), which tern refuses as malformed.
-    taskset -c "$LOAD_CPU" h2load -c 8 -m 10 -D $((LOAD_S + 4)) -H ":authority: localhost" \
-        "https://[::1]:$port/" > "$work/flood.$name" 2>&1 &
+    flood "$port" $((LOAD_S + 4)) "$work/flood.$name" &
     flood_pid=$!
     # Let the flood reach its pace before the well-behaved clients measure.
     sleep 2
     read -r p99_flood failed_flood done_flood < <(keepalive_load "$port" --rate "$LOAD_RATE")
     wait "$flood_pid" || true
-    flood_2xx="$(awk '/^status codes:/ {gsub(/,/, ""); print $3}' "$work/flood.$name")"
-    flood_4xx="$(awk '/^status codes:/ {gsub(/,/, ""); print $7}' "$work/flood.$name")"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p99_alone" "$p99_flood" "$failed_flood" "$done_flood" \
-        "${flood_2xx:-0}" "${flood_4xx:-0}" >> "$flood_rows"
+    flood_2xx="$(awk '/^status codes:/ {gsub(/,/, ""); s += $3} END {print s + 0}' "$work/flood.$name")"
+    flood_4xx="$(awk '/^status codes:/ {gsub(/,/, ""); s += $7} END {print s + 0}' "$work/flood.$name")"
+    flood_runs="$(grep -c '^starting benchmark' "$work/flood.$name" || true)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p99_alone" "$p99_flood" "$failed_flood" "$done_flood" \
+        "${flood_2xx:-0}" "${flood_4xx:-0}" "${flood_runs:-0}" >> "$flood_rows"
     echo "$name: p99 ${p99_alone} ms alone, ${p99_flood} ms under the flood" >&2
 done
 echo
@@ -279,12 +267,16 @@ echo
 python3 - "$flood_rows" "$RATE" "$BURST" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-print("| tern | well-behaved p99 alone (ms) | under the flood (ms) | ratio | well-behaved failed | flooder 2xx | flooder 4xx (429) |")
-print("|---|---|---|---|---|---|---|")
-for name, alone, flood, failed, done, ok, limited in rows:
-    label = f"client_rate {sys.argv[2]} burst {sys.argv[3]}" if name == "limited" else "no client limit"
+print("| tern | well-behaved p99 alone (ms) | under the flood (ms) | ratio | well-behaved failed | flooder 2xx | flooder 4xx (429) | flooder h2load runs |")
+print("|---|---|---|---|---|---|---|---|")
+labels = {
+    "unlimited": "no client limit",
+    "kept-open": f"client_rate {sys.argv[2]} burst {sys.argv[3]}, client_rate_close_after 0",
+    "limited": f"client_rate {sys.argv[2]} burst {sys.argv[3]}, client_rate_close_after default",
+}
+for name, alone, flood, failed, done, ok, limited, runs in rows:
     ratio = float(flood) / float(alone) if float(alone) > 0 else float("nan")
-    print(f"| {label} | {float(alone):.2f} | {float(flood):.2f} | **{ratio:.2f}** | {failed} of {int(done) + int(failed)} | {ok} | {limited} |")
+    print(f"| {labels[name]} | {float(alone):.2f} | {float(flood):.2f} | **{ratio:.2f}** | {failed} of {int(done) + int(failed)} | {ok} | {limited} | {runs} |")
 PY
 echo
-echo "- both: one worker and the backend on CPU $SERVER_CPU, flood and well-behaved load on CPU $LOAD_CPU; the flood starts 2 s before the measurement"
+echo "- each: one worker and the backend on CPU $SERVER_CPU, flood and well-behaved load on CPU $LOAD_CPU; the flood starts 2 s before the measurement; h2load runs for 1 s at a time, again and again (8 new connections a second: a flooder that comes back after tern closes it)"

@@ -32,17 +32,11 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+bench_defaults "tern nginx haproxy" server
 CONNS="${CONNS:-10}"
 CONC="${CONC:-50}"
-TERN="${TERN:-$root/target/release/tern}"
-SERVERS="${SERVERS:-tern nginx haproxy}"
-BACKEND_CPU="${BACKEND_CPU:-server}"
 GHZ="${GHZ:-$(command -v ghz || echo "$HOME/go/bin/ghz")}"
 INTEROP_SERVER="${INTEROP_SERVER:-$HOME/go/grpc-interop/bin/server}"
-SERVER_CPU=0
-LOAD_CPU=1
 case "$BACKEND_CPU" in
     load) backend_cpu=$LOAD_CPU ;;
     server) backend_cpu=$SERVER_CPU ;;
@@ -92,12 +86,7 @@ TOML
             ;;
         nginx)
             cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/log warn;
-events { worker_connections 4096; }
+$(nginx_main "$dir" "$dir/log" 4096)
 http {
 $(nginx_http_common "$dir")
     upstream interop {
@@ -144,9 +133,7 @@ CONF
             return 1
             ;;
     esac
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/log" >&2; return 1; }
+    started "$port" "$dir/log"
 }
 
 declare -A server_pid=() server_port=()

@@ -52,13 +52,7 @@ for tool in nginx openssl python3 taskset; do need "$tool"; done
 # A server without QUIC would fail every HTTP/3 request: leave it out, say so.
 wanted=()
 for server in $SERVERS; do
-    case "$server" in
-        nginx) [[ "$("${NGINX_BIN:-nginx}" -V 2>&1)" == *--with-http_v3_module* ]] ||
-            { echo "nginx (${NGINX_BIN:-nginx}) has no HTTP/3 module; skipped (set NGINX_BIN)" >&2; continue; } ;;
-        haproxy) [[ "$("${HAPROXY_BIN:-haproxy}" -vv 2>&1)" == *+QUIC* ]] ||
-            { echo "haproxy (${HAPROXY_BIN:-haproxy}) was built without QUIC; skipped (set HAPROXY_BIN)" >&2; continue; } ;;
-    esac
-    wanted+=("$server")
+    quic_capable "$server" && wanted+=("$server")
 done
 [[ ${#wanted[@]} -gt 0 ]] || die "no server with HTTP/3"
 

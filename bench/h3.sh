@@ -11,8 +11,9 @@
 # interleaved rounds (`tern bench --compare-protocols h1,h2,h3`), RUNS times.
 # Server CPU per request is tern's utime+stime from /proc (not the backend's)
 # over each protocol's rounds. The figures, last: tern's HTTP/3 CPU per
-# request as a multiple of its HTTP/2, per run and the median, for each
-# response size.
+# request as a multiple of its HTTP/2 and of its HTTP/1.1, per run and the
+# median, for each plan and response size (for PLANS=new, the second is
+# a new QUIC connection against a new TCP+TLS one, issue 26's 1.3x).
 #
 # PLANS adds connection plans: "keepalive" (the default: the connections
 # stay open, 100 B and 1 MiB), "new" (a connection, so a full handshake,
@@ -103,13 +104,15 @@ print("| run | plan, response | protocol | requests | failed | req/s | p50 ms | 
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {float(r[6]):.2f} | {float(r[7]):.2f} | {float(r[8]):.1f} | {r[11]} {r[9]} {r[10]} | {r[13]} ({r[12]}) |")
-figures = []
-for size in dict.fromkeys(r[1] for r in rows):
-    ratios = []
-    for run in sorted({r[0] for r in rows}):
-        cpu = {r[2]: float(r[8]) for r in rows if r[0] == run and r[1] == size}
-        if cpu.get("h2"):
-            ratios.append(cpu["h3"] / cpu["h2"])
-    figures.append(f"{size}: " + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
-print("tern HTTP/3 server CPU per request as a multiple of HTTP/2: " + "; ".join(figures))
+for base, name in (("h2", "HTTP/2"), ("h1", "HTTP/1.1 (for the new plan: a new TCP+TLS connection)")):
+    figures = []
+    for size in dict.fromkeys(r[1] for r in rows):
+        ratios = []
+        for run in sorted({r[0] for r in rows}):
+            cpu = {r[2]: float(r[8]) for r in rows if r[0] == run and r[1] == size}
+            if cpu.get(base) and cpu.get("h3"):
+                ratios.append(cpu["h3"] / cpu[base])
+        if ratios:
+            figures.append(f"{size}: " + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
+    print(f"tern HTTP/3 server CPU per request as a multiple of {name}: " + "; ".join(figures))
 PY

@@ -13,9 +13,30 @@
 # streams each, --h1 for MODE=h1), so the handshakes of the measured load
 # (C of them) are in the count: compare runs with the same N and C.
 #
-# Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1 N=20000 WARM=2000
-#          C=50 M=10 TOP=30 TERN=target/release/tern)
+# MODE=h3 (tern serve --http3) and any PLAN other than keepalive load with
+# `tern bench` instead (h2load has no HTTP/3 here): `--h3|--h2|(h1) --plan
+# PLAN -n N -c C --streams M`, the client binary BENCH_TERN (default TERN).
+# PLAN=new is a full handshake per request (TCP+TLS for h1/h2, QUIC for h3),
+# PLAN=resumed a resumed one: compare MODE=h3 PLAN=new with MODE=h1 PLAN=new
+# for what a new QUIC connection costs next to a new TCP+TLS one.
+#
+# Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1|h3 N=20000 WARM=2000
+#          C=50 M=10 PLAN=keepalive TOP=30 TOML= REFUSED= TERN=target/release/tern
+#          BENCH_TERN=...)
 # e.g.   bench/instructions.sh --request-id-header off
+#        MODE=h3 C=20 M=1 bench/instructions.sh
+#        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
+# TOML=FILE: tern reads the same settings from a config file instead
+# (bench/lib.sh's tern_config_file) with FILE's lines appended to its
+# listener, for rules that exist only in TOML (header rules); ARGS may then
+# hold top-level flags only. Rules on vs off, the edge policy's cost:
+#        TOML=bench/edge-rules.toml bench/instructions.sh
+#        bench/instructions.sh --request-id-header off
+# REFUSED=1: every request is expected to be answered but not served (a
+# 4xx, e.g. 429 under a client_rate the load exceeds): what a refused
+# request costs, e.g.
+#        REFUSED=1 TOML=FILE bench/instructions.sh   (FILE: client_rate = "1/h",
+#        client_burst = 0, client_rate_close_after = 0)
 # Prints instructions per request and the TOP functions by their own and
 # by inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
@@ -32,14 +53,26 @@ WARM="${WARM:-2000}"
 C="${C:-50}"
 M="${M:-10}"
 TOP="${TOP:-30}"
+PLAN="${PLAN:-keepalive}"
 TERN="${TERN:-$root/target/release/tern}"
+BENCH_TERN="${BENCH_TERN:-$TERN}"
 for tool in valgrind callgrind_control callgrind_annotate nginx h2load openssl python3; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+[[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
 case "$MODE" in
-    h2) SRV_ALPN=h2; load_flags=(-m "$M") ;;
-    h1) SRV_ALPN=http/1.1; load_flags=(--h1) ;;
-    *) die "MODE must be h2 or h1" ;;
+    h2) SRV_ALPN=h2; load_flags=(-m "$M"); bench_flags=(--h2 --streams "$M") ;;
+    h1) SRV_ALPN=http/1.1; load_flags=(--h1); bench_flags=() ;;
+    h3) SRV_ALPN=h2; SRV_H3=1; bench_flags=(--h3 --streams "$M") ;;
+    *) die "MODE must be h2, h1 or h3" ;;
 esac
+case "$PLAN" in
+    keepalive | new | resumed) ;;
+    *) die "PLAN must be keepalive, new or resumed" ;;
+esac
+# The load tool: h2load, or tern bench where h2load cannot (HTTP/3, a
+# connection per request).
+loader=h2load
+[[ "$MODE" == h3 || "$PLAN" != keepalive ]] && loader=tern
 
 bench_workdir tern-instructions
 make_cert ecdsa
@@ -48,7 +81,13 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" 0
 port="$(free_port)"
-tern_serve_args "$port" "$backend_port"
+if [[ -n "${TOML:-}" ]]; then
+    [[ -r "$TOML" ]] || die "TOML=$TOML: no such file"
+    tern_config_file "$work/tern.toml" "$backend_port" "$(cat "$TOML")" "127.0.0.1:$port"
+    TERN_SERVE_ARGS=(serve --config "$work/tern.toml")
+else
+    tern_serve_args "$port" "$backend_port"
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
     "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
 tern_pid=$!
@@ -60,20 +99,47 @@ for _ in $(seq 1 60); do
 done
 wait_port "$port" || { cat "$work/tern.log" >&2; die "tern did not listen"; }
 
+# load COUNT: runs COUNT requests; prints "COUNT succeeded" when all did.
 load() {
-    h2load -n "$1" -c "$C" "${load_flags[@]}" "https://127.0.0.1:$port/" 2>&1
+    if [[ "$loader" == h2load ]]; then
+        h2load -n "$1" -c "$C" "${load_flags[@]}" "https://127.0.0.1:$port/" 2>&1
+        return
+    fi
+    "$BENCH_TERN" bench "${bench_flags[@]}" --plan "$PLAN" -n "$1" -c "$C" -k \
+        --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
+        "https://127.0.0.1:$port/" > "$work/load.json" 2> "$work/load.err" || true
+    python3 - "$work/load.json" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))["targets"][0]["summary"]
+except (OSError, ValueError, KeyError, IndexError) as e:
+    print(f"no report: {e}")
+    sys.exit()
+print(f"{s['completed']} completed, {s['failed']} failed")
+if s["failed"] == 0:
+    print(f"{s['completed']} succeeded")
+PY
 }
+# h2load counts a 4xx as failed: refused loads are checked as done.
+answered=succeeded
+[[ -n "${REFUSED:-}" ]] && answered=done
 out="$(load "$WARM")"
-printf '%s\n' "$out" | grep -q "$WARM succeeded" || { printf '%s\n' "$out" >&2; die "warm-up failed"; }
+printf '%s\n' "$out" | grep -q "$WARM $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "warm-up failed"; }
 callgrind_control -z "$tern_pid" > /dev/null
 out="$(load "$N")"
-printf '%s\n' "$out" | grep -q "$N succeeded" || { printf '%s\n' "$out" >&2; die "load failed"; }
+printf '%s\n' "$out" | grep -q "$N $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "load failed"; }
+if [[ -n "${REFUSED:-}" ]]; then
+    served="$(printf '%s\n' "$out" | awk '/^status codes:/ {gsub(/,/, ""); print $3}')"
+    [[ "$served" == 0 ]] || die "REFUSED=1 but $served requests were served"
+fi
 callgrind_control -d "$tern_pid" > /dev/null
 # The dump lands next to the final one; pick the newest part file.
 dump="$(ls -t "$work"/callgrind.out.* | head -1)"
 total="$(awk '/^summary:/ {print $2} /^totals:/ {t = $2} END {if (t) print t}' "$dump" | head -1)"
-echo "MODE=$MODE N=$N C=$C${M:+ M=$M} args: ${*:-(none)}"
-echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $C handshakes included)"
+handshakes="$C"
+[[ "$PLAN" != keepalive ]] && handshakes="$N ($PLAN)"
+echo "MODE=$MODE PLAN=$PLAN N=$N C=$C${M:+ M=$M} load: $loader args: ${*:-(none)}${TOML:+ config: tern_config_file + $TOML}"
+echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $handshakes handshakes included)"
 echo
 echo "Top functions by their own instructions (callgrind_annotate):"
 callgrind_annotate "$dump" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "2,$((TOP + 1))p"

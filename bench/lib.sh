@@ -221,8 +221,35 @@ EXPECTED_TLS="TLSv1.3 $TLS_SUITE $TLS_GROUP"
 #   SRV_CLIENT_CA  PEM of CAs: require a client certificate they issued
 #                  (tern --client-auth required, nginx ssl_verify_client on,
 #                  haproxy verify required; hitch cannot and refuses to start)
+#   SRV_MODERN     1: instead of TLS 1.3 with the pinned suite and group, the
+#                  "modern" policy every server can hold: TLS 1.2 and 1.3,
+#                  every ECDHE AEAD suite, groups X25519, P-256, P-384
+#                  (bench/tlsfuzzer.sh)
 # and the globals: work (scratch folder), SERVER_CPU, TERN (for tern),
 # cert, key (PEM paths), pids (array of started PIDs, killed on exit).
+
+# srv_policy: the TLS policy of start_server in each server's words, from
+# SRV_MODERN: pol_openssl_versions (nginx), pol_min_ver (haproxy),
+# pol_suites (TLS 1.3, OpenSSL), pol_ciphers12 (TLS 1.2, OpenSSL; empty:
+# none), pol_groups (OpenSSL), pol_tern (tern's flags).
+srv_policy() {
+    if [[ -n "${SRV_MODERN:-}" ]]; then
+        pol_openssl_versions="TLSv1.2 TLSv1.3"
+        pol_min_ver=TLSv1.2
+        pol_suites=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+        pol_ciphers12=ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305
+        pol_groups=X25519:P-256:P-384
+        # tern's default versions and suites are that policy already.
+        pol_tern=(--groups X25519,secp256r1,secp384r1)
+    else
+        pol_openssl_versions=TLSv1.3
+        pol_min_ver=TLSv1.3
+        pol_suites=$TLS_SUITE
+        pol_ciphers12=""
+        pol_groups=$TLS_GROUP
+        pol_tern=(--tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP")
+    fi
+}
 
 # make_cert KEY: a self-signed certificate for localhost/127.0.0.1 in
 # $work/cert.pem, $work/key.pem (and $work/both.pem for haproxy and hitch).
@@ -242,6 +269,48 @@ make_cert() {
     key="$work/key.pem"
 }
 
+# bench_defaults SERVERS [BACKEND_CPU]: the settings every comparison
+# script takes from the environment, with their defaults (DURATION=10
+# seconds, RUNS=3, the release tern, the servers compared), and the strict
+# layout: servers on CPU 0, load on CPU 1.
+bench_defaults() {
+    DURATION="${DURATION:-10}"
+    RUNS="${RUNS:-3}"
+    TERN="${TERN:-$root/target/release/tern}"
+    SERVERS="${SERVERS:-$1}"
+    BACKEND_CPU="${BACKEND_CPU:-${2:-load}}"
+    SERVER_CPU=0
+    LOAD_CPU=1
+}
+
+# nginx_main DIR ERROR_LOG CONNECTIONS: the main context every nginx here
+# starts with: one worker in the foreground, run as root (it reads the
+# scratch folder), pid file in DIR.
+nginx_main() {
+    printf '%s\n' "user root;" "worker_processes 1;" "daemon off;" "pid $1/nginx.pid;" \
+        "error_log $2 warn;" "events { worker_connections $3; }"
+}
+
+# started PORT LOG: keeps the server just started in the background ($!)
+# as STARTED_PID (stopped at exit) and waits until PORT listens; prints LOG
+# when it never does.
+started() {
+    STARTED_PID=$!
+    pids+=("$STARTED_PID")
+    wait_port "$1" || { cat "$2" >&2; return 1; }
+}
+
+# www_backend CPU: a 100-byte index.html in $work/www, served by
+# start_backend on a free port pinned to CPU. Sets backend_port and
+# backend_pid.
+www_backend() {
+    mkdir -p "$work/www"
+    head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+    backend_port="$(free_port)"
+    start_backend "$backend_port" "$1"
+    backend_pid=$STARTED_PID
+}
+
 # The lines every nginx `http` block here starts with: no access log,
 # temporary files under DIR/tmp, keepalive connections never closed for
 # their request count.
@@ -259,12 +328,7 @@ start_backend() {
     local port="$1" cpu="$2" dir="$work/backend"
     mkdir -p "$dir/tmp"
     cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections $((${SRV_MAX_CONNS:-4096} + 1024)); }
+$(nginx_main "$dir" "$dir/error.log" $((${SRV_MAX_CONNS:-4096} + 1024)))
 http {
 $(nginx_http_common "$dir")
     keepalive_timeout ${SRV_IDLE_S:-60}s;
@@ -276,9 +340,7 @@ $(nginx_http_common "$dir")
 }
 CONF
     taskset -c "$cpu" nginx -e "$dir/error.log" -c "$dir/nginx.conf" &
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/error.log" >&2; return 1; }
+    started "$port" "$dir/error.log"
 }
 
 # start_server NAME PORT BACKEND_PORT: start tern, nginx, haproxy or hitch on
@@ -294,14 +356,49 @@ tern_serve_args() {
     [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && tern_alpn=h2,http/1.1
     local -a extra=()
     read -r -a extra <<< "${SRV_TERN_ARGS:-}${SRV_H3:+ --http3}${SRV_CLIENT_CA:+ --client-auth required --client-ca $SRV_CLIENT_CA}"
+    srv_policy
     TERN_SERVE_ARGS=(serve --listen "127.0.0.1:$port"
         --backend "127.0.0.1:$backend" --cert "$cert" --key "$key"
         --workers 1 --access-log off
-        --tls-versions TLSv1.3 --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --alpn "$tern_alpn"
+        "${pol_tern[@]}" --alpn "$tern_alpn"
         --forwarded x-forwarded-for,x-forwarded-proto
         --max-connections "$((conns + 1024))"
         --idle-timeout "${idle}s" --backend-response-timeout "${idle}s"
         "${extra[@]}")
+}
+
+# tern_config_file FILE BACKEND_PORT EXTRA LISTEN...: writes FILE, a `tern
+# serve --config` file with the listener settings tern_serve_args gives as
+# flags (same SRV_* variables; SRV_TERN_ARGS does not apply: with --config
+# tern refuses listener flags), one [[listener]] table per LISTEN address,
+# each ending with EXTRA (TOML lines of that listener: edge rules, its
+# [listener.response_headers] table...). For settings that exist only in
+# TOML (header rules), e.g. bench/edge-rules.toml.
+tern_config_file() {
+    local file="$1" backend="$2" extra="$3" listen
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}"
+    local alpn='"http/1.1"'
+    [[ "${SRV_ALPN:-http/1.1}" == h2 ]] && alpn='"h2", "http/1.1"'
+    shift 3
+    printf 'workers = 1\naccess_log = "off"\n' > "$file"
+    for listen in "$@"; do
+        cat >> "$file" <<TOML
+[[listener]]
+listen = "$listen"
+backends = ["127.0.0.1:$backend"]
+cert = "$cert"
+key = "$key"
+tls_versions = ["TLSv1.3"]
+ciphers = ["$TLS_SUITE"]
+groups = ["$TLS_GROUP"]
+alpn = [$alpn]
+forwarded = ["x-forwarded-for", "x-forwarded-proto"]
+max_connections = $((conns + 1024))
+idle_timeout = "${idle}s"
+backend_response_timeout = "${idle}s"
+$extra
+TOML
+    done
 }
 
 start_server() {
@@ -309,6 +406,7 @@ start_server() {
     local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}" pool="${SRV_POOL:-256}"
     local alpn="${SRV_ALPN:-http/1.1}"
     mkdir -p "$dir/tmp"
+    srv_policy
     case "$name" in
         tern)
             [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
@@ -320,12 +418,7 @@ start_server() {
             [[ "$alpn" == h2 ]] && h2=" http2"
             [[ -n "${SRV_H3:-}" ]] && h3_listen="listen 127.0.0.1:$port quic reuseport; quic_gso on;"
             cat > "$dir/nginx.conf" <<CONF
-user root;
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/log warn;
-events { worker_connections $((conns + 1024)); }
+$(nginx_main "$dir" "$dir/log" $((conns + 1024)))
 http {
 $(nginx_http_common "$dir")
     keepalive_timeout ${idle}s;
@@ -338,9 +431,10 @@ $(nginx_http_common "$dir")
         $h3_listen
         ssl_certificate $cert;
         ssl_certificate_key $key;
-        ssl_protocols TLSv1.3;
-        ssl_ecdh_curve $TLS_GROUP;
-        ssl_conf_command Ciphersuites $TLS_SUITE;
+        ssl_protocols $pol_openssl_versions;
+        ssl_ecdh_curve $pol_groups;
+        ssl_conf_command Ciphersuites $pol_suites;
+        ${pol_ciphers12:+ssl_ciphers $pol_ciphers12;}
         ssl_session_cache shared:SSL:10m;
         ${SRV_CLIENT_CA:+ssl_client_certificate $SRV_CLIENT_CA; ssl_verify_client on;}
         location / {
@@ -383,7 +477,7 @@ defaults
     timeout http-request 10s
     http-reuse always
 frontend fe
-    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver $pol_min_ver ciphersuites $pol_suites curves $pol_groups${pol_ciphers12:+ ciphers $pol_ciphers12}${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
     $quic_bind
     option forwardfor
     http-request set-header X-Forwarded-Proto https
@@ -397,6 +491,7 @@ CONF
         hitch)
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
             [[ -z "${SRV_CLIENT_CA:-}" ]] || { echo "hitch: no client-certificate verification; skipped" >&2; return 1; }
+            [[ -z "${SRV_MODERN:-}" ]] || { echo "hitch: SRV_MODERN is not written for hitch; skipped" >&2; return 1; }
             # hitch refuses to run as root; it reads the key before dropping to nobody.
             cat > "$dir/hitch.conf" <<CONF
 frontend = "[127.0.0.1]:$port"
@@ -419,9 +514,20 @@ CONF
             return 1
             ;;
     esac
-    STARTED_PID=$!
-    pids+=("$STARTED_PID")
-    wait_port "$port" || { cat "$dir/log" >&2; return 1; }
+    started "$port" "$dir/log"
+}
+
+# quic_capable NAME: whether server NAME can serve HTTP/3 here (tern
+# always; nginx and haproxy only as QUIC builds, NGINX_BIN and HAPROXY_BIN:
+# Debian's have none); says why not on stderr.
+quic_capable() {
+    case "$1" in
+        nginx) [[ "$("${NGINX_BIN:-nginx}" -V 2>&1)" == *--with-http_v3_module* ]] ||
+            { echo "nginx (${NGINX_BIN:-nginx}) has no HTTP/3 module; skipped (set NGINX_BIN)" >&2; return 1; } ;;
+        haproxy) [[ "$("${HAPROXY_BIN:-haproxy}" -vv 2>&1)" == *+QUIC* ]] ||
+            { echo "haproxy (${HAPROXY_BIN:-haproxy}) was built without QUIC; skipped (set HAPROXY_BIN)" >&2; return 1; } ;;
+        hitch) echo "hitch has no HTTP/3; skipped" >&2; return 1 ;;
+    esac
 }
 
 # server_version NAME: one line naming the server's version and TLS library.

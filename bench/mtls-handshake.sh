@@ -36,14 +36,9 @@ root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 
-DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+bench_defaults "tern nginx haproxy"
 PAR="${PAR:-4}"
-TERN="${TERN:-$root/target/release/tern}"
-SERVERS="${SERVERS:-tern nginx haproxy}"
 KEY="${KEY:-ecdsa}"
-SERVER_CPU=0
-LOAD_CPU=1
 SRV_POOL=256
 SRV_ALPN=http/1.1
 
@@ -76,11 +71,7 @@ client_cert ecdsa ec -pkeyopt ec_paramgen_curve:P-256
 client_cert rsa rsa:2048
 
 # --- backend on the servers' CPU (strict layout) --------------------------------------
-mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-backend_port="$(free_port)"
-start_backend "$backend_port" "$SERVER_CPU"
-backend_pid=$STARTED_PID
+www_backend "$SERVER_CPU"
 
 # handshakes PORT CLIENT: full TLS 1.3 handshakes (+ GET /) completed in
 # DURATION seconds by PAR `openssl s_time` on LOAD_CPU, presenting

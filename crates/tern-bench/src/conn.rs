@@ -186,7 +186,7 @@ impl Connector {
     }
 
     fn tls_error(&self, e: io::Error, io: &CountingIo<TcpStream>) -> RequestError {
-        if let Some(mismatch) = not_tls(io.first_bytes()) {
+        if let Some(mismatch) = crate::mismatch::not_tls(io.first_bytes()) {
             return mismatch;
         }
         let detail = match e
@@ -204,26 +204,6 @@ impl Connector {
             offered: self.offer.clone(),
         }
     }
-}
-
-/// When the first bytes a server sent in answer to a ClientHello are text,
-/// not a TLS record (content types 20-24), the port speaks plain HTTP (or
-/// something else in clear): say so, with what it sent.
-fn not_tls(first: &[u8]) -> Option<RequestError> {
-    let text = |b: &u8| b.is_ascii_graphic() || b.is_ascii_whitespace();
-    if first.is_empty() || (0x14..=0x18).contains(&first[0]) || !first.iter().all(text) {
-        return None;
-    }
-    let answered = String::from_utf8_lossy(first);
-    let speaks = if first.starts_with(b"HTTP/") {
-        "speaks plain HTTP"
-    } else {
-        "does not speak TLS"
-    };
-    Some(RequestError::SchemeMismatch(format!(
-        "https:// URL, but the port {speaks}: it answered the TLS ClientHello with {answered:?}... \
-         (use http://)"
-    )))
 }
 
 async fn resolve(host: &str, port: u16) -> Result<SocketAddr, RequestError> {

@@ -385,16 +385,8 @@ fn io_error(e: io::Error) -> RequestError {
 }
 
 /// The error for bytes that are not an HTTP/1.1 response head: a TLS
-/// record (an alert, or a handshake) means the URL said `http://` to a port
-/// that speaks TLS, and says so.
+/// record means the URL said `http://` to a port that speaks TLS.
 fn not_http(bytes: &[u8], e: httparse::Error) -> RequestError {
-    match bytes {
-        [0x15 | 0x16, 0x03, ..] => {
-            RequestError::SchemeMismatch(format!(
-            "http:// URL, but the port speaks TLS: it answered with a TLS {} record (use https://)",
-            if bytes[0] == 0x15 { "alert" } else { "handshake" }
-        ))
-        }
-        _ => RequestError::Http(format!("bad response head: {e}")),
-    }
+    crate::mismatch::tls_answer(bytes)
+        .unwrap_or_else(|| RequestError::Http(format!("bad response head: {e}")))
 }

@@ -9,6 +9,7 @@ use crate::config::BenchConfig;
 use crate::conn::Stream;
 use crate::error::{BenchError, RequestError};
 use crate::http1::Exchange;
+use crate::mismatch::{self, PriorKnowledge};
 use crate::target::{Scheme, Target};
 
 /// Stream receive window, HTTP/2's and HTTP/3's: large enough that a 1 MiB
@@ -94,10 +95,20 @@ impl H2Request {
 /// Runs the HTTP/2 preface on `stream` and drives the connection on the
 /// current `LocalSet`.
 pub async fn handshake(stream: Stream) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
+    match stream {
+        plain @ Stream::Plain(_) => start(PriorKnowledge::new(plain)).await,
+        tls @ Stream::Tls(_) => start(tls).await,
+    }
+}
+
+async fn start<T>(io: T) -> Result<h2::client::SendRequest<Bytes>, RequestError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
     let (send, connection) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
-        .handshake(stream)
+        .handshake(io)
         .await
         .map_err(|e| h2_error(&e).0)?;
     tokio::task::spawn_local(async move {
@@ -155,7 +166,9 @@ pub async fn exchange(
 }
 
 fn h2_error(e: &h2::Error) -> (RequestError, bool) {
-    if e.is_io() {
+    if let Some(mismatch) = e.get_io().and_then(mismatch::from_h2_io) {
+        (mismatch, true)
+    } else if e.is_io() {
         let kind = e
             .get_io()
             .map_or_else(|| "io".to_string(), |io| io.kind().to_string());

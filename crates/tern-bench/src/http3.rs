@@ -50,6 +50,7 @@ impl H3Connector {
         addr: SocketAddr,
         server_name: &str,
         tls: Arc<rustls::ClientConfig>,
+        laddr: Option<IpAddr>,
     ) -> Result<H3Connector, BenchError> {
         let quic = QuicClientConfig::try_from(tls)
             .map_err(|e| BenchError::TlsConfig(format!("HTTP/3: {e}")))?;
@@ -59,11 +60,22 @@ impl H3Connector {
             .stream_receive_window(STREAM_WINDOW.into())
             .receive_window(CONNECTION_WINDOW.into());
         config.transport_config(Arc::new(transport));
-        let local: SocketAddr = match addr.ip() {
-            IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        let local: SocketAddr = match (laddr, addr.ip()) {
+            (Some(ip), to) if ip.is_ipv4() != to.is_ipv4() => {
+                return Err(BenchError::Config(format!(
+                    "--laddr {ip}: QUIC to {to} needs a source address of the same family"
+                )))
+            }
+            (Some(ip), _) => (ip, 0).into(),
+            (None, IpAddr::V4(_)) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (None, IpAddr::V6(_)) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let mut endpoint = quinn::Endpoint::client(local).map_err(BenchError::Runtime)?;
+        // The worker's one UDP socket: with --laddr every QUIC connection
+        // of the worker comes from that address, as TCP ones do.
+        let mut endpoint = quinn::Endpoint::client(local).map_err(|e| match laddr {
+            Some(ip) => BenchError::Config(format!("--laddr {ip}: bind UDP: {e}")),
+            None => BenchError::Runtime(e),
+        })?;
         endpoint.set_default_client_config(config);
         Ok(H3Connector {
             endpoint,

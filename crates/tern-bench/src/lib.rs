@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod config;
 pub mod conn;
 pub mod env;
@@ -26,6 +27,7 @@ pub mod error;
 pub mod http1;
 pub mod http2;
 pub mod http3;
+mod mismatch;
 pub mod mix;
 pub mod progress;
 pub mod report;

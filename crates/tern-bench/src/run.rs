@@ -135,6 +135,20 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         )
         .collect();
     let mut warnings = negotiation_warnings(&targets);
+    // A shard's own timestamps cannot show that its clock is off: read
+    // the target's, which every shard reads, for the merge to compare.
+    let clock_offset = match (&config.shard, &config.start_at, config.targets.first()) {
+        (None, None, _) | (_, _, None) => None,
+        (_, _, Some(target)) => match crate::clock::read(&config, target) {
+            Ok(offset) => Some(offset),
+            Err(why) => {
+                warnings.push(format!(
+                    "no reading of the target's clock ({why}): a merge cannot check this shard's clock against the others'"
+                ));
+                None
+            }
+        },
+    };
     if let Some(late) = started_late.filter(|l| *l > crate::shard::LATE_START) {
         warnings.push(format!(
             "started {:.1} s after --start-at: launched late, so it ran apart from the other shards",
@@ -155,6 +169,7 @@ pub fn run_with(config: Arc<BenchConfig>, control: Arc<Control>) -> Result<Repor
         thresholds: Vec::new(),
         shard: config.shard,
         started_late_ms: started_late.map(|l| l.as_millis() as u64),
+        clock_offset,
         start_at_unix_ms: config.start_at.and_then(|t| {
             t.duration_since(std::time::UNIX_EPOCH)
                 .ok()
@@ -200,6 +215,35 @@ impl Runner {
         let start = self.run_start.elapsed();
         let round = run_target(config, &self.config.targets[i], stop, &self.control)?;
         let cpu = self.servers[i].after();
+        self.place(i, start, &round);
+        Ok((round, cpu))
+    }
+
+    /// Runs target `i` through the load shape `stages` (see
+    /// [`Runner::segment`]); returns the whole run's figures, each
+    /// stage's, and the server CPU seconds.
+    fn segment_shaped(
+        &mut self,
+        i: usize,
+        config: &Arc<BenchConfig>,
+        stages: &[crate::stages::Stage],
+    ) -> Result<(Stats, Vec<Stats>, Option<f64>), BenchError> {
+        self.servers[i].before();
+        let start = self.run_start.elapsed();
+        let (whole, parts) = crate::worker::run_target_shaped(
+            config,
+            &self.config.targets[i],
+            stages,
+            &self.control,
+        )?;
+        let cpu = self.servers[i].after();
+        self.place(i, start, &whole);
+        Ok((whole, parts, cpu))
+    }
+
+    /// Places a segment of target `i` that began `start` into the run on
+    /// the run's timeline.
+    fn place(&mut self, i: usize, start: std::time::Duration, round: &Stats) {
         let clock = &mut self.clock_latency[i];
         for (k, h) in round.second_latency.iter().enumerate() {
             let at = (start.as_secs_f64() + k as f64).round() as usize;
@@ -214,7 +258,6 @@ impl Runner {
             elapsed_s: round.elapsed.as_secs_f64(),
             series: round.series.clone(),
         });
-        Ok((round, cpu))
     }
 
     /// Interleaved rounds of every target (one round for a single target).
@@ -243,53 +286,34 @@ impl Runner {
         Ok(())
     }
 
-    /// Each stage of the load shape in turn, every target within it.
+    /// The load shape, each target through all of it in turn: one job
+    /// per target, whose connections stay open from stage to stage.
     fn stages(&mut self) -> Result<(), BenchError> {
         let open = matches!(self.config.load, crate::config::LoadModel::Open { .. });
         let unit = if open { "req/s" } else { "connections" };
-        for (k, stage) in self.config.stages.clone().iter().enumerate() {
-            if stage.level == 0.0 || (!open && stage.level < 1.0) {
-                // A pause: nothing sent, for the server to recover.
-                self.idle(stage.duration);
-                for figures in &mut self.stages {
-                    figures.push(crate::stages::StageFigures::new(
-                        k + 1,
-                        stage,
-                        unit,
-                        &Stats::default(),
-                    ));
-                }
-                continue;
+        let stages = self.config.stages.clone();
+        let highest = stages.iter().map(|s| s.level).fold(0.0, f64::max);
+        let mut c = (*self.config).clone();
+        if open {
+            // The rate only makes it an open loop: each stage sets its own.
+            c.load = crate::config::LoadModel::Open { rate: highest };
+        } else {
+            // Opened for the largest stage; a smaller one lets the first
+            // of them send.
+            c.connections = (highest as usize).max(1);
+        }
+        let c = Arc::new(c);
+        for i in 0..self.config.targets.len() {
+            if self.stopped() {
+                return Ok(());
             }
-            let mut c = (*self.config).clone();
-            if open {
-                c.load = crate::config::LoadModel::Open { rate: stage.level };
-            } else {
-                c.connections = stage.level as usize;
+            let (whole, parts, _) = self.segment_shaped(i, &c, &stages)?;
+            for (k, (stage, part)) in stages.iter().zip(&parts).enumerate() {
+                self.stages[i].push(crate::stages::StageFigures::new(k + 1, stage, unit, part));
             }
-            let c = Arc::new(c);
-            for i in 0..self.config.targets.len() {
-                if self.stopped() {
-                    return Ok(());
-                }
-                let (round, _) = self.segment(i, &c, StopCondition::Duration(stage.duration))?;
-                self.stages[i].push(crate::stages::StageFigures::new(k + 1, stage, unit, &round));
-                self.stats[i].append(&round);
-            }
+            self.stats[i] = whole;
         }
         Ok(())
-    }
-
-    /// Sends nothing for `d` (or until Ctrl-C).
-    fn idle(&self, d: std::time::Duration) {
-        let end = std::time::Instant::now() + d;
-        while !self.stopped() {
-            let now = std::time::Instant::now();
-            if now >= end {
-                break;
-            }
-            std::thread::sleep((end - now).min(std::time::Duration::from_millis(100)));
-        }
     }
 }
 
@@ -489,7 +513,17 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
         resumption_asked: resumption_asked.to_string(),
         http: config.http,
         load: config.load,
-        connections: config.connections,
+        // A closed-loop shape opens as many as its largest stage.
+        connections: match config.load {
+            crate::config::LoadModel::Closed if !config.stages.is_empty() => config
+                .stages
+                .iter()
+                .map(|s| s.level as usize)
+                .max()
+                .unwrap_or(1)
+                .max(1),
+            _ => config.connections,
+        },
         streams_per_connection: streams,
         stop: if let Some(search) = &config.search {
             format!(
@@ -529,6 +563,7 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
             _ => "chain not verified (hey's default; signatures still checked)".to_string(),
         },
         request_mix: config.mix.as_ref().map(crate::mix::RequestMix::describe),
+        stage_levels: config.stages.iter().map(|s| s.level).collect(),
         tls_offer: format!(
             "{}; {}",
             if offer.is_empty() {

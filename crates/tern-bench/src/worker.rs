@@ -11,21 +11,26 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::config::{BenchConfig, ConnectionPlan, HttpVersion, LoadModel, StopCondition};
-use crate::conn::{Connector, Established};
-use crate::error::{BenchError, RequestError};
-use crate::http1::{request_headers, Exchange, RequestBytes};
+use crate::conn::Connector;
+use crate::error::BenchError;
+use crate::http1::{request_headers, RequestBytes};
 use crate::http2::H2Request;
 use crate::http3::H3Connector;
-use crate::progress::{LiveLatency, LiveShard};
-use crate::stats::{record, RequestRecord, Stats};
+use crate::progress::LiveLatency;
+use crate::stats::Stats;
 use crate::target::{Scheme, Target};
 use crate::timeout::Watchdog;
-use crate::tls::{self, Negotiated};
+use crate::tls;
 
 mod h1;
 mod h2;
 mod h3;
+mod pace;
+mod record;
 mod slot;
+
+use pace::{pace, Pacer, Shape};
+use record::{Opened, Setup, SlotCtx};
 
 /// Run-wide controls shared by all threads: Ctrl-C and progress.
 #[derive(Debug)]
@@ -142,6 +147,8 @@ struct Job {
     /// Open loop: time between two sends of one slot (connection or stream).
     slot_interval: Option<Duration>,
     slots_total: usize,
+    /// A load shape run as this one job; its stages are recorded apart.
+    shape: Option<Arc<Shape>>,
 }
 
 impl Job {
@@ -204,6 +211,36 @@ pub fn run_target(
     stop: StopCondition,
     control: &Arc<Control>,
 ) -> Result<Stats, BenchError> {
+    let (merged, _) = run_job(config, target, stop, control, None)?;
+    Ok(merged)
+}
+
+/// Runs `target` through the load shape `stages` as one job (connections
+/// kept from stage to stage) for the stages' whole length; returns the
+/// merged stats and each stage's.
+pub fn run_target_shaped(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stages: &[crate::stages::Stage],
+    control: &Arc<Control>,
+) -> Result<(Stats, Vec<Stats>), BenchError> {
+    let held = stages.iter().map(|s| s.duration).sum();
+    run_job(
+        config,
+        target,
+        StopCondition::Duration(held),
+        control,
+        Some(Arc::new(Shape::new(stages))),
+    )
+}
+
+fn run_job(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stop: StopCondition,
+    control: &Arc<Control>,
+    shape: Option<Arc<Shape>>,
+) -> Result<(Stats, Vec<Stats>), BenchError> {
     let workers = config.workers.clamp(1, config.connections.max(1));
     let http = target.http.unwrap_or(config.http);
     let streams = match config.plan {
@@ -254,9 +291,9 @@ pub fn run_target(
         ready: Barrier::new(workers + 1),
         slot_interval,
         slots_total,
+        shape,
     });
-    let mut merged = Stats::default();
-    let results: Vec<Result<Stats, BenchError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Vec<Stats>, BenchError>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         let mut first_conn = 0;
         for (w, tls_config) in tls_configs.into_iter().enumerate() {
@@ -278,10 +315,15 @@ pub fn run_target(
             .map(|c| c.bind_to(config.local_addr));
             let job = job.clone();
             let control = control.clone();
+            let https = target.scheme == Scheme::Https;
+            let tls_options = &config.tls;
             let first = first_conn;
             first_conn += conns;
             handles.push(scope.spawn(move || {
                 crate::warmup::warm_crypto();
+                if https {
+                    crate::warmup::warm_tls(tls_options);
+                }
                 job.ready.wait();
                 run_worker(
                     job,
@@ -307,12 +349,24 @@ pub fn run_target(
             })
             .collect()
     });
+    let mut parts: Vec<Stats> = Vec::new();
     for r in results {
-        merged.merge(&r?);
+        let r = r?;
+        parts.resize_with(r.len(), Stats::default);
+        for (part, theirs) in parts.iter_mut().zip(&r) {
+            part.merge(theirs);
+        }
+    }
+    let mut merged = Stats::default();
+    for (k, part) in parts.iter_mut().enumerate() {
+        merged.merge(part);
+        if let Some(shape) = &job.shape {
+            part.elapsed = shape.duration(k);
+        }
     }
     merged.tickets = tickets.load(Ordering::Relaxed);
     merged.elapsed = job.budget.start().elapsed();
-    Ok(merged)
+    Ok((merged, parts))
 }
 
 fn run_worker(
@@ -323,20 +377,23 @@ fn run_worker(
     conns: usize,
     streams: usize,
     control: Arc<Control>,
-) -> Result<Stats, BenchError> {
+) -> Result<Vec<Stats>, BenchError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
     let local = tokio::task::LocalSet::new();
-    let stats = Rc::new(RefCell::new(Stats::default()));
+    let parts = job.shape.as_ref().map_or(1, |s| s.len());
+    let stats = Rc::new(RefCell::new(vec![Stats::default(); parts]));
     let mut stopped = control.stopped.subscribe();
     let slot_stats = stats.clone();
     local.block_on(&rt, async move {
         // Made on the worker's runtime: the endpoint's socket is
         // registered with it.
         let h3 = match (h3_tls, job.h3_addr) {
-            (Some((tls, name)), Some(addr)) => Some(H3Connector::new(addr, &name, tls)?),
+            (Some((tls, name)), Some(addr)) => {
+                Some(H3Connector::new(addr, &name, tls, job.config.local_addr)?)
+            }
             _ => None,
         };
         let ctx = Rc::new(SlotCtx {
@@ -351,7 +408,7 @@ fn run_worker(
         for c in first_conn..first_conn + conns {
             let ctx = ctx.clone();
             let pacers: Vec<Option<Pacer>> = (0..streams)
-                .map(|s| Pacer::new(&job, c * streams + s))
+                .map(|s| Pacer::new(&job, c * streams + s, c))
                 .collect();
             handles.push(tokio::task::spawn_local(async move {
                 use slot::{multiplexed_slot, serial_slot};
@@ -383,203 +440,6 @@ fn run_worker(
     drop(local);
     let stats = stats.borrow().clone();
     Ok(stats)
-}
-
-/// Open-loop schedule of one slot: send times at a fixed interval,
-/// staggered across slots so the load is smooth.
-struct Pacer {
-    next: Instant,
-    interval: Duration,
-    /// End of a run that stops after a duration: a slot whose next send
-    /// falls after it stops there, instead of sleeping to that send (at
-    /// low rates a slot's interval is longer than the whole run).
-    deadline: Option<Instant>,
-}
-
-impl Pacer {
-    fn new(job: &Job, slot: usize) -> Option<Pacer> {
-        let interval = job.slot_interval?;
-        let offset = interval.mul_f64(slot as f64 / job.slots_total as f64);
-        Some(Pacer {
-            next: job.budget.start() + offset,
-            interval,
-            deadline: job.budget.duration.map(|d| job.budget.start() + d),
-        })
-    }
-}
-
-/// Waits for the next send time; returns the time latency counts from: the
-/// scheduled time in open loop (even when we are late: that lateness is
-/// the queueing the server caused), now in closed loop.
-async fn pace(pacer: &mut Option<Pacer>) -> Instant {
-    match pacer {
-        None => Instant::now(),
-        Some(p) => {
-            let intended = p.next;
-            p.next += p.interval;
-            // Past the deadline, the budget refuses the ticket.
-            let wake = p.deadline.map_or(intended, |d| intended.min(d));
-            if wake > Instant::now() {
-                tokio::time::sleep_until(wake.into()).await;
-            }
-            intended
-        }
-    }
-}
-
-/// What opening one connection went through; see `SlotCtx::record_setup`.
-struct Opened<'a> {
-    /// Name lookup (TCP only: QUIC resolves once per run).
-    dns: Option<Duration>,
-    /// TCP connect (none over QUIC).
-    connect: Option<Duration>,
-    /// The TLS (or QUIC) handshake and what it negotiated; none for http://.
-    tls: Option<(Duration, &'a Negotiated)>,
-    resumed: bool,
-    handshake_bytes: u64,
-    /// The algorithm the server's chain came compressed with (RFC 8879;
-    /// TLS over TCP only: quinn does not say).
-    cert_compression: Option<&'static str>,
-}
-
-impl Established {
-    fn opened(&self) -> Opened<'_> {
-        Opened {
-            dns: Some(self.dns),
-            connect: Some(self.connect),
-            tls: self.negotiated.as_ref().map(|n| (self.tls, n)),
-            resumed: self.resumed,
-            handshake_bytes: self.handshake_bytes,
-            cert_compression: self.cert_compression,
-        }
-    }
-}
-
-/// Connection set-up phases, for per-request records.
-#[derive(Debug, Clone, Copy, Default)]
-struct Setup {
-    dns: Duration,
-    connect: Duration,
-    tls: Duration,
-    resumed: bool,
-}
-
-struct SlotCtx {
-    job: Arc<Job>,
-    connector: Connector,
-    /// HTTP/3 targets: this worker's QUIC endpoint.
-    h3: Option<H3Connector>,
-    stats: Rc<RefCell<Stats>>,
-    /// The live view's shard of this worker, while a view is drawn.
-    live: Option<LiveShard>,
-    control: Arc<Control>,
-}
-
-impl SlotCtx {
-    /// Counts one opened connection, whatever the protocol, and returns its
-    /// phases for the per-request record. A phase the connection did not go
-    /// through (`None`) is left out of its histogram, so a report never
-    /// shows it as measured.
-    fn record_setup(&self, opened: Opened<'_>) -> Setup {
-        let mut s = self.stats.borrow_mut();
-        s.connections += 1;
-        if let Some(dns) = opened.dns {
-            record(&mut s.dns, dns);
-        }
-        if let Some(connect) = opened.connect {
-            record(&mut s.connect, connect);
-        }
-        let mut setup = Setup {
-            dns: opened.dns.unwrap_or_default(),
-            connect: opened.connect.unwrap_or_default(),
-            ..Setup::default()
-        };
-        if let Some((tls, negotiated)) = opened.tls {
-            record(&mut s.tls, tls);
-            s.handshakes += 1;
-            s.resumed += u64::from(opened.resumed);
-            s.handshake_bytes += opened.handshake_bytes;
-            *s.negotiated.entry(negotiated.clone()).or_insert(0) += 1;
-            setup.tls = tls;
-            setup.resumed = opened.resumed;
-            if let Some(alg) = opened.cert_compression {
-                *s.cert_compressed.entry(alg.to_string()).or_insert(0) += 1;
-            }
-        }
-        setup
-    }
-
-    fn record_ok(&self, intended: Instant, ex: &Exchange, setup: Option<Setup>) {
-        let now = ex.done;
-        let total = now.saturating_duration_since(intended);
-        if let Some(Ok(mut live)) = self.live.as_ref().map(|l| l.lock()) {
-            record(&mut live, total);
-        }
-        let mut s = self.stats.borrow_mut();
-        record(&mut s.total, total);
-        record(&mut s.ttfb, ex.ttfb);
-        record(&mut s.body, ex.body);
-        *s.status.entry(ex.status).or_insert(0) += 1;
-        s.body_bytes += ex.body_bytes;
-        let at = now.saturating_duration_since(self.job.budget.start());
-        s.bump_series(at, false);
-        s.record_second(at, total);
-        if self.job.config.record_requests {
-            let setup = setup.unwrap_or_default();
-            s.records.push(RequestRecord {
-                offset: intended.saturating_duration_since(self.job.budget.start()),
-                total,
-                dns: setup.dns,
-                connect: setup.connect,
-                tls: setup.tls,
-                ttfb: ex.ttfb,
-                body: ex.body,
-                status: ex.status,
-                resumed: setup.resumed,
-            });
-        }
-        drop(s);
-        self.control.done.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Records a response, as a failure when it fails `req`'s checks.
-    fn record_checked(
-        &self,
-        intended: Instant,
-        ex: &Exchange,
-        setup: Option<Setup>,
-        req: &Prepared,
-    ) {
-        match req.check.verdict(ex.status, ex.body_found) {
-            None => self.record_ok(intended, ex, setup),
-            Some(why) => self.record_error(intended, &RequestError::Check(why)),
-        }
-    }
-
-    fn record_error(&self, intended: Instant, err: &RequestError) {
-        let now = Instant::now();
-        let mut s = self.stats.borrow_mut();
-        s.count_error(
-            err.to_string(),
-            now.saturating_duration_since(self.job.budget.start()),
-        );
-        if self.job.config.record_requests {
-            s.records.push(RequestRecord {
-                offset: intended.saturating_duration_since(self.job.budget.start()),
-                total: now.saturating_duration_since(intended),
-                dns: Duration::ZERO,
-                connect: Duration::ZERO,
-                tls: Duration::ZERO,
-                ttfb: Duration::ZERO,
-                body: Duration::ZERO,
-                status: 0,
-                resumed: false,
-            });
-        }
-        drop(s);
-        self.control.done.fetch_add(1, Ordering::Relaxed);
-        self.control.failed.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,10 @@ use crate::ProbeError;
 pub const DEFAULT_PORT: u16 = 443;
 
 /// Host (no brackets) and port of a target; an `https://` URL's path is
-/// ignored, an `http://` one is refused (there is no TLS to probe).
-pub(crate) fn parse_target(target: &str) -> Result<(String, u16), ProbeError> {
+/// ignored, an `http://` one is refused (there is no TLS to probe). The
+/// target comes from the command line: any text gives a host and port or
+/// a one-line error (fuzz target probe_target).
+pub fn parse_target(target: &str) -> Result<(String, u16), ProbeError> {
     let bad = |why: &str| ProbeError::BadTarget(why.to_string());
     if let Ok(ip) = target.parse::<Ipv6Addr>() {
         return Ok((ip.to_string(), DEFAULT_PORT));
@@ -104,6 +106,37 @@ mod tests {
         assert_eq!(parsed("[::1]:8443"), t("::1", 8443));
         assert_eq!(parsed("[::1]"), t("::1", 443));
         assert_eq!(parsed("::1"), t("::1", 443));
+    }
+
+    /// The fuzz target probe_target's property on odd inputs: a host and
+    /// port written back as HOST:PORT parse to themselves; errors are one
+    /// line.
+    #[test]
+    fn a_parsed_target_written_back_parses_to_itself() {
+        for text in [
+            "https://[::ffff:127.0.0.1]:1/",
+            "https://a.b%41:5/",
+            "[fe80::1%25eth0]:9",
+            "x:0",
+            "https://x:65535?q",
+            "https://:443/",
+            "[::1]:",
+            "h:\u{e9}",
+            "a b:1",
+            "https://[v1.x]/",
+        ] {
+            match parse_target(text) {
+                Ok((host, port)) => {
+                    let again = if host.contains(':') {
+                        format!("[{host}]:{port}")
+                    } else {
+                        format!("{host}:{port}")
+                    };
+                    assert_eq!(parse_target(&again).ok(), Some((host, port)), "{text:?}");
+                }
+                Err(e) => assert!(!e.to_string().contains('\n'), "{text:?}: {e}"),
+            }
+        }
     }
 
     #[test]

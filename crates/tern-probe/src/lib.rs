@@ -35,7 +35,7 @@ pub mod speed;
 pub mod suites;
 pub mod wire;
 
-pub use address::DEFAULT_PORT;
+pub use address::{parse_target, DEFAULT_PORT};
 pub use probe::{probe, ProbeOptions};
 pub use report::{Finding, Report, Severity};
 pub use speed::{SpeedError, SpeedFigures, SpeedReport};

@@ -51,6 +51,10 @@ pub(crate) enum Kind {
     RateLimited,
     /// Client: over `client_max_connections` (closed before the handshake).
     TooManyConnections,
+    /// Client: kept sending past `client_rate` (`client_rate_close_after`
+    /// refusals in a row): its connection closed, and its new ones closed
+    /// before the handshake until its Retry-After has passed.
+    KeptSending,
     /// Client: the request body is over `max_request_body` (413).
     BodyTooLarge,
     /// Client: the TLS handshake failed or timed out (closed; logged only
@@ -79,7 +83,12 @@ pub(crate) enum Kind {
     /// Backend: failed after the response head was sent; the client's
     /// response is cut short.
     Body,
-    /// tern: Upgrade or CONNECT towards an HTTP/2 backend (501).
+    /// Backend: an HTTP/2 backend that does not offer extended CONNECT
+    /// (RFC 8441's SETTINGS_ENABLE_CONNECT_PROTOCOL) was asked for a
+    /// WebSocket (502).
+    NoExtendedConnect,
+    /// tern: a plain CONNECT, or an Upgrade other than WebSocket towards
+    /// an HTTP/2 backend (501).
     NotImplemented,
 }
 
@@ -94,6 +103,7 @@ impl Kind {
             | Kind::Denied
             | Kind::RateLimited
             | Kind::TooManyConnections
+            | Kind::KeptSending
             | Kind::BodyTooLarge
             | Kind::HandshakeFailed
             | Kind::HeadTimeout => Side::Client,
@@ -112,6 +122,7 @@ impl Kind {
             Kind::Denied => "denied",
             Kind::RateLimited => "rate_limited",
             Kind::TooManyConnections => "too_many_connections",
+            Kind::KeptSending => "kept_sending",
             Kind::BodyTooLarge => "body_too_large",
             Kind::HandshakeFailed => "handshake_failed",
             Kind::HeadTimeout => "head_timeout",
@@ -124,12 +135,13 @@ impl Kind {
             Kind::Invalid => "invalid",
             Kind::Upload => "upload",
             Kind::Body => "body",
+            Kind::NoExtendedConnect => "no_extended_connect",
             Kind::NotImplemented => "not_implemented",
         }
     }
 
     /// Every kind, in the order of [`Kind::index`] (for metrics).
-    pub(crate) const ALL: [Kind; 20] = [
+    pub(crate) const ALL: [Kind; 22] = [
         Kind::ClientGone,
         Kind::BadBody,
         Kind::UploadStalled,
@@ -137,6 +149,7 @@ impl Kind {
         Kind::Denied,
         Kind::RateLimited,
         Kind::TooManyConnections,
+        Kind::KeptSending,
         Kind::BodyTooLarge,
         Kind::HandshakeFailed,
         Kind::HeadTimeout,
@@ -149,6 +162,7 @@ impl Kind {
         Kind::Invalid,
         Kind::Upload,
         Kind::Body,
+        Kind::NoExtendedConnect,
         Kind::NotImplemented,
     ];
 
@@ -165,6 +179,7 @@ impl Kind {
             Kind::ClientGone
             | Kind::Body
             | Kind::TooManyConnections
+            | Kind::KeptSending
             | Kind::HandshakeFailed
             | Kind::HeadTimeout => None,
             Kind::Denied => Some(403),
@@ -172,7 +187,12 @@ impl Kind {
             Kind::RateLimited => Some(429),
             Kind::BadBody | Kind::Unrelayable => Some(400),
             Kind::UploadStalled => Some(408),
-            Kind::Connect | Kind::Tls | Kind::Closed | Kind::Invalid | Kind::Upload => Some(502),
+            Kind::Connect
+            | Kind::Tls
+            | Kind::Closed
+            | Kind::Invalid
+            | Kind::Upload
+            | Kind::NoExtendedConnect => Some(502),
             Kind::AllDown => Some(503),
             Kind::ConnectTimeout | Kind::Timeout => Some(504),
             Kind::NotImplemented => Some(501),
@@ -214,6 +234,7 @@ impl ExchangeError {
             Kind::Denied => "client:denied",
             Kind::RateLimited => "client:rate_limited",
             Kind::TooManyConnections => "client:too_many_connections",
+            Kind::KeptSending => "client:kept_sending",
             Kind::BodyTooLarge => "client:body_too_large",
             Kind::HandshakeFailed => "client:handshake_failed",
             Kind::HeadTimeout => "client:head_timeout",
@@ -226,6 +247,7 @@ impl ExchangeError {
             Kind::Invalid => "backend:invalid",
             Kind::Upload => "backend:upload",
             Kind::Body => "backend:body",
+            Kind::NoExtendedConnect => "backend:no_extended_connect",
             Kind::NotImplemented => "tern:not_implemented",
         }
     }

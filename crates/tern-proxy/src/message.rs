@@ -57,6 +57,30 @@ impl Request<'_> {
         self.is_connect() && self.upgrade && matches!(self.head, RequestView::H2(_))
     }
 
+    /// True for a request that opens a WebSocket: an HTTP/1.1 `Upgrade:
+    /// websocket`, or an extended CONNECT with `:protocol websocket` (RFC
+    /// 8441 over HTTP/2, RFC 9220 over HTTP/3). The only upgrade an HTTP/2
+    /// backend can take (as an extended CONNECT of its own).
+    pub(crate) fn is_websocket(&self) -> bool {
+        match self.head {
+            RequestView::H1(h) => {
+                self.upgrade
+                    && h.fields
+                        .get("upgrade")
+                        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+            }
+            RequestView::H2(_) => self.is_websocket_connect(),
+        }
+    }
+
+    /// The `Sec-WebSocket-Key` of an HTTP/1.1 WebSocket handshake.
+    pub(crate) fn websocket_key(&self) -> Option<&[u8]> {
+        match self.head {
+            RequestView::H1(h) => h.fields.get("sec-websocket-key").map(<[u8]>::trim_ascii),
+            RequestView::H2(_) => None,
+        }
+    }
+
     /// True for the methods RFC 9110 section 9.2.2 makes idempotent
     /// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE): sending one twice does
     /// what sending it once does, so it may go to another server.
@@ -150,6 +174,22 @@ impl ResponseView<'_> {
             ResponseHeadView::H2(p) => p.status.as_u16(),
         }
     }
+}
+
+/// A backend's yes to a WebSocket, as a front end relays it before the
+/// tunnel starts: an HTTP/1.1 backend's `101`, or an HTTP/2 backend's
+/// `2xx` to an extended CONNECT (RFC 8441).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Switched<'r> {
+    /// The backend's head.
+    pub head: ResponseHeadView<'r>,
+    /// What the header rules change on the way to the client (HSTS,
+    /// `response_headers`, the request ID), as for any response.
+    pub edits: &'r FieldEdits<'r>,
+    /// `Sec-WebSocket-Accept` for an HTTP/1.1 client whose handshake tern
+    /// answers itself (its backend spoke RFC 8441, which has no key); None
+    /// when an HTTP/1.1 backend's 101 carries the backend's own.
+    pub accept: Option<&'r str>,
 }
 
 /// How the body pieces of a response must reach a front end.

@@ -287,3 +287,34 @@ fn numbered(path: &str, prefix: &str, suffix: &str) -> Option<usize> {
         .parse()
         .ok()
 }
+
+/// Checks tern's access log (on its stdout) after Chromium loaded a page
+/// at `/` whose WebSocket went to `ws_path`: the WebSocket was an HTTP/2
+/// extended CONNECT (`alpn=h2 method=CONNECT status=200`) from the same
+/// client address as the page, so it rode the page's connection. Returns
+/// the WebSocket's line.
+pub fn assert_websocket_rode_the_pages_h2_connection(
+    served: &crate::tern::Served,
+    ws_path: &str,
+    wait: Duration,
+) -> String {
+    use crate::tern::log_field;
+    let line = served
+        .tern
+        .wait_stdout_lines(&format!("path={ws_path}"), 1, wait)
+        .expect("an access-log line for the WebSocket")[0]
+        .clone();
+    assert_eq!(log_field(&line, "alpn"), Some("h2"), "{line}");
+    assert_eq!(log_field(&line, "method"), Some("CONNECT"), "{line}");
+    assert_eq!(log_field(&line, "status"), Some("200"), "{line}");
+    let page = served
+        .tern
+        .wait_stdout_lines("path=/ ", 1, wait)
+        .expect("an access-log line for the page");
+    assert_eq!(
+        log_field(&page[0], "client"),
+        log_field(&line, "client"),
+        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    );
+    line
+}

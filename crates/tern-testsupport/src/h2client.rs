@@ -192,6 +192,58 @@ impl H2Client {
         send.send_request(request, false)
     }
 
+    /// Opens a WebSocket on `path` with an extended CONNECT (RFC 8441:
+    /// `:method CONNECT`, `:protocol websocket`, version 13): the response
+    /// head, and the stream's halves for the caller's frames.
+    pub async fn open_websocket(
+        &self,
+        path: &str,
+    ) -> Result<(http::response::Parts, h2::SendStream<Bytes>, h2::RecvStream), h2::Error> {
+        let mut connect = request("CONNECT", path);
+        connect.headers_mut().insert(
+            "sec-websocket-version",
+            http::HeaderValue::from_static("13"),
+        );
+        connect
+            .extensions_mut()
+            .insert(h2::ext::Protocol::from_static("websocket"));
+        let (response, send) = self.open(connect).await?;
+        let (parts, recv) = response.await?.into_parts();
+        Ok((parts, send, recv))
+    }
+
+    /// Sends `frames` (client frames, [`crate::ws_frame::client_text`]) on
+    /// a WebSocket stream from [`H2Client::open_websocket`] and reads
+    /// until `want` text frames came back (20 s at most for each read),
+    /// then resets the stream (CANCEL), as a client that leaves without
+    /// the closing handshake: Hypercorn leaves a WebSocket's stream open
+    /// even after that handshake, so a tunnel to it that the client does
+    /// not cut ends only at tern's `idle_timeout`.
+    pub async fn websocket_texts(
+        send: &mut h2::SendStream<Bytes>,
+        recv: &mut h2::RecvStream,
+        frames: Vec<u8>,
+        want: usize,
+    ) -> Result<Vec<String>, String> {
+        send.send_data(Bytes::from(frames), false)
+            .map_err(|e| e.to_string())?;
+        let mut back = Vec::new();
+        loop {
+            let (texts, _) = crate::ws_frame::server_texts(&back);
+            if texts.len() >= want {
+                send.send_reset(h2::Reason::CANCEL);
+                return Ok(texts);
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), recv.data())
+                .await
+                .map_err(|_| format!("no frame within 20 s after {texts:?}"))?
+                .ok_or_else(|| format!("stream ended after {texts:?}"))?
+                .map_err(|e| e.to_string())?;
+            let _ = recv.flow_control().release_capacity(chunk.len());
+            back.extend_from_slice(&chunk);
+        }
+    }
+
     /// Whether the connection task has ended (GOAWAY, reset or close).
     pub fn is_closed(&self) -> bool {
         self.driver.is_finished()

@@ -109,20 +109,7 @@ impl H3Conn {
         path: &str,
         message: &[u8],
     ) -> Result<(u16, Vec<u8>), String> {
-        let mut req = http::Request::builder()
-            .method("CONNECT")
-            .uri(format!("https://localhost{path}"))
-            .header("sec-websocket-version", "13")
-            .body(())
-            .map_err(|e| e.to_string())?;
-        req.extensions_mut().insert(h3::ext::Protocol::WEBSOCKET);
-        let mut stream = self
-            .send
-            .send_request(req)
-            .await
-            .map_err(|e| e.to_string())?;
-        let response = stream.recv_response().await.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
+        let (status, mut stream) = self.open_websocket(path).await?;
         if status != 200 {
             return Ok((status, Vec::new()));
         }
@@ -139,6 +126,64 @@ impl H3Conn {
         }
         stream.finish().await.map_err(|e| e.to_string())?;
         Ok((status, back))
+    }
+}
+
+/// A request stream of [`H3Conn`].
+type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+impl H3Conn {
+    /// Sends an extended CONNECT for a WebSocket on `path` (RFC 9220,
+    /// `:protocol = websocket`, version 13): the response status and the
+    /// stream.
+    async fn open_websocket(&mut self, path: &str) -> Result<(u16, H3Stream), String> {
+        let mut req = http::Request::builder()
+            .method("CONNECT")
+            .uri(format!("https://localhost{path}"))
+            .header("sec-websocket-version", "13")
+            .body(())
+            .map_err(|e| e.to_string())?;
+        req.extensions_mut().insert(h3::ext::Protocol::WEBSOCKET);
+        let mut stream = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let response = stream.recv_response().await.map_err(|e| e.to_string())?;
+        Ok((response.status().as_u16(), stream))
+    }
+
+    /// Opens a WebSocket on `path` with an extended CONNECT (RFC 9220),
+    /// sends `frames` (client frames, [`crate::ws_frame::client_text`])
+    /// and reads until `want` text frames came back, then cancels the
+    /// stream (as [`crate::h2client::H2Client::websocket_texts`] does, and
+    /// why). The response status and the texts.
+    pub async fn websocket_texts(
+        &mut self,
+        path: &str,
+        frames: &[u8],
+        want: usize,
+    ) -> Result<(u16, Vec<String>), String> {
+        let (status, mut stream) = self.open_websocket(path).await?;
+        if status != 200 {
+            return Ok((status, Vec::new()));
+        }
+        stream
+            .send_data(Bytes::copy_from_slice(frames))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut back = Vec::new();
+        loop {
+            let (texts, _) = crate::ws_frame::server_texts(&back);
+            if texts.len() >= want {
+                stream.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+                return Ok((status, texts));
+            }
+            match stream.recv_data().await.map_err(|e| e.to_string())? {
+                Some(mut chunk) => back.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining())),
+                None => return Err(format!("stream ended after {texts:?}")),
+            }
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! A real HAProxy (the Debian package) as a PROXY-protocol consumer: it
 //! accepts a PROXY v1 or v2 header (`accept-proxy`) and answers every HTTP
 //! request with the client address the header carried, so a test can check
-//! what tern told its backend.
+//! what tern told its backend; and as a PROXY v2 sender whose SSL TLV is
+//! the reference for tern's.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -39,6 +40,16 @@ fn preamble(timeout_s: u32) -> String {
     )
 }
 
+/// The chain then the key in one PEM file in `dir`, as HAProxy's `crt`
+/// wants them.
+fn combined_pem(dir: &TempDir, chain: &Path, key: &Path) -> std::path::PathBuf {
+    let pem = dir.path().join("both.pem");
+    let mut both = std::fs::read(chain).expect("read the chain");
+    both.extend(std::fs::read(key).expect("read the key"));
+    std::fs::write(&pem, both).expect("write the combined PEM");
+    pem
+}
+
 /// A running HAProxy, killed on drop.
 pub struct Haproxy {
     addr: SocketAddr,
@@ -73,10 +84,7 @@ impl Haproxy {
     pub fn start_tls_proxy(chain: &Path, key: &Path, backend: SocketAddr) -> Haproxy {
         let addr = free_addr();
         let dir = TempDir::new("haproxy");
-        let pem = dir.path().join("both.pem");
-        let mut both = std::fs::read(chain).expect("read the chain");
-        both.extend(std::fs::read(key).expect("read the key"));
-        std::fs::write(&pem, both).expect("write the combined PEM");
+        let pem = combined_pem(&dir, chain, key);
         let config = format!(
             "{}\
              frontend tls\n\
@@ -87,6 +95,38 @@ impl Haproxy {
              \x20   server s1 {backend}\n",
             preamble(30),
             pem.display()
+        );
+        Haproxy::start_with(addr, dir, &config)
+    }
+
+    /// HAProxy on a free loopback port terminating TLS (TCP mode) with the
+    /// chain and key at `chain`/`key`, requiring a client certificate from
+    /// the CAs in `client_ca`, and passing the bytes to `backend` after a
+    /// PROXY v2 header with its `PP2_TYPE_SSL` TLV and every sub-TLV it
+    /// can send (version, CN, cipher, signature and key algorithms): the
+    /// reference for the TLV tern sends in the same place.
+    pub fn start_tls_sending_ssl_tlv(
+        chain: &Path,
+        key: &Path,
+        client_ca: &Path,
+        backend: SocketAddr,
+    ) -> Haproxy {
+        let addr = free_addr();
+        let dir = TempDir::new("haproxy");
+        let pem = combined_pem(&dir, chain, key);
+        let config = format!(
+            "{}\
+             frontend tls\n\
+             \x20   mode tcp\n\
+             \x20   bind {addr} ssl crt {} ca-file {} verify required\n\
+             \x20   default_backend pp\n\
+             backend pp\n\
+             \x20   mode tcp\n\
+             \x20   server s1 {backend} send-proxy-v2-ssl-cn \
+             proxy-v2-options ssl,cert-cn,ssl-cipher,cert-sig,cert-key\n",
+            preamble(10),
+            pem.display(),
+            client_ca.display(),
         );
         Haproxy::start_with(addr, dir, &config)
     }

@@ -49,6 +49,7 @@ pub mod trap_servers;
 pub mod matrix_backends;
 pub mod split_backend;
 pub mod until_exit;
+pub mod ws_frame;
 
 pub use rustls;
 pub use serde_json;

@@ -103,3 +103,27 @@ impl PythonOrigin {
         self.addr
     }
 }
+
+/// Runs `python SCRIPT PORT ARGS...` with the port of a free address of
+/// 127.0.0.1 (a test's own origin script, e.g. a WebSocket server), and
+/// waits until it accepts there (20 s at most). The process is killed
+/// when the first value is dropped.
+pub fn start_script(
+    python: &str,
+    script: &std::path::Path,
+    args: &[&std::ffi::OsStr],
+) -> (KillOnDrop, SocketAddr) {
+    let addr = crate::tern::free_addr();
+    let child = Command::new(python)
+        .arg(script)
+        .arg(addr.port().to_string())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", script.display()));
+    let origin = KillOnDrop(child);
+    crate::tern::wait_accepting(addr, std::time::Duration::from_secs(20));
+    (origin, addr)
+}

@@ -8,15 +8,19 @@
 //! rustls sends for the reason (`unknown_ca`, `certificate_expired`,
 //! `certificate_revoked`, `certificate_required`).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
-use rustls::server::danger::ClientCertVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{CertificateError, RootCertStore};
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, CertificateRevocationListDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, DnsName, UnixTime};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use crate::TlsError;
@@ -180,6 +184,137 @@ impl ClientAuth {
     /// The mode.
     pub fn mode(&self) -> ClientAuthMode {
         self.files.mode
+    }
+}
+
+/// Server names (SNI, or a request's host) looked up exactly, then as
+/// `*.parent` wildcards, as [`crate::SniResolver`] does.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NameIndex {
+    exact: HashMap<String, usize>,
+    wildcard: HashMap<String, usize>,
+}
+
+impl NameIndex {
+    /// Files `name` (`*.example.com` for a wildcard) under `index`; false
+    /// when it was already filed under another.
+    pub(crate) fn insert(&mut self, name: &str, index: usize) -> bool {
+        let name = name.to_ascii_lowercase();
+        let (map, key) = match name.strip_prefix("*.") {
+            Some(parent) => (&mut self.wildcard, parent.to_string()),
+            None => (&mut self.exact, name.clone()),
+        };
+        map.insert(key, index).is_none_or(|other| other == index)
+    }
+
+    /// The index filed for `name`, if any.
+    pub(crate) fn find(&self, name: Option<&str>) -> Option<usize> {
+        let name = name?.trim_end_matches('.').to_ascii_lowercase();
+        self.exact.get(&name).copied().or_else(|| {
+            let (_, parent) = name.split_once('.')?;
+            self.wildcard.get(parent).copied()
+        })
+    }
+}
+
+/// Client certificates asked for by server name in one configuration, for
+/// a QUIC endpoint (one rustls configuration for every connection; TCP
+/// picks a configuration per name from the ClientHello instead). The
+/// vendored rustls asks [`ClientCertVerifier::for_server_name`] which
+/// verifier decides a TLS 1.3 handshake (QUIC has no other); the methods
+/// of this one are never asked to verify.
+#[derive(Debug)]
+pub(crate) struct ByNameVerifier {
+    names: NameIndex,
+    verifiers: Vec<Arc<dyn ClientCertVerifier>>,
+    default: Arc<dyn ClientCertVerifier>,
+    schemes: Vec<SignatureScheme>,
+}
+
+impl ByNameVerifier {
+    /// `verifiers[i]` decides for the names filed under `i` in `names`,
+    /// `default` for every other name and for clients without SNI.
+    pub(crate) fn new(
+        names: NameIndex,
+        policies: &[&ClientAuth],
+        default: &ClientAuth,
+        provider: &CryptoProvider,
+    ) -> Self {
+        let verifier = |auth: &ClientAuth| {
+            auth.verifier
+                .clone()
+                .unwrap_or_else(WebPkiClientVerifier::no_client_auth)
+        };
+        ByNameVerifier {
+            names,
+            verifiers: policies.iter().map(|a| verifier(a)).collect(),
+            default: verifier(default),
+            schemes: provider
+                .signature_verification_algorithms
+                .supported_schemes(),
+        }
+    }
+
+    fn unused() -> rustls::Error {
+        rustls::Error::General("client certificates are verified by server name".into())
+    }
+}
+
+impl ClientCertVerifier for ByNameVerifier {
+    fn for_server_name(
+        &self,
+        server_name: Option<&DnsName<'_>>,
+    ) -> Option<Arc<dyn ClientCertVerifier>> {
+        let found = self.names.find(server_name.map(|n| n.as_ref()));
+        Some(match found.and_then(|i| self.verifiers.get(i)) {
+            Some(v) => v.clone(),
+            None => self.default.clone(),
+        })
+    }
+
+    // Asked before the server name is known: rustls then keeps the
+    // transcript a client certificate would need.
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Err(Self::unused())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(Self::unused())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(Self::unused())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.schemes.clone()
     }
 }
 

@@ -1,19 +1,19 @@
 //! The rustls `ServerConfig` tern serves with, and what a handshake negotiated.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::compress::CompressionCache;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{
     NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions,
 };
 use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::certs::LoadedCert;
-use crate::client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert};
+use crate::client_auth::{ByNameVerifier, ClientAuth, ClientAuthMode, ClientCert, NameIndex};
 use crate::compression;
 use crate::cpu::CpuFeatures;
 use crate::iana::{group_name, suite_name};
@@ -99,14 +99,18 @@ pub struct ServerConfigs {
     pub default: Arc<ServerConfig>,
     /// Per-name configurations; `None` when every name follows the listener.
     pub by_name: Option<Arc<NameConfigs>>,
+    /// What a QUIC endpoint (one configuration for every connection)
+    /// starts from: `default`, or with per-name configurations one that
+    /// asks for client certificates by SNI as they do (see
+    /// [`quic_server_config`]).
+    pub quic: Arc<ServerConfig>,
 }
 
 /// Configurations chosen by SNI, with the same exact-then-wildcard rules
 /// as [`crate::SniResolver`].
 #[derive(Debug)]
 pub struct NameConfigs {
-    exact: HashMap<String, usize>,
-    wildcard: HashMap<String, usize>,
+    names: NameIndex,
     configs: Vec<(ClientAuthMode, Arc<ServerConfig>)>,
     default: (ClientAuthMode, Arc<ServerConfig>),
 }
@@ -115,14 +119,7 @@ impl NameConfigs {
     /// The configuration for a server name (SNI or a request's host),
     /// and the client-certificate mode it applies.
     pub fn for_name(&self, name: Option<&str>) -> (ClientAuthMode, &Arc<ServerConfig>) {
-        let found = name.and_then(|name| {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            self.exact.get(&name).copied().or_else(|| {
-                let (_, parent) = name.split_once('.')?;
-                self.wildcard.get(parent).copied()
-            })
-        });
-        let (mode, config) = match found {
+        let (mode, config) = match self.names.find(name) {
             Some(i) => &self.configs[i],
             None => &self.default,
         };
@@ -244,24 +241,24 @@ fn build(
     let default = parts.config(&settings.client_auth)?;
     if settings.name_client_auth.is_empty() {
         return Ok(ServerConfigs {
+            quic: default.clone(),
             default,
             by_name: None,
         });
     }
     let mut names = NameConfigs {
-        exact: HashMap::new(),
-        wildcard: HashMap::new(),
+        names: NameIndex::default(),
         configs: Vec::new(),
         default: (settings.client_auth.mode(), default.clone()),
     };
     // One configuration per distinct policy; names sharing one share it
     // (and so its session cache entries stay valid across those names).
-    let mut policies: Vec<&ClientAuthFiles> = Vec::new();
+    let mut policies: Vec<&ClientAuth> = Vec::new();
     for named in &settings.name_client_auth {
-        let index = match policies.iter().position(|p| **p == named.auth.files) {
+        let index = match policies.iter().position(|p| p.files == named.auth.files) {
             Some(i) => i,
             None => {
-                policies.push(&named.auth.files);
+                policies.push(&named.auth);
                 names
                     .configs
                     .push((named.auth.mode(), parts.config(&named.auth)?));
@@ -269,23 +266,24 @@ fn build(
             }
         };
         for name in &named.names {
-            let name = name.to_ascii_lowercase();
-            let (map, key) = match name.strip_prefix("*.") {
-                Some(parent) => (&mut names.wildcard, parent.to_string()),
-                None => (&mut names.exact, name.clone()),
-            };
-            if let Some(other) = map.insert(key, index) {
-                if other != index {
-                    return Err(TlsError::ClientAuth(format!(
-                        "name {name} is on two certificates with different client_auth policies"
-                    )));
-                }
+            if !names.names.insert(name, index) {
+                return Err(TlsError::ClientAuth(format!(
+                    "name {name} is on two certificates with different client_auth policies"
+                )));
             }
         }
     }
+    let by_sni = ByNameVerifier::new(
+        names.names.clone(),
+        &policies,
+        &settings.client_auth,
+        &parts.provider,
+    );
+    let quic = parts.config_verified(Some(Arc::new(by_sni)))?;
     Ok(ServerConfigs {
         default,
         by_name: Some(Arc::new(names)),
+        quic,
     })
 }
 
@@ -303,11 +301,20 @@ struct Parts<'a> {
 impl Parts<'_> {
     /// A configuration asking for client certificates as `auth` says.
     fn config(&self, auth: &ClientAuth) -> Result<Arc<ServerConfig>, TlsError> {
+        self.config_verified(auth.verifier.clone())
+    }
+
+    /// A configuration asking for client certificates as `verifier` says
+    /// (none without one).
+    fn config_verified(
+        &self,
+        verifier: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
         let settings = self.settings;
         let builder = ServerConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(&settings.policy.versions())?;
-        let builder = match &auth.verifier {
-            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
+        let builder = match verifier {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(self.resolver.clone());
@@ -340,9 +347,10 @@ impl Parts<'_> {
     }
 }
 
-/// The TLS configuration of a listener's QUIC (HTTP/3) endpoint: the same
-/// certificates, SNI resolver, policy, session cache and ticket keys as
-/// `tcp` (so a session resumes over either), ALPN `h3` only. QUIC itself
+/// The TLS configuration of a listener's QUIC (HTTP/3) endpoint, from
+/// [`ServerConfigs::quic`]: the same certificates, SNI resolver, policy,
+/// client-certificate policies, session cache and ticket keys as over TCP
+/// (so a session resumes over either), ALPN `h3` only. QUIC itself
 /// negotiates TLS 1.3 only.
 ///
 /// With `early_data`, 0-RTT: QUIC wants the early-data limit at its

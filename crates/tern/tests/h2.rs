@@ -12,6 +12,7 @@
 //!   attacker its connection, not other clients their service
 //! - `conformance`: h2spec, every case
 //! - `browser`: Chromium loads a 50+ resource page over one h2 connection
+//! - `compression`: what response heads cost on the wire (nghttp's view)
 //! - `websocket`: WebSockets over extended CONNECT (Chromium) and over
 //!   HTTP/1.1 (Python `websockets`), to a real WebSocket backend
 
@@ -21,6 +22,8 @@ use std::time::Duration;
 mod attacks;
 #[path = "h2/browser.rs"]
 mod browser;
+#[path = "h2/compression.rs"]
+mod compression;
 #[path = "h2/conformance.rs"]
 mod conformance;
 #[path = "h2/limits.rs"]

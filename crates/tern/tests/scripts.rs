@@ -1,4 +1,4 @@
-//! The flood, fault and edge scripts of `bench/`, in a short form (few
+//! The flood, fault, edge and conformance scripts of `bench/`, in a short form (few
 //! connections, short loads, tern only): each must run to its end and
 //! print its figure, so the full runs recorded in docs/security.md can be
 //! repeated by anyone. What the floods must not do to tern is proven by
@@ -202,6 +202,45 @@ fn backend_churn_script_short_form() {
     assert!(number(7) > 0.0, "{row}");
 }
 
+/// bench/capacity.sh compares the capacity searches of tern and nginx
+/// in one interleaved run (at rates a debug build on a shared machine
+/// holds, with a loose SLO): each server's "Max rate at SLO" is printed
+/// for both workloads, and the table has a rate for each.
+#[test]
+fn capacity_script_short_form_prints_each_servers_capacity() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "capacity.sh",
+        &[
+            ("SERVERS", "tern nginx"),
+            ("RUNS", "1"),
+            ("STEP", "1s"),
+            ("START_RATE", "20"),
+            ("MAX_RATE", "40"),
+            ("CONNS", "4"),
+            ("SLO", "errors<50%"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    // Two workloads, two servers each, as the search's own lines.
+    let found: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  Max rate at SLO: 40 req/s"))
+        .collect();
+    assert_eq!(found.len(), 4, "{}", out.all());
+    for workload in ["| new connection per request |", "| keepalive HTTP/1.1 |"] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(workload))
+            .unwrap_or_else(|| panic!("no {workload} row:\n{}", out.all()));
+        assert_eq!(row.matches("40 req/s (40-40)").count(), 2, "{row}");
+    }
+}
+
 #[test]
 fn h2_flood_script_short_form() {
     if !installed("nginx") || !installed("taskset") {
@@ -400,10 +439,69 @@ fn h3_peers_script_short_form() {
     }
 }
 
+/// bench/h3.sh with a new connection per request (issue 26's QUIC against
+/// TCP+TLS figure) in a short form: every protocol's requests succeed, each
+/// on its own handshake, and the run ends with HTTP/3 as a multiple of
+/// HTTP/2 and of HTTP/1.1.
+#[test]
+fn h3_script_new_connection_short_form() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h3.sh",
+        &[
+            ("RUNS", "1"),
+            ("ROUNDS", "1"),
+            ("DURATION", "1"),
+            ("C", "2"),
+            ("PLANS", "new"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| 1 | new 100 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "one row per protocol: {}", out.all());
+    for cells in rows {
+        // | run | plan, response | protocol | requests | failed | ... | handshakes (resumed) |
+        let requests: u64 = cells[4].parse().unwrap_or(0);
+        assert!(requests > 0, "no request: {cells:?}");
+        assert_eq!(cells[5], "0", "failed requests: {cells:?}");
+        let handshakes: u64 = cells[11]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        // A request cut off by the end of the run may have had its
+        // handshake (at most one per connection slot, C).
+        assert!(
+            (requests..=requests + 2).contains(&handshakes),
+            "a handshake per request: {cells:?}"
+        );
+    }
+    for name in [
+        "HTTP/2: new 100: ",
+        "HTTP/1.1 (for the new plan: a new TCP+TLS connection): new 100: ",
+    ] {
+        assert!(
+            out.stdout.contains(&format!(
+                "tern HTTP/3 server CPU per request as a multiple of {name}"
+            )),
+            "{name}: {}",
+            out.all()
+        );
+    }
+}
+
 /// bench/edge.sh in a short form: both tern configurations serve the
-/// HTTP/1.1 and HTTP/2 loads without an error, and in the flood the
-/// limited tern answers the flooder 429 while every well-behaved request
-/// (another address, under the limit) succeeds.
+/// HTTP/1.1 and HTTP/2 loads without an error, and in the flood both
+/// limited terns (refused connections kept open, and closed) answer the
+/// flooder 429 while every well-behaved request (another address, under
+/// the limit) succeeds.
 #[test]
 fn edge_script_short_form() {
     if !installed("nginx") || !installed("wrk") || !installed("h2load") || !installed("taskset") {
@@ -427,16 +525,57 @@ fn edge_script_short_form() {
     for workload in ["| keepalive HTTP/1.1", "| HTTP/2, 100 B"] {
         assert!(out.stdout.contains(workload), "{}", out.all());
     }
-    let limited: Vec<&str> = out
+    let limited: Vec<Vec<&str>> = out
         .stdout
         .lines()
-        .find(|l| l.starts_with("| client_rate "))
-        .unwrap_or_else(|| panic!("no flood row:\n{}", out.all()))
-        .split('|')
-        .map(str::trim)
+        .filter(|l| l.starts_with("| client_rate "))
+        .map(|l| l.split('|').map(str::trim).collect())
         .collect();
-    // | tern | p99 alone | under | ratio | failed | flooder 2xx | flooder 4xx |
-    assert!(limited[5].starts_with("0 of "), "{limited:?}");
-    let refused: u64 = limited[7].parse().expect("flooder 4xx");
-    assert!(refused > 0, "the flooder was never limited: {limited:?}");
+    // With client_rate_close_after 0 (kept open) and its default.
+    assert_eq!(limited.len(), 2, "{}", out.all());
+    for row in limited {
+        // | tern | p99 alone | under | ratio | failed | flooder 2xx | flooder 4xx | runs |
+        assert!(row[5].starts_with("0 of "), "{row:?}");
+        let refused: u64 = row[7].parse().expect("flooder 4xx");
+        assert!(refused > 0, "the flooder was never limited: {row:?}");
+    }
+}
+
+/// bench/tlsfuzzer.sh in a short form: one of the scripts kept in
+/// vendor/tlsfuzzer against tern, nginx and haproxy, which all pass it;
+/// the table has a row with the three verdicts and no script is listed
+/// as passing against a peer but not against tern.
+#[test]
+fn tlsfuzzer_script_short_form() {
+    if !installed("nginx") || !installed("haproxy") {
+        return;
+    }
+    let Some(dir) = tern_testsupport::tlsfuzzer::find() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "tlslite-ng is not installed: .ci/run installs it"
+        );
+        eprintln!("skipped: python3 cannot import tlslite-ng");
+        return;
+    };
+    let out = run_script(
+        "tlsfuzzer.sh",
+        &[
+            ("TLSFUZZER", &dir.display().to_string()),
+            ("SCRIPTS", "test-tls13-zero-content-type"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    assert!(
+        out.stdout
+            .contains("| test-tls13-zero-content-type | PASS | PASS | PASS |"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout
+            .contains("No script passes against a peer but fails against tern."),
+        "{}",
+        out.all()
+    );
 }

@@ -36,6 +36,8 @@ mod edge;
 mod edge_body;
 #[path = "serve/edge_clients.rs"]
 mod edge_clients;
+#[path = "serve/edge_flood.rs"]
+mod edge_flood;
 #[path = "serve/edge_h3.rs"]
 mod edge_h3;
 #[path = "serve/forwarded.rs"]
@@ -62,6 +64,8 @@ mod odd_offers;
 mod passthrough;
 #[path = "serve/policy.rs"]
 mod policy;
+#[path = "serve/proxy_ssl_tlv.rs"]
+mod proxy_ssl_tlv;
 #[path = "serve/responses.rs"]
 mod responses;
 #[path = "serve/sni.rs"]

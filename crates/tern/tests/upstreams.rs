@@ -38,6 +38,8 @@ mod pool;
 mod routing;
 #[path = "upstreams/transports.rs"]
 mod transports;
+#[path = "upstreams/websocket.rs"]
+mod websocket;
 
 /// tern started from a config file with `workers` workers, the
 /// `[[upstream]]` tables in `upstreams`, and one listener forwarding to the

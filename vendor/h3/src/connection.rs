@@ -1057,8 +1057,9 @@ where
         //# converted to lowercase prior to their encoding.
         let mut block = BytesMut::new();
 
+        // tern patch: fields encoded in place.
         let mem_size =
-            qpack::encode_stateless(&mut block, Header::trailer(trailers)).map_err(|_e| {
+            qpack::encode_stateless_header(&mut block, &Header::trailer(trailers)).map_err(|_e| {
                 self.handle_connection_error_on_stream(InternalConnectionError {
                     code: Code::H3_INTERNAL_ERROR,
                     message: "Failed to encode trailers".to_string(),

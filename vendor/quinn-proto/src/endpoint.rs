@@ -386,6 +386,7 @@ impl Endpoint {
             now,
             tls,
             config.transport,
+            None,
             SideArgs::Client {
                 token_store: config.token_store,
                 server_name: server_name.into(),
@@ -648,6 +649,8 @@ impl Endpoint {
 
         let tls = server_config.crypto.clone().start_session(version, &params);
         let transport_config = server_config.transport.clone();
+        // tern patch: for the close below, should the first packet fail.
+        let crypto_config = server_config.crypto.clone();
         let mut conn = self.add_connection(
             ch,
             version,
@@ -658,6 +661,9 @@ impl Endpoint {
             incoming.received_at,
             tls,
             transport_config,
+            // tern patch: the Initial keys derived for this packet in
+            // `handle`, not derived again.
+            Some(incoming.crypto),
             SideArgs::Server {
                 server_config,
                 pref_addr_cid,
@@ -686,13 +692,16 @@ impl Endpoint {
             Err(e) => {
                 debug!("handshake failed: {}", e);
                 self.handle_event(ch, EndpointEvent(EndpointEventInner::Drained));
-                let response = match e {
-                    ConnectionError::TransportError(ref e) => Some(self.initial_close(
+                // tern patch: the Initial keys went to the connection;
+                // a failed first packet (rare) derives them again.
+                let keys = crypto_config.initial_keys(version, &dst_cid).ok();
+                let response = match (&e, keys) {
+                    (ConnectionError::TransportError(te), Some(keys)) => Some(self.initial_close(
                         version,
                         incoming.addresses,
-                        &incoming.crypto,
+                        &keys,
                         &src_cid,
-                        e.clone(),
+                        te.clone(),
                         buf,
                     )),
                     _ => None,
@@ -822,6 +831,7 @@ impl Endpoint {
         now: Instant,
         tls: Box<dyn crypto::Session>,
         transport_config: Arc<TransportConfig>,
+        initial_keys: Option<Keys>,
         side_args: SideArgs,
     ) -> Connection {
         let mut rng_seed = [0; 32];
@@ -842,6 +852,7 @@ impl Endpoint {
             version,
             self.allow_mtud,
             rng_seed,
+            initial_keys,
             side_args,
         );
 

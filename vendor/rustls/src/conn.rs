@@ -1236,6 +1236,16 @@ impl<Data> ConnectionCore<Data> {
             return Ok(state);
         }
 
+        // tern patch: an empty alert record is a record TLS forbids rather
+        // than a malformed alert: unexpected_message, as OpenSSL sends,
+        // not the decode_error a failed parse gives.
+        if msg.typ == ContentType::Alert && msg.payload.is_empty() {
+            return Err(self.common_state.send_fatal_alert(
+                AlertDescription::UnexpectedMessage,
+                crate::error::InvalidMessage::InvalidEmptyPayload,
+            ));
+        }
+
         // Now we can fully parse the message payload.
         let msg = match Message::try_from(msg) {
             Ok(msg) => msg,

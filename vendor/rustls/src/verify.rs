@@ -1,7 +1,7 @@
 use alloc::vec::Vec;
 use core::fmt::Debug;
 
-use pki_types::{CertificateDer, ServerName, UnixTime};
+use pki_types::{CertificateDer, DnsName, ServerName, UnixTime};
 
 use crate::enums::SignatureScheme;
 use crate::error::{Error, InvalidMessage};
@@ -158,6 +158,19 @@ pub trait ServerCertVerifier: Debug + Send + Sync {
 /// Something that can verify a client certificate chain
 #[allow(unreachable_pub)]
 pub trait ClientCertVerifier: Debug + Send + Sync {
+    /// tern patch: the verifier that decides for a handshake whose client
+    /// sent `server_name` (SNI), in place of this one; `None` (the
+    /// default) keeps this one. Lets one configuration ask for client
+    /// certificates by server name, as a QUIC endpoint (one configuration
+    /// for every connection) needs. Consulted in TLS 1.3 handshakes only.
+    fn for_server_name(
+        &self,
+        server_name: Option<&DnsName<'_>>,
+    ) -> Option<crate::sync::Arc<dyn ClientCertVerifier>> {
+        let _ = server_name;
+        None
+    }
+
     /// Returns `true` to enable the server to request a client certificate and
     /// `false` to skip requesting a client certificate. Defaults to `true`.
     fn offer_client_auth(&self) -> bool {

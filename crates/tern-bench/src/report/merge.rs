@@ -29,7 +29,8 @@ impl Report {
             }
         }
         let timing = merge_timing(&reports);
-        let shard_warnings = shard_warnings(&reports);
+        let mut shard_warnings = shard_warnings(&reports);
+        shard_warnings.extend(clock_warnings(&reports));
         // Per-second series line up on the wall clock, to the second.
         let shifts: Vec<usize> = timing
             .offsets_s
@@ -94,6 +95,7 @@ impl Report {
         merged.shard = None;
         merged.start_at_unix_ms = None;
         merged.started_late_ms = None;
+        merged.clock_offset = None;
         let mismatch = negotiation_warnings(&merged.targets);
         merged.warnings.extend(mismatch);
         Ok(merged)
@@ -156,19 +158,50 @@ fn merge_timing(reports: &[Report]) -> MergeTiming {
     }
 }
 
+/// A merged run by name: its shard, position and machine.
+fn name(i: usize, r: &Report) -> String {
+    let host = r
+        .machines
+        .first()
+        .map(|m| m.hostname.as_str())
+        .unwrap_or("?");
+    match r.shard {
+        Some(s) => format!("shard {s} (report {}, {host})", i + 1),
+        None => format!("report {} ({host})", i + 1),
+    }
+}
+
+/// Shards whose clocks disagree with the first one's that has a reading
+/// of the target's clock, by more than a late start would be flagged: a
+/// common `--start-at` then started them that far apart.
+fn clock_warnings(reports: &[Report]) -> Vec<String> {
+    let mut readings = reports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.clock_offset.map(|o| (i, o)));
+    let Some((first, base)) = readings.next() else {
+        return Vec::new();
+    };
+    let tolerance = crate::shard::LATE_START.as_millis() as i64;
+    readings
+        .filter_map(|(i, o)| {
+            let skew = base.certain_skew_ms(&o);
+            (skew.abs() > tolerance).then(|| {
+                format!(
+                    "{}'s clock is at least {:.1} s {} {}'s (both read the target's Date header): \
+                     a common --start-at started them that far apart; synchronise their clocks (NTP)",
+                    name(i, &reports[i]),
+                    skew.abs() as f64 / 1000.0,
+                    if skew > 0 { "ahead of" } else { "behind" },
+                    name(first, &reports[first]),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Shards that started late or ran apart from all the others, by name.
 fn shard_warnings(reports: &[Report]) -> Vec<String> {
-    let name = |i: usize, r: &Report| {
-        let host = r
-            .machines
-            .first()
-            .map(|m| m.hostname.as_str())
-            .unwrap_or("?");
-        match r.shard {
-            Some(s) => format!("shard {s} (report {}, {host})", i + 1),
-            None => format!("report {} ({host})", i + 1),
-        }
-    };
     let mut out = Vec::new();
     let late = crate::shard::LATE_START.as_millis() as u64;
     for (i, r) in reports.iter().enumerate() {

@@ -68,6 +68,11 @@ pub struct Report {
     /// process launched after the moment had passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_late_ms: Option<u64>,
+    /// The target's clock minus this machine's, read from its `Date`
+    /// header after the run of a shard (`--shard`, `--start-at`): merge
+    /// compares the shards' readings to find clocks that disagree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<crate::clock::ClockOffset>,
 }
 
 /// The plan, as disclosed.
@@ -112,6 +117,11 @@ pub struct PlanInfo {
     /// with its weight and checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mix: Option<String>,
+    /// `--stages`: each stage's level, in order (a rate in an open loop,
+    /// connections in a closed one); `load`'s rate and `connections` are
+    /// then the largest, which the run's connections are opened for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stage_levels: Vec<f64>,
 }
 
 /// Figures of one target in one round (compare mode spread).

@@ -203,11 +203,23 @@ fn disclosure(out: &mut String, r: &Report) {
             );
         }
     }
+    let levels = |unit: &str| {
+        let l: Vec<String> = p.stage_levels.iter().map(|l| format!("{l}")).collect();
+        format!("{} {unit} by stage", l.join(", "))
+    };
     let load = match p.load {
         LoadModel::Closed => "closed loop".to_string(),
+        LoadModel::Open { .. } if !p.stage_levels.is_empty() => format!(
+            "open loop at {} (latency from intended send time)",
+            levels("req/s")
+        ),
         LoadModel::Open { rate } => {
             format!("open loop at {rate:.0} req/s (latency from intended send time)")
         }
+    };
+    let connections = match p.load {
+        LoadModel::Closed if !p.stage_levels.is_empty() => levels("connections"),
+        _ => format!("{} connections", p.connections),
     };
     let plan = match p.connection_plan {
         ConnectionPlan::KeepAlive => "keepalive".to_string(),
@@ -231,9 +243,8 @@ fn disclosure(out: &mut String, r: &Report) {
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  Plan:         {plan}; keepalive {}; {tls}; {http}; {} connections x {streams}; {load}; {} ({} round(s)){warmup}",
+        "  Plan:         {plan}; keepalive {}; {tls}; {http}; {connections} x {streams}; {load}; {} ({} round(s)){warmup}",
         if p.keepalive { "on" } else { "off" },
-        p.connections,
         p.stop,
         p.rounds
     );
@@ -316,7 +327,8 @@ fn single(out: &mut String, t: &TargetReport, r: &Report) {
     let _ = writeln!(out, "  Fastest:\t{}", secs(s.min_ms));
     let _ = writeln!(out, "  Average:\t{}", secs(s.mean_ms));
     let _ = writeln!(out, "  Requests/sec:\t{:.4}", s.rps);
-    if let LoadModel::Open { rate } = r.plan.load {
+    // A load shape asks a rate per stage: the Stages table has each.
+    if let (LoadModel::Open { rate }, true) = (r.plan.load, r.plan.stage_levels.is_empty()) {
         let _ = writeln!(out, "  Rate asked:\t{rate:.1}/s, achieved {:.1}/s", s.rps);
     }
     let _ = writeln!(out, "  Total data:\t{} bytes", s.body_bytes);

@@ -80,7 +80,9 @@ impl Protocol for H3 {
     }
 
     fn close(&mut self, ctx: &SlotCtx, conn: H3Established) {
-        ctx.stats.borrow_mut().quic.add(&conn.conn.stats());
+        ctx.stats_at(std::time::Instant::now())
+            .quic
+            .add(&conn.conn.stats());
         conn.conn.close(H3_NO_ERROR, b"");
     }
 }

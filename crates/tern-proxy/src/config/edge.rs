@@ -170,6 +170,12 @@ impl Template {
         Ok(Template(parts))
     }
 
+    /// True when the value changes from one request to the next (it
+    /// names `${request_id}`); the other variables are the connection's.
+    pub fn per_request(&self) -> bool {
+        self.0.contains(&Part::Var(Var::RequestId))
+    }
+
     /// The literal value, when the template names no variable.
     pub fn literal(&self) -> Option<&str> {
         match self.0.as_slice() {
@@ -216,8 +222,8 @@ pub enum RequestIdFormat {
     UuidV7,
 }
 
-/// Limits per client address (IPv6 grouped by prefix). Each worker keeps
-/// its own counts: with N workers a client may get up to N times a limit.
+/// Limits per client address (IPv6 grouped by prefix), counted in one
+/// table for the whole process (`exchange::clients`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClientLimits {
     /// Connections open at once per client; more are closed before the
@@ -228,6 +234,9 @@ pub struct ClientLimits {
     pub rate: Option<Rate>,
     /// Requests a client may send at once above its rate.
     pub burst: u32,
+    /// Rate refusals in a row after which a connection is closed and its
+    /// client shut out until its Retry-After has passed; 0: never.
+    pub close_after: u32,
     /// IPv6 clients are counted by this prefix length (a host is usually
     /// given a /64). Default 64.
     pub ipv6_prefix: u8,
@@ -239,6 +248,7 @@ impl Default for ClientLimits {
             max_connections: None,
             rate: None,
             burst: defaults::CLIENT_BURST,
+            close_after: defaults::CLIENT_RATE_CLOSE_AFTER,
             ipv6_prefix: defaults::CLIENT_IPV6_PREFIX,
         }
     }
@@ -340,6 +350,9 @@ pub(crate) fn resolve(o: &ListenerOptions) -> Result<EdgePolicy, KeyError> {
             .transpose()
             .map_err(|e| key_err("client_rate", e))?,
         burst: o.client_burst.unwrap_or(defaults::CLIENT_BURST),
+        close_after: o
+            .client_rate_close_after
+            .unwrap_or(defaults::CLIENT_RATE_CLOSE_AFTER),
         ipv6_prefix: match o.client_ipv6_prefix {
             None => defaults::CLIENT_IPV6_PREFIX,
             Some(n) if (1..=128).contains(&n) => n,

@@ -130,6 +130,10 @@ pub mod defaults {
     pub const REQUEST_ID_FORMAT: &str = "random";
     /// `client_burst`.
     pub const CLIENT_BURST: u32 = 10;
+    /// `client_rate_close_after`: far more than a browser's burst of
+    /// subresources that overshoots a rate, few enough that a flooding
+    /// connection is cut within milliseconds.
+    pub const CLIENT_RATE_CLOSE_AFTER: u32 = 20;
     /// `client_ipv6_prefix`: a host is usually given a /64.
     pub const CLIENT_IPV6_PREFIX: u8 = 64;
     /// `log_rejected`.
@@ -368,6 +372,24 @@ pub struct ListenerOptions {
     /// by default.
     #[arg(long, value_name = "PATH")]
     pub health_check: Option<String>,
+
+    /// PEM bundle of the CA certificates the --backend servers'
+    /// certificates must chain to, for https:// backends (the
+    /// `[[upstream]]` key `tls_ca`). [default: the system's CA
+    /// certificates]
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_ca: Option<String>,
+
+    /// Certificate chain (PEM, leaf first) tern shows https:// --backend
+    /// servers that ask for one (mTLS to the backend; the `[[upstream]]`
+    /// key `tls_client_cert`); needs --backend-tls-client-key.
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_client_cert: Option<String>,
+
+    /// Private key (PEM: PKCS#8, SEC1 or PKCS#1) of
+    /// --backend-tls-client-cert.
+    #[arg(long, value_name = "FILE")]
+    pub backend_tls_client_key: Option<String>,
 
     /// Expect a PROXY protocol header (v1 or v2) from an L4 balancer before
     /// the TLS handshake; its client address is used for forwarding fields
@@ -649,6 +671,15 @@ pub struct ListenerOptions {
     /// Requests a client may send at once above client_rate.
     #[arg(long, value_name = "N", default_value = shown(defaults::CLIENT_BURST))]
     pub client_burst: Option<u32>,
+
+    /// Requests of one connection refused for client_rate in a row (429s
+    /// with no request served between them) after which tern closes the
+    /// connection (HTTP/1.1: closed after the 429, HTTP/2
+    /// GOAWAY ENHANCE_YOUR_CALM, HTTP/3 H3_EXCESSIVE_LOAD) and closes the
+    /// client's new connections before the TLS handshake until the
+    /// Retry-After it was given has passed. 0: never close.
+    #[arg(long, value_name = "N", default_value = shown(defaults::CLIENT_RATE_CLOSE_AFTER))]
+    pub client_rate_close_after: Option<u32>,
 
     /// IPv6 clients are one client per prefix of this length for the
     /// client_ limits (a host is usually given a /64).

@@ -95,7 +95,7 @@ impl Generation {
                 listen: l.listen,
                 source,
             })?;
-            let tls = configs.default;
+            let (tls, quic_tls) = (configs.default, configs.quic);
             for cert in &l.tls.certs {
                 let warnings = [
                     tern_tls::initcwnd_warning(cert, l.tls.cert_compression),
@@ -132,7 +132,7 @@ impl Generation {
                 },
             };
             let quic = match &l.h3 {
-                Some(h3) => Some(crate::front::h3::server_config(l, h3, &tls).map_err(
+                Some(h3) => Some(crate::front::h3::server_config(l, h3, &quic_tls).map_err(
                     |message| ServeError::Quic {
                         listen: l.listen,
                         message,

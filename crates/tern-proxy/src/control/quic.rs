@@ -109,16 +109,19 @@ async fn accept_loop(
         // process). Logged with log_rejected: unproven sources reach here
         // at most quic_retry_above times a second, the rest proved theirs.
         let key = ClientKey::of(peer.ip(), edge.client.ipv6_prefix);
-        let Ok(slot) = worker.clients.connect(key, &edge.client) else {
-            crate::front::turned_away(
-                peer,
-                &listener,
-                &worker,
-                Kind::TooManyConnections,
-                std::time::Instant::now(),
-            );
-            incoming.refuse();
-            continue;
+        let slot = match worker.clients.connect(key, &edge.client) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                crate::front::turned_away(
+                    peer,
+                    &listener,
+                    &worker,
+                    refused.kind(),
+                    std::time::Instant::now(),
+                );
+                incoming.refuse();
+                continue;
+            }
         };
         let max = listener.config.limits.max_connections;
         let Some(guard) = counter.admit(max, &worker.metrics) else {

@@ -81,6 +81,9 @@ struct Entry {
     /// Tokens left at `at` (fractional: refilled continuously).
     tokens: f64,
     at: Instant,
+    /// Until when new connections are closed before the handshake: the
+    /// client kept sending on a connection after `close_after` refusals.
+    shut_until: Option<Instant>,
 }
 
 type Shard = HashMap<ClientKey, Entry>;
@@ -108,6 +111,20 @@ pub(crate) enum Refused {
     Connections,
     /// Over `client_rate`: retry after this many seconds.
     Rate(u32),
+    /// Shut out for kept sending past `client_rate` (until the Retry-After
+    /// it was given has passed).
+    Shut,
+}
+
+impl Refused {
+    /// The fault a refused connection is counted and logged as.
+    pub(crate) fn kind(self) -> crate::fault::Kind {
+        match self {
+            Refused::Connections => crate::fault::Kind::TooManyConnections,
+            Refused::Rate(_) => crate::fault::Kind::RateLimited,
+            Refused::Shut => crate::fault::Kind::KeptSending,
+        }
+    }
 }
 
 impl Clients {
@@ -125,10 +142,22 @@ impl Clients {
         key: ClientKey,
         limits: &ClientLimits,
     ) -> Result<Option<ConnSlot>, Refused> {
+        let shuts = limits.rate.is_some() && limits.close_after > 0;
+        if limits.max_connections.is_none() && !shuts {
+            return Ok(None);
+        }
+        let mut shard = self.shard(&key);
+        if shuts {
+            // Looked up, not made: a client never refused is not shut.
+            if let Some(until) = shard.get(&key).and_then(|e| e.shut_until) {
+                if Instant::now() < until {
+                    return Err(Refused::Shut);
+                }
+            }
+        }
         let Some(max) = limits.max_connections else {
             return Ok(None);
         };
-        let mut shard = self.shard(&key);
         let Some(entry) = entry(&mut shard, key, limits) else {
             return Ok(None);
         };
@@ -166,6 +195,15 @@ impl Clients {
         Err(Refused::Rate(wait.ceil().max(1.0) as u32))
     }
 
+    /// Closes `key`'s new connections before the handshake for `seconds`
+    /// (it kept sending on a connection past `client_rate`).
+    pub(crate) fn shut(&self, key: ClientKey, seconds: u32, limits: &ClientLimits) {
+        let mut shard = self.shard(&key);
+        if let Some(entry) = entry(&mut shard, key, limits) {
+            entry.shut_until = Some(Instant::now() + Duration::from_secs(u64::from(seconds)));
+        }
+    }
+
     /// Clients tracked now.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -194,6 +232,7 @@ fn entry<'m>(shard: &'m mut Shard, key: ClientKey, limits: &ClientLimits) -> Opt
         connections: 0,
         tokens: capacity(limits),
         at: Instant::now(),
+        shut_until: None,
     }))
 }
 
@@ -202,7 +241,11 @@ fn make_room(shard: &mut Shard, limits: &ClientLimits) {
     let full_after = limits.rate.map_or(Duration::ZERO, |r| {
         r.per.mul_f64(capacity(limits) / f64::from(r.count))
     });
-    shard.retain(|_, e| e.connections > 0 || now.saturating_duration_since(e.at) < full_after);
+    shard.retain(|_, e| {
+        e.connections > 0
+            || now.saturating_duration_since(e.at) < full_after
+            || e.shut_until.is_some_and(|t| t > now)
+    });
     if shard.len() > SHARD_CLIENTS - SHARD_CLIENTS / 4 {
         shard.retain(|_, e| e.connections > 0);
     }
@@ -289,6 +332,31 @@ mod tests {
         assert_eq!(clients.connect(key, &l).unwrap_err(), Refused::Connections);
         drop(a);
         assert!(clients.connect(key, &l).is_ok());
+    }
+
+    #[test]
+    fn a_shut_client_is_refused_until_its_time_is_up() {
+        let clients = Arc::new(Clients::default());
+        let l = ClientLimits {
+            max_connections: None,
+            ..limits(1, 0)
+        };
+        let key = ClientKey::of("192.0.2.1".parse().unwrap(), 64);
+        let other = ClientKey::of("192.0.2.2".parse().unwrap(), 64);
+        assert!(clients.connect(key, &l).unwrap().is_none());
+        clients.shut(key, 3600, &l);
+        assert_eq!(clients.connect(key, &l).unwrap_err(), Refused::Shut);
+        assert!(clients.connect(other, &l).is_ok());
+        clients.shut(other, 0, &l);
+        assert!(clients.connect(other, &l).is_ok(), "a shut of 0 s is over");
+        let never = ClientLimits {
+            close_after: 0,
+            ..l
+        };
+        assert!(
+            clients.connect(key, &never).is_ok(),
+            "close_after 0 never shuts"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! worker (metrics, access log, shutdown), and the connection itself
 //! (client address, what TLS negotiated).
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -13,10 +14,11 @@ use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{Record, WorkerLog};
-use crate::config::{ListenerConfig, Route};
+use crate::config::{ListenerConfig, Route, Template};
 use crate::fault::ExchangeError;
 use crate::message::Request;
 use crate::upstream::Backends;
+use bytes::Bytes;
 
 /// A listener as one worker sees it.
 pub(crate) struct ListenerCtx {
@@ -143,6 +145,12 @@ pub(crate) struct ConnCtx<'a> {
     /// The client's verified certificate as RFC 9440 fields, encoded once
     /// for all the connection's requests.
     pub client_cert: Option<ClientCertFields>,
+    /// Header rule values that name only the connection's variables
+    /// (`${client_ip}`, `${tls_version}`, `${sni}`), made at the first
+    /// request that needs them and shared by the rest: keyed by the
+    /// template's address, which the listener's configuration (held for
+    /// the connection's life) keeps in place.
+    rendered: RefCell<Vec<(*const Template, Bytes)>>,
 }
 
 impl<'a> ConnCtx<'a> {
@@ -165,7 +173,20 @@ impl<'a> ConnCtx<'a> {
             listener,
             worker,
             client_cert,
+            rendered: RefCell::default(),
         }
+    }
+
+    /// The connection's value of `template` (which names no per-request
+    /// variable), made by `make` the first time.
+    pub(crate) fn rendered(&self, template: &Template, make: impl FnOnce() -> Bytes) -> Bytes {
+        let key: *const Template = template;
+        if let Some((_, v)) = self.rendered.borrow().iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
+        let value = make();
+        self.rendered.borrow_mut().push((key, value.clone()));
+        value
     }
 }
 

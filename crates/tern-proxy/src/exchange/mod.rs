@@ -23,19 +23,22 @@ pub(crate) mod ctx;
 mod policy;
 mod to_h1;
 mod to_h2;
+mod tunnel;
 
 use std::future::Future;
 use std::time::Instant;
 
-use crate::upstream::BackendStream;
 use h2::RecvStream;
 use tern_http::rewrite::FieldEdits;
 use tern_http::ResponseHead;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 pub(crate) use ctx::{ConnCtx, ListenerCtx, Outcome, WorkerCtx};
 
 use crate::fault::{ExchangeError, Kind, Side};
-use crate::message::{grpc_status, BodyForm, Piece, Request, ResponseView, Step, Trailers};
+use crate::message::{
+    grpc_status, BodyForm, Piece, Request, ResponseView, Step, Switched, Trailers,
+};
 
 /// A client's request body, as its front end delivers it, and what a
 /// front end can tell the client before the response.
@@ -101,27 +104,37 @@ pub(crate) trait Front {
 
     /// Answers a gRPC call tern could not complete the way gRPC clients
     /// understand: a trailers-only response (HTTP 200, `grpc-status`,
-    /// `grpc-message`). Only HTTP/2 and HTTP/3 carry gRPC; an HTTP/1.1
-    /// client gets [`Front::answer`]'s `fallback` status.
-    async fn answer_grpc(&mut self, _code: u16, _message: &str, fallback: u16) {
-        self.answer(fallback, &FieldEdits::NONE).await
+    /// `grpc-message`, and the fields `edits` add). Only HTTP/2 and HTTP/3
+    /// carry gRPC; an HTTP/1.1 client gets [`Front::answer`]'s `fallback`
+    /// status.
+    async fn answer_grpc(
+        &mut self,
+        _code: u16,
+        _message: &str,
+        fallback: u16,
+        edits: &FieldEdits<'_>,
+    ) {
+        self.answer(fallback, edits).await
     }
 
     /// Marks a response whose backend failed mid-body as incomplete (an
     /// HTTP/2 stream reset; over HTTP/1.1, the close that follows does).
     fn abort(&mut self);
 
-    /// Relays a `101 Switching Protocols` head, then bytes both ways
-    /// (`early`: bytes the backend sent after the head). Only HTTP/1.1 has
-    /// Upgrade: to an HTTP/2 or HTTP/3 request a 101 is a backend error.
-    async fn upgrade(
+    /// Tells the client its WebSocket is open (`101 Switching Protocols`
+    /// to an HTTP/1.1 client, `200` to an extended CONNECT), with the
+    /// response rules applied, then relays bytes both ways between the
+    /// client and `backend` (a backend socket after its 101, or an HTTP/2
+    /// backend's extended CONNECT stream) until both end or nothing moves
+    /// for `idle_timeout`. `early`: bytes the backend sent after its head.
+    async fn upgrade<B>(
         &mut self,
-        _head: &ResponseHead,
-        _backend: &mut BackendStream,
-        _early: &[u8],
-    ) -> Result<(), Kind> {
-        Err(Kind::Invalid)
-    }
+        switched: Switched<'_>,
+        backend: &mut B,
+        early: &[u8],
+    ) -> Result<(), Kind>
+    where
+        B: AsyncRead + AsyncWrite + Unpin;
 
     /// The status sent to the client so far (0: none).
     fn status(&self) -> u16;
@@ -135,6 +148,10 @@ pub(crate) trait Front {
 pub(crate) struct Finished {
     /// Why it failed, if it did.
     pub error: Option<ExchangeError>,
+    /// Refused for the rate of the connection's own address: the
+    /// Retry-After it was given, in seconds (for
+    /// `client_rate_close_after`).
+    pub slow_down: Option<u32>,
 }
 
 /// Runs one exchange for `req` (begun at `started`): routes it, forwards it
@@ -157,19 +174,39 @@ pub(crate) async fn run<F: Front>(
         front.answer(421, &FieldEdits::NONE).await;
         o.status = front.status();
         ctx.log_request(req.method, req.target, &o, started);
-        return Finished { error: None };
+        return Finished {
+            error: None,
+            slow_down: None,
+        };
     }
     let (backends, route) = ctx.listener.route_of(ctx.tls.sni.as_deref(), req.authority);
     let mut edits = policy::edits(req, ctx);
     o.request_id = edits.id.take();
-    let mut tries = backends.tries(Some(req), ctx.peer.ip());
-    let result = match policy::admit(req, ctx, route) {
-        Err((kind, retry_after)) => {
-            if let Some(after) = retry_after {
+    let mut slow_down = None;
+    // Made once the request is admitted: a refused request deposits
+    // nothing in the group's retry budget (a flood of 429s would buy
+    // retries) and costs no affinity hashing.
+    let mut tries = crate::upstream::Tries::default();
+    let admitted = policy::admit(req, ctx, route);
+    if admitted.is_ok() {
+        tries = backends.tries(Some(req), ctx.peer.ip());
+    }
+    let result = match admitted {
+        Err(refusal) => {
+            if let Some(after) = refusal.retry_after {
                 edits.response.add.push(policy::retry_after(after));
+                if req.is_grpc() {
+                    edits.response.add.push(policy::grpc_pushback(after));
+                }
+                slow_down = refusal.by_address.then_some(after);
             }
-            Err(kind)
+            Err(refusal.kind)
         }
+        // tern is a reverse proxy: a CONNECT names a destination the
+        // client chose, not one of its backends (docs/http2.md, "Plain
+        // CONNECT: not relayed, by decision"). Only the extended CONNECT
+        // of a WebSocket names a path.
+        Ok(()) if req.is_connect() && !req.is_websocket() => Err(Kind::NotImplemented),
         Ok(()) if backends.protocol().is_http2() => {
             // Boxed so the HTTP/2 client's state does not enlarge every
             // HTTP/1.1 exchange's future.
@@ -200,8 +237,9 @@ pub(crate) async fn run<F: Front>(
             (0, Some(status)) if req.is_grpc() => {
                 let code = grpc_code_for(status);
                 o.grpc_status = Some(code);
+                let message = crate::fault::answer_text(status).1.trim_end();
                 front
-                    .answer_grpc(code, crate::fault::answer_text(status).1.trim_end(), status)
+                    .answer_grpc(code, message, status, &edits.response)
                     .await
             }
             (0, Some(status)) => front.answer(status, &edits.response).await,
@@ -225,7 +263,7 @@ pub(crate) async fn run<F: Front>(
     o.bytes_in += bytes_in;
     o.bytes_out += bytes_out;
     ctx.log_request(req.method, req.target, &o, started);
-    Finished { error }
+    Finished { error, slow_down }
 }
 
 /// Records that the backend at `addr` answered the request head after
@@ -258,14 +296,18 @@ fn with_set_cookie<'e>(base: &FieldEdits<'e>, cookie: String) -> FieldEdits<'e> 
 /// The gRPC status code for a call tern answers with HTTP `status` itself
 /// (gRPC's "HTTP to gRPC status code mapping"): a backend that could not
 /// be reached or answered too late is UNAVAILABLE (14), which a gRPC
-/// client may retry.
+/// client may retry. tern's 429 is its own rate limit, a per-client
+/// quota: RESOURCE_EXHAUSTED (8), as gRPC servers report one (the HTTP
+/// mapping's UNAVAILABLE is for proxies that do not speak gRPC), with
+/// `grpc-retry-pushback-ms` saying when to retry.
 fn grpc_code_for(status: u16) -> u16 {
     match status {
         400 => 13,
         401 => 16,
         403 => 7,
         404 | 501 => 12,
-        429 | 502..=504 => 14,
+        429 => 8,
+        502..=504 => 14,
         _ => 2,
     }
 }

@@ -86,22 +86,43 @@ impl<B: ClientBody> ClientBody for Capped<'_, B> {
     }
 }
 
-/// Refuses a request the rules turn away: the status it gets comes from
-/// the kind; `retry_after` for 429.
+/// A request the rules turn away.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Refusal {
+    /// Why (its status follows).
+    pub kind: Kind,
+    /// For 429: seconds until the client's next token (`Retry-After`).
+    pub retry_after: Option<u32>,
+    /// The connection's own address was over its rate (not a client a
+    /// trusted proxy named): the connection may be closed for it.
+    pub by_address: bool,
+}
+
+impl Refusal {
+    fn of(kind: Kind) -> Self {
+        Refusal {
+            kind,
+            retry_after: None,
+            by_address: false,
+        }
+    }
+}
+
+/// Refuses a request the rules turn away.
 pub(crate) fn admit(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     route: Option<&Route>,
-) -> Result<(), (Kind, Option<u32>)> {
+) -> Result<(), Refusal> {
     let edge = &ctx.listener.config.edge;
     if let Some(r) = route {
         if !admits(&r.allow, &r.deny, ctx.peer.ip()) {
-            return Err((Kind::Denied, None));
+            return Err(Refusal::of(Kind::Denied));
         }
     }
     if let (Some(limit), BodyLen::Length(n)) = (edge.max_request_body, req.body) {
         if n > limit {
-            return Err((Kind::BodyTooLarge, None));
+            return Err(Refusal::of(Kind::BodyTooLarge));
         }
     }
     let limits = &edge.client;
@@ -114,9 +135,14 @@ pub(crate) fn admit(
             .map(last_element)
             .filter(|id| !id.is_empty())
             .map(|id| ClientKey::of_id(id, limits.ipv6_prefix));
+        let by_address = named.is_none();
         let key = named.unwrap_or_else(|| ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix));
         if let Err(Refused::Rate(after)) = ctx.worker.clients.request(key, limits) {
-            return Err((Kind::RateLimited, Some(after)));
+            return Err(Refusal {
+                kind: Kind::RateLimited,
+                retry_after: Some(after),
+                by_address,
+            });
         }
     }
     Ok(())
@@ -169,7 +195,9 @@ fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &[u8], out: &mut Fi
     for (name, template) in &rules.add {
         let value = match template.literal() {
             Some(text) => FieldValue::Config(text.as_bytes()),
-            None => FieldValue::Made(fill(template, ctx, id).into()),
+            None if template.per_request() => FieldValue::Made(fill(template, ctx, id).into()),
+            // The same on every request of the connection: made once.
+            None => FieldValue::Made(ctx.rendered(template, || fill(template, ctx, id).into())),
         };
         out.add.push((name, value));
     }
@@ -247,6 +275,18 @@ fn new_id(format: RequestIdFormat) -> Bytes {
 /// The field `Retry-After: N` for a 429.
 pub(crate) fn retry_after(seconds: u32) -> (&'static str, FieldValue<'static>) {
     ("retry-after", FieldValue::Made(seconds.to_string().into()))
+}
+
+/// The field `grpc-retry-pushback-ms` for a gRPC call refused for its
+/// client's rate: a gRPC client whose retry policy covers the status
+/// waits this long before its next attempt (gRFC A6), where Retry-After
+/// means nothing to it.
+pub(crate) fn grpc_pushback(seconds: u32) -> (&'static str, FieldValue<'static>) {
+    let ms = u64::from(seconds) * 1000;
+    (
+        "grpc-retry-pushback-ms",
+        FieldValue::Made(ms.to_string().into()),
+    )
 }
 
 #[cfg(test)]

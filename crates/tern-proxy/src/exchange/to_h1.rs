@@ -16,9 +16,7 @@ use tern_http::rewrite::FieldEdits;
 use super::policy::Edits;
 use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
-use crate::message::{
-    BodyForm, BodyLen, Request, RequestView, ResponseHeadView, ResponseView, Step,
-};
+use crate::message::{BodyForm, BodyLen, Request, ResponseHeadView, ResponseView, Step, Switched};
 use crate::upstream::h1::{self, H1Scratch, ResponseBody, INLINE_BODY};
 use crate::upstream::{BackendConn, Backends, Tries};
 
@@ -47,11 +45,6 @@ async fn exchange_in<F: Front>(
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    if req.is_connect() && matches!(req.head, RequestView::H2(_)) && !req.is_websocket_connect() {
-        // HTTP/2's CONNECT names no path an HTTP/1.1 backend could take
-        // (an extended CONNECT for a WebSocket does: it becomes Upgrade).
-        return Err(Kind::NotImplemented);
-    }
     let mut conn = {
         let (body, reset) = front.split();
         let mut body = edits.cap(body);
@@ -70,8 +63,13 @@ async fn exchange_in<F: Front>(
             return Err(Kind::Invalid);
         }
         let early = s.bbuf.filled().len();
+        let switched = Switched {
+            head: ResponseHeadView::H1(&s.head),
+            edits: &edits.response,
+            accept: None,
+        };
         let result = front
-            .upgrade(&s.head, &mut conn.stream, &s.bbuf.filled()[..early])
+            .upgrade(switched, &mut conn.stream, &s.bbuf.filled()[..early])
             .await;
         s.bbuf.clear();
         return result;
@@ -95,7 +93,7 @@ async fn exchange_in<F: Front>(
         front,
         H1Steps {
             body: &mut body,
-            conn: &mut conn.stream,
+            conn: &mut conn,
             s,
         },
         wait,
@@ -280,13 +278,21 @@ async fn final_head<B: ClientBody>(
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
-    conn: &'a mut BackendStream,
+    conn: &'a mut BackendConn,
     s: &'a mut H1Scratch,
 }
 
 impl BodySteps for H1Steps<'_> {
     async fn step(&mut self, t: Option<Duration>) -> Result<Step<'_>, Kind> {
-        self.body.step(self.conn, self.s, t).await
+        let step = self.body.step(&mut self.conn.stream, self.s, t).await?;
+        // Released before the last piece goes to the client: a client
+        // that has its response and sends its next request elsewhere (a
+        // new connection, another worker) must find this one gone from
+        // least_conn's count, not a tie.
+        if matches!(step, Step::Data(_, true) | Step::End | Step::Trailers(_)) {
+            self.conn.response_ended();
+        }
+        Ok(step)
     }
 }
 

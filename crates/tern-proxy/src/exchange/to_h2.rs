@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
-use tern_http::rewrite::FieldEdits;
+use tern_http::rewrite::{ClientFacts, FieldEdits};
 use tern_http::BodyFraming;
 
 use super::policy::Edits;
@@ -36,10 +36,12 @@ pub(super) async fn exchange<F: Front>(
     edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<(), Kind> {
-    if req.upgrade || req.is_connect() {
+    if req.is_websocket() {
+        return super::tunnel::websocket_to_h2(front, req, ctx, (backends, tries), edits, o).await;
+    }
+    if req.upgrade {
         tracing::warn!(client = %ctx.peer, upstream = %backends.name(),
-            "{} cannot be relayed to an HTTP/2 upstream: answered 501",
-            if req.upgrade { "Upgrade" } else { "CONNECT" });
+            "an Upgrade other than WebSocket cannot be relayed to an HTTP/2 upstream: answered 501");
         return Err(Kind::NotImplemented);
     }
     let limits = &ctx.listener.config.limits;
@@ -51,33 +53,13 @@ pub(super) async fn exchange<F: Front>(
     let facts = ctx.facts(req);
     let mut retried = false;
     loop {
-        let opening = open(
-            backends,
-            tries,
-            req,
-            &facts,
-            ctx.listener.config.forwarded,
-            &edits.request,
-            limits.backend_connect_timeout,
-        );
-        let opened = {
-            let (_, reset) = front.split();
-            tokio::select! {
-                r = opening => r,
-                () = reset => return Err(Kind::ClientGone),
-            }
-        };
         // `held` keeps the request counted in flight on its server (for
         // least_conn) until the exchange is over.
         let Opened {
             response,
             mut upstream,
             stream: held,
-        } = opened.map_err(|(kind, addr)| {
-            o.backend = addr;
-            kind
-        })?;
-        o.backend = Some(held.addr);
+        } = open_stream(front, req, ctx, (backends, tries), &facts, edits, o).await?;
         let with_cookie = backends
             .set_cookie(tries, held.addr)
             .map(|c| super::with_set_cookie(&edits.response, c));
@@ -175,6 +157,41 @@ pub(super) async fn exchange<F: Front>(
         }
         return result.map(|_| ());
     }
+}
+
+/// Opens a backend stream for `req` and sends its head, raced against the
+/// client cancelling; the server it went to is recorded in `o`.
+pub(super) async fn open_stream<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    (backends, tries): (&Backends, &mut Tries),
+    facts: &ClientFacts<'_>,
+    edits: &Edits<'_>,
+    o: &mut Outcome,
+) -> Result<Opened, Kind> {
+    let opening = open(
+        backends,
+        tries,
+        req,
+        facts,
+        ctx.listener.config.forwarded,
+        &edits.request,
+        ctx.listener.config.limits.backend_connect_timeout,
+    );
+    let opened = {
+        let (_, reset) = front.split();
+        tokio::select! {
+            r = opening => r,
+            () = reset => return Err(Kind::ClientGone),
+        }
+    };
+    let opened = opened.map_err(|(kind, addr)| {
+        o.backend = addr;
+        kind
+    })?;
+    o.backend = Some(opened.stream.addr);
+    Ok(opened)
 }
 
 /// Body bytes sent with the request head without waiting for the
@@ -436,7 +453,7 @@ fn start<F: Front>(
 }
 
 /// Starts the response with `answer`'s head and relays its body.
-async fn relay<F: Front>(
+pub(super) async fn relay<F: Front>(
     front: &mut F,
     req: &Request<'_>,
     answer: http::Response<RecvStream>,
@@ -474,7 +491,7 @@ async fn pull_upload<B: ClientBody>(
 
 /// The response head, or the failure that took its place; records the
 /// backend's time.
-fn response_head(
+pub(super) fn response_head(
     head: Result<Result<http::Response<RecvStream>, h2::Error>, tokio::time::error::Elapsed>,
     ctx: &ConnCtx<'_>,
     backends: &Backends,

@@ -11,7 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
-use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step};
+use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step, Switched};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
 /// else its `host` field. It routes the request and becomes the backend's
@@ -26,10 +26,36 @@ pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
     })
 }
 
-/// The client's response head for `view`, plus the listener's Alt-Svc.
+/// The client's response head for `view`, plus the listener's Alt-Svc;
+/// the values tern makes per request (request IDs) are marked
+/// never-indexed.
 pub(crate) fn for_client(
     view: ResponseView<'_>,
     listener: &ListenerCtx,
+) -> Result<Response<()>, Kind> {
+    for_client_with(view, listener, MadeValues::NeverIndexed)
+}
+
+/// How an HTTP/2 response carries the values tern makes per request (a
+/// request ID): the h2 crate's HPACK encoder sends a never-indexed field
+/// whose name is not in its table with the name as a literal (Huffman-coded
+/// every time), but indexes the name of one whose name is there. So one
+/// response now and then sends its ID indexable (the entry, name and
+/// value, goes into the connection's table), and the others send theirs
+/// never-indexed with that entry's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MadeValues {
+    /// Never indexed (values that never repeat take no table space).
+    NeverIndexed,
+    /// Indexable: this response puts the name in the HPACK table.
+    Indexable,
+}
+
+/// [`for_client`], with request IDs sent as `made` says.
+pub(crate) fn for_client_with(
+    view: ResponseView<'_>,
+    listener: &ListenerCtx,
+    made: MadeValues,
 ) -> Result<Response<()>, Kind> {
     let mut response = match view.head {
         ResponseHeadView::H1(head) => {
@@ -38,17 +64,16 @@ pub(crate) fn for_client(
             if head.status == 101 {
                 return Err(Kind::Invalid);
             }
-            from_h1(head, view.body).ok_or(Kind::Invalid)?
+            from_h1(head, view.body, view.edits).ok_or(Kind::Invalid)?
         }
         ResponseHeadView::H2(parts) => {
             let mut response = Response::new(());
             *response.status_mut() = parts.status;
             let headers = response.headers_mut();
-            for (name, value) in parts
-                .headers
-                .iter()
-                .filter(|(n, _)| !is_connection_specific(n.as_str()))
-            {
+            headers.reserve(parts.headers.len() + added(view.edits));
+            for (name, value) in parts.headers.iter().filter(|(n, _)| {
+                !is_connection_specific(n.as_str()) && !view.edits.drops(n.as_str())
+            }) {
                 headers.append(name.clone(), value.clone());
             }
             response
@@ -59,15 +84,31 @@ pub(crate) fn for_client(
             .headers_mut()
             .append(http::header::ALT_SVC, alt_svc.clone());
     }
-    apply(response.headers_mut(), view.edits)?;
+    // The fields the rules drop were left out as the head was copied: a
+    // lookup per dropped name in the map would cost a hash each.
+    add_fields(response.headers_mut(), view.edits, made);
     Ok(response)
 }
 
-/// Applies the header rules' `edits` to a response's fields.
-fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Kind> {
+/// Fields tern may add to a response beyond the backend's: the rules'
+/// and Alt-Svc. Reserved up front, a map that would otherwise grow (and
+/// rehash) under the rules' fields on every response.
+fn added(edits: &FieldEdits<'_>) -> usize {
+    edits.add.len() + 1
+}
+
+/// Applies the header rules' `edits` to the fields of one of tern's own
+/// answers.
+fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
     for name in edits.drop {
         headers.remove(&**name);
     }
+    add_fields(headers, edits, MadeValues::NeverIndexed);
+}
+
+/// Appends the fields the header rules add, request IDs sent as `made`
+/// says.
+fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>, made: MadeValues) {
     for (name, value) in &edits.add {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
@@ -80,8 +121,9 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
             (Ok(n), Ok(mut v)) => {
                 // A value made for this request (a request ID) never
                 // repeats: HTTP/2 sends it never-indexed, so it does not
-                // take HPACK table space from the fields that do repeat.
-                v.set_sensitive(per_request);
+                // take HPACK table space from the fields that do repeat
+                // (but see `MadeValues`).
+                v.set_sensitive(per_request && made == MadeValues::NeverIndexed);
                 headers.append(n, v);
             }
             _ => tracing::debug!(
@@ -90,7 +132,6 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) -> Result<(), Ki
             ),
         }
     }
-    Ok(())
 }
 
 /// Most names [`added_name`] keeps per thread.
@@ -128,7 +169,7 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let _ = apply(headers, edits);
+    apply(headers, edits);
     (response, body)
 }
 
@@ -147,35 +188,57 @@ pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'st
     }
 }
 
-/// The HTTP/2 answer to an extended CONNECT whose backend switched to
-/// WebSocket (RFC 8441 section 5): 200, with the backend's 101 fields
-/// less the connection-specific ones and `Sec-WebSocket-Accept` (the
-/// handshake's key exchange is HTTP/1.1's alone).
-pub(crate) fn websocket_accepted(head: &ResponseHead, listener: &ListenerCtx) -> Response<()> {
+/// The HTTP/2 or HTTP/3 answer to an extended CONNECT whose backend
+/// opened the WebSocket (RFC 8441 section 5): 200, with the fields of the
+/// backend's answer (an HTTP/1.1 backend's 101 less its connection fields
+/// and `Sec-WebSocket-Accept`, the handshake's key exchange being
+/// HTTP/1.1's alone; an HTTP/2 backend's 2xx as it came), the listener's
+/// Alt-Svc and the response rules.
+pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx) -> Response<()> {
     let mut response = Response::new(());
     let headers = response.headers_mut();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() || name.eq_ignore_ascii_case("sec-websocket-accept") {
-            continue;
+    match switched.head {
+        ResponseHeadView::H1(head) => {
+            for (name, kind, value) in head.fields.iter_spans() {
+                if kind.is_connection_specific()
+                    || name.eq_ignore_ascii_case("sec-websocket-accept")
+                {
+                    continue;
+                }
+                let raw = &head.fields.raw()[value];
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_bytes(raw),
+                ) {
+                    headers.append(n, v);
+                }
+            }
         }
-        let raw = &head.fields.raw()[value];
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(raw),
-        ) {
-            headers.append(n, v);
+        ResponseHeadView::H2(parts) => {
+            for (name, value) in parts
+                .headers
+                .iter()
+                .filter(|(n, _)| !is_connection_specific(n.as_str()))
+            {
+                headers.append(name.clone(), value.clone());
+            }
         }
     }
     if let Some(alt_svc) = &listener.alt_svc {
         headers.append(http::header::ALT_SVC, alt_svc.clone());
     }
+    // A rule's value a field cannot carry is skipped; the tunnel opens all
+    // the same.
+    apply(headers, switched.edits);
     response
 }
 
 /// tern's own answer to a gRPC call it could not complete: a
 /// trailers-only response (HTTP 200, the gRPC status in its one HEADERS
-/// frame), which every gRPC client reads as the call's status.
-pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
+/// frame), which every gRPC client reads as the call's status, with the
+/// fields `edits` add (the response rules, the request ID, Retry-After
+/// and grpc-retry-pushback-ms).
+pub(crate) fn grpc_answer(code: u16, message: &str, edits: &FieldEdits<'_>) -> Response<()> {
     let mut response = Response::new(());
     let headers = response.headers_mut();
     headers.insert(
@@ -188,38 +251,126 @@ pub(crate) fn grpc_answer(code: u16, message: &str) -> Response<()> {
     if let Ok(v) = HeaderValue::from_str(message) {
         headers.insert("grpc-message", v);
     }
+    apply(headers, edits);
     response
 }
 
-/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head; None when a field
-/// cannot be carried (invalid name or value).
-fn from_h1(head: &ResponseHead, framing: BodyFraming) -> Option<Response<()>> {
+/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head, less the
+/// fields `edits` drop; None when a field cannot be carried (invalid name
+/// or value).
+fn from_h1(
+    head: &ResponseHead,
+    framing: BodyFraming,
+    edits: &FieldEdits<'_>,
+) -> Option<Response<()>> {
     let mut response = Response::new(());
     *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
     let headers = response.headers_mut();
-    headers.reserve(head.fields.len());
+    headers.reserve(head.fields.len() + added(edits));
     // One copy of the head shared by every value (each would otherwise be
     // its own allocation).
     let raw = Bytes::copy_from_slice(head.fields.raw());
     let names_in_connection = head.fields.connection_names_fields();
-    for (name, kind, value) in head.fields.iter_spans() {
-        if kind.is_connection_specific() {
-            continue;
-        }
-        // Content-Length describes the body (or, for HEAD and 304, the body
-        // a GET would get); only a chunked or close-delimited response has
-        // none to keep.
-        if kind == FieldKind::ContentLength {
-            if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+    BACKEND_NAMES.with_borrow_mut(|names| {
+        // Position among the fields carried (the hint for the next name).
+        let mut carried = 0;
+        for (name, kind, value) in head.fields.iter_spans() {
+            if kind.is_connection_specific() || edits.drops(name) {
                 continue;
             }
-        } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name) {
-            // Fields the backend named in Connection are hop-by-hop.
-            continue;
+            // Content-Length describes the body (or, for HEAD and 304, the
+            // body a GET would get); only a chunked or close-delimited
+            // response has none to keep.
+            if kind == FieldKind::ContentLength {
+                if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+                    continue;
+                }
+            } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name)
+            {
+                // Fields the backend named in Connection are hop-by-hop.
+                continue;
+            }
+            let name = names.get(carried, name)?;
+            carried += 1;
+            let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
+            headers.append(name, value);
         }
-        let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
-        let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
-        headers.append(name, value);
-    }
+        Some(())
+    })?;
     Some(response)
+}
+
+thread_local! {
+    /// Each worker thread's [`BackendNames`].
+    static BACKEND_NAMES: std::cell::RefCell<BackendNames> =
+        const { std::cell::RefCell::new(BackendNames { seen: Vec::new() }) };
+}
+
+/// Most backend field names [`BackendNames`] keeps per thread (each a
+/// few dozen bytes); names past it are parsed every time.
+const BACKEND_NAMES_KEPT: usize = 64;
+
+/// The `HeaderName`s of the field names backends write, as written (case
+/// and all). A backend sends the same few names, in the same order, with
+/// every response; parsing one (lowercasing it, matching it against the
+/// standard names, allocating an unknown one) costs several times more
+/// than finding it again, and the name kept at the same position is the
+/// first one tried.
+struct BackendNames {
+    seen: Vec<(Box<str>, HeaderName)>,
+}
+
+impl BackendNames {
+    /// The `HeaderName` of `written`, the `position`th field carried from
+    /// a head; None when it is not a valid name.
+    fn get(&mut self, position: usize, written: &str) -> Option<HeaderName> {
+        if let Some((w, n)) = self.seen.get(position) {
+            if **w == *written {
+                return Some(n.clone());
+            }
+        }
+        if let Some((_, n)) = self.seen.iter().find(|(w, _)| **w == *written) {
+            return Some(n.clone());
+        }
+        let parsed = HeaderName::from_bytes(written.as_bytes()).ok()?;
+        if self.seen.len() < BACKEND_NAMES_KEPT {
+            self.seen.push((written.into(), parsed.clone()));
+        }
+        Some(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_are_found_again_in_any_order_and_case() {
+        let mut names = BackendNames { seen: Vec::new() };
+        let first = ["Server", "Content-Type", "X-Custom"];
+        for (i, n) in first.iter().enumerate() {
+            assert_eq!(names.get(i, n).expect(n).as_str(), n.to_ascii_lowercase());
+        }
+        // Another order, another case (a different backend): the same names.
+        assert_eq!(
+            names.get(0, "X-Custom").map(|n| n.to_string()).as_deref(),
+            Some("x-custom")
+        );
+        assert_eq!(
+            names.get(1, "content-type"),
+            Some(http::header::CONTENT_TYPE)
+        );
+        assert_eq!(names.get(2, "Server"), Some(http::header::SERVER));
+        assert_eq!(names.get(0, "Bad Name"), None);
+    }
+
+    #[test]
+    fn backend_names_kept_are_bounded() {
+        let mut names = BackendNames { seen: Vec::new() };
+        for i in 0..BACKEND_NAMES_KEPT * 2 {
+            let name = format!("x-name-{i}");
+            assert_eq!(names.get(i, &name).map(|n| n.to_string()), Some(name));
+        }
+        assert_eq!(names.seen.len(), BACKEND_NAMES_KEPT);
+    }
 }

@@ -25,7 +25,7 @@ use tern_tls::Negotiated;
 use tokio::net::TcpStream;
 
 use crate::access_log::Record;
-use crate::exchange::clients::{ClientKey, ConnSlot};
+use crate::exchange::clients::{ClientKey, ConnSlot, Refused};
 use crate::fault::{ExchangeError, Kind};
 
 use crate::config::Mode;
@@ -235,7 +235,7 @@ pub(crate) fn admit(
     worker
         .clients
         .connect(key, &edge.client)
-        .map_err(|_| Kind::TooManyConnections)
+        .map_err(Refused::kind)
 }
 
 /// A connection [`admit`] refused (closed before any handshake): counted
@@ -260,6 +260,44 @@ pub(crate) fn rejected(ctx: &ConnCtx<'_>, kind: Kind) {
         .checked_sub(std::time::Duration::from_micros(ctx.handshake_us))
         .unwrap_or_else(Instant::now);
     log_rejected(ctx.peer, ctx.listener, ctx.worker, kind, &ctx.tls, started);
+}
+
+/// A connection's requests refused for its client's rate in a row, for
+/// `client_rate_close_after`: a client told by 429 and Retry-After to
+/// wait that keeps sending anyway costs tern a request parse and an
+/// answer each time; after that many its connection is closed and its
+/// new connections are closed before the TLS handshake until the
+/// Retry-After it was given has passed, which costs an accept and a
+/// close. Any request served in between starts the count again.
+#[derive(Debug, Default)]
+pub(crate) struct RateRefusals {
+    in_a_row: u32,
+}
+
+impl RateRefusals {
+    /// Notes how an exchange ended (`slow_down`: [`Finished::slow_down`]);
+    /// true when the connection must close now: the client was shut out
+    /// for its Retry-After, counted, and logged (with `log_rejected`) as
+    /// `client:kept_sending`.
+    ///
+    /// [`Finished::slow_down`]: crate::exchange::Finished::slow_down
+    pub(crate) fn kept_sending(&mut self, slow_down: Option<u32>, ctx: &ConnCtx<'_>) -> bool {
+        let Some(after) = slow_down else {
+            self.in_a_row = 0;
+            return false;
+        };
+        let limits = &ctx.listener.config.edge.client;
+        self.in_a_row += 1;
+        if limits.close_after == 0 || self.in_a_row < limits.close_after {
+            return false;
+        }
+        let key = ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix);
+        ctx.worker.clients.shut(key, after, limits);
+        tracing::debug!(client = %ctx.peer, refused = self.in_a_row, seconds = after,
+            "client kept sending past its rate: connection closed, new ones closed before the handshake meanwhile");
+        rejected(ctx, Kind::KeptSending);
+        true
+    }
 }
 
 /// The access-log line of a connection closed before any request, like

@@ -6,10 +6,9 @@
 use std::future::poll_fn;
 use std::time::Duration;
 
-use crate::upstream::BackendStream;
 use bytes::{Bytes, BytesMut};
 use h2::{RecvStream, SendStream};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Why data could not be sent on an HTTP/2 stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,20 +60,24 @@ pub(crate) fn end_stream(send: &mut SendStream<Bytes>) -> Result<(), SendError> 
 }
 
 /// Relays a tunnel (a WebSocket over an HTTP/2 extended CONNECT stream)
-/// between an HTTP/2 stream and a backend connection until both ends are
-/// closed or nothing moves for `idle`, then resets what is left open.
+/// between an HTTP/2 stream and a backend (a socket, or an HTTP/2
+/// backend's stream) until both ends are closed or nothing moves for
+/// `idle`, then resets what is left open.
 /// `early`: bytes the backend sent after its 101 head. Flow control holds
 /// both ways: the client's window is released only once its bytes were
 /// written to the backend, and the backend is read only when the client's
 /// window has taken the previous read. Returns (client→backend,
 /// backend→client) byte counts.
-pub(crate) async fn tunnel(
+pub(crate) async fn tunnel<B>(
     recv: &mut RecvStream,
     down_stream: &mut SendStream<Bytes>,
-    backend: &mut BackendStream,
+    backend: &mut B,
     early: &[u8],
     idle: Duration,
-) -> (u64, u64) {
+) -> (u64, u64)
+where
+    B: AsyncRead + AsyncWrite + Unpin,
+{
     let (mut up, mut down) = (0u64, 0u64);
     if !early.is_empty() {
         if send(down_stream, Bytes::copy_from_slice(early), false, idle)

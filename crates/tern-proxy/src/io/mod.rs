@@ -5,4 +5,5 @@
 
 pub(crate) mod body;
 pub(crate) mod h2data;
+pub(crate) mod h2stream;
 pub(crate) mod iobuf;

@@ -2,9 +2,9 @@
 //! over TLS): one request as one stream on the worker's session to the
 //! chosen server ([`Backends::get_h2`]), in steps the exchange core drives.
 //!
-//! Not carried: HTTP/1.1 `Upgrade` and `CONNECT` (HTTP/2 has neither in
-//! the form a backend would understand), interim 1xx responses, and
-//! trailers.
+//! Not carried: `Upgrade` other than WebSocket (a WebSocket goes as an
+//! extended CONNECT, RFC 8441), plain `CONNECT`, and interim 1xx
+//! responses.
 
 use std::time::Duration;
 
@@ -38,7 +38,10 @@ pub(crate) struct Opened {
 
 /// Opens a stream for `req` on a session of `backends` and sends the head.
 /// A session can die between the pick and the send (GOAWAY in flight);
-/// nothing reached the backend then, so one more pick is safe.
+/// nothing reached the backend then, so one more pick is safe. A
+/// WebSocket ([`Request::is_websocket`]) goes as an extended CONNECT (RFC
+/// 8441) whose stream stays open for the tunnel, to a backend whose
+/// SETTINGS offered it; to one that did not, [`Kind::NoExtendedConnect`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn open(
     backends: &Backends,
@@ -49,8 +52,12 @@ pub(crate) async fn open(
     edits: &FieldEdits<'_>,
     connect_timeout: Duration,
 ) -> Result<Opened, (Kind, Option<crate::config::BackendAddr>)> {
-    let method =
-        Method::from_bytes(req.method.as_bytes()).map_err(|_| (Kind::Unrelayable, None))?;
+    let websocket = req.is_websocket();
+    let method = if websocket {
+        Method::CONNECT
+    } else {
+        Method::from_bytes(req.method.as_bytes()).map_err(|_| (Kind::Unrelayable, None))?
+    };
     let mut retried = false;
     loop {
         let mut stream = backends
@@ -58,15 +65,26 @@ pub(crate) async fn open(
             .await
             .map_err(|e| (e.kind(), None))?;
         let addr = stream.addr;
-        let request = backend_request(backends, &method, req, addr, facts, forwarded, edits)
+        // The session's SETTINGS are in: the preface waited for them.
+        if websocket && !stream.sender.is_extended_connect_protocol_enabled() {
+            tracing::warn!(backend = %addr, upstream = %backends.name(),
+                "WebSocket refused with 502: the backend does not offer extended CONNECT \
+                 (RFC 8441, SETTINGS_ENABLE_CONNECT_PROTOCOL); route WebSockets to a server \
+                 that does, or to an http1 group");
+            return Err((Kind::NoExtendedConnect, Some(addr)));
+        }
+        let mut request = backend_request(backends, &method, req, addr, facts, forwarded, edits)
             .map_err(|e| {
                 tracing::debug!("request not relayable over HTTP/2: {e}");
                 (Kind::Unrelayable, Some(addr))
             })?;
-        match stream
-            .sender
-            .send_request(request, req.body == BodyLen::Empty)
-        {
+        if websocket {
+            request
+                .extensions_mut()
+                .insert(h2::ext::Protocol::from_static("websocket"));
+        }
+        let end = req.body == BodyLen::Empty && !websocket;
+        match stream.sender.send_request(request, end) {
             Ok((response, upstream)) => {
                 return Ok(Opened {
                     response,
@@ -134,7 +152,11 @@ fn backend_request(
     };
     match req.head {
         RequestView::H1(head) => {
-            for (name, value) in h1_request_fields_for_h2(head).filter(|(n, _)| !edits.drops(n)) {
+            // RFC 8441 has no key exchange: an HTTP/1.1 client's key
+            // stops at tern, which answers it.
+            let key = |n: &str| req.upgrade && n.eq_ignore_ascii_case("sec-websocket-key");
+            let fields = h1_request_fields_for_h2(head).filter(|(n, _)| !edits.drops(n) && !key(n));
+            for (name, value) in fields {
                 put(name, value);
             }
         }

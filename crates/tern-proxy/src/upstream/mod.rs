@@ -82,6 +82,13 @@ impl BackendConn {
     pub(crate) fn server(&self) -> &Arc<Server> {
         self.in_flight.server()
     }
+
+    /// The response has left the backend: the request no longer counts as
+    /// in flight on its server (least_conn), though the connection is
+    /// still relaying the response's last piece to the client.
+    pub(crate) fn response_ended(&mut self) {
+        self.in_flight.release();
+    }
 }
 
 /// Why a backend could not be reached.

@@ -229,6 +229,7 @@ impl Server {
         self.requests.fetch_add(1, Ordering::Relaxed);
         InFlight {
             server: self.clone(),
+            counted: true,
         }
     }
 
@@ -416,6 +417,8 @@ impl UpstreamShared {
 #[derive(Debug)]
 pub(crate) struct InFlight {
     server: Arc<Server>,
+    /// False once [`InFlight::release`] took the request off the count.
+    counted: bool,
 }
 
 impl InFlight {
@@ -423,10 +426,18 @@ impl InFlight {
     pub(crate) fn server(&self) -> &Arc<Server> {
         &self.server
     }
+
+    /// Takes the request off its server's count before the guard goes
+    /// (the response has left the backend); once only.
+    pub(crate) fn release(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            self.server.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.server.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.release();
     }
 }

@@ -59,8 +59,8 @@ pub struct ScaleArgs {
     /// moment starts together (clocks synchronised by NTP).
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
-    /// Local IP address every TCP connection is made from (vegeta's
-    /// -laddr): load processes sharing a machine appear as distinct
+    /// Local IP address every TCP connection (and HTTP/3's UDP socket) is
+    /// made from (vegeta's -laddr): load processes sharing a machine appear as distinct
     /// clients (127.0.0.2, 127.0.0.3 on loopback).
     #[arg(long, value_name = "IP")]
     pub laddr: Option<std::net::IpAddr>,

@@ -141,6 +141,54 @@ fn https_to_a_plain_http_port_says_which_mismatch_it_is() {
     assert!(!error.contains("InvalidContentType"), "{error}");
 }
 
+/// HTTP/2 with prior knowledge to a TLS port: tern answers the preface
+/// with an alert and may reset the connection, so h2 met either a 1.3 MB
+/// "frame" or a broken pipe, whichever came first. Several connections
+/// give the race several chances: every one must say the same.
+#[test]
+fn h2_over_http_to_a_tls_port_says_which_mismatch_it_is() {
+    let served = tern_testsupport::tern::Served::start(&[]);
+    let report = bench_json_failed(&[
+        "-h2",
+        "-n",
+        "40",
+        "-c",
+        "8",
+        "--disable-keepalive",
+        &format!("http://{}/", served.addr),
+    ]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with("http:// URL, but the port speaks TLS")
+            && error.ends_with("(use https://)"),
+        "{error}"
+    );
+}
+
+/// HTTP/2 with prior knowledge to an HTTP/1.1 server (Python's, which
+/// answers the preface's "HTTP/2.0" with an HTML error page alone): the
+/// first bytes are text, not a SETTINGS frame, and the error says so
+/// instead of h2's "frame with invalid size".
+#[test]
+fn h2_over_http_to_an_http1_port_says_it_has_no_prior_knowledge() {
+    let origin = tern_testsupport::python_origin::PythonOrigin::start();
+    let report = bench_json_failed(&[
+        "-h2",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        &format!("http://{}/", origin.addr()),
+    ]);
+    let error = only_error(&report);
+    assert!(
+        error.starts_with(
+            "http:// URL, but the port does not speak HTTP/2 with prior knowledge: it answered"
+        ) && error.ends_with("(leave out -h2, or use https:// for h2 through ALPN)"),
+        "{error}"
+    );
+}
+
 #[test]
 fn http_to_a_tls_port_says_which_mismatch_it_is() {
     let served = tern_testsupport::tern::Served::start(&[]);

@@ -235,3 +235,25 @@ fn h3_errors_are_clear() {
     assert_eq!(num(s, "failed"), 2.0, "{s}");
     assert_eq!(num(s, "completed"), 0.0, "{s}");
 }
+
+/// `--laddr` binds each worker's UDP socket: tern sees every QUIC
+/// connection come from that address. One of the other family than the
+/// target's is refused before any load.
+#[test]
+fn h3_with_laddr_connects_from_that_address() {
+    let (served, url) = h3_served();
+    let report = bench_json(&["-h3", "-n", "10", "-c", "2", "--laddr", "127.0.0.3", &url]);
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "completed"), 10.0, "{s}");
+    for line in logged(&served, 10) {
+        let client = log_field(&line, "client").unwrap_or_default();
+        assert!(client.starts_with("127.0.0.3:"), "{line}");
+    }
+    let out = bench(&["-h3", "-n", "1", "-c", "1", "--laddr", "::1", &url]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--laddr ::1: QUIC to 127.0.0.1 needs a source address of the same family"),
+        "{stderr}"
+    );
+}

@@ -228,6 +228,16 @@ fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent
     );
 }
 
+/// Completed requests of each stage of the first target.
+fn stage_counts(report: &Value) -> Vec<u64> {
+    report["targets"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["completed"].as_u64().unwrap())
+        .collect()
+}
+
 /// Each stage holds its rate for its time and is reported on its own; a
 /// stage at 0 sends nothing.
 #[test]
@@ -243,13 +253,9 @@ fn stages_hold_each_rate_and_are_reported_one_by_one() {
         "4",
         &url,
     ]);
-    let stages = report["targets"][0]["stages"].as_array().unwrap();
-    let completed: Vec<u64> = stages
-        .iter()
-        .map(|s| s["completed"].as_u64().unwrap())
-        .collect();
-    assert_eq!(stages.len(), 3);
-    assert_eq!(stages[2]["unit"], "req/s");
+    let completed = stage_counts(&report);
+    assert_eq!(completed.len(), 3);
+    assert_eq!(report["targets"][0]["stages"][2]["unit"], "req/s");
     // An open loop sends rate x duration requests; a send the machine
     // delays past the deadline is not made (a stall of a shared machine
     // may cost a few, never add any).
@@ -266,6 +272,63 @@ fn stages_hold_each_rate_and_are_reported_one_by_one() {
         num(summary(&report, 0), "completed") as u64,
         completed.iter().sum::<u64>()
     );
+}
+
+/// A load shape is one run per target: its connections stay open from
+/// stage to stage (tern completes one handshake per connection for the
+/// whole shape, not one per stage and connection), and the Plan line
+/// gives each stage's level, not --rate's.
+#[test]
+fn stages_keep_their_connections_and_the_plan_names_each_level() {
+    let served = Served::builder()
+        .args(&["--access-log", "off"])
+        .admin()
+        .start();
+    let url = format!("https://{}/bytes/100", served.addr);
+    let handshakes = || served.scrape().sum("tern_tls_handshakes_total", &[]);
+    let json = artifact("stages_connections", "open.json");
+    let out = bench(&[
+        "--rate",
+        "1",
+        "--stages",
+        "1s:20,1s:0,1s:40",
+        "-c",
+        "4",
+        "--no-progress",
+        "--json",
+        &json.display().to_string(),
+        &url,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("4 connections x 1 stream; open loop at 20, 0, 40 req/s by stage"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("at 1 req/s") && !text.contains("Rate asked"),
+        "{text}"
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(num(summary(&report, 0), "connections"), 4.0);
+    assert_eq!(
+        handshakes(),
+        4.0,
+        "one handshake per connection for the whole shape"
+    );
+    let completed = stage_counts(&report);
+    assert!((14..=21).contains(&completed[0]), "{completed:?}");
+    assert_eq!(completed[1], 0);
+    assert!((28..=41).contains(&completed[2]), "{completed:?}");
+
+    // Closed loop: opened for the largest stage, the first of them send.
+    let report = bench_json(&["--stages", "1s:1,1s:3", "--no-progress", &url]);
+    assert_eq!(report["plan"]["connections"], 3);
+    assert_eq!(num(summary(&report, 0), "connections"), 3.0);
+    assert_eq!(handshakes(), 7.0);
+    assert_eq!(report["targets"][0]["stages"][1]["unit"], "connections");
+    let completed = stage_counts(&report);
+    assert!(completed.iter().all(|n| *n > 0), "{completed:?}");
 }
 
 /// With --compare each target has its own search, their steps

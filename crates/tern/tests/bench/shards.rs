@@ -39,6 +39,47 @@ fn wait_shard(child: Child) {
     );
 }
 
+/// Runs `count` shards of a one-second run of `-c conns` against `url`,
+/// shard i starting at `at(i)`; returns their JSON reports' paths.
+fn one_second_shards(
+    dir: &str,
+    count: usize,
+    conns: &str,
+    at: impl Fn(usize) -> String,
+    url: &str,
+) -> Vec<String> {
+    let files: Vec<String> = (0..count)
+        .map(|i| {
+            artifact(dir, &format!("shard{i}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let children: Vec<Child> = (0..count)
+        .map(|i| {
+            let args: Vec<String> = vec![
+                "-z".into(),
+                "1s".into(),
+                "-c".into(),
+                conns.into(),
+                "--no-progress".into(),
+                "--shard".into(),
+                format!("{i}/{count}"),
+                "--start-at".into(),
+                at(i),
+                "--json".into(),
+                files[i].clone(),
+                url.into(),
+            ];
+            spawn_shard(&args)
+        })
+        .collect();
+    for c in children {
+        wait_shard(c);
+    }
+    files
+}
+
 /// The `q` quantile of the latencies in hey-style CSVs, ms.
 fn csv_quantile(latencies: &mut [f64], q: f64) -> f64 {
     latencies.sort_by(f64::total_cmp);
@@ -87,9 +128,11 @@ fn four_shards_started_together_merge_exactly() {
     for c in children {
         wait_shard(c);
     }
+    // The GETs of the run; each shard's clock reading after it (HEAD
+    // requests, see clock.rs) is logged too.
     let log = served
         .tern
-        .wait_stdout_lines("status=", 2002, Duration::from_secs(20))
+        .wait_stdout_lines("method=GET", 2002, Duration::from_secs(20))
         .unwrap_or_else(|e| panic!("{e}"));
     let mut clients: BTreeMap<String, usize> = BTreeMap::new();
     for line in &log {
@@ -175,36 +218,13 @@ fn a_shard_started_five_seconds_late_is_flagged_by_the_merge() {
                 .as_secs_f64()
         )
     };
-    let files: Vec<String> = (0..4)
-        .map(|i| {
-            artifact("late_shard", &format!("shard{i}.json"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    let children: Vec<Child> = (0..4)
-        .map(|i| {
-            let late = if i == 3 { 5 } else { 0 };
-            let args: Vec<String> = vec![
-                "-z".into(),
-                "1s".into(),
-                "-c".into(),
-                "4".into(),
-                "--no-progress".into(),
-                "--shard".into(),
-                format!("{i}/4"),
-                "--start-at".into(),
-                at(late),
-                "--json".into(),
-                files[i].clone(),
-                url.clone(),
-            ];
-            spawn_shard(&args)
-        })
-        .collect();
-    for c in children {
-        wait_shard(c);
-    }
+    let files = one_second_shards(
+        "late_shard",
+        4,
+        "4",
+        |i| at(if i == 3 { 5 } else { 0 }),
+        &url,
+    );
     let out = tern()
         .args(["report", "merge"])
         .args(&files)
@@ -217,6 +237,60 @@ fn a_shard_started_five_seconds_late_is_flagged_by_the_merge() {
         "{text}"
     );
     assert!(!text.contains("shard 0/4 (report 1,"), "{text}");
+}
+
+/// Shards' own timestamps cannot show a clock that is off (each started
+/// "on time" by its own clock), so each reads the target's clock (its
+/// Date header) after its run. Two shards on one machine read the same
+/// offset; one whose reading says its clock is 3 s ahead of the other's
+/// (its report edited as such a machine would have written it) is named
+/// by the merge.
+#[test]
+fn shards_whose_clocks_disagree_are_flagged_by_the_merge() {
+    let served = Served::builder().args(&["--access-log", "off"]).start();
+    let url = format!("https://{}/bytes/100", served.addr);
+    let at = soon(Duration::from_secs(2));
+    let files = one_second_shards("clock_shard", 2, "2", |_| at.clone(), &url);
+    let merge = |files: &[String]| {
+        let out = tern()
+            .args(["report", "merge"])
+            .args(files)
+            .output()
+            .expect("tern report merge");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    for f in &files {
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let o = &report["clock_offset"];
+        let (low, high) = (num(o, "low_ms"), num(o, "high_ms"));
+        // One machine, one clock: the reading brackets 0 up to the
+        // server's Date being a little behind its clock.
+        assert!(num(o, "samples") >= 2.0, "{o}");
+        assert!(low <= high && high - low < 1000.0, "{o}");
+        assert!(low < 100.0 && high > -1100.0, "{o}");
+    }
+    let text = merge(&files);
+    assert!(!text.contains("clock is at least"), "{text}");
+
+    let mut ahead: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    for bound in ["low_ms", "high_ms"] {
+        let v = ahead["clock_offset"][bound].as_i64().unwrap();
+        ahead["clock_offset"][bound] = (v - 3000).into();
+    }
+    let edited = artifact("clock_shard", "shard1_ahead.json")
+        .display()
+        .to_string();
+    std::fs::write(&edited, ahead.to_string()).unwrap();
+    let text = merge(&[files[0].clone(), edited]);
+    assert!(
+        text.contains("shard 1/2 (report 2,")
+            && text.contains("s ahead of shard 0/2 (report 1,")
+            && text.contains("synchronise their clocks"),
+        "{text}"
+    );
 }
 
 /// deploy/k8s/bench-job.yaml: valid against Kubernetes' own schema

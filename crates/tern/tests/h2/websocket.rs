@@ -10,11 +10,11 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tern_testsupport::chromium::{dump_dom, find_chromium};
-use tern_testsupport::tern::{free_addr, log_field, wait_accepting, Served};
+use tern_testsupport::python_origin::start_script;
+use tern_testsupport::tern::{log_field, Served};
 use tern_testsupport::tools::{run_tool, KillOnDrop};
 
 use crate::{skip_without, LOG_WAIT};
@@ -33,19 +33,8 @@ fn python_with_websockets() -> Option<&'static str> {
 
 /// The WebSocket origin on a free port.
 fn start_origin(python: &str) -> (KillOnDrop, SocketAddr) {
-    let addr = free_addr();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h2/ws_origin.py");
-    let child = Command::new(python)
-        .arg(script)
-        .arg(addr.port().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ws_origin.py");
-    let origin = KillOnDrop(child);
-    wait_accepting(addr, Duration::from_secs(20));
-    (origin, addr)
+    start_script(python, &script, &[])
 }
 
 #[test]
@@ -68,22 +57,8 @@ fn chromium_websocket_rides_the_pages_h2_connection() {
         out.all(),
         served.tern.stderr_text()
     );
-    let lines = served
-        .tern
-        .wait_stdout_lines("path=/ws", 1, LOG_WAIT)
-        .expect("an access-log line for the WebSocket");
-    let line = &lines[0];
-    assert_eq!(log_field(line, "alpn"), Some("h2"), "{line}");
-    assert_eq!(log_field(line, "method"), Some("CONNECT"), "{line}");
-    assert_eq!(log_field(line, "status"), Some("200"), "{line}");
-    let page = served
-        .tern
-        .wait_stdout_lines("path=/ ", 1, LOG_WAIT)
-        .expect("an access-log line for the page");
-    assert_eq!(
-        log_field(&page[0], "client"),
-        log_field(line, "client"),
-        "the WebSocket rode the page's connection:\n{page:?}\n{line}"
+    tern_testsupport::chromium::assert_websocket_rode_the_pages_h2_connection(
+        &served, "/ws", LOG_WAIT,
     );
 }
 
@@ -93,12 +68,17 @@ fn python_websockets_client_echoes_over_http11() {
         return;
     };
     let (_origin, origin_addr) = start_origin(python);
-    let served = Served::builder().backend_addr(origin_addr).start();
+    let served = Served::builder()
+        .backend_addr(origin_addr)
+        .args(&["--hsts", "max-age=600"])
+        .start();
     let script = format!(
         "import ssl\n\
          from websockets.sync.client import connect\n\
          ctx = ssl.create_default_context(cafile={ca:?})\n\
          with connect('wss://localhost:{port}/ws', ssl=ctx) as ws:\n\
+         \x20   for name, value in ws.response.headers.raw_items():\n\
+         \x20       print(f'{{name.lower()}}: {{value}}')\n\
          \x20   for m in ['one', 'two' * 20000]:\n\
          \x20       ws.send(m)\n\
          \x20       assert ws.recv(timeout=20) == m\n\
@@ -113,12 +93,44 @@ fn python_websockets_client_echoes_over_http11() {
         out.all(),
         served.tern.stderr_text()
     );
+    // The response rules reach the 101 as any response (issue 25).
+    for field in ["strict-transport-security: max-age=600", "x-request-id: "] {
+        assert!(
+            out.stdout.contains(field),
+            "no {field:?} in the 101:\n{}",
+            out.stdout
+        );
+    }
     let lines = served
         .tern
         .wait_stdout_lines("path=/ws", 1, LOG_WAIT)
         .expect("an access-log line for the WebSocket");
     assert_eq!(log_field(&lines[0], "status"), Some("101"), "{}", lines[0]);
     assert_eq!(log_field(&lines[0], "method"), Some("GET"), "{}", lines[0]);
+}
+
+/// An extended CONNECT from the h2 crate's client to an HTTP/1.1
+/// backend: its `200` carries the response rules (HSTS, the request ID)
+/// like any response, and the harness's `/upgrade` echoes bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2_extended_connects_200_carries_the_response_rules() {
+    let served = Served::start(&["--hsts", "max-age=600"]);
+    let client = served.h2_client().await;
+    let (head, mut send, mut recv) = client
+        .open_websocket("/upgrade")
+        .await
+        .expect("extended CONNECT");
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(head.headers["strict-transport-security"], "max-age=600");
+    assert!(head.headers.contains_key("x-request-id"), "{head:?}");
+    send.send_data(bytes::Bytes::from_static(b"ping"), false)
+        .expect("send");
+    let echoed = tokio::time::timeout(Duration::from_secs(20), recv.data())
+        .await
+        .expect("an echo within 20 s")
+        .expect("data")
+        .expect("no error");
+    assert_eq!(&echoed[..], b"ping");
 }
 
 /// RFC 9220: a WebSocket opened with an extended CONNECT on an HTTP/3
@@ -150,4 +162,24 @@ async fn an_h3_extended_connect_websocket_is_tunnelled_to_an_http11_backend() {
     });
     assert!(line.contains("alpn=h3"), "{line}");
     assert!(line.contains("status=200"), "{line}");
+}
+
+/// A plain CONNECT (a forward-proxy tunnel to `host:port`) is not
+/// relayed, over HTTP/1.1 or HTTP/2: 501, and the backend sees nothing
+/// (docs/http2.md, "Plain CONNECT: not relayed, by decision").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_connect_is_501_over_http11_and_http2() {
+    let served = Served::start(&[]);
+    let (response, _conn) = tokio::task::block_in_place(|| {
+        served.raw(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+    });
+    assert_eq!(response.status, 501, "{}", response.text());
+    let client = served.h2_client().await;
+    let (answer, _send) = client
+        .open(tern_testsupport::h2client::request("CONNECT", "/"))
+        .await
+        .expect("a stream");
+    let answer = answer.await.expect("an answer");
+    assert_eq!(answer.status(), 501);
+    assert_eq!(served.backend().requests(), 0);
 }

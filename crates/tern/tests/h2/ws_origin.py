@@ -7,32 +7,15 @@
 #          load event until the echo is in the DOM, so --dump-dom sees it)
 # Prints "listening" once it accepts. Usage: ws_origin.py PORT
 import asyncio
+import pathlib
 import sys
 
 from websockets.asyncio.server import serve
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
-PAGE = b"""<!doctype html><html><body>
-<img src="/wait" alt="">
-<script>
-const ws = new WebSocket("wss://" + location.host + "/ws");
-ws.onopen = () => ws.send("hello over " + location.protocol);
-ws.onmessage = (e) => {
-  const p = document.createElement("p");
-  p.id = "echo";
-  p.textContent = "echo:" + e.data;
-  document.body.append(p);
-  ws.send("ack");
-};
-ws.onerror = () => {
-  const p = document.createElement("p");
-  p.id = "error";
-  p.textContent = "websocket error";
-  document.body.append(p);
-  fetch("/release");
-};
-</script></body></html>"""
+# The page, shared with upstreams/ws_h2_origin.py.
+PAGE = (pathlib.Path(__file__).parent / "ws_page.html").read_bytes()
 
 acked = asyncio.Event()
 

@@ -195,3 +195,21 @@ fn tlsfuzzer_renegotiation_and_fallback_scripts_pass() {
         ],
     );
 }
+
+/// A TLS 1.3 client offering only signature schemes tern's RSA key cannot
+/// make (`rsa_pkcs1_*`, `rsa_pss_pss_*`) gets `handshake_failure` in place
+/// of a ServerHello, as from OpenSSL (rustls sent the ServerHello first:
+/// vendor/patches/rustls/0006); the schemes it can make still work.
+#[test]
+fn tls13_signature_schemes_the_key_cannot_make_are_refused_before_the_server_hello() {
+    tlsfuzzer_passes("test-tls13-pkcs-signature", &[]);
+    tlsfuzzer_passes("test-tls13-rsa-signatures", &[]);
+}
+
+/// An empty alert record (with or without padding, under handshake or
+/// application keys) gets `unexpected_message`, as from OpenSSL, not the
+/// `decode_error` of a failed parse (vendor/patches/rustls/0007).
+#[test]
+fn tls13_empty_alert_record_gets_unexpected_message() {
+    tlsfuzzer_passes("test-tls13-empty-alert", &[]);
+}

@@ -91,15 +91,26 @@ fn h3_client_in_flight(
 }
 
 pub(crate) fn h3_client_args(served: &Served, run: &H3Run<'_>) -> Vec<String> {
+    let ca = served.ca().ca_file().display().to_string();
+    h3_client_args_named(served, &ca, "localhost", run)
+}
+
+/// Like [`h3_client_args`], trusting `ca` (a PEM file) and sending
+/// `name` as SNI and in `:authority`.
+pub(crate) fn h3_client_args_named(
+    served: &Served,
+    ca: &str,
+    name: &str,
+    run: &H3Run<'_>,
+) -> Vec<String> {
     let script = program("h3_client.py").display().to_string();
     let port = served.addr.port().to_string();
-    let ca = served.ca().ca_file().display().to_string();
     [
         script,
         "127.0.0.1".to_string(),
         port,
-        ca,
-        "localhost".to_string(),
+        ca.to_string(),
+        name.to_string(),
         run.method.to_string(),
         run.path.to_string(),
         run.count.to_string(),

@@ -10,7 +10,6 @@ use std::process::Command;
 
 use tern_testsupport::backend::{echoed_header, sha256_hex};
 use tern_testsupport::certs::{sf_binary, CertFiles, KeyKind, TestCa};
-use tern_testsupport::proxy_protocol::PpBackend;
 use tern_testsupport::tern::Served;
 use tern_testsupport::tools::{curl, run_command, s_client, ToolOutput};
 
@@ -122,9 +121,11 @@ fn told_backend(echo: &serde_json::Value) -> Option<Vec<u8>> {
         .map(|f| sf_binary(f).expect("an sf-binary Client-Cert"))
 }
 
+/// The first JSON line a client printed.
 fn echo_of(out: &ToolOutput) -> serde_json::Value {
     assert!(out.success(), "{}", out.all());
-    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.all()))
+    let first = out.stdout.lines().next().unwrap_or_default();
+    serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {}", out.all()))
 }
 
 #[test]
@@ -259,22 +260,26 @@ fn forged_client_cert_never_reaches_the_backend_without_mtls() {
     );
 }
 
-/// One listener, two names: `secure.test` requires a client certificate,
-/// `open.test` asks for none. A request for `secure.test` on a connection
-/// made for `open.test` gets 421 rather than slipping past the check.
-#[test]
-fn per_name_policy_on_one_listener() {
-    let clients = Clients::new();
-    let mut server_ca = TestCa::new();
+/// tern with two names on one listener: `open.test` (the default
+/// certificate) asks for no client certificate, `secure.test` requires
+/// one from `clients`' CA; over HTTP/3 too with `http3`.
+fn open_and_secure(clients: &Clients, server_ca: &mut TestCa, http3: bool) -> Served {
     let open = server_ca.leaf(&["open.test"], KeyKind::EcdsaP256);
     let secure = server_ca.leaf(&["secure.test"], KeyKind::EcdsaP256);
     let client_ca = clients.ca();
-    let served = Served::builder()
-        .shared_cert(&server_ca, &open)
+    let mut builder = Served::builder().shared_cert(server_ca, &open);
+    if http3 {
+        builder = builder.admin();
+    }
+    builder
         .config(|c| {
             format!(
-                "[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+                "{}[[listener]]\nlisten = \"{}\"\nbackends = [\"{}\"]\ncert = \"{}\"\nkey = \"{}\"\nhttp3 = {http3}\n\n\
                  [[listener.certificate]]\ncert = \"{}\"\nkey = \"{}\"\nclient_auth = \"required\"\nclient_ca = \"{}\"\n",
+                match c.admin {
+                    Some(admin) => format!("admin = \"{admin}\"\n"),
+                    None => String::new(),
+                },
                 c.listen,
                 c.backend.as_deref().unwrap_or_default(),
                 c.chain(),
@@ -284,7 +289,17 @@ fn per_name_policy_on_one_listener() {
                 client_ca,
             )
         })
-        .start();
+        .start()
+}
+
+/// One listener, two names: `secure.test` requires a client certificate,
+/// `open.test` asks for none. A request for `secure.test` on a connection
+/// made for `open.test` gets 421 rather than slipping past the check.
+#[test]
+fn per_name_policy_on_one_listener() {
+    let clients = Clients::new();
+    let mut server_ca = TestCa::new();
+    let served = open_and_secure(&clients, &mut server_ca, false);
     let ca = path(server_ca.ca_file());
     let get = |name: &str, host: &str, cert: Option<&CertFiles>| {
         let url = format!("https://{name}:{}/echo", served.addr.port());
@@ -322,6 +337,60 @@ fn per_name_policy_on_one_listener() {
     assert_eq!(smuggled.stdout, "421", "{}", smuggled.all());
 }
 
+/// The same two names over HTTP/3 (QUIC: one TLS configuration for the
+/// endpoint, asking by SNI): aioquic gets `open.test` without a
+/// certificate, is refused `secure.test` without one (certificate_required
+/// as QUIC CRYPTO_ERROR 0x174) and served with one, its subject logged;
+/// `:authority` secure.test on an open.test connection gets 421.
+#[test]
+fn per_name_policy_over_http3() {
+    let Some(python) = crate::h3::python_with_aioquic() else {
+        return;
+    };
+    let clients = Clients::new();
+    let mut server_ca = TestCa::new();
+    let served = open_and_secure(&clients, &mut server_ca, true);
+    let ca = path(server_ca.ca_file());
+    let aioquic = |name: &str, cert: Option<&CertFiles>, authority: Option<&str>| {
+        let run = crate::h3::H3Run::default();
+        let args = crate::h3::h3_client_args_named(&served, &ca, name, &run);
+        aioquic_run(&python, &args, cert, authority)
+    };
+    let status = |out: &ToolOutput| {
+        let line = out.stdout.lines().next().unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(line)
+            .map_or(0, |v| v["status"].as_u64().unwrap_or(0))
+    };
+    let open_plain = aioquic("open.test", None, None);
+    assert_eq!(status(&open_plain), 200, "{}", open_plain.all());
+    let secure_plain = aioquic("secure.test", None, None);
+    assert!(
+        !secure_plain.success() && secure_plain.all().contains("error 0x174"),
+        "{}",
+        secure_plain.all()
+    );
+    let secure_cert = aioquic("secure.test", Some(&clients.good), None);
+    assert_eq!(status(&secure_cert), 200, "{}", secure_cert.all());
+    let lines = served
+        .tern
+        .wait_stdout_lines("alpn=h3", 2, LOG_WAIT)
+        .unwrap_or_else(|out| panic!("no access-log lines: {out}"));
+    assert!(
+        !lines[0].contains("client_cert_subject=\"CN=alice"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(" client_cert_subject=\"CN=alice, O=tern tests\""),
+        "{}",
+        lines[1]
+    );
+    let port = served.addr.port();
+    let smuggled = aioquic("open.test", None, Some(&format!("secure.test:{port}")));
+    assert_eq!(status(&smuggled), 421, "{}", smuggled.all());
+    one_refusal_counted(&served);
+}
+
 /// The CRL is read again on reload: a certificate revoked after start is
 /// refused once tern reloads.
 #[test]
@@ -356,57 +425,20 @@ fn a_crl_replaced_and_reloaded_refuses_the_newly_revoked() {
     );
 }
 
-/// TCP mode with PROXY v2: the backend's header names the verified
-/// client (PP2_TYPE_SSL: flags, verify result 0, CN sub-TLV).
-#[test]
-fn tcp_mode_proxy_v2_ssl_tlv_names_the_verified_client() {
-    let clients = Clients::new();
-    let backend = PpBackend::start();
-    let served = Served::builder()
-        .backend_addr(backend.addr())
-        .args(&[
-            "--mode",
-            "tcp",
-            "--proxy-protocol",
-            "v2",
-            "--client-auth",
-            "required",
-            "--client-ca",
-            &clients.ca(),
-        ])
-        .start();
-    let (chain, key) = (path(&clients.good.chain), path(&clients.good.key));
-    let out = s_client(
-        served.addr,
-        &["-ign_eof", "-cert", &chain, "-key", &key],
-        b"ping\n",
-    );
-    assert!(out.stdout.contains("pong "), "{}", out.all());
-    let seen = backend
-        .next_header(LOG_WAIT)
-        .unwrap_or_else(|e| panic!("{e}\n{}", served.tern.stderr_text()));
-    let ssl = seen.ssl.expect("a PP2_TYPE_SSL TLV");
-    // PP2_CLIENT_SSL | PP2_CLIENT_CERT_CONN | PP2_CLIENT_CERT_SESS, verify 0.
-    assert_eq!(&ssl[..5], &[0x07, 0, 0, 0, 0], "{ssl:02x?}");
-    let cn = [&[0x22, 0, 5][..], b"alice"].concat();
-    assert!(ssl.windows(cn.len()).any(|w| w == cn), "{ssl:02x?}");
-    assert_eq!(seen.payload_line, b"ping");
-}
-
-/// Runs `program` with `args` then tern's URL, CA and a good client's
-/// chain and key, against tern requiring client certificates: the one
-/// JSON line it prints must say 200 and the backend must have been told
-/// of that client's certificate.
-fn presents_a_client_certificate(program: &str, args: &[String]) {
+/// Runs `program` with the arguments `args` makes of tern's URL, CA and
+/// a good client's chain and key, against tern requiring client
+/// certificates: the first JSON line it prints must say 200 and the
+/// backend must have been told of that client's certificate.
+fn presents_a_client_certificate(program: &str, args: impl Fn([String; 4]) -> Vec<String>) {
     let clients = Clients::new();
     let served = serve(&clients, "required");
     let mut command = Command::new(program);
-    command.args(args).args([
+    command.args(args([
         url(&served, "mtls"),
         ca(&served),
         path(&clients.good.chain),
         path(&clients.good.key),
-    ]);
+    ]));
     let out = run_command(command, b"", CLIENT_TIMEOUT);
     let line = echo_of(&out);
     assert_eq!(line["status"], 200, "{line}");
@@ -419,22 +451,67 @@ fn presents_a_client_certificate(program: &str, args: &[String]) {
 #[test]
 fn python_requests_presents_a_client_certificate() {
     if let Some(python) = debian_python_with("requests") {
-        presents_a_client_certificate(&python, &[path(&program("mtls_requests.py"))]);
+        let script = path(&program("mtls_requests.py"));
+        presents_a_client_certificate(&python, |given| {
+            [script.clone()].into_iter().chain(given).collect()
+        });
     }
 }
 
 #[test]
 fn go_net_http_presents_a_client_certificate() {
     if let Some(go) = tool(&["go"], "go") {
-        presents_a_client_certificate(&go, &["run".into(), path(&program("mtls_go.go"))]);
+        let script = path(&program("go_client.go"));
+        presents_a_client_certificate(&go, |[url, ca, chain, key]| {
+            vec![
+                "run".into(),
+                script.clone(),
+                url,
+                ca,
+                "h2".into(),
+                chain,
+                key,
+            ]
+        });
     }
 }
 
+/// Waits until tern's metrics count one handshake refused for want of a
+/// client certificate.
+fn one_refusal_counted(served: &Served) {
+    tern_testsupport::tern::wait_until("the refusal counted", LOG_WAIT, || {
+        served.scrape().get(
+            "tern_tls_handshake_failures_total",
+            &[("reason", "client_cert_none_sent")],
+        ) == Some(1.0)
+    });
+}
+
+/// The aioquic client with `args`, presenting `cert` (if any) and sending
+/// `authority` (if any) as `:authority`.
+fn aioquic_run(
+    python: &str,
+    args: &[String],
+    cert: Option<&CertFiles>,
+    authority: Option<&str>,
+) -> ToolOutput {
+    let mut command = Command::new(python);
+    command.args(args);
+    if let Some(cert) = cert {
+        command
+            .env("H3_CLIENT_CERT", path(&cert.chain))
+            .env("H3_CLIENT_KEY", path(&cert.key));
+    }
+    if let Some(authority) = authority {
+        command.env("H3_AUTHORITY", authority);
+    }
+    run_command(command, b"", CLIENT_TIMEOUT)
+}
+
 /// mTLS over QUIC (HTTP/3): aioquic presenting a client certificate is
-/// served and its identity logged; without one its handshake is refused,
-/// counted under the same reason as over TCP. (aioquic 1.7.2 notices the
-/// refusal only at its own 20 s timeout, not from tern's close: not yet
-/// understood, issue 31.)
+/// served and its identity logged; without one its handshake is refused
+/// with certificate_required as a QUIC CRYPTO_ERROR (0x100 + 116), which
+/// the client reads at once, counted under the same reason as over TCP.
 #[test]
 fn quic_client_certificate_is_verified_and_a_missing_one_refused() {
     let Some(python) = crate::h3::python_with_aioquic() else {
@@ -452,16 +529,7 @@ fn quic_client_certificate_is_verified_and_a_missing_one_refused() {
         ])
         .start();
     let args = crate::h3::h3_client_args(&served, &crate::h3::H3Run::default());
-    let aioquic = |cert: Option<&CertFiles>| {
-        let mut command = Command::new(&python);
-        command.args(&args);
-        if let Some(cert) = cert {
-            command
-                .env("H3_CLIENT_CERT", path(&cert.chain))
-                .env("H3_CLIENT_KEY", path(&cert.key));
-        }
-        run_command(command, b"", CLIENT_TIMEOUT)
-    };
+    let aioquic = |cert: Option<&CertFiles>| aioquic_run(&python, &args, cert, None);
     let with_cert = aioquic(Some(&clients.good));
     assert!(
         with_cert.success() && with_cert.stdout.contains("\"status\": 200"),
@@ -480,16 +548,9 @@ fn quic_client_certificate_is_verified_and_a_missing_one_refused() {
 
     let without = aioquic(None);
     assert!(
-        !without.stdout.contains("\"status\": 200"),
+        !without.stdout.contains("\"status\": 200") && without.all().contains("error 0x174"),
         "{}",
         without.all()
     );
-    let mut refused = None;
-    tern_testsupport::tern::wait_until("the refusal counted", LOG_WAIT, || {
-        refused = served.scrape().get(
-            "tern_tls_handshake_failures_total",
-            &[("reason", "client_cert_none_sent")],
-        );
-        refused == Some(1.0)
-    });
+    one_refusal_counted(&served);
 }

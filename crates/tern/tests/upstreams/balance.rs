@@ -3,7 +3,6 @@
 use std::time::{Duration, Instant};
 
 use tern_testsupport::backend::Backend;
-
 use tern_testsupport::tern::wait_until;
 
 use crate::{echo_answers, listed, servers, start_front, start_with_admin};
@@ -83,14 +82,15 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
         for (backend, n) in echo_answers(&front, 1, 1) {
             *counts.entry(backend).or_insert(0) += n;
         }
-        // tern gives the backend connection back just after the client has
-        // its response; a request on another worker before that would see a
-        // tie (one in flight on each server), which least_conn may break
-        // either way. Wait for the count, as a state.
-        wait_until(
-            "the quick request to leave the idle server",
-            Duration::from_secs(10),
-            || listed(&front, &idle_addr)["in_flight"] == 0,
+        // tern takes the request off the server's in-flight count before
+        // the last piece of the response goes to the client, so a client
+        // that has its response finds no tie (one in flight on each
+        // server) that least_conn could break either way: the next
+        // request, on another worker as well, sees the idle server idle.
+        assert_eq!(
+            listed(&front, &idle_addr)["in_flight"],
+            0,
+            "the quick request still counts in flight after its response reached the client"
         );
     }
     // The premise, as a state rather than a wall-clock bound: the slow
@@ -114,4 +114,67 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
         slow.join().expect("slow client").expect("slow response"),
         200
     );
+}
+
+/// The request leaves least_conn's count when the backend's response has
+/// ended, not when the client has read it all: an HTTP/2 client that
+/// grants one byte less window than the body holds tern's last write to
+/// it (and so, before, the release after it), yet the admin listener
+/// shows nothing in flight once tern has the whole backend response.
+#[test]
+fn a_response_the_backend_finished_is_not_in_flight_while_the_client_reads_it() {
+    use tern_testsupport::h2client::{h2_client_config, request, H2Client};
+    const BODY: u32 = 100_000;
+    let a = Backend::start();
+    let upstreams = format!(
+        "[[upstream]]\nname = \"app\"\nbalance = \"least_conn\"\n{}\n",
+        servers(&[a.addr()])
+    );
+    let front = start_with_admin("", &upstreams);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (client, response) = rt.block_on(async {
+        let mut builder = h2::client::Builder::new();
+        builder
+            .initial_window_size(BODY - 1)
+            .initial_connection_window_size(BODY - 1);
+        let client =
+            H2Client::connect_with(front.addr, h2_client_config(front.ca().ca_pem()), &builder)
+                .await
+                .expect("h2 connect");
+        let (response, mut stream) = client
+            .open(request("GET", &format!("/bytes/{BODY}")))
+            .await
+            .expect("request");
+        stream
+            .send_data(bytes::Bytes::new(), true)
+            .expect("end of request");
+        let response = response.await.expect("response head");
+        (client, response)
+    });
+    assert_eq!(response.status(), 200);
+    let addr = a.addr().to_string();
+    wait_until(
+        "the finished backend response to leave the in-flight count",
+        Duration::from_secs(10),
+        || listed(&front, &addr)["in_flight"] == 0,
+    );
+    // The premise: the client never read (nor granted window for) the
+    // last byte, so tern's last write to it is still waiting.
+    let mut body = response.into_body();
+    let read = rt.block_on(async {
+        let mut n = 0;
+        while let Some(Ok(chunk)) = body.data().await {
+            n += chunk.len();
+            if n >= (BODY - 1) as usize {
+                break;
+            }
+        }
+        n
+    });
+    assert_eq!(
+        read,
+        (BODY - 1) as usize,
+        "the window let the whole body through"
+    );
+    drop(client);
 }

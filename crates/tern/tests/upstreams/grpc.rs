@@ -184,7 +184,7 @@ fn python_with_grpcio() -> Option<&'static str> {
 /// `python3` when it can import `module` (from the pip package `package`,
 /// which `.ci/run` installs); a skip with a message elsewhere, a failure
 /// in CI.
-fn python_with(module: &str, package: &str) -> Option<&'static str> {
+pub(crate) fn python_with(module: &str, package: &str) -> Option<&'static str> {
     let ok = tern_testsupport::tools::run_tool(
         "python3",
         ["-c", &format!("import {module}")],
@@ -204,9 +204,14 @@ fn python_with(module: &str, package: &str) -> Option<&'static str> {
 
 /// Runs the Python `script` (argv: target, CA file) against grpc-go's
 /// interop server (h2c) through a tern with `listener_extra` keys; checks
-/// it succeeded and returns the access-log line of its
-/// `StreamingOutputCall`. None (after a skip message) without the tools.
-fn grpcio_through_tern(script: &str, listener_extra: &str) -> Option<String> {
+/// it succeeded and returns the access-log lines of its calls to `method`
+/// (a path suffix), once there are `count`. None (after a skip message)
+/// without the tools.
+fn grpcio_through_tern(
+    script: &str,
+    listener_extra: &str,
+    (method, count): (&str, usize),
+) -> Option<Vec<String>> {
     let (Some(dir), Some(python)) = (interop_dir(), python_with_grpcio()) else {
         skip();
         return None;
@@ -228,15 +233,16 @@ fn grpcio_through_tern(script: &str, listener_extra: &str) -> Option<String> {
         out.all(),
         front.tern.stderr_text()
     );
-    call_lines(&front, "StreamingOutputCall", 1).pop()
+    Some(call_lines(&front, method, count))
 }
 
 #[test]
 fn python_grpcio_calls_the_go_server_through_tern() {
-    let Some(line) = grpcio_through_tern(GRPCIO_CLIENT, "") else {
+    let Some(lines) = grpcio_through_tern(GRPCIO_CLIENT, "", ("StreamingOutputCall", 1)) else {
         return;
     };
-    assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
+    let line = &lines[0];
+    assert_eq!(log_field(line, "grpc_status"), Some("0"), "{line}");
 }
 
 /// grpcio asks grpc-go's server for 10 responses 300 ms apart: a server
@@ -273,11 +279,70 @@ with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
 #[test]
 fn a_grpc_stream_outlives_the_timeouts_while_data_flows() {
     let timeouts = "backend_response_timeout = \"1s\"\nidle_timeout = \"1s\"\n";
-    let Some(line) = grpcio_through_tern(LONG_STREAM_CLIENT, timeouts) else {
+    let Some(lines) = grpcio_through_tern(LONG_STREAM_CLIENT, timeouts, ("StreamingOutputCall", 1))
+    else {
         return;
     };
-    assert_eq!(log_field(&line, "grpc_status"), Some("0"), "{line}");
-    assert_eq!(log_field(&line, "error"), Some("-"), "{line}");
+    let line = &lines[0];
+    assert_eq!(log_field(line, "grpc_status"), Some("0"), "{line}");
+    assert_eq!(log_field(line, "error"), Some("-"), "{line}");
+}
+
+/// grpcio against a tern allowing one call every 2 s (no burst): the
+/// call over the rate fails as RESOURCE_EXHAUSTED carrying Retry-After;
+/// a channel whose retry policy covers RESOURCE_EXHAUSTED with a 10 ms
+/// backoff retries it after tern's `grpc-retry-pushback-ms` (2 s), by
+/// which time a token is back, and succeeds. Without the pushback its
+/// retry would come 10 ms later and be refused again.
+const RATE_LIMITED_CLIENT: &str = r#"
+import sys, json, time
+import grpc
+ca = open(sys.argv[2], "rb").read()
+creds = grpc.ssl_channel_credentials(root_certificates=ca)
+base = [("grpc.ssl_target_name_override", "localhost")]
+retry = json.dumps({"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}],
+    "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+                    "backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]})
+raw = dict(request_serializer=None, response_deserializer=None)
+path = "/grpc.testing.TestService/UnaryCall"
+with grpc.secure_channel(sys.argv[1], creds, options=base + [("grpc.enable_retries", 0)]) as ch:
+    unary = ch.unary_unary(path, **raw)
+    unary(b"\x10\x64", timeout=20)
+    try:
+        unary(b"\x10\x64", timeout=20)
+        sys.exit("a call over the rate was served")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.code()
+        md = dict(e.trailing_metadata() or ())
+        assert md.get("retry-after") == "2", md
+with grpc.secure_channel(sys.argv[1], creds, options=base + [("grpc.service_config", retry)]) as ch:
+    unary = ch.unary_unary(path, **raw)
+    start = time.monotonic()
+    reply = unary(b"\x10\x64", timeout=20)
+    took = time.monotonic() - start
+    assert len(reply) > 100, reply
+    assert took >= 1.0, took
+    print(f"retried after tern's pushback, {took:.1f} s: ok")
+"#;
+
+#[test]
+fn a_rate_limited_grpc_call_is_resource_exhausted_and_retried_after_the_pushback() {
+    let limit = "client_rate = \"30/m\"\nclient_burst = 0\n";
+    let Some(lines) = grpcio_through_tern(RATE_LIMITED_CLIENT, limit, ("UnaryCall", 4)) else {
+        return;
+    };
+    let refused: Vec<_> = lines
+        .iter()
+        .filter(|l| log_field(l, "grpc_status") == Some("8"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{lines:#?}");
+    for line in refused {
+        assert_eq!(
+            log_field(line, "error"),
+            Some("client:rate_limited"),
+            "{line}"
+        );
+    }
 }
 
 /// A gRPC server of grpcio's own making with the standard health service

@@ -366,24 +366,6 @@ fn http1_backend_in_an_h2c_group_is_a_failed_connect() {
 }
 
 #[test]
-fn upgrade_to_an_h2c_group_is_501_with_a_log_line() {
-    let backend = Backend::start_h2c();
-    let front = h2c_front(1, &[backend.addr()], "");
-    let mut conn = front.connect();
-    conn.send(
-        b"GET /upgrade HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-    )
-    .expect("send");
-    let response = conn.read_response(false).expect("response");
-    assert_eq!(response.status, 501, "{}", response.text());
-    front.wait_log(
-        &["Upgrade cannot be relayed to an HTTP/2 upstream"],
-        Duration::from_secs(2),
-    );
-    assert_eq!(backend.requests(), 0);
-}
-
-#[test]
 fn health_checks_speak_h2c() {
     let live = Backend::start_h2c();
     let dead = free_addr();

@@ -315,3 +315,74 @@ fn backend_urls_on_the_command_line_work_and_bad_forms_are_refused_by_name() {
         );
     }
 }
+
+/// The command line reaches an HTTPS backend with its own CA and a
+/// client certificate, as `tls_ca`, `tls_client_cert` and
+/// `tls_client_key` do in an `[[upstream]]` table; misuses are refused
+/// naming the flag.
+#[test]
+fn backend_tls_flags_give_the_ca_and_client_certificate_from_the_command_line() {
+    if skip_without_nginx() {
+        return;
+    }
+    let mut ca = TestCa::new();
+    let mut client_ca = TestCa::named("backend clients CA");
+    let (tern_client, _) = client_ca.client("tern-cli", KeyKind::EcdsaP256, false);
+    let (nginx, _cert) = https_nginx(&mut ca, "TLSv1.3", Some(client_ca.ca_file()), false);
+    let (ca_file, chain, key) = (
+        ca.ca_file().display().to_string(),
+        tern_client.chain.display().to_string(),
+        tern_client.key.display().to_string(),
+    );
+    let front = Served::builder()
+        .backend_addr(format!("https://{}", nginx.addr()))
+        .args(&[
+            "--backend-tls-ca",
+            &ca_file,
+            "--backend-tls-client-cert",
+            &chain,
+            "--backend-tls-client-key",
+            &key,
+        ])
+        .start();
+    let body = get_ok(&front, "/cli");
+    assert!(body.contains("CN=tern-cli"), "{body}");
+    let log = nginx.access_log_when(|log| log.contains("verify=SUCCESS"));
+    assert!(log.contains("verify=SUCCESS"), "{log}");
+
+    let https = format!("https://{}", nginx.addr());
+    for (args, flag, reason) in [
+        (
+            vec!["--backend", "127.0.0.1:9", "--backend-tls-ca", &ca_file],
+            "--backend-tls-ca",
+            "only applies with TLS",
+        ),
+        (
+            vec!["--backend", &https, "--backend-tls-client-cert", &chain],
+            "--backend-tls-client-cert",
+            "needs tls_client_key",
+        ),
+        (
+            vec!["--backend-tls-ca", &ca_file],
+            "--backend-tls-ca",
+            "give --backend",
+        ),
+    ] {
+        let done = run_to_exit(
+            tern_bin(),
+            ["serve"].into_iter().chain(args).chain(["--check"]),
+            WAIT,
+        );
+        assert_eq!(
+            done.status.and_then(|s| s.code()),
+            Some(1),
+            "{flag}: {}",
+            done.stderr
+        );
+        assert!(
+            done.stderr.contains(&format!("{flag}: ")) && done.stderr.contains(reason),
+            "{flag}: {}",
+            done.stderr
+        );
+    }
+}

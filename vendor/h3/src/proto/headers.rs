@@ -129,6 +129,37 @@ impl Header {
         self.pseudo.len() + self.fields.len()
     }
 
+    /// tern patch: calls `f` with each field's name and value, in the order
+    /// of `into_iter`, borrowed instead of copied into a `HeaderField`.
+    pub fn for_each_field<E>(
+        &self,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let p = &self.pseudo;
+        if let Some(method) = &p.method {
+            f(b":method", method.as_str().as_bytes())?;
+        }
+        if let Some(scheme) = &p.scheme {
+            f(b":scheme", scheme.as_str().as_bytes())?;
+        }
+        if let Some(authority) = &p.authority {
+            f(b":authority", authority.as_str().as_bytes())?;
+        }
+        if let Some(path) = &p.path {
+            f(b":path", path.as_str().as_bytes())?;
+        }
+        if let Some(status) = &p.status {
+            f(b":status", status.as_str().as_bytes())?;
+        }
+        if let Some(protocol) = &p.protocol {
+            f(b":protocol", protocol.as_str().as_bytes())?;
+        }
+        for (name, value) in self.fields.iter() {
+            f(name.as_str().as_bytes(), value.as_bytes())?;
+        }
+        Ok(())
+    }
+
     #[cfg(test)]
     pub(crate) fn authory_mut(&mut self) -> &mut Option<Authority> {
         &mut self.pseudo.authority

@@ -12,8 +12,8 @@ use super::{
         Error as DynamicTableError,
     },
     parse_error::ParseError,
-    prefix_int::Error as IntError,
-    prefix_string::Error as StringError,
+    prefix_int::{self, Error as IntError},
+    prefix_string::{self, Error as StringError},
     static_::StaticTable,
     stream::{
         DecoderInstruction, Duplicate, DynamicTableSizeUpdate, HeaderAck, InsertCountIncrement,
@@ -201,17 +201,47 @@ where
     for field in fields {
         let field = field.as_ref();
 
-        if let Some(index) = StaticTable::find(field) {
-            Indexed::Static(index).encode(block);
-        } else if let Some(index) = StaticTable::find_name(&field.name) {
-            LiteralWithNameRef::new_static(index, field.value.clone()).encode(block)?;
-        } else {
-            Literal::new(field.name.clone(), field.value.clone()).encode(block)?;
-        }
-
+        encode_field_stateless(block, &field.name, &field.value)?;
         size += field.mem_size() as u64;
     }
     Ok(size)
+}
+
+/// tern patch: `encode_stateless` of a `Header`, its fields read in place
+/// (no `HeaderField` with copies of each name and value).
+pub fn encode_stateless_header<W: BufMut>(
+    block: &mut W,
+    header: &crate::proto::headers::Header,
+) -> Result<u64, EncoderError> {
+    let mut size = 0;
+    HeaderPrefix::new(0, 0, 0, 0).encode(block);
+    header.for_each_field(|name, value| {
+        encode_field_stateless(block, name, value)?;
+        // HeaderField::mem_size
+        size += (name.len() + value.len() + 32) as u64;
+        Ok::<(), EncoderError>(())
+    })?;
+    Ok(size)
+}
+
+/// tern patch: one field line of a stateless block, written from the
+/// field's own bytes (the wire format of LiteralWithNameRef::encode and
+/// Literal::encode, without their copies of the name and value).
+fn encode_field_stateless<W: BufMut>(
+    block: &mut W,
+    name: &[u8],
+    value: &[u8],
+) -> Result<(), EncoderError> {
+    if let Some(index) = StaticTable::find_pair(name, value) {
+        Indexed::Static(index).encode(block);
+    } else if let Some(index) = StaticTable::find_name(name) {
+        prefix_int::encode(4, 0b0101, index as u64, block);
+        prefix_string::encode(8, 0, value, block)?;
+    } else {
+        prefix_string::encode(4, 0b0010, name, block)?;
+        prefix_string::encode(8, 0, value, block)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

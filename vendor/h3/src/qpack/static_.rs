@@ -18,7 +18,12 @@ impl StaticTable {
     }
 
     pub fn find(field: &HeaderField) -> Option<usize> {
-        match (&field.name[..], &field.value[..]) {
+        Self::find_pair(&field.name, &field.value)
+    }
+
+    /// tern patch: `find` on a name and value not held in a `HeaderField`.
+    pub fn find_pair(name: &[u8], value: &[u8]) -> Option<usize> {
+        match (name, value) {
             (b":authority", b"") => Some(0),
             (b":path", b"/") => Some(1),
             (b"age", b"0") => Some(2),

@@ -123,8 +123,10 @@ where
         } = parts;
         let headers = Header::response(status, headers);
 
-        let mut block = BytesMut::new();
-        let mem_size = qpack::encode_stateless(&mut block, headers).map_err(|_e| {
+        // tern patch: fields encoded in place, into a block sized for a
+        // usual response head.
+        let mut block = BytesMut::with_capacity(256);
+        let mem_size = qpack::encode_stateless_header(&mut block, &headers).map_err(|_e| {
             self.handle_connection_error_on_stream(InternalConnectionError {
                 code: Code::H3_INTERNAL_ERROR,
                 message: "Failed to encode headers".to_string(),

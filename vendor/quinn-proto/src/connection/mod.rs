@@ -268,6 +268,7 @@ impl Connection {
         version: u32,
         allow_mtud: bool,
         rng_seed: [u8; 32],
+        initial_keys: Option<Keys>,
         side_args: SideArgs,
     ) -> Self {
         let pref_addr_cid = side_args.pref_addr_cid();
@@ -275,7 +276,10 @@ impl Connection {
         let connection_side = ConnectionSide::from(side_args);
         let side = connection_side.side();
         let initial_space = PacketSpace {
-            crypto: Some(crypto.initial_keys(&init_cid, side)),
+            // tern patch: a server's endpoint hands over the keys it
+            // derived to read the first Initial (the same `init_cid` and
+            // side): deriving them again cost ~110,000 instructions.
+            crypto: Some(initial_keys.unwrap_or_else(|| crypto.initial_keys(&init_cid, side))),
             ..PacketSpace::new(now)
         };
         let state = State::Handshake(state::Handshake {
@@ -2212,14 +2216,10 @@ impl Connection {
             "already reached packet space {space:?}"
         );
         trace!("{:?} keys ready", space);
-        if space == SpaceId::Data {
-            // Precompute the first key update
-            self.next_crypto = Some(
-                self.crypto
-                    .next_1rtt_keys()
-                    .expect("handshake should be complete"),
-            );
-        }
+        // tern patch: the keys of the first key update are derived when a
+        // key update comes (`ensure_next_crypto`), not here: most
+        // connections never update their keys, and deriving them cost every
+        // connection ~68,000 instructions.
 
         self.spaces[space].crypto = Some(crypto);
         debug_assert!(space as usize > self.highest_space as usize);
@@ -3556,11 +3556,24 @@ impl Connection {
         );
     }
 
+    /// tern patch: derives the next key phase's keys if they are not
+    /// derived yet (once the handshake is complete).
+    fn ensure_next_crypto(&mut self) {
+        if self.next_crypto.is_none() {
+            self.next_crypto = self.crypto.next_1rtt_keys();
+        }
+    }
+
     fn decrypt_packet(
         &mut self,
         now: Instant,
         packet: &mut Packet,
     ) -> Result<Option<u64>, Option<TransportError>> {
+        // tern patch: a 1-RTT packet in the other key phase may be a key
+        // update; its keys are derived now (see upgrade_crypto).
+        if packet.header.is_short() && packet.header.key_phase() != self.key_phase {
+            self.ensure_next_crypto();
+        }
         let result = packet_crypto::decrypt_packet_body(
             packet,
             &self.spaces,
@@ -3596,6 +3609,8 @@ impl Connection {
         // Generate keys for the key phase after the one we're switching to, store them in
         // `next_crypto`, make the contents of `next_crypto` current, and move the current keys into
         // `prev_crypto`.
+        // tern patch: `next_crypto` is derived on demand.
+        self.ensure_next_crypto();
         let new = self
             .crypto
             .next_1rtt_keys()

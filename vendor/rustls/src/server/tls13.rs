@@ -376,6 +376,20 @@ mod client_hello {
             }
 
             let full_handshake = resumedata.is_none();
+            // tern patch: a key that cannot sign with any scheme the
+            // client offers is refused here, before the ServerHello, as
+            // OpenSSL does, not after it when the CertificateVerify is due.
+            if full_handshake
+                && server_key
+                    .get_key()
+                    .choose_scheme(&sigschemes_ext)
+                    .is_none()
+            {
+                return Err(cx.common.send_fatal_alert(
+                    AlertDescription::HandshakeFailure,
+                    PeerIncompatible::NoSignatureSchemesInCommon,
+                ));
+            }
             self.transcript.add_message(chm);
             let key_schedule = emit_server_hello(
                 &mut self.transcript,
@@ -417,7 +431,10 @@ mod client_hello {
             )?;
 
             let doing_client_auth = if full_handshake {
-                let client_auth = emit_certificate_req_tls13(&mut flight, &self.config)?;
+                // tern patch: the verifier of the client's server name.
+                let verifier = client_verifier(&self.config, cx.data.sni.as_ref());
+                let client_auth =
+                    emit_certificate_req_tls13(&mut flight, &self.config, &*verifier)?;
 
                 if let Some(compressor) = cert_compressor {
                     // tern patch: remember it for `certificate_compression`.
@@ -754,19 +771,16 @@ mod client_hello {
     fn emit_certificate_req_tls13(
         flight: &mut HandshakeFlightTls13<'_>,
         config: &ServerConfig,
+        verifier: &dyn verify::ClientCertVerifier,
     ) -> Result<bool, Error> {
-        if !config.verifier.offer_client_auth() {
+        if !verifier.offer_client_auth() {
             return Ok(false);
         }
 
         let cr = CertificateRequestPayloadTls13 {
             context: PayloadU8::empty(),
             extensions: CertificateRequestExtensions {
-                signature_algorithms: Some(
-                    config
-                        .verifier
-                        .supported_verify_schemes(),
-                ),
+                signature_algorithms: Some(verifier.supported_verify_schemes()),
                 certificate_compression_algorithms: match config.cert_decompressors.as_slice() {
                     &[] => None,
                     decomps => Some(
@@ -776,7 +790,7 @@ mod client_hello {
                             .collect(),
                     ),
                 },
-                authority_names: match config.verifier.root_hint_subjects() {
+                authority_names: match verifier.root_hint_subjects() {
                     &[] => None,
                     authorities => Some(authorities.to_vec()),
                 },
@@ -1126,10 +1140,9 @@ impl State<ServerConnectionData> for ExpectCertificate {
 
         let client_cert = certp.into_certificate_chain();
 
-        let mandatory = self
-            .config
-            .verifier
-            .client_auth_mandatory();
+        // tern patch: the verifier of the client's server name.
+        let verifier = client_verifier(&self.config, cx.data.sni.as_ref());
+        let mandatory = verifier.client_auth_mandatory();
 
         let Some((end_entity, intermediates)) = client_cert.split_first() else {
             if !mandatory {
@@ -1152,8 +1165,7 @@ impl State<ServerConnectionData> for ExpectCertificate {
 
         let now = self.config.current_time()?;
 
-        self.config
-            .verifier
+        verifier
             .verify_client_cert(end_entity, intermediates, now)
             .map_err(|err| {
                 cx.common
@@ -1204,8 +1216,7 @@ impl State<ServerConnectionData> for ExpectCertificateVerify {
             let certs = &self.client_cert;
             let msg = construct_client_verify_message(&handshake_hash);
 
-            self.config
-                .verifier
+            client_verifier(&self.config, cx.data.sni.as_ref())
                 .verify_tls13_signature(msg.as_ref(), &certs[0], sig)
         };
 
@@ -1606,4 +1617,16 @@ impl KernelState for ExpectQuicTraffic {
     ) -> Result<(), Error> {
         unreachable!("handle_new_session_ticket should not be called for server-side connections")
     }
+}
+
+/// tern patch: the client-certificate verifier for a handshake whose client
+/// sent `sni` ([`verify::ClientCertVerifier::for_server_name`]).
+fn client_verifier(
+    config: &ServerConfig,
+    sni: Option<&pki_types::DnsName<'static>>,
+) -> Arc<dyn verify::ClientCertVerifier> {
+    config
+        .verifier
+        .for_server_name(sni)
+        .unwrap_or_else(|| config.verifier.clone())
 }

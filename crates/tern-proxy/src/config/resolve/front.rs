@@ -79,10 +79,21 @@ pub(super) fn front(
                     .cloned()
                     .map(ServerOptions::Addr)
                     .collect(),
+                tls_ca: o.backend_tls_ca.clone(),
+                tls_client_cert: o.backend_tls_client_cert.clone(),
+                tls_client_key: o.backend_tls_client_key.clone(),
                 ..UpstreamOptions::default()
             };
-            let mut group = resolve_group(&options, base, "backends")
-                .map_err(|e| key_err("backends", e.message))?;
+            let mut group = resolve_group(&options, base, "backends").map_err(|e| {
+                // The group's keys are the listener's backend_* options.
+                let key = match e.key {
+                    "tls_ca" => "backend_tls_ca",
+                    "tls_client_cert" => "backend_tls_client_cert",
+                    "tls_client_key" => "backend_tls_client_key",
+                    _ => "backends",
+                };
+                key_err(key, e.message)
+            })?;
             group.balance = parse_balance(o.balance.as_deref(), "balance")?;
             if let Some(path) = &o.health_check {
                 check_health_path(path, "health_check")?;
@@ -98,16 +109,28 @@ pub(super) fn front(
             Upstream::Demo
         }
     };
-    if o.upstream.is_some() && (o.balance.is_some() || o.health_check.is_some()) {
-        let key = if o.balance.is_some() {
-            "balance"
-        } else {
-            "health_check"
-        };
-        return Err(key_err(
-            key,
-            "applies to the backends list; set it in the [[upstream]] table instead",
-        ));
+    let backends_only = [
+        ("balance", o.balance.is_some()),
+        ("health_check", o.health_check.is_some()),
+        ("backend_tls_ca", o.backend_tls_ca.is_some()),
+        (
+            "backend_tls_client_cert",
+            o.backend_tls_client_cert.is_some(),
+        ),
+        ("backend_tls_client_key", o.backend_tls_client_key.is_some()),
+    ];
+    if let Some((key, _)) = backends_only.iter().find(|(_, set)| *set) {
+        if o.upstream.is_some() {
+            return Err(key_err(
+                key,
+                "applies to the backends list; set it in the [[upstream]] table instead",
+            ));
+        }
+        // (balance and health_check were always let pass with the demo
+        // origin; a CA or client certificate for it would be a mistake.)
+        if o.backends.is_empty() && key.starts_with("backend_tls") {
+            return Err(key_err(key, "applies to the backends list: give --backend"));
+        }
     }
     let mut routes = Vec::with_capacity(o.route.len());
     for r in &o.route {

@@ -287,11 +287,5 @@ fn client_auth(
             "cannot be used with client_auth: requests would be forwarded before the client certificate is verified",
         ));
     }
-    if o.http3 && !named.is_empty() {
-        return Err(key_err(
-            "client_auth",
-            "a per-certificate client_auth that differs from the listener's is not supported with http3 yet",
-        ));
-    }
     Ok((listener, named))
 }

@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 
-use crate::upstream::BackendStream;
 use tern_http::rewrite::{
     is_connection_specific, write_response_head, write_response_head_from_h2,
     write_simple_response, FieldEdits,
@@ -18,7 +17,8 @@ use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
 use crate::io::iobuf::IoBuf;
 use crate::message::{
-    clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Trailers,
+    clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Switched,
+    Trailers,
 };
 use tern_deadline::within;
 use tern_http::trailers::write_last_chunk;
@@ -336,11 +336,15 @@ where
 
     async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
         let (reason, body) = answer_text(status);
+        // A client refused for its rate keeps its connection when nothing
+        // of the request is left to read: it was told when to come back
+        // (Retry-After), and a close would make its next request pay a
+        // handshake. Every other answer of tern's closes.
+        self.close = self.close || status != 429 || !self.pending.is_done();
         self.out.clear();
-        write_simple_response(status, reason, body, true, &mut self.out);
+        write_simple_response(status, reason, body, self.close, &mut self.out);
         insert_fields(&mut self.out, edits);
         self.status = status;
-        self.close = true;
         let _ = self.write_out(true).await;
     }
 
@@ -349,17 +353,49 @@ where
         self.close = true;
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: AsyncRead + AsyncWrite + Unpin,
+    {
         let idle = self.ctx.listener.config.limits.idle_timeout;
         self.status = 101;
         self.close = true;
         self.out.clear();
-        write_response_head(head, false, &FieldEdits::NONE, &mut self.out);
+        match switched.head {
+            ResponseHeadView::H1(head) => {
+                write_response_head(head, false, switched.edits, &mut self.out)
+            }
+            // An HTTP/2 backend's yes to an extended CONNECT: tern answers
+            // the client's HTTP/1.1 handshake itself (RFC 8441 section 5).
+            ResponseHeadView::H2(parts) => {
+                let accept = switched.accept.ok_or(Kind::Invalid)?;
+                write_response_head_from_h2(
+                    101,
+                    "Switching Protocols",
+                    std::iter::once(("Sec-WebSocket-Accept", accept.as_bytes())).chain(
+                        parts
+                            .headers
+                            .iter()
+                            .filter(|(n, _)| *n != http::header::CONTENT_LENGTH)
+                            .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                    ),
+                    false,
+                    false,
+                    switched.edits,
+                    &mut self.out,
+                );
+                // Connection fields, which that writer drops, before the
+                // blank line that ends the head.
+                self.out.truncate(self.out.len() - 2);
+                self.out
+                    .extend_from_slice(b"Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+            }
+        }
         self.out.extend_from_slice(early);
         self.write_out(false).await?;
         self.cbuf.consume(std::mem::take(&mut self.handed));

@@ -102,6 +102,7 @@ where
     tokio::pin!(shutdown);
     let mut first = true;
     let mut next_request_wait = None;
+    let mut refusals = super::RateRefusals::default();
     loop {
         // A connection accepted just before the shutdown still gets its
         // first request answered (with `Connection: close`): its client
@@ -194,9 +195,9 @@ where
             &mut buf,
             ctx,
             &head,
-            framing,
-            head_len as u64,
+            (framing, head_len as u64),
             started,
+            &mut refusals,
         )
         .await;
         give_back_head(head);
@@ -310,16 +311,16 @@ async fn reject<S>(
     ctx.log_request("-", "-", &outcome, started);
 }
 
-/// Runs one exchange for `head` (already consumed from `buf`) and says
-/// whether the connection can carry another request.
+/// Runs one exchange for `head` (`head_len` bytes, already consumed from
+/// `buf`) and says whether the connection can carry another request.
 async fn exchange<S>(
     client: &mut S,
     buf: &mut IoBuf,
     ctx: &ConnCtx<'_>,
     head: &RequestHead,
-    framing: BodyFraming,
-    head_len: u64,
+    (framing, head_len): (BodyFraming, u64),
     started: Instant,
+    refusals: &mut super::RateRefusals,
 ) -> Next
 where
     S: AsyncRead + AsyncWrite + Unpin + ClientStream,
@@ -351,8 +352,14 @@ where
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
     front.trailers_ok = req.trailers_ok;
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
-    let closing = front.finish() || finished.error.is_some();
-    if closing {
+    // A 429 leaves the connection open when the client did not ask to
+    // close and no body is left unread (the answer says which): its next
+    // request then costs no handshake, until it keeps sending.
+    let refused = finished
+        .error
+        .is_some_and(|e| e.kind() == Kind::RateLimited);
+    let closing = front.finish() || (finished.error.is_some() && !refused);
+    if closing || refusals.kept_sending(finished.slow_down, ctx) {
         Next::Close
     } else {
         Next::KeepAlive

@@ -61,8 +61,11 @@ where
         }
         Err(_) => return,
     };
+    // Declared before `streams`, whose futures borrow it.
+    let shared = stream::Shared::default();
     let mut streams = FuturesUnordered::new();
     let mut resets = ResetBudget::new(lim.max_resets_per_second);
+    let mut refusals = super::RateRefusals::default();
     // Made once: a fresh `wait_for` per turn of the loop would register
     // (and drop) a waiter every time.
     let mut shutdown_rx = ctx.worker.shutdown.clone();
@@ -82,7 +85,7 @@ where
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
-                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx)),
+                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx, &shared)),
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
                     break;
@@ -95,9 +98,20 @@ where
                 // flush (one TLS write) instead of one flush per stream.
                 let mut end = Some(first);
                 while let Some(e) = end {
+                    let slow_down = match e {
+                        stream::End::RateLimited(after) => Some(after),
+                        _ => None,
+                    };
                     if e == stream::End::ClientReset && !resets.spend() && !going_away {
                         tracing::warn!(client = %ctx.peer, budget = lim.max_resets_per_second, "too many stream resets (rapid reset): GOAWAY");
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        going_away = true;
+                        closing = true;
+                        idle.set(Instant::now() + GOAWAY_WAIT);
+                    } else if e != stream::End::ClientReset && !going_away && refusals.kept_sending(slow_down, ctx) {
+                        // The streams under way (the last 429 among them)
+                        // are answered; no new one is taken.
+                        conn.graceful_shutdown();
                         going_away = true;
                         closing = true;
                         idle.set(Instant::now() + GOAWAY_WAIT);

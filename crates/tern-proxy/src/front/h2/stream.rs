@@ -1,6 +1,7 @@
 //! The HTTP/2 client side of one exchange: a stream's request body, its
 //! response, and its reset.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -17,9 +18,11 @@ use tern_http::BodyFraming;
 
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
-use crate::front::http_parts;
+use crate::front::http_parts::{self, MadeValues};
 use crate::io::h2data;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use crate::message::{
+    BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
+};
 
 /// How a stream ended, for the connection's reset budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +31,36 @@ pub(super) enum End {
     Done,
     /// The client reset it before it was answered in full.
     ClientReset,
+    /// Refused for the rate of the connection's address, told to retry
+    /// after this many seconds.
+    RateLimited(u32),
+}
+
+/// What the streams of one connection share.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    /// Response heads sent on the connection.
+    responses: Cell<u32>,
+}
+
+/// One response in this many sends its request ID indexable
+/// ([`MadeValues`]): the first puts the name in the client's HPACK table;
+/// the next ones put it back if later entries pushed it out (a 4 KiB
+/// table holds about a minute of a typical backend's changing `Date`
+/// values). One ID in the table per this many responses is the cost.
+const REINDEX_EVERY: u32 = 256;
+
+impl Shared {
+    /// How the next response head sends request IDs.
+    fn next_made(&self) -> MadeValues {
+        let n = self.responses.get();
+        self.responses.set(n.wrapping_add(1));
+        if n % REINDEX_EVERY == 0 {
+            MadeValues::Indexable
+        } else {
+            MadeValues::NeverIndexed
+        }
+    }
 }
 
 /// Handles one stream to the end.
@@ -35,6 +68,7 @@ pub(super) async fn handle(
     request: Request<RecvStream>,
     respond: SendResponse<Bytes>,
     ctx: &ConnCtx<'_>,
+    shared: &Shared,
 ) -> End {
     let started = Instant::now();
     let (parts, recv) = request.into_parts();
@@ -79,12 +113,14 @@ pub(super) async fn handle(
         respond,
         send: None,
         ctx,
+        shared,
         status: 0,
         bytes_out: 0,
     };
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
-    match finished.error.map(|e| e.kind()) {
-        Some(Kind::ClientGone) => End::ClientReset,
+    match (finished.error.map(|e| e.kind()), finished.slow_down) {
+        (_, Some(after)) => End::RateLimited(after),
+        (Some(Kind::ClientGone), _) => End::ClientReset,
         _ => End::Done,
     }
 }
@@ -172,6 +208,7 @@ struct H2Client<'x, 'c> {
     /// The response body's way down, once the head was sent.
     send: Option<SendStream<Bytes>>,
     ctx: &'x ConnCtx<'c>,
+    shared: &'x Shared,
     status: u16,
     bytes_out: u64,
 }
@@ -203,7 +240,8 @@ impl Front for H2Client<'_, '_> {
     }
 
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
-        let response = http_parts::for_client(view, self.ctx.listener)?;
+        let made = self.shared.next_made();
+        let response = http_parts::for_client_with(view, self.ctx.listener, made)?;
         let end_of_stream = view.body == BodyFraming::Empty;
         let send = self
             .respond
@@ -244,9 +282,15 @@ impl Front for H2Client<'_, '_> {
         Ok(())
     }
 
-    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+    async fn answer_grpc(
+        &mut self,
+        code: u16,
+        message: &str,
+        _fallback: u16,
+        edits: &FieldEdits<'_>,
+    ) {
         self.status = 200;
-        let response = http_parts::grpc_answer(code, message);
+        let response = http_parts::grpc_answer(code, message, edits);
         let _ = self.respond.send_response(response, true);
     }
 
@@ -269,17 +313,20 @@ impl Front for H2Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut crate::upstream::BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         // Only an extended CONNECT asked for a WebSocket.
         let Some(mut recv) = self.body.recv.take() else {
             return Err(Kind::Invalid);
         };
-        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let response = http_parts::websocket_accepted(switched, self.ctx.listener);
         let mut send = self
             .respond
             .send_response(response, false)

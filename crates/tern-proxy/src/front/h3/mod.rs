@@ -18,6 +18,7 @@
 //! from a patch of quinn-proto (vendor/README.md): quinn keeps them to
 //! itself.
 
+mod gate;
 mod stream;
 
 use std::cell::Cell;
@@ -279,9 +280,16 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     // here, as over TCP. Moved when the connection falls idle.
     let idle_for = lim.limits.idle_timeout;
     let mut idle = Watchdog::new(tokio::time::Instant::now() + idle_for);
+    let gate = gate::AcceptGate::new();
+    let mut refusals = super::RateRefusals::default();
+    let mut close = (H3_NO_ERROR, &b""[..]);
     loop {
         tokio::select! {
-            accepted = h3.accept() => match accepted {
+            // Only when something accept waits on woke the task, not at
+            // every wake-up of a request stream (gate.rs).
+            accepted = std::future::poll_fn(|cx| {
+                gate.poll(cx, |cx| std::future::Future::poll(std::pin::pin!(h3.accept()), cx))
+            }) => match accepted {
                 Ok(Some(resolver)) => {
                     let early = established.as_ref().is_some_and(|e| !e.get());
                     streams.push(stream::handle(resolver, ctx, early));
@@ -295,7 +303,14 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                     break;
                 }
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {
+            Some(slow_down) = streams.next(), if !streams.is_empty() => {
+                if !going_away && refusals.kept_sending(slow_down, ctx) {
+                    // GOAWAY, then the close (which may overtake the
+                    // last 429: quinn drops stream data not yet sent).
+                    let _ = tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await;
+                    close = (H3_EXCESSIVE_LOAD, &b"kept sending past its rate"[..]);
+                    break;
+                }
                 if streams.is_empty() {
                     idle.set(tokio::time::Instant::now() + idle_for);
                 }
@@ -312,6 +327,7 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                 // would close the connection under them, unanswered); no
                 // new ones after that.
                 going_away = true;
+                gate.open();
                 let in_flight = lim.h3.as_ref().map_or(0, |h3| h3.max_streams as usize);
                 if !matches!(tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(in_flight)).await, Ok(Ok(()))) {
                     break;
@@ -322,7 +338,7 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     // Streams still answering finish before the connection closes.
     while streams.next().await.is_some() {}
     // The endpoint sends the close and drains the connection on its own.
-    conn.close(H3_NO_ERROR, b"");
+    conn.close(close.0, close.1);
 }
 
 /// How long sending a GOAWAY may wait (for the control stream's credit).
@@ -330,3 +346,7 @@ const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// HTTP/3's "no error" application code (RFC 9114, 8.1).
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
+
+/// H3_EXCESSIVE_LOAD (RFC 9114 section 8.1): the client kept sending past
+/// its rate (`client_rate_close_after`).
+const H3_EXCESSIVE_LOAD: quinn::VarInt = quinn::VarInt::from_u32(0x107);

@@ -13,15 +13,19 @@ use tern_http::rewrite::FieldEdits;
 use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::Kind;
 use crate::front::http_parts;
-use crate::message::{BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Trailers};
+use crate::message::{
+    BodyForm, BodyLen, Piece, RequestView, ResponseView, Step, Switched, Trailers,
+};
 use tern_deadline::within;
 
 type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 
-/// Handles one request stream to the end.
-pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
+/// Handles one request stream to the end; `Some(seconds)` when it was
+/// refused for the rate of the connection's address
+/// ([`crate::exchange::Finished::slow_down`]).
+pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) -> Option<u32> {
     let started = Instant::now();
     let limits = &ctx.listener.config.limits;
     // The head usually arrived with the stream: `within` arms no timer
@@ -32,9 +36,9 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
             // Malformed or oversized heads: h3 has answered (431) or
             // reset the stream already.
             tracing::debug!(client = %ctx.peer, "h3 request refused: {e}");
-            return;
+            return None;
         }
-        None => return,
+        None => return None,
     };
     let (send, recv) = stream.split();
     let (mut parts, ()) = request.into_parts();
@@ -91,6 +95,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         status: 0,
         bytes_out: 0,
     };
+    let mut slow_down = None;
     if too_early {
         front.answer(425, &FieldEdits::NONE).await;
         let o = crate::exchange::Outcome {
@@ -101,9 +106,12 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) {
         };
         ctx.log_request(req.method, req.target, &o, started);
     } else {
-        crate::exchange::run(&mut front, &req, ctx, started).await;
+        slow_down = crate::exchange::run(&mut front, &req, ctx, started)
+            .await
+            .slow_down;
     }
     front.finish().await;
+    slow_down
 }
 
 /// A request stream's body.
@@ -314,11 +322,17 @@ impl Front for H3Client<'_, '_> {
         self.send_head().await
     }
 
-    async fn answer_grpc(&mut self, code: u16, message: &str, _fallback: u16) {
+    async fn answer_grpc(
+        &mut self,
+        code: u16,
+        message: &str,
+        _fallback: u16,
+        edits: &FieldEdits<'_>,
+    ) {
         self.status = 200;
         self.head = None;
         self.finished = true;
-        let response = http_parts::grpc_answer(code, message);
+        let response = http_parts::grpc_answer(code, message, edits);
         let idle = self.write_deadline();
         let send = &mut self.send;
         let _ = within(idle, async {
@@ -346,16 +360,19 @@ impl Front for H3Client<'_, '_> {
         }
     }
 
-    async fn upgrade(
+    async fn upgrade<B>(
         &mut self,
-        head: &ResponseHead,
-        backend: &mut crate::upstream::BackendStream,
+        switched: Switched<'_>,
+        backend: &mut B,
         early: &[u8],
-    ) -> Result<(), Kind> {
+    ) -> Result<(), Kind>
+    where
+        B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         if self.status != 0 || self.finished {
             return Err(Kind::Invalid);
         }
-        let response = http_parts::websocket_accepted(head, self.ctx.listener);
+        let response = http_parts::websocket_accepted(switched, self.ctx.listener);
         let idle = self.ctx.listener.config.limits.idle_timeout;
         match within(idle, self.send.send_response(response)).await {
             Some(Ok(())) => {}
@@ -389,13 +406,16 @@ impl Front for H3Client<'_, '_> {
 /// `idle`. Each write waits for the peer's flow-control credit (QUIC's on
 /// the client side), so a slow reader holds tern to one read buffer.
 /// Returns the bytes moved (up, down).
-async fn tunnel(
+async fn tunnel<B>(
     recv: &mut RecvHalf,
     send: &mut SendHalf,
-    backend: &mut crate::upstream::BackendStream,
+    backend: &mut B,
     early: &[u8],
     idle: std::time::Duration,
-) -> (u64, u64) {
+) -> (u64, u64)
+where
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut up, mut down) = (0u64, 0u64);
     if !early.is_empty() {

@@ -11,7 +11,9 @@
 # requests (a burst of new connections). With HOLD_S in the environment,
 # each connection then stays, sending a QUIC PING every 0.2 s, until the
 # server closes it or HOLD_S seconds pass, and prints {"closed_after_s": S}
-# (null when it stayed open). With TRAILERS=1, each request says
+# (null when it stayed open). H3_CLIENT_CERT and H3_CLIENT_KEY present a
+# client certificate; H3_AUTHORITY sends another :authority than
+# SERVER_NAME:PORT. With TRAILERS=1, each request says
 # `te: trailers` and ends its body with trailers x-req-sum: 7 and
 # authorization: secret (a field not allowed in trailers), and each line
 # has the response's trailers as "trailers".
@@ -27,7 +29,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import StreamReset
+from aioquic.quic.events import ConnectionTerminated, StreamReset
 
 
 class Client(QuicConnectionProtocol):
@@ -35,8 +37,23 @@ class Client(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self._http = H3Connection(self._quic)
         self._pending = {}
+        self._closed_why = None
 
     def quic_event_received(self, event):
+        # The server closed the connection (e.g. a TLS alert as a QUIC
+        # CRYPTO_ERROR, 0x100 + alert, after this client's handshake had
+        # ended): every request waiting, and any made later, fails with
+        # the server's code at once rather than at its own timeout.
+        if isinstance(event, ConnectionTerminated):
+            self._closed_why = RuntimeError(
+                f"connection closed by the server: error 0x{event.error_code:x} "
+                f"{event.reason_phrase!r}"
+            )
+            for _, waiter in self._pending.values():
+                if not waiter.done():
+                    waiter.set_exception(self._closed_why)
+            self._pending.clear()
+            return
         if isinstance(event, StreamReset) and event.stream_id in self._pending:
             _, waiter = self._pending.pop(event.stream_id)
             waiter.set_exception(RuntimeError(f"stream reset: {event.error_code}"))
@@ -59,6 +76,8 @@ class Client(QuicConnectionProtocol):
                 waiter.set_result(response)
 
     async def request(self, method, authority, path, body, extra):
+        if self._closed_why is not None:
+            raise self._closed_why
         stream_id = self._quic.get_next_available_stream_id()
         headers = [
             (b":method", method.encode()),
@@ -112,7 +131,7 @@ async def one_connection(host, port, name, ca, method, path, count, body, parall
     # A client certificate for tern's mTLS tests (serve/mtls.rs).
     if os.environ.get("H3_CLIENT_CERT"):
         config.load_cert_chain(os.environ["H3_CLIENT_CERT"], os.environ["H3_CLIENT_KEY"])
-    authority = f"{name}:{port}"
+    authority = os.environ.get("H3_AUTHORITY") or f"{name}:{port}"
     async with connect(host, int(port), configuration=config, create_protocol=Client) as client:
         done = 0
         while done < count:

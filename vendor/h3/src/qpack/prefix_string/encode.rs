@@ -382,6 +382,57 @@ const HPACK_STRING: [EncodeValue; 256] = bits_encode![
     ( 26 => [0b1111_1111, 0b1111_1111, 0b1111_1011, 0b0000_0010]),
 ];
 
+/// tern patch: each symbol's Huffman code, right-aligned, and its length in
+/// bits, read once at compile time from `HPACK_STRING`.
+pub(super) const CODES: [(u32, u32); 256] = codes();
+
+const fn codes() -> [(u32, u32); 256] {
+    let mut out = [(0u32, 0u32); 256];
+    let mut sym = 0;
+    while sym < 256 {
+        let value = &HPACK_STRING[sym];
+        let mut code = 0u32;
+        let mut rest = value.bit_count;
+        let mut i = 0;
+        while i < value.buffer.len() {
+            let n = if rest < 8 { rest } else { 8 };
+            code = (code << n) | (value.buffer[i] as u32 & ((1u32 << n) - 1));
+            rest -= n;
+            i += 1;
+        }
+        out[sym] = (code, value.bit_count);
+        sym += 1;
+    }
+    out
+}
+
+/// tern patch: how many bytes `value` takes Huffman-encoded.
+pub fn encoded_len(value: &[u8]) -> usize {
+    let bits: usize = value.iter().map(|&b| CODES[b as usize].1 as usize).sum();
+    bits.div_ceil(8)
+}
+
+/// tern patch: writes `value` Huffman-encoded to `buf`, `encoded_len(value)`
+/// bytes, the last one padded with the most significant bits of EOS (ones),
+/// through a 64-bit accumulator instead of bit by bit into a new `Vec`.
+pub fn encode_into<B: bytes::BufMut>(value: &[u8], buf: &mut B) {
+    let mut acc: u64 = 0;
+    // Bits in `acc` not yet written: at most 7 + 30.
+    let mut pending: u32 = 0;
+    for &b in value {
+        let (code, len) = CODES[b as usize];
+        acc = (acc << len) | u64::from(code);
+        pending += len;
+        while pending >= 8 {
+            pending -= 8;
+            buf.put_u8((acc >> pending) as u8);
+        }
+    }
+    if pending > 0 {
+        buf.put_u8(((acc << (8 - pending)) as u8) | (0xff >> pending));
+    }
+}
+
 pub trait HpackStringEncode {
     fn hpack_encode(&self) -> Result<Vec<u8>, Error>;
 }
@@ -401,6 +452,24 @@ mod tests {
     #![allow(clippy::identity_op)]
 
     use super::*;
+
+    #[test]
+    fn encode_into_matches_the_bitwise_encoder() {
+        // tern patch: every symbol alone, and strings mixing short and
+        // long codes at every bit offset.
+        let mut inputs: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        inputs.push(b"www.example.com".to_vec());
+        inputs.push(b"Mon, 21 Oct 2013 20:13:21 GMT".to_vec());
+        inputs.push((0..=255u8).collect());
+        inputs.push((0..=255u8).rev().chain(b"a0".iter().copied()).collect());
+        for input in inputs {
+            let old = input.hpack_encode().unwrap();
+            let mut new = Vec::new();
+            encode_into(&input, &mut new);
+            assert_eq!(new, old, "{:?}", input);
+            assert_eq!(encoded_len(&input), old.len());
+        }
+    }
 
     #[test]
     fn test_set_bits() {

@@ -46,24 +46,33 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
         return Err(Error::UnexpectedEnd);
     }
 
-    let payload = buf.copy_to_bytes(len);
+    // tern patch: the payload copied once, not an iterator's byte by byte,
+    // and Huffman decoded by `decode_into` (strict about padding, as RFC
+    // 7541 5.2 asks) instead of `DecodeIter`.
+    let mut payload = vec![0; len];
+    buf.copy_to_slice(&mut payload);
     let value = if flags & 1 == 0 {
-        payload.into_iter().collect()
+        payload
     } else {
-        let mut decoded = Vec::new();
-        for byte in payload.into_iter().collect::<Vec<u8>>().hpack_decode() {
-            decoded.push(byte?);
-        }
+        // A Huffman code is at least 5 bits long.
+        let mut decoded = Vec::with_capacity(len * 8 / 5);
+        decode::decode_into(&payload, &mut decoded)?;
         decoded
     };
     Ok(value)
 }
 
+/// tern patch: Huffman-encoded only when that is shorter (RFC 9204 4.1.2
+/// lets the encoder choose; a response's tokens and digits seldom shrink),
+/// written straight into `buf` without an intermediate `Vec`.
 pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {
-    let encoded = Vec::from(value).hpack_encode()?;
-    prefix_int::encode(size - 1, flags << 1 | 1, encoded.len().try_into()?, buf);
-    for byte in encoded {
-        buf.write(byte);
+    let huffman_len = encode::encoded_len(value);
+    if huffman_len < value.len() {
+        prefix_int::encode(size - 1, flags << 1 | 1, huffman_len.try_into()?, buf);
+        encode::encode_into(value, buf);
+    } else {
+        prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
+        buf.put_slice(value);
     }
     Ok(())
 }
