@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+pub use crate::syntax::{check_head_syntax, find_head_end};
 use crate::HttpError;
 
 /// Most header fields a head may carry; more is answered like an oversized head (431).
@@ -17,77 +18,6 @@ pub const MAX_HEADERS: usize = 128;
 /// Default bound on the size of a request head (request line and fields): 64 KiB.
 /// A client that sends more without finishing its head gets 431.
 pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
-
-/// Where a complete head ends in a buffer that starts with it.
-///
-/// Returns `Ok(Some(len))` with the length including the final empty line,
-/// `Ok(None)` when more bytes are needed, and an error when `max` bytes have
-/// arrived without an end (the head is too large).
-///
-/// `scanned` is a resumption hint: bytes before it were already searched, so
-/// repeated calls as data trickles in stay linear.
-pub fn find_head_end(
-    buf: &[u8],
-    scanned: &mut usize,
-    max: usize,
-) -> Result<Option<usize>, HttpError> {
-    // Back up 2 bytes so a terminator split across reads is still found.
-    let start = scanned.saturating_sub(2);
-    let window = &buf[..buf.len().min(max)];
-    // The head ends at the first empty line. Accept LF LF and LF CR LF here
-    // so that a head with bare LFs is *found* and then refused by
-    // `check_head_syntax`, instead of waiting for a CRLFCRLF that never comes.
-    for lf in memchr::memchr_iter(b'\n', &window[start..]) {
-        let p = start + lf;
-        match (window.get(p + 1), window.get(p + 2)) {
-            (Some(b'\n'), _) => return Ok(Some(p + 2)),
-            (Some(b'\r'), Some(b'\n')) => return Ok(Some(p + 3)),
-            _ => {}
-        }
-    }
-    *scanned = window.len();
-    if buf.len() >= max {
-        return Err(HttpError::HeadTooLarge);
-    }
-    Ok(None)
-}
-
-/// Checks the raw bytes of a head (ending with its empty line) for what RFC
-/// 9112 forbids but lenient parsers accept.
-pub fn check_head_syntax(head: &[u8]) -> Result<(), HttpError> {
-    // One vectorised scan finds every CR, LF and NUL (about two hits a
-    // line); only field lines are searched again, for their first colon.
-    let mut line_start = 0;
-    for i in memchr::memchr3_iter(b'\r', b'\n', 0, head) {
-        match head[i] {
-            0 => return Err(HttpError::Nul),
-            b'\r' => {
-                if head.get(i + 1) != Some(&b'\n') {
-                    return Err(HttpError::BareCr);
-                }
-            }
-            _ => {
-                if i == 0 || head[i - 1] != b'\r' {
-                    return Err(HttpError::BareLf);
-                }
-                // The first line (request or status line) has no field name.
-                if line_start > 0 {
-                    let line = &head[line_start..i - 1];
-                    if let Some(colon) = memchr::memchr(b':', line) {
-                        if colon > 0 && matches!(line[colon - 1], b' ' | b'\t') {
-                            return Err(HttpError::SpaceBeforeColon);
-                        }
-                    }
-                }
-                line_start = i + 1;
-                if matches!(head.get(line_start), Some(b' ' | b'\t')) {
-                    return Err(HttpError::ObsFold);
-                }
-            }
-        }
-    }
-    Ok(())
-}
 
 /// Fields whose meaning tern acts on, recognised once while parsing so
 /// that lookups on the request path do not compare names again.
@@ -154,10 +84,17 @@ impl FieldKind {
         };
         // CGI-style backends (PHP, many frameworks) read `X_Forwarded_For`
         // as `X-Forwarded-For`: a client must not smuggle one in that way.
-        if kind == Other && b.contains(&b'_') {
+        // Only names as long as a forwarding field's can be one (most names
+        // are not: no search for '_' in them).
+        if kind == Other && matches!(b.len(), 9 | 11 | 15..=17) && b.contains(&b'_') {
             return FieldKind::of_underscored(name);
         }
         kind
+    }
+
+    /// The kind's bit in [`Fields`]' set of kinds present.
+    fn bit(self) -> u16 {
+        1 << self as u16
     }
 
     /// `ClientForwarding` for underscore spellings of forwarding fields.
@@ -176,6 +113,9 @@ impl FieldKind {
 struct Field {
     name: Range<usize>,
     value: Range<usize>,
+    /// Where the field's line starts in [`Fields::raw`]: it ends where the
+    /// next one starts (the last, before the head's empty line).
+    line: u32,
     kind: FieldKind,
 }
 
@@ -192,6 +132,10 @@ pub struct Fields {
     /// as one `String` hands out `&str` without validating UTF-8 again.
     text: String,
     fields: Vec<Field>,
+    /// One bit per [`FieldKind`] present: a lookup of a kind the head does
+    /// not carry (most heads have no Transfer-Encoding, Upgrade, Expect...)
+    /// returns at once instead of walking every field.
+    kinds: u16,
 }
 
 impl Fields {
@@ -253,7 +197,12 @@ impl Fields {
 
     /// All values of fields of `kind`.
     pub fn all(&self, kind: FieldKind) -> impl Iterator<Item = &[u8]> + '_ {
-        self.fields
+        let fields = if self.has(kind) {
+            &self.fields[..]
+        } else {
+            &[]
+        };
+        fields
             .iter()
             .filter(move |f| f.kind == kind)
             .map(move |f| &self.raw[f.value.clone()])
@@ -261,7 +210,7 @@ impl Fields {
 
     /// True when some field has `kind`.
     pub fn has(&self, kind: FieldKind) -> bool {
-        self.fields.iter().any(|f| f.kind == kind)
+        self.kinds & kind.bit() != 0
     }
 
     /// Number of fields.
@@ -298,21 +247,53 @@ impl Fields {
         })
     }
 
+    /// Appends the lines (name to CRLF) of the fields `keep` accepts to
+    /// `out`, byte for byte as received: the head passed the strict syntax
+    /// check, so they need no rewriting. Consecutive kept lines go in one
+    /// copy; a field per copy (name, ": ", value, CRLF) cost four.
+    pub fn copy_lines(&self, out: &mut Vec<u8>, mut keep: impl FnMut(&str, FieldKind) -> bool) {
+        // The head ends with CRLF CRLF (the syntax check refuses bare LFs):
+        // the last field's line ends before the final CRLF.
+        let fields_end = self.raw.len().saturating_sub(2);
+        let mut run = 0..0;
+        for (i, f) in self.fields.iter().enumerate() {
+            if !keep(&self.text[f.name.clone()], f.kind) {
+                continue;
+            }
+            let start = f.line as usize;
+            let end = self
+                .fields
+                .get(i + 1)
+                .map_or(fields_end, |next| next.line as usize);
+            if run.end != start {
+                out.extend_from_slice(&self.raw[run]);
+                run = start..start;
+            }
+            run.end = end;
+        }
+        out.extend_from_slice(&self.raw[run]);
+    }
+
     /// Refills from a parsed head, reusing this value's allocations.
     fn fill(&mut self, raw: &[u8], headers: &[httparse::Header<'_>]) {
         self.raw.clear();
         self.raw.extend_from_slice(raw);
         self.text.clear();
         self.fields.clear();
+        self.kinds = 0;
         let base = raw.as_ptr() as usize;
         for h in headers {
             let start = self.text.len();
             self.text.push_str(h.name);
             let vstart = h.value.as_ptr() as usize - base;
+            let kind = FieldKind::of(h.name);
+            self.kinds |= kind.bit();
             self.fields.push(Field {
                 name: start..self.text.len(),
                 value: vstart..vstart + h.value.len(),
-                kind: FieldKind::of(h.name),
+                // A head is far below 4 GiB (bounded by max_head_bytes).
+                line: (h.name.as_ptr() as usize - base) as u32,
+                kind,
             });
         }
     }
@@ -520,24 +501,6 @@ mod tests {
         assert_eq!(
             req("GET / HTTP/1.1\r\nHost: x\ry\r\n\r\n").unwrap_err(),
             HttpError::BareCr
-        );
-    }
-
-    #[test]
-    fn finds_head_end_across_reads_and_bounds_size() {
-        let mut scanned = 0;
-        let mut buf = b"GET / HTTP/1.1\r\nHost: x\r\n\r".to_vec();
-        assert_eq!(find_head_end(&buf, &mut scanned, 1024).unwrap(), None);
-        buf.push(b'\n');
-        assert_eq!(
-            find_head_end(&buf, &mut scanned, 1024).unwrap(),
-            Some(buf.len())
-        );
-        let big = vec![b'a'; 100];
-        let mut scanned = 0;
-        assert_eq!(
-            find_head_end(&big, &mut scanned, 100).unwrap_err(),
-            HttpError::HeadTooLarge
         );
     }
 

@@ -22,6 +22,7 @@ pub mod forwarding;
 pub mod framing;
 pub mod head;
 pub mod rewrite;
+mod syntax;
 pub mod trailers;
 
 pub use error::HttpError;

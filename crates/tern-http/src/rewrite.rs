@@ -70,16 +70,14 @@ pub fn write_request_head(
     out.extend_from_slice(b"\r\n");
     let upgrade = conn == BackendConnection::Upgrade;
     let has_connection = head.fields.connection_names_fields();
-    for (name, value, kind) in head.fields.iter_kinds() {
+    head.fields.copy_lines(out, |name, kind| {
         let keep = match kind {
             FieldKind::ClientForwarding => false,
             FieldKind::Upgrade => upgrade,
             _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
         };
-        if keep && !edits.drops(name) {
-            put_field(out, name.as_bytes(), value);
-        }
-    }
+        keep && !edits.drops(name)
+    });
     write_forwarding_fields(out, client, add, head.fields.first(FieldKind::Host));
     put_added(out, edits);
     match conn {
@@ -225,15 +223,13 @@ pub fn write_response_head(
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
     let has_connection = head.fields.connection_names_fields();
-    for (name, value, kind) in head.fields.iter_kinds() {
+    head.fields.copy_lines(out, |name, kind| {
         let keep = match kind {
             FieldKind::Upgrade => upgrade,
             _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
         };
-        if keep && !edits.drops(name) {
-            put_field(out, name.as_bytes(), value);
-        }
-    }
+        keep && !edits.drops(name)
+    });
     put_added(out, edits);
     if upgrade {
         put_field(out, b"Connection", b"upgrade");
@@ -335,6 +331,31 @@ mod tests {
         let mut out = Vec::new();
         write_response_head(&naming, false, &FieldEdits::NONE, &mut out);
         assert!(!String::from_utf8(out).unwrap().contains("X-A"));
+    }
+
+    #[test]
+    fn kept_field_lines_are_copied_as_received_around_dropped_ones() {
+        let head = parse_response(
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nDate:d\r\nConnection: keep-alive\r\nETag: \"e\" \r\nKeep-Alive: timeout=5\r\nX-Last: 1\r\n\r\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        write_response_head(&head, true, &FieldEdits::NONE, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 200 OK\r\nServer: x\r\nDate:d\r\nETag: \"e\" \r\nX-Last: 1\r\nConnection: close\r\n\r\n"
+        );
+        let drop: Vec<Box<str>> = vec!["x-last".into(), "server".into()];
+        let edits = FieldEdits {
+            drop: &drop,
+            add: Vec::new(),
+        };
+        let mut out = Vec::new();
+        write_response_head(&head, false, &edits, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 200 OK\r\nDate:d\r\nETag: \"e\" \r\n\r\n"
+        );
     }
 
     fn rewrite(raw: &str, ip: &str, conn: BackendConnection) -> String {

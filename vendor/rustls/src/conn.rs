@@ -802,6 +802,30 @@ impl<Data> ConnectionCommon<Data> {
         res
     }
 
+    /// tern patch: takes the memory of the buffer that [`read_tls`] reads
+    /// into, when it holds no received bytes (every record read so far
+    /// was processed), so that an idle connection holds none. Returns
+    /// `None` when it holds bytes or has no memory.
+    ///
+    /// The next [`read_tls`] takes memory again: the buffer given back
+    /// with [`give_read_buffer`] if any, else a new allocation.
+    ///
+    /// [`read_tls`]: Connection::read_tls
+    /// [`give_read_buffer`]: ConnectionCommon::give_read_buffer
+    pub fn take_idle_read_buffer(&mut self) -> Option<alloc::vec::Vec<u8>> {
+        self.deframer_buffer.take_idle()
+    }
+
+    /// tern patch: memory for the buffer that [`read_tls`] reads into,
+    /// such as a buffer [`take_idle_read_buffer`] took from this or
+    /// another connection. Ignored (dropped) when the buffer has memory.
+    ///
+    /// [`read_tls`]: Connection::read_tls
+    /// [`take_idle_read_buffer`]: ConnectionCommon::take_idle_read_buffer
+    pub fn give_read_buffer(&mut self, buf: alloc::vec::Vec<u8>) {
+        self.deframer_buffer.give(buf);
+    }
+
     /// Writes TLS messages to `wr`.
     ///
     /// On success, this function returns `Ok(n)` where `n` is a number of bytes written to `wr`

@@ -50,6 +50,9 @@ async fn exchange_in<F: Front>(
         let mut body = edits.cap(body);
         let request = send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s);
         tokio::select! {
+            // The reset fires once: nothing to be fair to, so no random
+            // start per poll.
+            biased;
             r = request => r?,
             () = reset => return Err(Kind::ClientGone),
         }

@@ -16,6 +16,7 @@
 //! connection ended gracefully (RFC 8446 6.2; tlsfuzzer's
 //! test-tls13-zero-content-type and test-tls13-zero-length-data).
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -43,6 +44,52 @@ impl ClientTls {
     pub(crate) fn get_mut(&mut self) -> (&mut TcpStream, &mut rustls::ServerConnection) {
         self.0.get_mut()
     }
+
+    /// Waits until a read would find something (decrypted bytes already
+    /// buffered, or bytes on the socket). Meanwhile the connection holds no
+    /// TLS read buffer: rustls keeps 4 KiB for the next record even when
+    /// idle, about a quarter of an idle connection's memory. The buffer goes
+    /// to the worker's spare list and one comes back from it when bytes
+    /// arrive (a wait that is dropped leaves rustls to allocate its own).
+    pub(crate) async fn readable(&mut self) -> io::Result<()> {
+        let (tcp, conn) = self.0.get_mut();
+        if !conn.wants_read() {
+            // Plaintext (or a close) is buffered in rustls already.
+            return Ok(());
+        }
+        if let Some(buf) = conn.take_idle_read_buffer() {
+            give_back_read_buffer(buf);
+        }
+        let readable = tcp.readable().await;
+        if let Some(buf) = SPARE_READ.with(|spare| spare.borrow_mut().pop()) {
+            conn.give_read_buffer(buf);
+        }
+        readable
+    }
+}
+
+/// TLS read buffers kept per worker for connections that wake up (1 MiB
+/// at most).
+const SPARE_READ_COUNT: usize = 256;
+
+/// Largest TLS read buffer kept: rustls's own size for a connection
+/// between records. One that grew for a large record is freed.
+const SPARE_READ_SIZE: usize = 4096;
+
+thread_local! {
+    static SPARE_READ: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn give_back_read_buffer(buf: Vec<u8>) {
+    if buf.capacity() > SPARE_READ_SIZE {
+        return;
+    }
+    SPARE_READ.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_READ_COUNT {
+            spare.push(buf);
+        }
+    });
 }
 
 impl AsyncRead for ClientTls {
@@ -104,5 +151,85 @@ impl AsyncWrite for ClientTls {
             return Pin::new(tcp).poll_shutdown(cx);
         }
         Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tern_testsupport::certs::{KeyKind, TestCa};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn spare_count() -> usize {
+        SPARE_READ.with(|spare| spare.borrow().len())
+    }
+
+    /// Over loopback with a rustls client: while the server side waits for
+    /// the next request its TLS read buffer sits in the worker's spare
+    /// list, and the connection takes it back when the request comes.
+    #[tokio::test]
+    async fn a_waiting_connection_lends_its_tls_read_buffer_to_the_spare_list() {
+        let mut ca = TestCa::new();
+        let leaf = ca.leaf(&["localhost"], KeyKind::EcdsaP256);
+        let chain = CertificateDer::pem_file_iter(&leaf.chain)
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(&leaf.key).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let connector =
+            tokio_rustls::TlsConnector::from(tern_testsupport::client::client_config(ca.ca_pem()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from("localhost").unwrap();
+            let mut tls = connector.connect(name, tcp).await.unwrap();
+            tls.write_all(b"first").await.unwrap();
+            tls.flush().await.unwrap();
+            // Until the server says it waits.
+            let mut ack = [0u8; 4];
+            tls.read_exact(&mut ack).await.unwrap();
+            tls.write_all(b"second").await.unwrap();
+            tls.flush().await.unwrap();
+            tls
+        });
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = ClientTls::new(acceptor.accept(tcp).await.unwrap());
+        let mut buf = [0u8; 16];
+        let n = tls.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"first");
+        let before = spare_count();
+        {
+            let wait = tls.readable();
+            tokio::pin!(wait);
+            assert!(
+                futures_util::FutureExt::now_or_never(&mut wait).is_none(),
+                "nothing sent yet"
+            );
+            assert_eq!(spare_count(), before + 1, "the buffer went to the spares");
+        }
+        tls.write_all(b"wait").await.unwrap();
+        tls.flush().await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), tls.readable())
+            .await
+            .expect("the second message arrives")
+            .unwrap();
+        assert_eq!(spare_count(), before, "a buffer came back from the spares");
+        let n = tls.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"second");
+        drop(client.await.unwrap());
     }
 }

@@ -52,7 +52,8 @@ pub(crate) async fn handle(
     let limits = &listener.config.limits;
     let start = Instant::now();
     if let Some(trusted) = &listener.config.accept_proxy {
-        match proxy_in::read_header(&mut tcp, peer, trusted, limits.handshake_timeout).await {
+        let header = proxy_in::read_header(&mut tcp, peer, trusted, limits.handshake_timeout);
+        match Box::pin(header).await {
             Ok(client) => peer = client,
             Err(e) => {
                 tracing::debug!(source = %peer, "closing: {e}");
@@ -69,8 +70,11 @@ pub(crate) async fn handle(
             return;
         }
     };
-    // rustls sends the alert that says why a handshake failed.
-    let handshake = accept(tcp, &listener);
+    // rustls sends the alert that says why a handshake failed. Boxed, like
+    // the front ends below: the handshake's state (a whole rustls
+    // connection mid-handshake) would otherwise size the task's future,
+    // and so every idle connection, for the connection's life.
+    let handshake = Box::pin(accept(tcp, &listener));
     let Some(tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
         HandshakeFailure::of(e)
     })
@@ -96,10 +100,14 @@ pub(crate) async fn handle(
         .await;
         return;
     }
+    // A task's future is allocated at its largest state for the whole
+    // connection: boxed, the HTTP/2 and TCP front ends (the HTTP/2 one
+    // holds a whole h2 connection) do not enlarge every HTTP/1.1
+    // connection, idle ones included.
     match listener.config.mode {
-        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => h2::serve(tls, &ctx).await,
+        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => Box::pin(h2::serve(tls, &ctx)).await,
         Mode::Http => h1::serve(&mut tls, &ctx).await,
-        Mode::Tcp { proxy_protocol } => tcp::serve(&mut tls, &ctx, proxy_protocol).await,
+        Mode::Tcp { proxy_protocol } => Box::pin(tcp::serve(&mut tls, &ctx, proxy_protocol)).await,
     }
 }
 

@@ -191,6 +191,23 @@ impl DeframerVecBuffer {
     pub(crate) fn filled(&self) -> &[u8] {
         &self.buf[..self.used]
     }
+
+    /// tern patch: the buffer's memory, when it holds no received bytes
+    /// (the next read takes memory again).
+    pub(crate) fn take_idle(&mut self) -> Option<Vec<u8>> {
+        match self.used == 0 && self.buf.capacity() > 0 {
+            true => Some(mem::take(&mut self.buf)),
+            false => None,
+        }
+    }
+
+    /// tern patch: memory to read into, for a buffer that has none.
+    pub(crate) fn give(&mut self, buf: Vec<u8>) {
+        if self.buf.capacity() == 0 {
+            self.buf = buf;
+            self.used = 0;
+        }
+    }
 }
 
 #[cfg(feature = "std")]
