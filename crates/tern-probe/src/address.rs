@@ -53,12 +53,26 @@ pub fn parse_target(target: &str) -> Result<(String, u16), ProbeError> {
             .parse::<u16>()
             .map_err(|_| bad(&format!("port {p:?} is not a number from 0 to 65535")))?,
     };
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
+    let bracketed = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    if let Some(inner) = bracketed {
+        // http's Authority takes any text between brackets.
+        return match inner.parse::<Ipv6Addr>() {
+            Ok(ip) => Ok((ip.to_string(), port)),
+            Err(_) => Err(bad(&format!("[{inner:?}] is not an IPv6 address"))),
+        };
+    }
     if host.is_empty() {
         return Err(bad("missing host"));
+    }
+    // http's Authority also takes brackets, commas and the like in the
+    // middle of a name: a probe's host is a DNS name or an IPv4 address.
+    if !host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
+        return Err(bad(&format!(
+            "{host:?} is not a host name or an IP address"
+        )));
     }
     Ok((host.to_string(), port))
 }
@@ -124,6 +138,9 @@ mod tests {
             "h:\u{e9}",
             "a b:1",
             "https://[v1.x]/",
+            // Found by the fuzz target: brackets inside a name.
+            "F,[]44333",
+            "a[b]:1",
         ] {
             match parse_target(text) {
                 Ok((host, port)) => {
@@ -150,5 +167,7 @@ mod tests {
         assert!(refusal("ftp://x/").is_some_and(|e| e.contains("https://")));
         assert!(refusal("example.test:https").is_some());
         assert!(refusal("u@example.test").is_some());
+        assert!(refusal("F,[]44333").is_some_and(|e| e.contains("not a host name")));
+        assert!(refusal("[::g]:1").is_some_and(|e| e.contains("IPv6")));
     }
 }
