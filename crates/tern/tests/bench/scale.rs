@@ -55,6 +55,15 @@ fn errors(report: &Value) -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
+/// tern serve in front of `origin`, access log off (the runs here are
+/// long, and nothing reads the log).
+fn quiet_front(origin: &PythonOrigin) -> Served {
+    Served::builder()
+        .backend_addr(origin.addr())
+        .args(&["--access-log", "off"])
+        .start()
+}
+
 /// Each path's share of what the origin served matches its weight within
 /// 1% of the requests sent (the tolerance: tickets cycle through the
 /// weights exactly, so only requests sent again after a GOAWAY shift it),
@@ -62,10 +71,7 @@ fn errors(report: &Value) -> BTreeMap<String, u64> {
 #[test]
 fn a_weighted_mix_reaches_the_origin_in_proportion_and_failed_checks_count() {
     let origin = PythonOrigin::counting(0.0);
-    let served = Served::builder()
-        .backend_addr(origin.addr())
-        .args(&["--access-log", "off"])
-        .start();
+    let served = quiet_front(&origin);
     let mix = mix_file("weighted_mix");
     let direct = format!("http://{}/", origin.addr());
     let fronted = format!("https://{}/", served.addr);
@@ -161,10 +167,7 @@ fn a_bad_targets_file_is_refused_naming_its_line() {
 fn the_capacity_search_finds_the_knee_of_a_rate_limited_origin_within_10_percent() {
     let knee = 50.0;
     let origin = PythonOrigin::rate_limited(knee, 1.0);
-    let served = Served::builder()
-        .backend_addr(origin.addr())
-        .args(&["--access-log", "off"])
-        .start();
+    let served = quiet_front(&origin);
     let url = format!("https://{}/", served.addr);
     let json = artifact("capacity", "capacity.json");
     let targets = artifact("capacity", "targets.toml");
@@ -336,10 +339,7 @@ fn stages_keep_their_connections_and_the_plan_names_each_level() {
 #[test]
 fn a_compared_capacity_search_interleaves_the_targets_and_reports_each() {
     let origin = PythonOrigin::counting(0.0);
-    let served = Served::builder()
-        .backend_addr(origin.addr())
-        .args(&["--access-log", "off"])
-        .start();
+    let served = quiet_front(&origin);
     let direct = format!("http://{}/", origin.addr());
     let fronted = format!("https://{}/", served.addr);
     let json = artifact("capacity_compare", "run.json");

@@ -19,7 +19,7 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::h2client::{h2_client_config, H2Client};
 use tern_testsupport::python_origin::start_script;
 use tern_testsupport::tern::{log_field, Served};
-use tern_testsupport::tools::{run_tool, KillOnDrop};
+use tern_testsupport::tools::{run_tool, KillOnDrop, ToolOutput};
 use tern_testsupport::ws_frame::client_text;
 
 use crate::grpc::python_with;
@@ -117,24 +117,34 @@ with connect(sys.argv[1], ssl=ctx, ping_interval=None, compression=None,
 print("echoed both")
 "#;
 
+/// A python3 that imports both Hypercorn (the origin) and websockets (the
+/// client), or None when one is missing.
+fn python_with_hypercorn_and_websockets() -> Option<&'static str> {
+    python_with("hypercorn", "hypercorn")?;
+    python_with("websockets", "websockets")
+}
+
+/// Runs the Python WebSocket client `script` against `served`'s `/ws`
+/// (argv: the wss:// URL and tern's CA file).
+fn run_python_client(python: &str, script: &str, served: &Served) -> ToolOutput {
+    let url = format!("wss://localhost:{}/ws", served.addr.port());
+    let ca = served.ca().ca_file().display().to_string();
+    run_tool(
+        python,
+        ["-c", script, &url, &ca],
+        b"",
+        Duration::from_secs(60),
+    )
+}
+
 #[test]
 fn http11_websocket_reaches_an_h2c_backend_as_extended_connect() {
-    let (Some(python), Some(_)) = (
-        python_with("hypercorn", "hypercorn"),
-        python_with("websockets", "websockets"),
-    ) else {
+    let Some(python) = python_with_hypercorn_and_websockets() else {
         return;
     };
     let (_origin, origin_addr) = start_origin(python, None);
     let served = front("h2c", "", origin_addr, "");
-    let url = format!("wss://localhost:{}/ws", served.addr.port());
-    let ca = served.ca().ca_file().display().to_string();
-    let out = run_tool(
-        python,
-        ["-c", PY_CLIENT, &url, &ca],
-        b"",
-        Duration::from_secs(60),
-    );
+    let out = run_python_client(python, PY_CLIENT, &served);
     assert!(
         out.success() && out.stdout.contains("echoed both"),
         "{}\n--- tern:\n{}",
@@ -307,10 +317,7 @@ fn upgrades_an_h2c_group_cannot_take_are_refused_before_the_backend() {
 
 #[test]
 fn an_idle_websocket_to_an_h2c_backend_is_closed_after_idle_timeout() {
-    let (Some(python), Some(_)) = (
-        python_with("hypercorn", "hypercorn"),
-        python_with("websockets", "websockets"),
-    ) else {
+    let Some(python) = python_with_hypercorn_and_websockets() else {
         return;
     };
     let (_origin, origin_addr) = start_origin(python, None);
@@ -328,14 +335,7 @@ with connect(sys.argv[1], ssl=ctx, ping_interval=None) as ws:
     except ConnectionClosed:
         print("closed by tern")
 "#;
-    let url = format!("wss://localhost:{}/ws", served.addr.port());
-    let ca = served.ca().ca_file().display().to_string();
-    let out = run_tool(
-        python,
-        ["-c", script, &url, &ca],
-        b"",
-        Duration::from_secs(60),
-    );
+    let out = run_python_client(python, script, &served);
     assert!(out.stdout.contains("closed by tern"), "{}", out.all());
     let line = ws_line(&served);
     let total_us: u64 = log_field(&line, "total_us")
