@@ -213,3 +213,17 @@ fn tls13_signature_schemes_the_key_cannot_make_are_refused_before_the_server_hel
 fn tls13_empty_alert_record_gets_unexpected_message() {
     tlsfuzzer_passes("test-tls13-empty-alert", &[]);
 }
+
+/// ClientHellos of every size a client may send are read, in one record or
+/// fragmented down to one byte per record, up to a 64 KB extension (a
+/// hello over 64 KB in all: rustls's read buffer filled first and tern
+/// closed without an alert, vendor/patches/rustls/0012); a plaintext
+/// record over 2^14 bytes gets `record_overflow` (RFC 8446 5.1; rustls
+/// accepted it, vendor/patches/rustls/0011).
+#[test]
+fn client_hellos_of_every_legal_size_are_read_and_an_oversized_record_refused() {
+    tlsfuzzer_passes(
+        "test-record-layer-fragmentation",
+        &["-d", "-C", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+    );
+}
