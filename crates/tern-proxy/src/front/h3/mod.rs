@@ -195,6 +195,8 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
         // quinn's HandshakeData does not carry it (QUIC compresses the
         // chain as TCP does; only the log field is missing).
         cert_compression: None,
+        // Nor this: only the PROXY v2 header of TCP mode reads it.
+        served_cert: None,
     }
 }
 
