@@ -151,6 +151,8 @@ pub(crate) struct ConnCtx<'a> {
     /// template's address, which the listener's configuration (held for
     /// the connection's life) keeps in place.
     rendered: RefCell<Vec<(*const Template, Bytes)>>,
+    /// tern's forwarding fields for HTTP/2 backends, made once.
+    pub h2_forwarding: crate::upstream::h2::ForwardingCache,
 }
 
 impl<'a> ConnCtx<'a> {
@@ -174,6 +176,7 @@ impl<'a> ConnCtx<'a> {
             worker,
             client_cert,
             rendered: RefCell::default(),
+            h2_forwarding: Default::default(),
         }
     }
 

@@ -154,7 +154,7 @@ impl H3Body {
     /// client sent any (h3 holds them once DATA has ended).
     async fn trailers(&mut self) -> Result<Step<'static>, Kind> {
         match within(self.idle, self.recv.recv_trailers()).await {
-            Some(Ok(map)) => http_parts::request_end(map.as_ref()),
+            Some(Ok(map)) => http_parts::request_end(map),
             Some(Err(_)) | None => Err(Kind::ClientGone),
         }
     }
