@@ -194,7 +194,7 @@ pub(crate) async fn run<F: Front>(
     // nothing in the group's retry budget (a flood of 429s would buy
     // retries) and costs no affinity hashing.
     let mut tries = crate::upstream::Tries::default();
-    let admitted = policy::admit(req, ctx, route);
+    let admitted = policy::admit(req, ctx, route, started);
     if admitted.is_ok() {
         tries = backends.tries(Some(req), ctx.peer.ip());
     }
@@ -273,6 +273,7 @@ pub(crate) async fn run<F: Front>(
     o.bytes_in += bytes_in;
     o.bytes_out += bytes_out;
     ctx.log_request(req.method, req.target, &o, started);
+    policy::give_back(edits, ctx);
     Finished { error, slow_down }
 }
 
