@@ -77,6 +77,12 @@ impl H3Conn {
         })
     }
 
+    /// What quinn counted on this connection so far (frames and
+    /// datagrams received from the server, among others).
+    pub fn stats(&self) -> quinn::ConnectionStats {
+        self.conn.stats()
+    }
+
     /// GET `path`: the status and the body.
     pub async fn get(&mut self, path: &str) -> Result<(u16, Vec<u8>), String> {
         let req = http::Request::builder()
