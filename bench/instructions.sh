@@ -93,12 +93,7 @@ valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
     "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
 tern_pid=$!
 pids+=("$tern_pid")
-# Under valgrind tern starts slowly: up to a minute.
-for _ in $(seq 1 60); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2> /dev/null; then break; fi
-    sleep 1
-done
-wait_port "$port" || { cat "$work/tern.log" >&2; die "tern did not listen"; }
+wait_port_slow "$port" "$work/tern.log" "tern"
 
 # load COUNT: runs COUNT requests; prints "COUNT succeeded" when all did.
 load() {

@@ -100,6 +100,11 @@ impl H3Conn {
 }
 
 impl H3Conn {
+    /// Waits until the connection is closed (by either side) and says why.
+    pub async fn closed(&self) -> quinn::ConnectionError {
+        self.conn.closed().await
+    }
+
     /// Opens a WebSocket on `path` with an extended CONNECT (RFC 9220,
     /// `:protocol = websocket`), sends `message` and reads until as many
     /// bytes came back (an echo), then ends its side. The response status

@@ -177,7 +177,7 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
 /// trailers its stream delivered (HTTP/2 or HTTP/3): those trailers,
 /// cleaned, or the plain end; a section refused by the trailer rule is
 /// the client's fault.
-pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'static>, Kind> {
+pub(crate) fn request_end(trailers: Option<http::HeaderMap>) -> Result<Step<'static>, Kind> {
     match trailers.map(clean_trailer_map) {
         None | Some(Ok(None)) => Ok(Step::End),
         Some(Ok(Some(t))) => Ok(Step::Trailers(t)),

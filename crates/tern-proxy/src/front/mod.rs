@@ -277,6 +277,15 @@ pub(crate) struct RateRefusals {
 }
 
 impl RateRefusals {
+    /// True when one more request refused for the rate of the
+    /// connection's own address closes the connection: its 429 says so
+    /// (`Connection: close` over HTTP/1.1), so the client knows before it
+    /// sees the close.
+    pub(crate) fn next_closes(&self, ctx: &ConnCtx<'_>) -> bool {
+        let close_after = ctx.listener.config.edge.client.close_after;
+        close_after > 0 && self.in_a_row.saturating_add(1) >= close_after
+    }
+
     /// Notes how an exchange ended (`slow_down`: [`Finished::slow_down`]);
     /// true when the connection must close now: the client was shut out
     /// for its Retry-After, counted, and logged (with `log_rejected`) as
@@ -289,8 +298,9 @@ impl RateRefusals {
             return false;
         };
         let limits = &ctx.listener.config.edge.client;
+        let closes = self.next_closes(ctx);
         self.in_a_row += 1;
-        if limits.close_after == 0 || self.in_a_row < limits.close_after {
+        if !closes {
             return false;
         }
         let key = ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix);

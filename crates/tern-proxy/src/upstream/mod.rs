@@ -25,6 +25,7 @@ mod connect;
 pub(crate) mod dns;
 pub(crate) mod h1;
 pub(crate) mod h2;
+mod h2_request;
 mod health;
 pub(crate) mod health_grpc;
 mod outlier;

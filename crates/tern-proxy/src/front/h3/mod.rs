@@ -195,6 +195,8 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
         // quinn's HandshakeData does not carry it (QUIC compresses the
         // chain as TCP does; only the log field is missing).
         cert_compression: None,
+        // Nor this: only the PROXY v2 header of TCP mode reads it.
+        served_cert: None,
     }
 }
 
@@ -283,6 +285,8 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     let gate = gate::AcceptGate::new();
     let mut refusals = super::RateRefusals::default();
     let mut close = (H3_NO_ERROR, &b""[..]);
+    // The stream of the 429 a close for `client_rate_close_after` follows.
+    let mut last_answer = None;
     loop {
         tokio::select! {
             // Only when something accept waits on woke the task, not at
@@ -303,11 +307,11 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
                     break;
                 }
             },
-            Some(slow_down) = streams.next(), if !streams.is_empty() => {
-                if !going_away && refusals.kept_sending(slow_down, ctx) {
-                    // GOAWAY, then the close (which may overtake the
-                    // last 429: quinn drops stream data not yet sent).
+            Some(refused) = streams.next(), if !streams.is_empty() => {
+                if !going_away && refusals.kept_sending(refused.map(|(s, _)| s), ctx) {
+                    // GOAWAY, then the close once the last 429 is in.
                     let _ = tokio::time::timeout(GOAWAY_WAIT, h3.shutdown(0)).await;
+                    last_answer = refused.and_then(|(_, id)| id);
                     close = (H3_EXCESSIVE_LOAD, &b"kept sending past its rate"[..]);
                     break;
                 }
@@ -337,12 +341,23 @@ async fn serve(conn: quinn::Connection, ctx: &ConnCtx<'_>, established: Option<R
     }
     // Streams still answering finish before the connection closes.
     while streams.next().await.is_some() {}
+    if let Some(id) = last_answer {
+        // A close drops the stream data not yet sent (and what is lost
+        // is not sent again): the client is to read its last 429 before
+        // the close, so the close waits until it has acknowledged it.
+        let _ = tokio::time::timeout(LAST_ANSWER_WAIT, conn.stream_stopped(id)).await;
+    }
     // The endpoint sends the close and drains the connection on its own.
     conn.close(close.0, close.1);
 }
 
 /// How long sending a GOAWAY may wait (for the control stream's credit).
 const GOAWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a close for `client_rate_close_after` waits for the client to
+/// acknowledge its last 429: an acknowledgement delay and a
+/// retransmission or two.
+const LAST_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// HTTP/3's "no error" application code (RFC 9114, 8.1).
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
