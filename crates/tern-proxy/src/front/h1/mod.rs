@@ -209,6 +209,16 @@ where
     let _ = tokio::time::timeout(limits.idle_timeout, client.shutdown()).await;
 }
 
+/// The size of [`serve`]'s future for a TLS client (see
+/// `front::task_sizes`).
+pub(super) fn serve_size() -> usize {
+    fn future_of<A, B, F: std::future::Future>(_: fn(A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    type Tls = crate::front::client_tls::ClientTls;
+    future_of::<&'static mut Tls, &'static ConnCtx<'static>, _>(serve::<Tls>)
+}
+
 /// Parsed request heads kept per worker: a connection takes one for a
 /// request and gives it back before it waits for the next, so an idle
 /// connection holds none.
