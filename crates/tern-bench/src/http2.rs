@@ -69,6 +69,15 @@ impl H2Request {
                 .map_err(|e| BenchError::Config(format!("header value {value:?}: {e}")))?;
             map.append(name, value);
         }
+        // As h2load, curl and browsers send it: a request body of known
+        // length is declared, so the server (or a proxy's HTTP/1.1
+        // backend) gets a Content-Length rather than chunks.
+        if !config.body.is_empty() && !map.contains_key(http::header::CONTENT_LENGTH) {
+            map.insert(
+                http::header::CONTENT_LENGTH,
+                HeaderValue::from(config.body.len()),
+            );
+        }
         Ok(H2Request {
             method,
             uri,

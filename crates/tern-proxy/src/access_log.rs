@@ -373,8 +373,6 @@ mod tests {
                 subject: "CN=a \"b\"\n, O=x".into(),
                 common_name: Some("a".into()),
                 sha256: "ab".repeat(32),
-                sig_alg: String::new(),
-                key_alg: String::new(),
                 chain: Vec::new(),
             })),
             ..Negotiated::default()

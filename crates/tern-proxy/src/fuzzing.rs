@@ -17,9 +17,9 @@ pub fn proxy_header(bytes: &[u8]) -> Option<SocketAddr> {
     decoded.ok()
 }
 
-/// Writes a PROXY v2 header whose SSL TLV carries client-certificate
-/// facts taken from `data` (fields split at 0xff bytes: common name,
-/// signature and key algorithm, SNI, ALPN; the first byte picks the
+/// Writes a PROXY v2 header whose SSL TLV carries TLS facts taken from
+/// `data` (fields split at 0xff bytes: the client's common name, the
+/// served certificate's signature and key algorithm, SNI, ALPN; the first byte picks the
 /// version and whether a certificate is present), reads it back with
 /// `ppp`, and checks that every sub-TLV says what was written (cut to
 /// its bound). Returns what differs.
@@ -38,8 +38,6 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
             subject: String::new(),
             common_name: Some(cn.clone()),
             sha256: String::new(),
-            sig_alg: sig.clone(),
-            key_alg: key.clone(),
             chain: Vec::new(),
         })
     });
@@ -52,11 +50,17 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
         client_cert: cert.clone(),
         ..Default::default()
     };
-    let header = crate::front::proxy_header::encode(
+    // The served certificate's names, as the listener reads them from it.
+    let served = tern_tls::CertAlgorithms {
+        sig_alg: sig.clone(),
+        key_alg: (!key.is_empty()).then(|| key.clone()),
+    };
+    let header = crate::front::proxy_header::encode_with(
         crate::config::ProxyProtocol::V2,
         SocketAddr::from(([192, 0, 2, 1], 1)),
         SocketAddr::from(([192, 0, 2, 2], 2)),
         &tls,
+        Some(&served),
         None,
     );
     let parsed = ppp::v2::Header::try_from(&header[..]).map_err(|e| e.to_string())?;
@@ -75,7 +79,7 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
             Err("no SSL TLV".into())
         };
     };
-    if ssl != crate::front::proxy_header::ssl_tlv(&tls) {
+    if ssl != crate::front::proxy_header::ssl_tlv(&tls, Some(&served)) {
         return Err("the SSL TLV read back differs from the one written".into());
     }
     let verify = ssl.get(1..5).ok_or("SSL TLV shorter than 5 bytes")?;
@@ -96,7 +100,7 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
         let want: &str = match kind {
             0x21 => tls.version,
             0x22 => &cn,
-            0x23 => &tls.cipher,
+            0x23 => tern_tls::iana::openssl_suite_name(&tls.cipher),
             0x24 => &sig,
             0x25 => &key,
             other => return Err(format!("unknown sub-TLV {other:#x}")),
@@ -114,6 +118,12 @@ pub fn proxy_v2_ssl_roundtrip(data: &[u8]) -> Result<(), String> {
 pub fn client_cert(der: &[u8]) -> Option<tern_tls::ClientCert> {
     let chain = [rustls::pki_types::CertificateDer::from(der)];
     tern_tls::ClientCert::from_chain(&chain)
+}
+
+/// Reads the algorithm names the PROXY v2 SSL TLV gives for tern's own
+/// certificate, from any DER bytes.
+pub fn cert_algorithms(der: &[u8]) -> Option<tern_tls::CertAlgorithms> {
+    tern_tls::CertAlgorithms::of(der)
 }
 
 /// Reads a backend's gRPC health answer (a length-prefixed

@@ -384,12 +384,6 @@ pub struct ClientCert {
     pub common_name: Option<String>,
     /// SHA-256 of the leaf's DER, lowercase hex.
     pub sha256: String,
-    /// The leaf's signature algorithm, OpenSSL's short name
-    /// (`ecdsa-with-SHA256`) or the dotted OID.
-    pub sig_alg: String,
-    /// The leaf's key algorithm, OpenSSL's short name (`id-ecPublicKey`,
-    /// `rsaEncryption`) or the dotted OID.
-    pub key_alg: String,
     /// The chain as the client sent it, leaf first (DER).
     pub chain: Vec<CertificateDer<'static>>,
 }
@@ -408,8 +402,6 @@ impl ClientCert {
                 subject: String::new(),
                 common_name: None,
                 sha256,
-                sig_alg: String::new(),
-                key_alg: String::new(),
                 chain: owned,
             });
         };
@@ -424,28 +416,7 @@ impl ClientCert {
             subject,
             common_name,
             sha256,
-            sig_alg: oid_name(&cert.signature_algorithm.algorithm.to_id_string()),
-            key_alg: oid_name(&cert.public_key().algorithm.algorithm.to_id_string()),
             chain: owned,
         })
     }
-}
-
-/// OpenSSL's short names for the algorithms client certificates use
-/// (what HAProxy's `ssl_c_sig_alg`/`ssl_c_key_alg` print), else the OID.
-fn oid_name(oid: &str) -> String {
-    let name = match oid {
-        "1.2.840.10045.2.1" => "id-ecPublicKey",
-        "1.2.840.113549.1.1.1" => "rsaEncryption",
-        "1.2.840.113549.1.1.10" => "RSASSA-PSS",
-        "1.3.101.112" => "ED25519",
-        "1.2.840.10045.4.3.2" => "ecdsa-with-SHA256",
-        "1.2.840.10045.4.3.3" => "ecdsa-with-SHA384",
-        "1.2.840.10045.4.3.4" => "ecdsa-with-SHA512",
-        "1.2.840.113549.1.1.11" => "RSA-SHA256",
-        "1.2.840.113549.1.1.12" => "RSA-SHA384",
-        "1.2.840.113549.1.1.13" => "RSA-SHA512",
-        other => other,
-    };
-    name.to_string()
 }

@@ -93,6 +93,25 @@ pub fn suite_name(id: impl Into<u16>) -> Cow<'static, str> {
     suite(id).map_or_else(|| hex(id), |s| Cow::Borrowed(s.name))
 }
 
+/// The name OpenSSL gives a suite tern can negotiate, from its IANA name:
+/// `ECDHE-RSA-AES128-GCM-SHA256` for
+/// `TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`. TLS 1.3 suites keep their IANA
+/// names in OpenSSL, and so does any name not listed here. For consumers
+/// that compare against what OpenSSL-based servers write (HAProxy fills
+/// the PROXY v2 `PP2_SUBTYPE_SSL_CIPHER` with it); tern's own logs,
+/// metrics and fields use the IANA names.
+pub fn openssl_suite_name(iana: &str) -> &str {
+    match iana {
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => "ECDHE-RSA-CHACHA20-POLY1305",
+        other => other,
+    }
+}
+
 /// Named groups (IANA code points) tern has a name for.
 pub const X25519: u16 = 0x001d;
 /// secp256r1 (P-256).
@@ -171,6 +190,26 @@ mod tests {
         assert_eq!(group_name(0x0a0au16), "0x0a0a");
         assert_eq!(version_name(TLS12), "TLSv1.2");
         assert_eq!(version_name(0x0300u16), "0x0300");
+    }
+
+    #[test]
+    fn tls12_suites_rustls_offers_have_openssl_names_and_tls13_keep_theirs() {
+        for s in rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES {
+            let iana = suite_name(s.suite());
+            let openssl = openssl_suite_name(&iana);
+            match s.version().version {
+                rustls::ProtocolVersion::TLSv1_3 => assert_eq!(openssl, iana),
+                // OpenSSL's form: no TLS_ prefix, dashes ("ECDHE-RSA-...").
+                _ => assert!(
+                    openssl.starts_with("ECDHE-") && !openssl.contains('_'),
+                    "{iana} -> {openssl}"
+                ),
+            }
+        }
+        assert_eq!(
+            openssl_suite_name("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+            "ECDHE-RSA-AES128-GCM-SHA256"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code, unused_must_use)]
 #![warn(missing_docs)]
 
+pub mod cert_names;
 pub mod certs;
 pub mod client_auth;
 pub mod compression;
@@ -36,6 +37,7 @@ pub mod sni;
 pub mod tickets;
 pub mod verify;
 
+pub use cert_names::CertAlgorithms;
 pub use certs::{CertFiles, KeyKind, LoadedCert};
 pub use client_auth::{ClientAuth, ClientAuthFiles, ClientAuthMode, ClientCert, ClientCertRefusal};
 pub use error::TlsError;

@@ -10,6 +10,7 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{
     NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions,
 };
+use rustls::sign::CertifiedKey;
 use rustls::{HandshakeKind, ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::certs::LoadedCert;
@@ -421,6 +422,10 @@ pub struct Negotiated {
     /// The algorithm tern's certificate chain was compressed with
     /// ("brotli", "zlib"); None when it went whole or was not sent.
     pub cert_compression: Option<&'static str>,
+    /// The certificate tern chose for this client (by SNI and signature
+    /// schemes), also on a resumed session; None over QUIC, where quinn
+    /// does not hand it on.
+    pub served_cert: Option<Arc<CertifiedKey>>,
 }
 
 /// Reads what `conn` negotiated. Call after the handshake completed.
@@ -453,6 +458,7 @@ pub fn negotiated(conn: &ServerConnection) -> Negotiated {
         cert_compression: conn
             .certificate_compression()
             .map(compression::algorithm_name),
+        served_cert: conn.served_certified_key().cloned(),
     }
 }
 

@@ -1157,7 +1157,14 @@ impl<Data> ConnectionCore<Data> {
             let message = unborrowed.reborrow(&Delocator::new(buffer));
             self.hs_deframer
                 .input_message(message, &locator, buffer_progress.processed());
-            self.hs_deframer.coalesce(buffer)?;
+            // tern patch: a handshake message over the deframer's limit
+            // gets `illegal_parameter`, as from OpenSSL, not a close
+            // without an alert.
+            if let Err(err) = self.hs_deframer.coalesce(buffer) {
+                return Err(self
+                    .common_state
+                    .send_fatal_alert(AlertDescription::IllegalParameter, err));
+            }
 
             self.common_state.aligned_handshake = self.hs_deframer.is_aligned();
 

@@ -8,7 +8,8 @@
 
 use std::net::SocketAddr;
 
-use tern_tls::Negotiated;
+use tern_tls::iana::openssl_suite_name;
+use tern_tls::{CertAlgorithms, Negotiated};
 
 use crate::config::ProxyProtocol;
 
@@ -20,6 +21,22 @@ pub(crate) fn encode(
     peer: SocketAddr,
     listen: SocketAddr,
     tls: &Negotiated,
+    local: Option<SocketAddr>,
+) -> Vec<u8> {
+    let served = match version {
+        ProxyProtocol::V1 => None,
+        ProxyProtocol::V2 => served_algorithms(tls),
+    };
+    encode_with(version, peer, listen, tls, served.as_ref(), local)
+}
+
+/// [`encode`] with the served certificate's algorithms given.
+pub(crate) fn encode_with(
+    version: ProxyProtocol,
+    peer: SocketAddr,
+    listen: SocketAddr,
+    tls: &Negotiated,
+    served: Option<&CertAlgorithms>,
     local: Option<SocketAddr>,
 ) -> Vec<u8> {
     let dst = if listen.ip().is_unspecified() {
@@ -53,7 +70,7 @@ pub(crate) fn encode(
                 ppp::v2::Protocol::Stream,
                 (src, dst),
             );
-            let ssl = ssl_tlv(tls);
+            let ssl = ssl_tlv(tls, served);
             let tlvs: [(ppp::v2::Type, Option<&[u8]>); 3] = [
                 (ppp::v2::Type::ALPN, tls.alpn.as_deref().map(str::as_bytes)),
                 (
@@ -88,13 +105,25 @@ const PP2_CLIENT_CERT_SESS: u8 = 0x04;
 /// algorithm, and the whole TLV stays far below the header's 64 KiB.
 const MAX_SUB_TLV: usize = 1024;
 
+/// The signature and key algorithm of the certificate tern served this
+/// connection with (what the spec's SIG_ALG and KEY_ALG describe: "the
+/// certificate presented by the frontend"). Read from the leaf per
+/// connection, only when a PROXY v2 header is written.
+pub(crate) fn served_algorithms(tls: &Negotiated) -> Option<CertAlgorithms> {
+    let leaf = tls.served_cert.as_deref()?.end_entity_cert().ok()?;
+    CertAlgorithms::of(leaf.as_ref())
+}
+
 /// The value of a `PP2_TYPE_SSL` TLV (the PROXY protocol spec, section
 /// 2.2.5): client flags, the verify result (0 when a client certificate
 /// was sent and verified, else 1: tern refuses a bad one, so there is no
 /// other code to give), then the VERSION, CN, CIPHER, SIG_ALG and KEY_ALG
-/// sub-TLVs that apply. Names are tern's: `TLSv1.3`, IANA cipher names,
-/// OpenSSL's algorithm short names.
-pub(crate) fn ssl_tlv(tls: &Negotiated) -> Vec<u8> {
+/// sub-TLVs that apply. Names as HAProxy (OpenSSL) writes them, which is
+/// what consumers of this TLV compare against: `TLSv1.3`; OpenSSL's
+/// cipher names (`ECDHE-RSA-AES128-GCM-SHA256`; TLS 1.3's are the IANA
+/// ones); SIG_ALG and KEY_ALG of tern's own certificate, `served`
+/// (`RSA-SHA256`, `RSA2048`), not of the client's.
+pub(crate) fn ssl_tlv(tls: &Negotiated, served: Option<&CertAlgorithms>) -> Vec<u8> {
     let cert = tls.client_cert.as_deref();
     let mut client = PP2_CLIENT_SSL;
     if cert.is_some() {
@@ -113,14 +142,17 @@ pub(crate) fn ssl_tlv(tls: &Negotiated) -> Vec<u8> {
             ppp::v2::Type::SSLCommonName,
             cert.and_then(|c| c.common_name.as_deref()),
         ),
-        (ppp::v2::Type::SSLCipher, Some(&tls.cipher)),
+        (
+            ppp::v2::Type::SSLCipher,
+            Some(openssl_suite_name(&tls.cipher)),
+        ),
         (
             ppp::v2::Type::SSLSignatureAlgorithm,
-            cert.map(|c| c.sig_alg.as_str()),
+            served.map(|s| s.sig_alg.as_str()),
         ),
         (
             ppp::v2::Type::SSLKeyAlgorithm,
-            cert.map(|c| c.key_alg.as_str()),
+            served.and_then(|s| s.key_alg.as_deref()),
         ),
     ];
     for (kind, value) in subs {
@@ -245,11 +277,9 @@ mod tests {
             subject: "CN=alice".into(),
             common_name: Some("alice".into()),
             sha256: String::new(),
-            sig_alg: "ecdsa-with-SHA256".into(),
-            key_alg: "id-ecPublicKey".into(),
             chain: Vec::new(),
         }));
-        let value = ssl_tlv(&tls);
+        let value = ssl_tlv(&tls, None);
         assert_eq!(
             value[0],
             PP2_CLIENT_SSL | PP2_CLIENT_CERT_CONN | PP2_CLIENT_CERT_SESS
@@ -261,11 +291,42 @@ mod tests {
                 (0x21, "TLSv1.3".into()),
                 (0x22, "alice".into()),
                 (0x23, "TLS_AES_128_GCM_SHA256".into()),
-                (0x24, "ecdsa-with-SHA256".into()),
-                (0x25, "id-ecPublicKey".into()),
             ]
         );
         tls.resumed = true;
-        assert_eq!(ssl_tlv(&tls)[0], PP2_CLIENT_SSL | PP2_CLIENT_CERT_SESS);
+        assert_eq!(
+            ssl_tlv(&tls, None)[0],
+            PP2_CLIENT_SSL | PP2_CLIENT_CERT_SESS
+        );
+    }
+
+    /// SIG_ALG and KEY_ALG name the certificate tern served, and a TLS 1.2
+    /// cipher goes by OpenSSL's name, as HAProxy writes them.
+    #[test]
+    fn v2_ssl_tlv_names_the_served_certificate_and_openssl_cipher() {
+        let mut tls = tls();
+        tls.version = "TLSv1.2";
+        tls.cipher = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into();
+        let served = CertAlgorithms {
+            sig_alg: "RSA-SHA256".into(),
+            key_alg: Some("RSA2048".into()),
+        };
+        assert_eq!(
+            sub_tlvs(&ssl_tlv(&tls, Some(&served))),
+            vec![
+                (0x21, "TLSv1.2".into()),
+                (0x23, "ECDHE-RSA-AES128-GCM-SHA256".into()),
+                (0x24, "RSA-SHA256".into()),
+                (0x25, "RSA2048".into()),
+            ]
+        );
+        let ed25519 = CertAlgorithms {
+            sig_alg: "ED25519".into(),
+            key_alg: None,
+        };
+        assert_eq!(
+            sub_tlvs(&ssl_tlv(&tls, Some(&ed25519)))[2..],
+            [(0x24, "ED25519".to_string())]
+        );
     }
 }

@@ -102,9 +102,12 @@ impl H1Scratch {
 
 /// Writes the backend request head for `req` into `out` (cleared first):
 /// hop-by-hop and client-sent forwarding fields dropped, tern's own added.
-/// Returns true when body pieces must be chunk-encoded.
+/// `whole_body` is the length of an HTTP/2 or HTTP/3 body of undeclared
+/// length that has already ended: it goes with a Content-Length instead
+/// of chunked coding. Returns true when body pieces must be chunk-encoded.
 pub(crate) fn write_head(
     req: &Request<'_>,
+    whole_body: Option<u64>,
     facts: &ClientFacts<'_>,
     forwarded: ForwardedFields,
     edits: &FieldEdits<'_>,
@@ -126,7 +129,9 @@ pub(crate) fn write_head(
             let framing = match req.body {
                 BodyLen::Empty => H1BodyFraming::Empty,
                 BodyLen::Length(n) => H1BodyFraming::Length(n),
-                BodyLen::Unknown => H1BodyFraming::Chunked,
+                BodyLen::Unknown => {
+                    whole_body.map_or(H1BodyFraming::Chunked, H1BodyFraming::Length)
+                }
             };
             let method = if req.is_websocket_connect() {
                 "GET"
@@ -164,7 +169,7 @@ pub(crate) fn write_head(
         out.truncate(out.len() - 2);
         out.extend_from_slice(b"TE: trailers\r\nConnection: te\r\n\r\n");
     }
-    req.body == BodyLen::Unknown
+    req.body == BodyLen::Unknown && whole_body.is_none()
 }
 
 /// A fresh `Sec-WebSocket-Key` (RFC 6455 section 4.1: 16 random bytes,

@@ -147,3 +147,75 @@ fn ctrl_c_prints_the_report_so_far() {
     );
     assert!(server.requests() > 0);
 }
+
+/// A server speaking HTTP/2 with prior knowledge (Python's `h2`, which
+/// Hypercorn brings): answers each request 200 and prints its header
+/// fields as one JSON line.
+const H2C_HEADERS_SERVER: &str = r#"
+import json, socket, sys
+import h2.config, h2.connection, h2.events
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+sock, _ = srv.accept()
+conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+conn.initiate_connection()
+sock.sendall(conn.data_to_send())
+heads = {}
+while True:
+    data = sock.recv(65536)
+    if not data:
+        break
+    for event in conn.receive_data(data):
+        if isinstance(event, h2.events.RequestReceived):
+            heads[event.stream_id] = [[n.decode(), v.decode()] for n, v in event.headers]
+        elif isinstance(event, h2.events.DataReceived):
+            conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, h2.events.StreamEnded):
+            conn.send_headers(event.stream_id, [(":status", "200"), ("content-length", "2")])
+            conn.send_data(event.stream_id, b"ok", end_stream=True)
+            print(json.dumps(heads.pop(event.stream_id)), flush=True)
+    sock.sendall(conn.data_to_send())
+"#;
+
+/// Over HTTP/2 a request body of known length is declared with
+/// `content-length`, as h2load, curl and browsers send it: a proxy in
+/// front of an HTTP/1.1 backend then forwards a Content-Length, not
+/// chunks some backends cannot read.
+#[test]
+fn an_http2_request_body_is_declared_with_content_length() {
+    let mut server = std::process::Command::new("python3")
+        .args(["-c", H2C_HEADERS_SERVER])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3 with h2 (installed with hypercorn by .ci/run)");
+    let mut out = BufReader::new(server.stdout.take().expect("stdout"));
+    let mut port = String::new();
+    out.read_line(&mut port)
+        .expect("the server prints its port");
+    let port: u16 = port.trim().parse().expect("a port number");
+    let report = bench_json(&[
+        "-n",
+        "1",
+        "-c",
+        "1",
+        "-h2",
+        "-m",
+        "POST",
+        "-d",
+        "hello=1",
+        &format!("http://127.0.0.1:{port}/form"),
+    ]);
+    assert_eq!(num(summary(&report, 0), "completed"), 1.0);
+    let mut line = String::new();
+    out.read_line(&mut line).expect("the request's fields");
+    let _ = server.kill();
+    let _ = server.wait();
+    let fields: Vec<(String, String)> = serde_json::from_str(&line).expect("JSON fields");
+    assert!(
+        fields.contains(&("content-length".into(), "7".into())),
+        "{fields:?}"
+    );
+}

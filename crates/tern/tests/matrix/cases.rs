@@ -304,14 +304,20 @@ pub fn forged_forwarding_fields_are_replaced(path: Path) {
 ///
 /// HTTP/2 backends (h2c and h2) are checked the same way by a frame-level
 /// backend: the segments between the previous stream's answer and this
-/// stream's END_STREAM, so HEADERS and DATA must leave tern together. A
-/// warm-up request first opens the connection or session, so its setup
-/// (preface, SETTINGS and their ACKs) is not counted against the request.
+/// stream's END_STREAM, so HEADERS and DATA must leave tern together. Two
+/// warm-up requests first open the connection or session, so its setup
+/// (preface, SETTINGS and their ACKs) is not counted against the request:
+/// a setup frame such as tern's ACK of the backend's SETTINGS may reach
+/// the backend after the first request's END_STREAM (the likeliest reason
+/// this case saw two segments once on a machine at load 25), not after a
+/// second exchange.
 pub fn small_request_reaches_backend_in_one_segment(path: Path) {
     let f = fixture(path);
     let mut conn = f.connect();
-    let r = send(f, &mut conn, &Req::new("GET", "split.test", "/warm-up"));
-    assert_status(f, &r, 200, "warm-up GET");
+    for _ in 0..2 {
+        let r = send(f, &mut conn, &Req::new("GET", "split.test", "/warm-up"));
+        assert_status(f, &r, 200, "warm-up GET");
+    }
     let req = Req::new("POST", "split.test", "/one-write").body(ReqBody::Length(pattern(100)));
     let r = send(f, &mut conn, &req);
     assert_status(f, &r, 200, "POST with a 100-byte body");

@@ -213,3 +213,42 @@ fn tls13_signature_schemes_the_key_cannot_make_are_refused_before_the_server_hel
 fn tls13_empty_alert_record_gets_unexpected_message() {
     tlsfuzzer_passes("test-tls13-empty-alert", &[]);
 }
+
+/// ClientHellos of every size a client may send are read, in one record or
+/// fragmented down to one byte per record, up to a 64 KB extension (a
+/// hello over 64 KB in all: rustls's read buffer filled first and tern
+/// closed without an alert, vendor/patches/rustls/0012); a plaintext
+/// record over 2^14 bytes gets `record_overflow` (RFC 8446 5.1; rustls
+/// accepted it, vendor/patches/rustls/0011).
+#[test]
+fn client_hellos_of_every_legal_size_are_read_and_an_oversized_record_refused() {
+    tlsfuzzer_passes(
+        "test-record-layer-fragmentation",
+        &["-d", "-C", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+    );
+}
+
+/// A ClientHello whose header claims more than tern reads (0x30000
+/// bytes; rustls's limit is 128 KB, OpenSSL's 131396 bytes) gets
+/// `illegal_parameter` as soon as its first record arrives, the alert
+/// OpenSSL sends for it (vendor/patches/rustls/0012), not a close without
+/// an alert.
+#[test]
+fn a_client_hello_over_the_size_limit_gets_illegal_parameter() {
+    let served = Served::start(&[]);
+    let mut tcp = std::net::TcpStream::connect(served.addr).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let mut record = vec![0x16, 0x03, 0x01, 0x40, 0x00];
+    record.extend_from_slice(&[0x01, 0x03, 0x00, 0x00, 0x03, 0x03]);
+    record.resize(5 + 0x4000, 0);
+    tcp.write_all(&record).expect("send the first record");
+    let mut answer = Vec::new();
+    // The alert, then tern closes: read to the end (or the timeout).
+    let _ = tcp.read_to_end(&mut answer);
+    assert!(
+        answer.len() == 7 && answer[0] == 0x15 && answer[3..] == [0x00, 0x02, 0x02, 0x2f],
+        "want a fatal illegal_parameter alert, got {answer:02x?}\n{}",
+        served.tern.stderr_text()
+    );
+}

@@ -5,10 +5,10 @@
 //! no fetch for a received SSL TLV: `fc_pp_tlv` is 2.9+, and no version
 //! decodes its sub-TLVs); as a sender (`send-proxy-v2-ssl-cn` with every
 //! `proxy-v2-options` SSL option), HAProxy terminating the same client's
-//! TLS writes the reference TLV, which tern's must equal field by field:
-//! client flags, verify result, version, CN and cipher. (Not the signature
-//! and key algorithms: HAProxy names its own certificate's there, as the
-//! spec says, tern the client certificate's.)
+//! TLS with the same certificate writes the reference TLV, which tern's
+//! must equal field by field: client flags, verify result, version, CN,
+//! cipher (OpenSSL's names over TLS 1.2), and the signature and key
+//! algorithm of the certificate the server presented.
 
 use std::net::SocketAddr;
 
@@ -45,18 +45,16 @@ fn tern_tcp_mtls(builder: ServedBuilder<'_>, ca: &TestCa, backend: SocketAddr) -
         .start()
 }
 
-/// openssl s_client over TLS 1.3 with TLS_AES_128_GCM_SHA256 (every
-/// server then picks the same suite) to `addr` presenting `cert`, sending
-/// `payload`.
-fn s_client_as(addr: SocketAddr, cert: &CertFiles, payload: &[u8]) -> String {
+/// openssl s_client to `addr` presenting `cert`, sending `payload`, with
+/// `version` (its `-tls1_3` / `-ciphersuites` or `-tls1_2` / `-cipher`
+/// flags: one suite, so every server picks the same).
+fn s_client_as(addr: SocketAddr, cert: &CertFiles, payload: &[u8], version: &[&str]) -> String {
     let (chain, key) = (
         cert.chain.display().to_string(),
         cert.key.display().to_string(),
     );
-    let args = [
-        "-tls1_3",
-        "-ciphersuites",
-        "TLS_AES_128_GCM_SHA256",
+    let mut args = version.to_vec();
+    args.extend_from_slice(&[
         "-servername",
         "localhost",
         "-ign_eof",
@@ -64,9 +62,11 @@ fn s_client_as(addr: SocketAddr, cert: &CertFiles, payload: &[u8]) -> String {
         &chain,
         "-key",
         &key,
-    ];
+    ]);
     s_client(addr, &args, payload).all()
 }
+
+const TLS13: &[&str] = &["-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256"];
 
 /// An SSL TLV's value split into client flags, verify result and the
 /// sub-TLVs as (type, text), sorted by type.
@@ -97,7 +97,7 @@ fn tcp_mode_proxy_v2_ssl_tlv_names_the_verified_client() {
     let (ca, alice) = client_ca();
     let backend = PpBackend::start();
     let served = tern_tcp_mtls(Served::builder(), &ca, backend.addr());
-    let out = s_client_as(served.addr, &alice, b"ping\n");
+    let out = s_client_as(served.addr, &alice, b"ping\n", TLS13);
     assert!(out.contains("pong "), "{out}");
     let seen = backend
         .next_header(LOG_WAIT)
@@ -110,9 +110,10 @@ fn tcp_mode_proxy_v2_ssl_tlv_names_the_verified_client() {
     assert_eq!(seen.payload_line, b"ping");
 }
 
-/// HAProxy and tern terminate the same client (same certificate, TLS 1.3)
-/// and write a PROXY v2 header each to a backend that parses them (ppp):
-/// the SSL TLVs carry the same fields with the same values.
+/// HAProxy and tern terminate the same client (same client certificate,
+/// same RSA server certificate) over TLS 1.3 and over TLS 1.2, and write
+/// a PROXY v2 header each to a backend that parses them (ppp): the SSL
+/// TLVs are equal, sub-TLV by sub-TLV.
 #[test]
 fn haproxy_and_tern_send_the_same_ssl_tlv_for_one_client() {
     if let Some(why) = haproxy::unavailable() {
@@ -134,43 +135,83 @@ fn haproxy_and_tern_send_the_same_ssl_tlv_for_one_client() {
         ca.ca_file(),
         haproxy_backend.addr(),
     );
-    let mut seen = Vec::new();
-    for (addr, backend) in [
-        (served.addr, &tern_backend),
-        (reference.addr(), &haproxy_backend),
+    let tls12: &[&str] = &["-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256"];
+    for (version, name, cipher) in [
+        (TLS13, "TLSv1.3", "TLS_AES_128_GCM_SHA256"),
+        (tls12, "TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256"),
     ] {
-        let out = s_client_as(addr, &alice, b"ping\n");
-        assert!(out.contains("pong "), "{out}");
+        let mut seen = Vec::new();
+        for (addr, backend) in [
+            (served.addr, &tern_backend),
+            (reference.addr(), &haproxy_backend),
+        ] {
+            let out = s_client_as(addr, &alice, b"ping\n", version);
+            assert!(out.contains("pong "), "{out}");
+            let header = backend
+                .next_header(LOG_WAIT)
+                .unwrap_or_else(|e| panic!("{e}\n{out}"));
+            seen.push(ssl_fields(&header.ssl.expect("a PP2_TYPE_SSL TLV")));
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "{name}: tern's SSL TLV (left) differs from HAProxy's"
+        );
+        // What both said, so that agreeing on nothing cannot pass: the
+        // server certificate is RSA-2048 signed by the test CA's ECDSA key.
+        let expected = [
+            (0x21, name.to_string()),
+            (0x22, "alice".to_string()),
+            (0x23, cipher.to_string()),
+            (0x24, "ecdsa-with-SHA256".to_string()),
+            (0x25, "RSA2048".to_string()),
+        ];
+        assert_eq!(
+            (seen[0].0, seen[0].1, &seen[0].2[..]),
+            (0x07, 0, &expected[..]),
+            "{name}"
+        );
+    }
+}
+
+/// With an ECDSA and an RSA certificate for one name, tern serves ECDSA
+/// to a client that takes it and RSA to one that offers only RSA
+/// signature schemes (with an RSA client certificate, which it can then
+/// sign for); the SSL TLV's KEY_ALG names the one each got.
+#[test]
+fn ssl_tlv_names_the_certificate_each_connection_was_served() {
+    let (mut ca, alice) = client_ca();
+    let (bob, _) = ca.client("bob", KeyKind::Rsa2048, false);
+    let mut server_ca = TestCa::new();
+    let ecdsa = server_ca.leaf(&["localhost", "127.0.0.1"], KeyKind::EcdsaP256);
+    let rsa = server_ca.leaf(&["localhost", "127.0.0.1"], KeyKind::Rsa2048);
+    let backend = PpBackend::start();
+    let served = tern_tcp_mtls(
+        Served::builder().cert(server_ca, ecdsa).more_certs(&[&rsa]),
+        &ca,
+        backend.addr(),
+    );
+    let rsa_only = [TLS13, &["-sigalgs", "rsa_pss_rsae_sha256"]].concat();
+    for (client, version, key, peer_key) in [
+        (&alice, TLS13, "EC256", "Server public key is 256 bit"),
+        (
+            &bob,
+            &rsa_only[..],
+            "RSA2048",
+            "Server public key is 2048 bit",
+        ),
+    ] {
+        let out = s_client_as(served.addr, client, b"ping\n", version);
+        assert!(out.contains("pong ") && out.contains(peer_key), "{out}");
         let header = backend
             .next_header(LOG_WAIT)
             .unwrap_or_else(|e| panic!("{e}\n{out}"));
-        seen.push(ssl_fields(&header.ssl.expect("a PP2_TYPE_SSL TLV")));
+        let (_, _, subs) = ssl_fields(&header.ssl.expect("a PP2_TYPE_SSL TLV"));
+        assert!(subs.contains(&(0x25, key.to_string())), "{key}: {subs:?}");
+        assert!(
+            subs.contains(&(0x24, "ecdsa-with-SHA256".to_string())),
+            "{subs:?}"
+        );
     }
-    // SIG_ALG (0x24) and KEY_ALG (0x25) are left out: HAProxy describes
-    // its own certificate there ("RSA2048" for this RSA one, as the spec's
-    // "certificate presented by the frontend" says), tern the client's
-    // (issue 31, left open).
-    let common = |(client, verify, subs): &(u8, u32, Vec<(u8, String)>)| {
-        let subs: Vec<_> = subs.iter().filter(|(t, _)| *t < 0x24).cloned().collect();
-        (*client, *verify, subs)
-    };
-    let (tern, haproxy) = (common(&seen[0]), common(&seen[1]));
-    assert_eq!(
-        tern, haproxy,
-        "tern's SSL TLV (left) differs from HAProxy's"
-    );
-    // What both said, so that agreeing on nothing cannot pass.
-    let expected = [
-        (0x21, "TLSv1.3".to_string()),
-        (0x22, "alice".to_string()),
-        (0x23, "TLS_AES_128_GCM_SHA256".to_string()),
-    ];
-    assert_eq!((tern.0, tern.1, &tern.2[..]), (0x07, 0, &expected[..]));
-    assert!(
-        seen[1].2.contains(&(0x25, "RSA2048".to_string())),
-        "HAProxy's KEY_ALG names its own RSA key: {:?}",
-        seen[1]
-    );
 }
 
 /// HAProxy with `accept-proxy` behind tern (TCP mode, PROXY v2, client
@@ -189,6 +230,7 @@ fn haproxy_accept_proxy_reads_past_terns_ssl_tlv() {
         served.addr,
         &alice,
         b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        TLS13,
     );
     assert!(out.contains("HTTP/1.1 200"), "{out}");
     // s_client's own port is not printed; the address and the SNI are.

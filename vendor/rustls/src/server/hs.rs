@@ -468,6 +468,8 @@ impl ExpectClientHello {
                 )
             })?
         };
+        // tern patch: kept for `ServerConnection::served_certified_key`.
+        cx.data.served_cert = Some(certkey.clone());
         let certkey = ActiveCertifiedKey::from_certified_key(&certkey);
 
         let (suite, skxg) = self

@@ -680,6 +680,17 @@ mod connection {
             self.inner.core.get_sni_str()
         }
 
+        /// The certificate and key the server chose for this handshake (tern
+        /// patch): what `ServerConfig::cert_resolver` returned for the
+        /// client's hello. `None` until the ClientHello was processed.
+        ///
+        /// rustls resolves a certificate for every handshake, resumed ones
+        /// included (the suite depends on the key), so this is set whenever
+        /// the handshake got past the ClientHello.
+        pub fn served_certified_key(&self) -> Option<&Arc<crate::sign::CertifiedKey>> {
+            self.inner.core.data.served_cert.as_ref()
+        }
+
         /// Application-controlled portion of the resumption ticket supplied by the client, if any.
         ///
         /// Recovered from the prior session's `set_resumption_data`. Integrity is guaranteed by rustls.
@@ -1256,6 +1267,9 @@ pub struct ServerConnectionData {
     pub(super) received_resumption_data: Option<Vec<u8>>,
     pub(super) resumption_data: Vec<u8>,
     pub(super) early_data: EarlyDataState,
+    // tern patch: the certificate chosen for this handshake, for
+    // `ServerConnection::served_certified_key`.
+    pub(super) served_cert: Option<Arc<sign::CertifiedKey>>,
 }
 
 impl ServerConnectionData {

@@ -229,10 +229,14 @@ impl DeframerVecBuffer {
 
     /// Resize the internal `buf` if necessary for reading more bytes.
     fn prepare_read(&mut self, is_joining_hs: bool) -> Result<(), &'static str> {
-        /// TLS allows for handshake messages of up to 16MB.  We
-        /// restrict that to 64KB to limit potential for denial-of-
-        /// service.
-        const MAX_HANDSHAKE_SIZE: u32 = 0xffff;
+        // tern patch: room for the largest handshake message the
+        // deframer accepts (its header included) plus one more record, so
+        // that a message over that limit is refused by `coalesce` with an
+        // alert (`HandshakePayloadTooLarge`) and one within it is read;
+        // before, a buffer of 64KB filled first and the read failed with
+        // an I/O error, closing the connection without an alert.
+        const MAX_HANDSHAKE_SIZE: usize =
+            super::handshake::MAX_HANDSHAKE_SIZE + 4 + MAX_WIRE_SIZE;
 
         const READ_SIZE: usize = 4096;
 
@@ -244,7 +248,7 @@ impl DeframerVecBuffer {
         // the same flight have been consumed, `pop()` will call `discard()` to reset `used`.
         // At this point, the buffer resizing logic below should reduce the buffer size.
         let allow_max = match is_joining_hs {
-            true => MAX_HANDSHAKE_SIZE as usize,
+            true => MAX_HANDSHAKE_SIZE,
             false => MAX_WIRE_SIZE,
         };
 

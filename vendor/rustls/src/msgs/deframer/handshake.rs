@@ -371,9 +371,14 @@ impl FragmentSpan {
 const HANDSHAKE_HEADER_LEN: usize = 1 + 3;
 
 /// TLS allows for handshake messages of up to 16MB.  We
-/// restrict that to 64KB to limit potential for denial-of-
+/// restrict that to 128KB to limit potential for denial-of-
 /// service.
-const MAX_HANDSHAKE_SIZE: usize = 0xffff;
+///
+/// tern patch: 128KB, not 64KB, so that a ClientHello with a full
+/// 64KB extensions block (legal, and accepted by OpenSSL up to 131396
+/// bytes) is read rather than refused; `pub(crate)` for the read buffer's
+/// limit in `buffers.rs`.
+pub(crate) const MAX_HANDSHAKE_SIZE: usize = 0x2_0000;
 
 #[cfg(test)]
 mod tests {
@@ -443,7 +448,8 @@ mod tests {
     #[test]
     fn coalesce_rejects_excess_size_message() {
         const X: u8 = 0xff;
-        let mut input = vec![0x21, 0x01, 0x00, X, 0x00, 0xab, X];
+        // tern patch: a length over the raised limit (0x0300ff).
+        let mut input = vec![0x21, 0x03, 0x00, X, 0x00, 0xab, X];
         let mut hs = HandshakeDeframer::default();
 
         // split header over multiple messages, which motivates doing
