@@ -252,3 +252,23 @@ fn a_client_hello_over_the_size_limit_gets_illegal_parameter() {
         served.tern.stderr_text()
     );
 }
+
+/// RFC 8446 5.2: a TLS 1.3 record too long to hold a legal inner
+/// plaintext gets `record_overflow`, also when its tag is bad (rustls
+/// answered `bad_record_mac` then: vendor/patches/rustls/0013); records
+/// at the limits are served. Left out: the two Finished messages of 2^14
+/// bytes after 16348 bytes of padding, which get `decrypt_error` where
+/// the script wants `decode_error` (a deviation listed in
+/// vendor/README.md).
+#[test]
+fn tls13_records_over_the_length_limit_get_record_overflow() {
+    tlsfuzzer_passes(
+        "test-tls13-record-layer-limits",
+        &[
+            "-e",
+            "max size payload (2**14) of Finished msg, with 16348 bytes of left padding, cipher TLS_AES_128_GCM_SHA256",
+            "-e",
+            "max size payload (2**14) of Finished msg, with 16348 bytes of left padding, cipher TLS_CHACHA20_POLY1305_SHA256",
+        ],
+    );
+}
