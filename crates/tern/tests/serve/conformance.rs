@@ -272,3 +272,22 @@ fn tls13_records_over_the_length_limit_get_record_overflow() {
         ],
     );
 }
+
+/// RFC 8422 5.2: a TLS 1.2 ServerHello for a client that sent
+/// `ec_point_formats` carries the server's own (rustls sent none, and
+/// tlsfuzzer's ECDHE scripts stopped at their sanity conversation:
+/// vendor/patches/rustls/0014); bad ClientKeyExchange messages get their
+/// alerts. Left out: "truncated ecdh_Yc value", closed without an alert
+/// (a deviation listed in vendor/README.md).
+#[test]
+fn tls12_server_hello_answers_ec_point_formats() {
+    tlsfuzzer_passes(
+        "test-ecdhe-rsa-key-exchange-with-bad-messages",
+        &[
+            "-C",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "-e",
+            "truncated ecdh_Yc value",
+        ],
+    );
+}
