@@ -57,83 +57,10 @@ wait_port "$backend_port" || die "the interop server did not start"
 # start_grpc_server NAME PORT: NAME in front of the interop server on
 # 127.0.0.1:PORT, pinned to CPU 0; sets STARTED_PID.
 start_grpc_server() {
-    local name="$1" port="$2" dir="$work/$1"
-    mkdir -p "$dir/tmp"
-    case "$name" in
-        tern)
-            [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
-            cat > "$dir/tern.toml" <<TOML
-workers = 1
-access_log = "off"
-[[upstream]]
-name = "interop"
-protocol = "h2c"
-servers = ["127.0.0.1:$backend_port"]
-[[listener]]
-listen = "127.0.0.1:$port"
-upstream = "interop"
-cert = "$cert"
-key = "$key"
-tls_versions = ["TLSv1.3"]
-ciphers = ["$TLS_SUITE"]
-groups = ["$TLS_GROUP"]
-alpn = ["h2"]
-request_id_header = "off"
-idle_timeout = "60s"
-backend_response_timeout = "60s"
-TOML
-            taskset -c "$SERVER_CPU" "$TERN" serve --config "$dir/tern.toml" 2> "$dir/log" &
-            ;;
-        nginx)
-            cat > "$dir/nginx.conf" <<CONF
-$(nginx_main "$dir" "$dir/log" 4096)
-http {
-$(nginx_http_common "$dir")
-    upstream interop {
-        server 127.0.0.1:$backend_port;
-        keepalive 512;
-    }
-    server {
-        listen 127.0.0.1:$port ssl http2 backlog=4096;
-        ssl_certificate $cert;
-        ssl_certificate_key $key;
-        ssl_protocols TLSv1.3;
-        ssl_ecdh_curve $TLS_GROUP;
-        ssl_conf_command Ciphersuites $TLS_SUITE;
-        location / {
-            grpc_pass grpc://interop;
-            grpc_read_timeout 60s;
-        }
-    }
-}
-CONF
-            taskset -c "$SERVER_CPU" "${NGINX_BIN:-nginx}" -e "$dir/log" -c "$dir/nginx.conf" &
-            ;;
-        haproxy)
-            cat > "$dir/haproxy.cfg" <<CONF
-global
-    nbthread 1
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    http-reuse always
-frontend fe
-    bind 127.0.0.1:$port ssl crt $work/both.pem alpn h2 ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP
-    default_backend be
-backend be
-    server s1 127.0.0.1:$backend_port proto h2
-CONF
-            taskset -c "$SERVER_CPU" "${HAPROXY_BIN:-haproxy}" -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
-            ;;
-        *)
-            echo "unknown server $name (tern, nginx, haproxy)" >&2
-            return 1
-            ;;
-    esac
-    started "$port" "$dir/log"
+    local name="$1" port="$2"
+    grpc_server_cmd "$name" "$port" "$backend_port" || return 1
+    taskset -c "$SERVER_CPU" "${GRPC_CMD[@]}" 2> "$work/$name/log" &
+    started "$port" "$work/$name/log"
 }
 
 declare -A server_pid=() server_port=()

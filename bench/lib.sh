@@ -30,6 +30,18 @@ wait_port() {
     return 1
 }
 
+# wait_port_slow PORT LOG NAME: like wait_port, for a server under
+# valgrind, which starts slowly (up to a minute); prints LOG and dies when
+# NAME never listens.
+wait_port_slow() {
+    local port="$1"
+    for _ in $(seq 1 60); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+        sleep 1
+    done
+    wait_port "$port" || { cat "$2" >&2; die "$3 did not listen"; }
+}
+
 # cpu_ticks PID: utime+stime (clock ticks) of PID and its child processes
 # (nginx's master and workers). Fields 14 and 15 of /proc/PID/stat; the
 # command name (field 2) may hold spaces, so cut after its closing paren.
@@ -596,4 +608,92 @@ start_servers() {
         fi
     done
     [[ ${#active[@]} -gt 0 ]] || die "no server started"
+}
+
+# grpc_server_cmd NAME PORT BACKEND_PORT: writes NAME's config (tern, nginx
+# or haproxy) in $work/NAME for gRPC on 127.0.0.1:PORT in front of an h2c
+# gRPC server on 127.0.0.1:BACKEND_PORT, and sets GRPC_CMD to the command
+# that runs it in the foreground (the caller adds taskset or valgrind):
+# one worker, TLS 1.3 $TLS_SUITE $TLS_GROUP only, ALPN h2, access logs off,
+# HTTP/2 over cleartext to the backend with connections kept (tern
+# `protocol = "h2c"`, nginx `grpc_pass grpc://` with upstream keepalive,
+# haproxy `proto h2`), tern's request IDs off (nginx and haproxy make
+# none). The layout of bench/grpc.sh and bench/grpc-instructions.sh.
+grpc_server_cmd() {
+    local name="$1" port="$2" backend="$3" dir="$work/$1"
+    mkdir -p "$dir/tmp"
+    case "$name" in
+        tern)
+            [[ -x "$TERN" ]] || { echo "tern: no binary at $TERN (cargo build --release -p tern)" >&2; return 1; }
+            cat > "$dir/tern.toml" <<TOML
+workers = 1
+access_log = "off"
+[[upstream]]
+name = "grpc"
+protocol = "h2c"
+servers = ["127.0.0.1:$backend"]
+[[listener]]
+listen = "127.0.0.1:$port"
+upstream = "grpc"
+cert = "$cert"
+key = "$key"
+tls_versions = ["TLSv1.3"]
+ciphers = ["$TLS_SUITE"]
+groups = ["$TLS_GROUP"]
+alpn = ["h2"]
+request_id_header = "off"
+idle_timeout = "60s"
+backend_response_timeout = "60s"
+TOML
+            GRPC_CMD=("$TERN" serve --config "$dir/tern.toml")
+            ;;
+        nginx)
+            cat > "$dir/nginx.conf" <<CONF
+$(nginx_main "$dir" "$dir/log" 4096)
+http {
+$(nginx_http_common "$dir")
+    upstream grpc {
+        server 127.0.0.1:$backend;
+        keepalive 512;
+    }
+    server {
+        listen 127.0.0.1:$port ssl http2 backlog=4096;
+        ssl_certificate $cert;
+        ssl_certificate_key $key;
+        ssl_protocols TLSv1.3;
+        ssl_ecdh_curve $TLS_GROUP;
+        ssl_conf_command Ciphersuites $TLS_SUITE;
+        location / {
+            grpc_pass grpc://grpc;
+            grpc_read_timeout 60s;
+        }
+    }
+}
+CONF
+            GRPC_CMD=("${NGINX_BIN:-nginx}" -e "$dir/log" -c "$dir/nginx.conf")
+            ;;
+        haproxy)
+            cat > "$dir/haproxy.cfg" <<CONF
+global
+    nbthread 1
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    http-reuse always
+frontend fe
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn h2 ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP
+    default_backend be
+backend be
+    server s1 127.0.0.1:$backend proto h2
+CONF
+            GRPC_CMD=("${HAPROXY_BIN:-haproxy}" -f "$dir/haproxy.cfg" -db)
+            ;;
+        *)
+            echo "unknown server $name (tern, nginx, haproxy)" >&2
+            return 1
+            ;;
+    esac
 }

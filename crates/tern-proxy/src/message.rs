@@ -301,9 +301,25 @@ pub(crate) fn clean_trailers<'f>(
     Ok((!out.is_empty()).then_some(out))
 }
 
-/// [`clean_trailers`] for a trailer map as HTTP/2 and HTTP/3 deliver it.
-pub(crate) fn clean_trailer_map(map: &Trailers) -> Result<Option<Trailers>, TrailerError> {
-    clean_trailers(map.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))
+/// [`clean_trailers`] for a trailer map as HTTP/2 and HTTP/3 deliver it:
+/// the map itself goes on when no field is forbidden (the usual case: a
+/// gRPC call's `grpc-status` and `grpc-message`), rather than a copy
+/// whose every name and value is parsed again.
+pub(crate) fn clean_trailer_map(map: Trailers) -> Result<Option<Trailers>, TrailerError> {
+    use tern_http::trailers::{field_size, is_forbidden_trailer, MAX_TRAILERS};
+    let mut size = 0;
+    let mut forbidden = false;
+    for (name, value) in &map {
+        size += field_size(name.as_str(), value.as_bytes());
+        if size > MAX_TRAILERS {
+            return Err(TrailerError::TooLarge);
+        }
+        forbidden |= is_forbidden_trailer(name.as_str());
+    }
+    if forbidden {
+        return clean_trailers(map.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
+    }
+    Ok((!map.is_empty()).then_some(map))
 }
 
 /// [`clean_trailers`] for an HTTP/1.1 trailer section as the chunked
@@ -317,8 +333,10 @@ pub(crate) fn clean_trailer_section(raw: &[u8]) -> Result<Option<Trailers>, Trai
 /// in its head for a trailers-only response), for the access log and
 /// metrics.
 pub(crate) fn grpc_status(fields: &http::HeaderMap) -> Option<u16> {
+    // A name made once: looking up by `&str` parses it on every call.
+    static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
     fields
-        .get("grpc-status")
+        .get(&GRPC_STATUS)
         .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
         .and_then(|s| s.trim().parse().ok())
 }
@@ -336,6 +354,28 @@ mod tests {
         assert_eq!(grpc_status(&t), Some(0));
         assert_eq!(t["x-sum"], "1");
         assert_eq!(clean_trailer_section(b"host: x\r\n\r\n"), Ok(None));
+    }
+
+    #[test]
+    fn a_trailer_map_loses_forbidden_fields_and_keeps_the_rest() {
+        let mut map = Trailers::new();
+        map.append("grpc-status", http::HeaderValue::from_static("0"));
+        map.append("grpc-message", http::HeaderValue::from_static("ok"));
+        let clean = clean_trailer_map(map.clone()).unwrap().unwrap();
+        assert_eq!(clean, map);
+        map.append("content-length", http::HeaderValue::from_static("5"));
+        map.append("x-forwarded-for", http::HeaderValue::from_static("6.6.6.6"));
+        let clean = clean_trailer_map(map).unwrap().unwrap();
+        assert_eq!(clean.len(), 2);
+        assert_eq!(grpc_status(&clean), Some(0));
+        let mut only_forbidden = Trailers::new();
+        only_forbidden.append("host", http::HeaderValue::from_static("x"));
+        assert_eq!(clean_trailer_map(only_forbidden), Ok(None));
+        let mut big = Trailers::new();
+        let value = vec![b'a'; tern_http::trailers::MAX_TRAILERS];
+        big.append("x-big", http::HeaderValue::from_bytes(&value).unwrap());
+        assert_eq!(clean_trailer_map(big), Err(TrailerError::TooLarge));
+        assert_eq!(clean_trailer_map(Trailers::new()), Ok(None));
     }
 
     #[test]

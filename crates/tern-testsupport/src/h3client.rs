@@ -77,6 +77,12 @@ impl H3Conn {
         })
     }
 
+    /// What quinn counted on this connection so far (frames and
+    /// datagrams received from the server, among others).
+    pub fn stats(&self) -> quinn::ConnectionStats {
+        self.conn.stats()
+    }
+
     /// GET `path`: the status and the body.
     pub async fn get(&mut self, path: &str) -> Result<(u16, Vec<u8>), String> {
         let req = http::Request::builder()
@@ -100,6 +106,11 @@ impl H3Conn {
 }
 
 impl H3Conn {
+    /// Waits until the connection is closed (by either side) and says why.
+    pub async fn closed(&self) -> quinn::ConnectionError {
+        self.conn.closed().await
+    }
+
     /// Opens a WebSocket on `path` with an extended CONNECT (RFC 9220,
     /// `:protocol = websocket`), sends `message` and reads until as many
     /// bytes came back (an echo), then ends its side. The response status

@@ -48,6 +48,8 @@ mod framing;
 mod h3;
 #[path = "serve/h3_early.rs"]
 mod h3_early;
+#[path = "serve/h3_packets.rs"]
+mod h3_packets;
 #[path = "serve/headers.rs"]
 mod headers;
 #[path = "serve/interop.rs"]

@@ -437,6 +437,22 @@ impl Connection {
         conn.close(error_code, Bytes::copy_from_slice(reason), &self.0.shared);
     }
 
+    /// tern patch: completes as [`SendStream::stopped`] does, for the send
+    /// side of stream `id` when its [`SendStream`] is out of the caller's
+    /// reach (an HTTP/3 library holds it): `Ok(None)` once the stream was
+    /// finished and the peer has acknowledged all of its data (or the
+    /// stream is gone), `Ok(Some(code))` when the peer stopped it. Lets a
+    /// caller that is about to [`close()`](Self::close) the connection
+    /// wait until a last response has arrived first, since a close drops
+    /// the stream data not yet sent.
+    pub fn stream_stopped(
+        &self,
+        id: StreamId,
+    ) -> impl Future<Output = Result<Option<VarInt>, crate::StoppedError>> + Send + Sync + 'static
+    {
+        crate::send_stream::stopped(self.0.clone(), id, false)
+    }
+
     /// Transmit `data` as an unreliable, unordered application datagram
     ///
     /// Application datagrams are a low-level primitive. They may be lost or delivered out of order,

@@ -242,30 +242,7 @@ impl SendStream {
     pub fn stopped(
         &self,
     ) -> impl Future<Output = Result<Option<VarInt>, StoppedError>> + Send + Sync + 'static {
-        let conn = self.conn.clone();
-        let stream = self.stream;
-        let is_0rtt = self.is_0rtt;
-        async move {
-            loop {
-                // The `Notify::notified` future needs to be created while the lock is being held,
-                // otherwise a wakeup could be missed if triggered inbetween releasing the lock
-                // and creating the future.
-                // The lock may only be held in a block without `await`s, otherwise the future
-                // becomes `!Send`. `Notify::notified` is lifetime-bound to `Notify`, therefore
-                // we need to declare `notify` outside of the block, and initialize it inside.
-                let notify;
-                {
-                    let mut conn = conn.state.lock("SendStream::stopped");
-                    if let Some(output) = send_stream_stopped(&mut conn, stream, is_0rtt) {
-                        return output;
-                    }
-
-                    notify = conn.stopped.entry(stream).or_default().clone();
-                    notify.notified()
-                }
-                .await
-            }
-        }
+        stopped(self.conn.clone(), self.stream, self.is_0rtt)
     }
 
     /// Get the identity of this stream
@@ -297,6 +274,36 @@ impl SendStream {
         bufs: &mut [Bytes],
     ) -> Poll<Result<Written, WriteError>> {
         pin!(self.get_mut().write_chunks(bufs)).as_mut().poll(cx)
+    }
+}
+
+/// [`SendStream::stopped`] of `stream` on `conn` (tern patch: shared with
+/// [`Connection::stream_stopped`](crate::Connection::stream_stopped)).
+pub(crate) fn stopped(
+    conn: ConnectionRef,
+    stream: StreamId,
+    is_0rtt: bool,
+) -> impl Future<Output = Result<Option<VarInt>, StoppedError>> + Send + Sync + 'static {
+    async move {
+        loop {
+            // The `Notify::notified` future needs to be created while the lock is being held,
+            // otherwise a wakeup could be missed if triggered inbetween releasing the lock
+            // and creating the future.
+            // The lock may only be held in a block without `await`s, otherwise the future
+            // becomes `!Send`. `Notify::notified` is lifetime-bound to `Notify`, therefore
+            // we need to declare `notify` outside of the block, and initialize it inside.
+            let notify;
+            {
+                let mut conn = conn.state.lock("SendStream::stopped");
+                if let Some(output) = send_stream_stopped(&mut conn, stream, is_0rtt) {
+                    return output;
+                }
+
+                notify = conn.stopped.entry(stream).or_default().clone();
+                notify.notified()
+            }
+            .await
+        }
     }
 }
 

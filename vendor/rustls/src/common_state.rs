@@ -566,8 +566,21 @@ impl CommonState {
 
     pub(crate) fn take_received_plaintext(&mut self, bytes: Payload<'_>) {
         self.temper_counters.received_app_data();
+        // tern patch: into a vector kept from an earlier record when there
+        // is one (see `vecbuf::spare`).
+        #[cfg(feature = "std")]
+        let bytes = match bytes {
+            Payload::Borrowed(b) => {
+                let mut v = crate::vecbuf::spare::take(b.len());
+                v.extend_from_slice(b);
+                v
+            }
+            Payload::Owned(v) => v,
+        };
+        #[cfg(not(feature = "std"))]
+        let bytes = bytes.into_vec();
         self.received_plaintext
-            .append(bytes.into_vec());
+            .append(bytes);
     }
 
     #[cfg(feature = "tls12")]

@@ -96,6 +96,10 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         upstreams: Rc::new(Vec::new()),
     };
     worker.apply(spec.first)?;
+    tracing::debug!(
+        bytes = ?crate::front::task_sizes(),
+        "memory each connection's task holds for its life"
+    );
     let flusher = {
         let ctx = ctx.clone();
         tokio::task::spawn_local(async move {

@@ -9,12 +9,20 @@
 //! workers meet on a lock only when their clients fall in the same shard
 //! at the same instant, and each holds it for one map lookup.
 //!
+//! A connection keeps a handle on its client's bucket ([`Bucket`]), taken
+//! from the table at its first request: its requests then take their
+//! tokens without a hash or a table lock, one token-bucket update each.
+//! Only a client a trusted proxy names, which may change from request to
+//! request, is looked up per request.
+//!
 //! The table is bounded ([`MAX_CLIENTS`] in all, an equal share per
 //! shard): an attacker cycling source addresses cannot grow it. When a
 //! shard is full, entries that hold nothing (no open connection, a full
 //! bucket) go first; should that not free a quarter of it, every entry
 //! without an open connection goes (those clients' buckets start full
-//! again). Entries with open connections are bounded by `max_connections`.
+//! again). Entries with open connections are bounded by `max_connections`;
+//! an entry whose bucket a connection holds stays, so a client's
+//! connections never draw on two buckets.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -24,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::{canonical, ClientLimits};
 
-/// Clients the process tracks at most (about 64 bytes each).
+/// Clients the process tracks at most (about 128 bytes each: the table's
+/// slot and the bucket).
 pub(crate) const MAX_CLIENTS: usize = 65_536;
 
 /// Shards of the table: enough that workers rarely meet on one lock.
@@ -78,12 +87,66 @@ fn id_hasher() -> &'static RandomState {
 #[derive(Debug)]
 struct Entry {
     connections: u32,
-    /// Tokens left at `at` (fractional: refilled continuously).
-    tokens: f64,
-    at: Instant,
+    /// Shared with the connections that draw on it.
+    bucket: Arc<Bucket>,
     /// Until when new connections are closed before the handshake: the
     /// client kept sending on a connection after `close_after` refusals.
     shut_until: Option<Instant>,
+}
+
+/// One client's request token bucket (`client_rate`, `client_burst`).
+#[derive(Debug)]
+pub(crate) struct Bucket(Mutex<Tokens>);
+
+#[derive(Debug, Clone, Copy)]
+struct Tokens {
+    /// Tokens left at `at` (fractional: refilled continuously).
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(limits: &ClientLimits, now: Instant) -> Self {
+        Bucket(Mutex::new(Tokens {
+            tokens: capacity(limits),
+            at: now,
+        }))
+    }
+
+    fn tokens(&self) -> MutexGuard<'_, Tokens> {
+        // A panic never happens while a bucket is held (arithmetic only),
+        // so a poisoned lock still holds a whole count.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a token for one request begun at `now`, or says when to
+    /// retry.
+    pub(crate) fn take(&self, limits: &ClientLimits, now: Instant) -> Result<(), Refused> {
+        let Some(rate) = limits.rate else {
+            return Ok(());
+        };
+        let per_token = rate.per.as_secs_f64() / f64::from(rate.count);
+        let mut b = self.tokens();
+        // `at` never moves back when connections on other workers race
+        // with requests begun a little earlier.
+        if now > b.at {
+            let refill = (now - b.at).as_secs_f64() / per_token;
+            b.tokens = (b.tokens + refill).min(capacity(limits));
+            b.at = now;
+        }
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = (1.0 - b.tokens) * per_token;
+        Err(Refused::Rate(wait.ceil().max(1.0) as u32))
+    }
+
+    /// True when the bucket is full again by `now` (it holds nothing
+    /// worth keeping).
+    fn full_by(&self, now: Instant, full_after: Duration) -> bool {
+        now.saturating_duration_since(self.tokens().at) >= full_after
+    }
 }
 
 type Shard = HashMap<ClientKey, Entry>;
@@ -171,28 +234,29 @@ impl Clients {
         }))
     }
 
-    /// Takes a token for one request of `key`, or says when to retry.
-    pub(crate) fn request(&self, key: ClientKey, limits: &ClientLimits) -> Result<(), Refused> {
-        let Some(rate) = limits.rate else {
-            return Ok(());
-        };
-        let per_token = rate.per.as_secs_f64() / f64::from(rate.count);
-        let capacity = capacity(limits);
+    /// The request bucket of `key`, made when missing, for a connection
+    /// to keep while it lives (None when the shard is full of clients
+    /// with open connections: such a client is not limited).
+    pub(crate) fn bucket(&self, key: ClientKey, limits: &ClientLimits) -> Option<Arc<Bucket>> {
         let mut shard = self.shard(&key);
-        let Some(entry) = entry(&mut shard, key, limits) else {
-            return Ok(());
-        };
-        // Read under the lock: `at` never moves back when workers race.
-        let now = Instant::now();
-        let refill = now.saturating_duration_since(entry.at).as_secs_f64() / per_token;
-        entry.tokens = (entry.tokens + refill).min(capacity);
-        entry.at = now;
-        if entry.tokens >= 1.0 {
-            entry.tokens -= 1.0;
+        entry(&mut shard, key, limits).map(|e| e.bucket.clone())
+    }
+
+    /// Takes a token for one request of `key` begun at `now`, or says
+    /// when to retry.
+    pub(crate) fn request(
+        &self,
+        key: ClientKey,
+        limits: &ClientLimits,
+        now: Instant,
+    ) -> Result<(), Refused> {
+        if limits.rate.is_none() {
             return Ok(());
         }
-        let wait = (1.0 - entry.tokens) * per_token;
-        Err(Refused::Rate(wait.ceil().max(1.0) as u32))
+        match self.bucket(key, limits) {
+            Some(bucket) => bucket.take(limits, now),
+            None => Ok(()),
+        }
     }
 
     /// Closes `key`'s new connections before the handshake for `seconds`
@@ -230,10 +294,17 @@ fn entry<'m>(shard: &'m mut Shard, key: ClientKey, limits: &ClientLimits) -> Opt
     }
     Some(shard.entry(key).or_insert_with(|| Entry {
         connections: 0,
-        tokens: capacity(limits),
-        at: Instant::now(),
+        bucket: Arc::new(Bucket::full(limits, Instant::now())),
         shut_until: None,
     }))
+}
+
+impl Entry {
+    /// A connection is counted on it or draws on its bucket: forgetting
+    /// it would split the client in two.
+    fn held(&self) -> bool {
+        self.connections > 0 || Arc::strong_count(&self.bucket) > 1
+    }
 }
 
 fn make_room(shard: &mut Shard, limits: &ClientLimits) {
@@ -242,12 +313,10 @@ fn make_room(shard: &mut Shard, limits: &ClientLimits) {
         r.per.mul_f64(capacity(limits) / f64::from(r.count))
     });
     shard.retain(|_, e| {
-        e.connections > 0
-            || now.saturating_duration_since(e.at) < full_after
-            || e.shut_until.is_some_and(|t| t > now)
+        e.held() || !e.bucket.full_by(now, full_after) || e.shut_until.is_some_and(|t| t > now)
     });
     if shard.len() > SHARD_CLIENTS - SHARD_CLIENTS / 4 {
-        shard.retain(|_, e| e.connections > 0);
+        shard.retain(|_, e| e.held());
     }
 }
 
@@ -312,14 +381,14 @@ mod tests {
         let l = limits(1, 2);
         let key = ClientKey::of("192.0.2.1".parse().unwrap(), 64);
         for _ in 0..3 {
-            assert_eq!(clients.request(key, &l), Ok(()));
+            assert_eq!(clients.request(key, &l, Instant::now()), Ok(()));
         }
-        match clients.request(key, &l) {
+        match clients.request(key, &l, Instant::now()) {
             Err(Refused::Rate(s)) => assert!(s > 3000, "{s}"),
             other => panic!("{other:?}"),
         }
         let other = ClientKey::of("192.0.2.2".parse().unwrap(), 64);
-        assert_eq!(clients.request(other, &l), Ok(()));
+        assert_eq!(clients.request(other, &l, Instant::now()), Ok(()));
     }
 
     #[test]
@@ -369,7 +438,7 @@ mod tests {
                 .map(|_| {
                     s.spawn(|| {
                         (0..100)
-                            .filter(|_| clients.request(key, &l).is_ok())
+                            .filter(|_| clients.request(key, &l, Instant::now()).is_ok())
                             .count()
                     })
                 })
@@ -380,12 +449,33 @@ mod tests {
     }
 
     #[test]
+    fn a_held_bucket_is_the_clients_bucket_while_others_come_and_go() {
+        let clients = Clients::default();
+        let l = limits(1, 1);
+        let key = ClientKey::of("192.0.2.1".parse().unwrap(), 64);
+        let held = clients.bucket(key, &l).expect("a bucket");
+        let now = Instant::now();
+        assert_eq!(held.take(&l, now), Ok(()));
+        // Addresses cycling through the table do not push out a client
+        // whose bucket a connection holds: a new connection of it draws
+        // on the same bucket, which has one token left.
+        for i in 0..(MAX_CLIENTS as u32 + 1000) {
+            let other = ClientKey::of(IpAddr::from(i.to_be_bytes()), 64);
+            let _ = clients.request(other, &l, now);
+        }
+        let again = clients.bucket(key, &l).expect("a bucket");
+        assert!(Arc::ptr_eq(&held, &again));
+        assert_eq!(again.take(&l, now), Ok(()));
+        assert!(matches!(held.take(&l, now), Err(Refused::Rate(_))));
+    }
+
+    #[test]
     fn cycling_addresses_cannot_grow_the_table() {
         let clients = Clients::default();
         let l = limits(1, 0);
         for i in 0..(MAX_CLIENTS as u32 + 1000) {
             let key = ClientKey::of(IpAddr::from(i.to_be_bytes()), 64);
-            let _ = clients.request(key, &l);
+            let _ = clients.request(key, &l, Instant::now());
         }
         assert!(clients.len() <= MAX_CLIENTS, "{}", clients.len());
     }

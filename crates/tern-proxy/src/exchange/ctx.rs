@@ -9,12 +9,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tern_http::rewrite::{ClientCertFields, ClientFacts};
+use tern_http::rewrite::{ClientCertFields, ClientFacts, FieldValue};
 use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
+use super::clients::{Bucket, ClientKey, Refused};
 use crate::access_log::{Record, WorkerLog};
-use crate::config::{ListenerConfig, Route, Template};
+use crate::config::{ClientLimits, ListenerConfig, Route, Template};
 use crate::fault::ExchangeError;
 use crate::message::Request;
 use crate::upstream::Backends;
@@ -151,7 +152,24 @@ pub(crate) struct ConnCtx<'a> {
     /// template's address, which the listener's configuration (held for
     /// the connection's life) keeps in place.
     rendered: RefCell<Vec<(*const Template, Bytes)>>,
+    /// tern's forwarding fields for HTTP/2 backends, made once.
+    pub h2_forwarding: crate::upstream::h2::ForwardingCache,
+    /// The request bucket of the connection's own address
+    /// (`client_rate`), taken from the process's table at the first
+    /// request and kept: its requests then take a token without a table
+    /// lookup.
+    bucket: RefCell<Option<Arc<Bucket>>>,
+    /// Field lists of finished exchanges, emptied, for the rules of the
+    /// next ones to fill: no allocation per request.
+    spare_fields: RefCell<Vec<FieldList<'a>>>,
 }
+
+/// Fields a rule adds to one head.
+pub(crate) type FieldList<'a> = Vec<(&'a str, FieldValue<'a>)>;
+
+/// Spare field lists a connection keeps (HTTP/2 and HTTP/3 run several
+/// exchanges at once; two lists each).
+const SPARE_FIELD_LISTS: usize = 8;
 
 impl<'a> ConnCtx<'a> {
     /// The context of a connection whose handshake negotiated `tls`.
@@ -174,6 +192,39 @@ impl<'a> ConnCtx<'a> {
             worker,
             client_cert,
             rendered: RefCell::default(),
+            h2_forwarding: Default::default(),
+            bucket: RefCell::default(),
+            spare_fields: RefCell::default(),
+        }
+    }
+
+    /// An empty field list, a spare one when there is one.
+    pub(crate) fn field_list(&self) -> FieldList<'a> {
+        self.spare_fields.borrow_mut().pop().unwrap_or_default()
+    }
+
+    /// Keeps `list` (emptied) for a later exchange of the connection.
+    pub(crate) fn give_back(&self, mut list: FieldList<'a>) {
+        list.clear();
+        let mut spare = self.spare_fields.borrow_mut();
+        if list.capacity() > 0 && spare.len() < SPARE_FIELD_LISTS {
+            spare.push(list);
+        }
+    }
+
+    /// Takes a token from the bucket of the connection's own address for
+    /// a request begun at `now`, or says when to retry.
+    pub(crate) fn take_token(&self, limits: &ClientLimits, now: Instant) -> Result<(), Refused> {
+        let mut held = self.bucket.borrow_mut();
+        if held.is_none() {
+            let key = ClientKey::of(self.peer.ip(), limits.ipv6_prefix);
+            *held = self.worker.clients.bucket(key, limits);
+        }
+        match &*held {
+            Some(bucket) => bucket.take(limits, now),
+            // The table is full of clients with open connections: this one
+            // is not limited (looked up again at its next request).
+            None => Ok(()),
         }
     }
 

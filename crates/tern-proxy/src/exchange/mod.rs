@@ -98,6 +98,13 @@ pub(crate) trait Front {
     /// Sends the head now: no body is at hand yet.
     async fn flush(&mut self) -> Result<(), Kind>;
 
+    /// The request is refused (429 follows) for the rate of the
+    /// connection's own address: a front end whose connection closes
+    /// after this refusal (`client_rate_close_after`) says so in the
+    /// answer (HTTP/1.1: `Connection: close`). HTTP/2 and HTTP/3 say it
+    /// with GOAWAY after the answer.
+    fn refused_for_rate(&mut self) {}
+
     /// Answers with a status of tern's (nothing was sent yet), with the
     /// fields `edits` add (the response rules, Retry-After).
     async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>);
@@ -187,7 +194,7 @@ pub(crate) async fn run<F: Front>(
     // nothing in the group's retry budget (a flood of 429s would buy
     // retries) and costs no affinity hashing.
     let mut tries = crate::upstream::Tries::default();
-    let admitted = policy::admit(req, ctx, route);
+    let admitted = policy::admit(req, ctx, route, started);
     if admitted.is_ok() {
         tries = backends.tries(Some(req), ctx.peer.ip());
     }
@@ -199,6 +206,9 @@ pub(crate) async fn run<F: Front>(
                     edits.response.add.push(policy::grpc_pushback(after));
                 }
                 slow_down = refusal.by_address.then_some(after);
+                if refusal.by_address {
+                    front.refused_for_rate();
+                }
             }
             Err(refusal.kind)
         }
@@ -263,6 +273,7 @@ pub(crate) async fn run<F: Front>(
     o.bytes_in += bytes_in;
     o.bytes_out += bytes_out;
     ctx.log_request(req.method, req.target, &o, started);
+    policy::give_back(edits, ctx);
     Finished { error, slow_down }
 }
 

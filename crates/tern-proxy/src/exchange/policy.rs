@@ -3,9 +3,10 @@
 //! request rate (429), the declared body size (413), then the header
 //! rules and the request ID it carries both ways.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tern_http::rewrite::{FieldEdits, FieldValue};
 use tern_http::ResponseHead;
 
@@ -108,11 +109,12 @@ impl Refusal {
     }
 }
 
-/// Refuses a request the rules turn away.
+/// Refuses a request (begun at `started`) the rules turn away.
 pub(crate) fn admit(
     req: &Request<'_>,
     ctx: &ConnCtx<'_>,
     route: Option<&Route>,
+    started: Instant,
 ) -> Result<(), Refusal> {
     let edge = &ctx.listener.config.edge;
     if let Some(r) = route {
@@ -136,8 +138,11 @@ pub(crate) fn admit(
             .filter(|id| !id.is_empty())
             .map(|id| ClientKey::of_id(id, limits.ipv6_prefix));
         let by_address = named.is_none();
-        let key = named.unwrap_or_else(|| ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix));
-        if let Err(Refused::Rate(after)) = ctx.worker.clients.request(key, limits) {
+        let taken = match named {
+            Some(key) => ctx.worker.clients.request(key, limits, started),
+            None => ctx.take_token(limits, started),
+        };
+        if let Err(Refused::Rate(after)) = taken {
             return Err(Refusal {
                 kind: Kind::RateLimited,
                 retry_after: Some(after),
@@ -148,13 +153,17 @@ pub(crate) fn admit(
     Ok(())
 }
 
-/// The edits the listener's rules make to `req` and its response.
-pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
-    let edge = &ctx.listener.config.edge;
+/// The edits the listener's rules make to `req` and its response (their
+/// field lists go back to the connection with [`give_back`]).
+pub(crate) fn edits<'a>(req: &Request<'_>, ctx: &ConnCtx<'a>) -> Edits<'a> {
+    let listener: &'a super::ListenerCtx = ctx.listener;
+    let edge = &listener.config.edge;
     let mut out = Edits {
         body_limit: edge.max_request_body,
         ..Edits::default()
     };
+    out.request.add = ctx.field_list();
+    out.response.add = ctx.field_list();
     let id = edge.request_id.as_ref().map(|settings| {
         let trusted = ctx.listener.config.accept_proxy.is_some()
             || edge
@@ -165,7 +174,7 @@ pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
             .then(|| client_field(req, &settings.header))
             .flatten()
             .filter(|v| v.iter().all(u8::is_ascii_graphic))
-            .map(Bytes::copy_from_slice);
+            .map(cut);
         let id = kept.unwrap_or_else(|| new_id(settings.format));
         (&*settings.header, id)
     });
@@ -185,6 +194,12 @@ pub(crate) fn edits<'c>(req: &Request<'_>, ctx: &'c ConnCtx<'_>) -> Edits<'c> {
         out.id = Some(value);
     }
     out
+}
+
+/// Keeps the field lists of a finished exchange's `edits` for the next.
+pub(crate) fn give_back<'a>(edits: Edits<'a>, ctx: &ConnCtx<'a>) {
+    ctx.give_back(edits.request.add);
+    ctx.give_back(edits.response.add);
 }
 
 fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &[u8], out: &mut FieldEdits<'c>) {
@@ -241,8 +256,28 @@ fn last_element(value: &[u8]) -> &[u8] {
     last.trim_ascii()
 }
 
+/// Bytes request IDs are cut from: one allocation per this many bytes
+/// (about 30 IDs) instead of two per ID (its bytes, and the shared header
+/// its first clone makes). A chunk lives while one of its IDs does: an
+/// exchange that lasts (a WebSocket) keeps at most this much alive.
+const ID_CHUNK: usize = 1024;
+
+/// `text` as shared bytes cut from this thread's current ID chunk.
+fn cut(text: &[u8]) -> Bytes {
+    thread_local! {
+        static CHUNK: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+    }
+    CHUNK.with_borrow_mut(|chunk| {
+        if chunk.capacity() - chunk.len() < text.len() {
+            *chunk = BytesMut::with_capacity(ID_CHUNK.max(text.len()));
+        }
+        chunk.extend_from_slice(text);
+        chunk.split().freeze()
+    })
+}
+
 /// A new request ID (ASCII), made in a fixed buffer: no formatting
-/// machinery, one allocation.
+/// machinery, and its bytes cut from a shared chunk.
 fn new_id(format: RequestIdFormat) -> Bytes {
     let random: u128 = rand::random();
     let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
@@ -269,7 +304,7 @@ fn new_id(format: RequestIdFormat) -> Bytes {
                 .as_bytes()
         }
     };
-    Bytes::copy_from_slice(text)
+    cut(text)
 }
 
 /// The field `Retry-After: N` for a 429.

@@ -24,7 +24,7 @@ use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::io::h2data;
 use crate::message::{BodyLen, Request, ResponseHeadView, ResponseView, Step, Trailers};
-use crate::upstream::h2::{open, upload_stream, Opened, ResponseBody, UploadEnd};
+use crate::upstream::h2::{open, upload_stream, Forwarding, Opened, ResponseBody, UploadEnd};
 use crate::upstream::{Backends, H2Stream, Tries};
 
 pub(super) async fn exchange<F: Front>(
@@ -170,12 +170,16 @@ pub(super) async fn open_stream<F: Front>(
     edits: &Edits<'_>,
     o: &mut Outcome,
 ) -> Result<Opened, Kind> {
+    let forwarding = Forwarding {
+        facts,
+        fields: ctx.listener.config.forwarded,
+        made: &ctx.h2_forwarding,
+    };
     let opening = open(
         backends,
         tries,
         req,
-        facts,
-        ctx.listener.config.forwarded,
+        forwarding,
         &edits.request,
         ctx.listener.config.limits.backend_connect_timeout,
     );
@@ -207,8 +211,8 @@ async fn gather_inline<F: Front>(
     duplex: Option<&mut RecvStream>,
     up: &Cell<u64>,
     edits: &Edits<'_>,
-) -> Result<(Vec<Bytes>, bool, Option<Trailers>), Kind> {
-    let mut pieces = Vec::new();
+) -> Result<(Inline, bool, Option<Trailers>), Kind> {
+    let mut pieces = Inline::new();
     if req.body == BodyLen::Empty {
         return Ok((pieces, true, None));
     }
@@ -248,6 +252,10 @@ async fn gather_inline<F: Front>(
     }
     Ok((pieces, false, None))
 }
+
+/// The body pieces sent with the head: most requests (a gRPC call's one
+/// message) have one or two, kept without an allocation.
+type Inline = smallvec::SmallVec<[Bytes; 2]>;
 
 /// Queues the inline body on the new stream (ending it when `end`, with
 /// `trailers` when there are some).

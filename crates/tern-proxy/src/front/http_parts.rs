@@ -113,7 +113,7 @@ fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>, made: MadeV
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
         let (value, per_request) = match value {
-            FieldValue::Config(b) => (HeaderValue::from_bytes(b), false),
+            FieldValue::Config(b) => (config_value(b), false),
             // Shared with the request's head and the log, not copied.
             FieldValue::Made(b) => (HeaderValue::from_maybe_shared(b.clone()), true),
         };
@@ -157,6 +157,30 @@ fn added_name(name: &str) -> Result<HeaderName, http::header::InvalidHeaderName>
     })
 }
 
+/// The `HeaderValue` of a literal from the configuration. The same few
+/// values (HSTS, security headers) go with every response, and making one
+/// checks its bytes and copies them: each worker thread makes each once
+/// and clones it after (a reference count). Found by content, so a
+/// reloaded configuration with other values gets them.
+fn config_value(bytes: &[u8]) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    thread_local! {
+        static VALUES: std::cell::RefCell<Vec<HeaderValue>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    VALUES.with_borrow_mut(|values| {
+        if let Some(known) = values.iter().find(|v| v.as_bytes() == bytes) {
+            return Ok(known.clone());
+        }
+        let made = HeaderValue::from_bytes(bytes)?;
+        if values.len() < VALUES_KEPT {
+            values.push(made.clone());
+        }
+        Ok(made)
+    })
+}
+
+/// Most literal values [`config_value`] keeps per thread.
+const VALUES_KEPT: usize = 32;
+
 /// tern's own answer with `status` (nothing came from the backend): the
 /// head, and the short text body it carries, with the fields `edits` add.
 pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'static str) {
@@ -177,7 +201,7 @@ pub(crate) fn answer(status: u16, edits: &FieldEdits<'_>) -> (Response<()>, &'st
 /// trailers its stream delivered (HTTP/2 or HTTP/3): those trailers,
 /// cleaned, or the plain end; a section refused by the trailer rule is
 /// the client's fault.
-pub(crate) fn request_end(trailers: Option<&http::HeaderMap>) -> Result<Step<'static>, Kind> {
+pub(crate) fn request_end(trailers: Option<http::HeaderMap>) -> Result<Step<'static>, Kind> {
     match trailers.map(clean_trailer_map) {
         None | Some(Ok(None)) => Ok(Step::End),
         Some(Ok(Some(t))) => Ok(Step::Trailers(t)),
@@ -372,5 +396,27 @@ mod tests {
             assert_eq!(names.get(i, &name).map(|n| n.to_string()), Some(name));
         }
         assert_eq!(names.seen.len(), BACKEND_NAMES_KEPT);
+    }
+
+    #[test]
+    fn config_values_are_made_once_per_thread_and_found_by_content() {
+        let hsts = b"max-age=63072000; includeSubDomains".to_vec();
+        let first = config_value(&hsts).expect("valid");
+        // Another buffer with the same bytes (a reloaded configuration)
+        // gets the value made the first time: same bytes, not a copy.
+        let again = config_value(&hsts.clone()).expect("valid");
+        assert_eq!(first, again);
+        assert_eq!(first.as_bytes().as_ptr(), again.as_bytes().as_ptr());
+        let other = config_value(b"nosniff").expect("valid");
+        assert_eq!(other.as_bytes(), b"nosniff");
+        assert!(config_value(b"bad\r\nvalue").is_err());
+        // Past the ones kept, values are still made right.
+        for i in 0..VALUES_KEPT * 2 {
+            let v = format!("value-{i}");
+            assert_eq!(
+                config_value(v.as_bytes()).expect("valid").as_bytes(),
+                v.as_bytes()
+            );
+        }
     }
 }

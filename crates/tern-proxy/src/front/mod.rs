@@ -75,11 +75,14 @@ pub(crate) async fn handle(
     // connection mid-handshake) would otherwise size the task's future,
     // and so every idle connection, for the connection's life.
     let handshake = Box::pin(accept(tcp, &listener));
-    let Some(tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
+    // Wrapped as it comes: a second local holding the stream (over a
+    // kilobyte, a whole rustls connection) would take its own room in
+    // the task's future for the connection's life.
+    let Some(mut tls) = under_deadline(handshake, peer, &listener, &worker, "TLS", |e| {
         HandshakeFailure::of(e)
     })
     .await
-    else {
+    .map(client_tls::ClientTls::new) else {
         return;
     };
     let handshake_us = start.elapsed().as_micros() as u64;
@@ -88,7 +91,6 @@ pub(crate) async fn handle(
         return;
     }
     worker.metrics.handshake(&negotiated, start.elapsed());
-    let mut tls = client_tls::ClientTls::new(tls);
     let ctx = ConnCtx::new(peer, negotiated, handshake_us, &listener, &worker);
     if ctx.tls.alpn.as_deref() == Some("acme-tls/1") {
         // An ACME validator: the handshake (with the challenge
@@ -275,6 +277,15 @@ pub(crate) struct RateRefusals {
 }
 
 impl RateRefusals {
+    /// True when one more request refused for the rate of the
+    /// connection's own address closes the connection: its 429 says so
+    /// (`Connection: close` over HTTP/1.1), so the client knows before it
+    /// sees the close.
+    pub(crate) fn next_closes(&self, ctx: &ConnCtx<'_>) -> bool {
+        let close_after = ctx.listener.config.edge.client.close_after;
+        close_after > 0 && self.in_a_row.saturating_add(1) >= close_after
+    }
+
     /// Notes how an exchange ended (`slow_down`: [`Finished::slow_down`]);
     /// true when the connection must close now: the client was shut out
     /// for its Retry-After, counted, and logged (with `log_rejected`) as
@@ -287,8 +298,9 @@ impl RateRefusals {
             return false;
         };
         let limits = &ctx.listener.config.edge.client;
+        let closes = self.next_closes(ctx);
         self.in_a_row += 1;
-        if limits.close_after == 0 || self.in_a_row < limits.close_after {
+        if !closes {
             return false;
         }
         let key = ClientKey::of(ctx.peer.ip(), limits.ipv6_prefix);
@@ -367,4 +379,47 @@ pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener
     })
     .await;
     tracing::debug!(client = %peer, "connection limit reached; answered 503");
+}
+
+/// The bytes a connection's task takes for the connection's whole life
+/// (a future is as large as its largest state, whatever it waits for),
+/// and of its larger parts: logged at start-up (debug) for memory work on
+/// release builds, where sizes differ from a test build's.
+pub(crate) fn task_sizes() -> [(&'static str, usize); 4] {
+    fn future_of<A, B, C, D, F: std::future::Future>(_: fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    [
+        ("connection", future_of(handle)),
+        ("http1", h1::serve_size()),
+        ("client_tls", std::mem::size_of::<client_tls::ClientTls>()),
+        ("conn_ctx", std::mem::size_of::<ConnCtx<'static>>()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// Most bytes a connection's task may take in a test build: the task
+    /// is allocated at its largest state for the connection's life, so
+    /// every byte here is a byte of every idle connection. A local that
+    /// kept a second copy of the TLS stream once added 1.2 KiB, and an
+    /// inline backend connect 0.6 KiB (see `task_sizes`, logged at
+    /// start-up at debug level for release builds).
+    const CONNECTION_TASK_MAX: usize = 6 * 1024;
+
+    #[test]
+    fn a_connection_task_stays_small() {
+        let sizes = super::task_sizes();
+        let (_, connection) = sizes[0];
+        assert!(
+            connection <= CONNECTION_TASK_MAX,
+            "a connection's task takes {connection} bytes (over {CONNECTION_TASK_MAX}): {sizes:?}"
+        );
+        let parts: usize = sizes[1..].iter().map(|(_, n)| n).sum();
+        assert!(
+            connection < parts + 512,
+            "the task holds more than its HTTP/1.1 front end, TLS stream and context \
+             ({connection} bytes against {parts}): a large local outlives its use? {sizes:?}"
+        );
+    }
 }

@@ -12,17 +12,15 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
-use http::{HeaderName, HeaderValue, Method, Uri};
-use tern_http::forwarding::ForwardedFields;
-use tern_http::rewrite::{
-    forwarding_fields, h1_request_fields_for_h2, keeps_h2_request_field_for_h2, ClientFacts,
-    FieldEdits,
-};
+use http::Method;
+use tern_http::rewrite::FieldEdits;
 
+use super::h2_request::backend_request;
+pub(crate) use super::h2_request::{Forwarding, ForwardingCache};
 use super::{Backends, H2Stream};
 use crate::fault::Kind;
 use crate::io::h2data;
-use crate::message::{clean_trailer_map, BodyLen, Piece, Request, RequestView, Step};
+use crate::message::{clean_trailer_map, BodyLen, Piece, Request, Step};
 
 /// A stream on a backend session with the request head sent, and the
 /// session handle that counts it in flight on its server (for least_conn)
@@ -47,8 +45,7 @@ pub(crate) async fn open(
     backends: &Backends,
     tries: &mut super::Tries,
     req: &Request<'_>,
-    facts: &ClientFacts<'_>,
-    forwarded: ForwardedFields,
+    forwarding: Forwarding<'_>,
     edits: &FieldEdits<'_>,
     connect_timeout: Duration,
 ) -> Result<Opened, (Kind, Option<crate::config::BackendAddr>)> {
@@ -73,8 +70,9 @@ pub(crate) async fn open(
                  that does, or to an http1 group");
             return Err((Kind::NoExtendedConnect, Some(addr)));
         }
-        let mut request = backend_request(backends, &method, req, addr, facts, forwarded, edits)
-            .map_err(|e| {
+        let scheme = backends.protocol().scheme();
+        let mut request =
+            backend_request(scheme, &method, req, addr, forwarding, edits).map_err(|e| {
                 tracing::debug!("request not relayable over HTTP/2: {e}");
                 (Kind::Unrelayable, Some(addr))
             })?;
@@ -101,100 +99,6 @@ pub(crate) async fn open(
                 return Err((Kind::Closed, Some(addr)));
             }
         }
-    }
-}
-
-/// Why a request could not be turned into an HTTP/2 request.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum BuildError {
-    /// The authority or path does not form a URI.
-    #[error("request target: {0}")]
-    Target(#[from] http::Error),
-    /// A field name or value HTTP/2 cannot carry.
-    #[error("field {0:?} cannot be sent over HTTP/2")]
-    Field(String),
-}
-
-/// The HTTP/2 request head for a backend: `:scheme` that of the hop to the
-/// backend, `:authority` from the client's Host or `:authority` (else the
-/// server's address), the client's end-to-end fields, and tern's
-/// forwarding fields.
-fn backend_request(
-    backends: &Backends,
-    method: &Method,
-    req: &Request<'_>,
-    server: crate::config::BackendAddr,
-    facts: &ClientFacts<'_>,
-    forwarded: ForwardedFields,
-    edits: &FieldEdits<'_>,
-) -> Result<http::Request<()>, BuildError> {
-    let uri = match req.authority {
-        Some(a) => Uri::builder().authority(a),
-        None => Uri::builder().authority(server.authority()),
-    }
-    .scheme(backends.protocol().scheme())
-    .path_and_query(origin_form(req.target))
-    .build()?;
-    let mut request = http::Request::builder()
-        .method(method.clone())
-        .uri(uri)
-        .body(())?;
-    let headers = request.headers_mut();
-    let mut bad = None;
-    let mut put = |name: &str, value: &[u8]| match (
-        HeaderName::from_bytes(name.as_bytes()),
-        HeaderValue::from_bytes(value),
-    ) {
-        (Ok(n), Ok(v)) => {
-            headers.append(n, v);
-        }
-        _ => bad = Some(name.to_string()),
-    };
-    match req.head {
-        RequestView::H1(head) => {
-            // RFC 8441 has no key exchange: an HTTP/1.1 client's key
-            // stops at tern, which answers it.
-            let key = |n: &str| req.upgrade && n.eq_ignore_ascii_case("sec-websocket-key");
-            let fields = h1_request_fields_for_h2(head).filter(|(n, _)| !edits.drops(n) && !key(n));
-            for (name, value) in fields {
-                put(name, value);
-            }
-        }
-        RequestView::H2(parts) => {
-            for (name, value) in parts.headers.iter().filter(|(n, _)| {
-                keeps_h2_request_field_for_h2(n.as_str()) && !edits.drops(n.as_str())
-            }) {
-                put(name.as_str(), value.as_bytes());
-            }
-        }
-    }
-    if req.trailers_ok {
-        // The one TE value HTTP/2 allows; gRPC servers require it.
-        put("te", b"trailers");
-    }
-    forwarding_fields(facts, forwarded, req.authority, |n, v| put(n, v));
-    for (name, value) in edits.added() {
-        put(name, value);
-    }
-    match bad {
-        Some(name) => Err(BuildError::Field(name)),
-        None => Ok(request),
-    }
-}
-
-/// The request target in origin form: a client may send absolute form
-/// (`http://host/path`), whose authority already went into `:authority`
-/// via Host (RFC 9112 section 3.2.2 makes them agree).
-fn origin_form(target: &str) -> &str {
-    if target.starts_with('/') || target == "*" {
-        return target;
-    }
-    match target.find("://") {
-        Some(i) => {
-            let rest = &target[i + 3..];
-            rest.find('/').map_or("/", |slash| &rest[slash..])
-        }
-        None => target,
     }
 }
 
@@ -260,7 +164,7 @@ async fn end_upload(
         Err(_) => Err(UploadEnd::ClientStalled),
         Ok(Err(_)) => Err(UploadEnd::ClientReset),
         Ok(Ok(None)) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
-        Ok(Ok(Some(map))) => match clean_trailer_map(&map) {
+        Ok(Ok(Some(map))) => match clean_trailer_map(map) {
             Ok(Some(t)) => upstream.send_trailers(t).map_err(|_| UploadEnd::Backend),
             Ok(None) => h2data::end_stream(upstream).map_err(|_| UploadEnd::Backend),
             Err(e) => {
@@ -291,7 +195,7 @@ impl ResponseBody {
             Err(_) if wait.is_none() => return Ok(Step::NotYet),
             Ok(Err(_)) | Err(_) => return Err(Kind::Body),
         };
-        match map.map(|m| clean_trailer_map(&m)) {
+        match map.map(clean_trailer_map) {
             None | Some(Ok(None)) => Ok(Step::End),
             Some(Ok(Some(t))) => Ok(Step::Trailers(t)),
             Some(Err(e)) => {
@@ -309,10 +213,11 @@ impl ResponseBody {
     /// The next piece: one already received, or (with `wait`) the next the
     /// backend sends within that time.
     pub(crate) async fn step(&mut self, wait: Option<Duration>) -> Result<Step<'static>, Kind> {
-        let _ = self
-            .recv
-            .flow_control()
-            .release_capacity(std::mem::take(&mut self.handed));
+        let handed = std::mem::take(&mut self.handed);
+        if handed > 0 {
+            // A lock of the session's stream store: not taken for nothing.
+            let _ = self.recv.flow_control().release_capacity(handed);
+        }
         let next = match wait {
             None => match self.recv.data().now_or_never() {
                 Some(next) => next,

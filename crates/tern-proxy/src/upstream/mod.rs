@@ -25,6 +25,7 @@ mod connect;
 pub(crate) mod dns;
 pub(crate) mod h1;
 pub(crate) mod h2;
+mod h2_request;
 mod health;
 pub(crate) mod health_grpc;
 mod outlier;
@@ -296,8 +297,11 @@ impl Backends {
                 ),
             ));
         };
-        self.connect_counted(index, server.begin(), connect_timeout)
-            .await
+        // The rare path (a pooled connection found closed): boxed, so the
+        // connect's state (a TLS client mid-handshake, for TLS backends)
+        // does not enlarge the future of every request that may retry, and
+        // with it every idle client connection's task.
+        Box::pin(self.connect_counted(index, server.begin(), connect_timeout)).await
     }
 
     /// Returns a connection whose exchange completed cleanly; it is kept

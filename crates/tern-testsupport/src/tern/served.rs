@@ -152,6 +152,17 @@ impl Served {
             .expect("the test holds the CA (ServedBuilder::shared_cert)")
     }
 
+    /// curl's arguments to reach tern as `https://localhost:PORT/`
+    /// trusting its CA: `--cacert CA --resolve localhost:PORT:127.0.0.1`.
+    pub fn curl_trust(&self) -> [String; 4] {
+        [
+            "--cacert".into(),
+            self.ca().ca_file().display().to_string(),
+            "--resolve".into(),
+            format!("localhost:{}:127.0.0.1", self.addr.port()),
+        ]
+    }
+
     /// The admin listener's address; panics when it is off.
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin.expect("tern was started without --admin")

@@ -255,7 +255,7 @@ fn a_client_hello_over_the_size_limit_gets_illegal_parameter() {
 
 /// RFC 8446 5.2: a TLS 1.3 record too long to hold a legal inner
 /// plaintext gets `record_overflow`, also when its tag is bad (rustls
-/// answered `bad_record_mac` then: vendor/patches/rustls/0013); records
+/// answered `bad_record_mac` then: vendor/patches/rustls/0014); records
 /// at the limits are served. Left out: the two Finished messages of 2^14
 /// bytes after 16348 bytes of padding, which get `decrypt_error` where
 /// the script wants `decode_error` (a deviation listed in
@@ -276,7 +276,7 @@ fn tls13_records_over_the_length_limit_get_record_overflow() {
 /// RFC 8422 5.2: a TLS 1.2 ServerHello for a client that sent
 /// `ec_point_formats` carries the server's own (rustls sent none, and
 /// tlsfuzzer's ECDHE scripts stopped at their sanity conversation:
-/// vendor/patches/rustls/0014); bad ClientKeyExchange messages get their
+/// vendor/patches/rustls/0015); bad ClientKeyExchange messages get their
 /// alerts. Left out: "truncated ecdh_Yc value", closed without an alert
 /// (a deviation listed in vendor/README.md).
 #[test]

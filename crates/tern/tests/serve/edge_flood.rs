@@ -4,11 +4,12 @@
 //! connection is closed (HTTP/2: GOAWAY) and the client's new connections
 //! are closed before the TLS handshake until its Retry-After has passed,
 //! while another address is served. Clients: the rustls HTTP/1.1 client
-//! and the h2 crate, from chosen loopback addresses.
+//! and the h2 crate, from chosen loopback addresses, and curl.
 
 use tern_testsupport::client::HttpConn;
 use tern_testsupport::h2client::{H2Client, H2Response};
 use tern_testsupport::tern::{wait_until, Served};
+use tern_testsupport::tools::curl;
 
 use crate::LOG_WAIT;
 
@@ -66,6 +67,7 @@ fn an_h1_client_refused_three_times_in_a_row_is_closed_then_shut_out_before_the_
     }
     let third = conn.get("localhost", "/echo").expect("the third 429");
     assert_eq!(third.status, 429, "{}", third.text());
+    assert_eq!(third.header("connection"), Some("close"));
     assert!(
         conn.closed_within(LOG_WAIT),
         "kept open after three refusals in a row"
@@ -101,6 +103,38 @@ fn an_h1_client_refused_three_times_in_a_row_is_closed_then_shut_out_before_the_
         .wait_stdout_lines("error=client:kept_sending", 2, LOG_WAIT)
         .expect("the close and the refused connection logged");
     assert!(lines.iter().all(|l| l.contains("status=0")), "{lines:?}");
+}
+
+/// curl, four requests on one connection (`--http1.1`, keepalive): the
+/// 429 that reaches `client_rate_close_after` says `Connection: close`, so
+/// the client knows the connection ends with it; the 429s before it do
+/// not.
+#[test]
+fn the_h1_429_that_closes_the_connection_says_connection_close() {
+    let served = limited("3", &[]);
+    let url = format!("https://localhost:{}/echo", served.addr.port());
+    let trust = served.curl_trust();
+    let mut args = vec![
+        "-sS",
+        "--http1.1",
+        "-w",
+        "%{http_code} %{num_connects} [%header{connection}]\\n",
+    ];
+    args.extend(trust.iter().map(String::as_str));
+    for _ in 0..4 {
+        args.extend_from_slice(&["-o", "/dev/null", &url]);
+    }
+    let out = curl(&args);
+    assert!(out.success(), "{}", out.all());
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        ["200 1 []", "429 0 []", "429 0 []", "429 0 [close]"],
+        "status, new connections, Connection field of each response"
+    );
+    wait_until("the close counted", LOG_WAIT, || {
+        kept_sending(&served) == 1.0
+    });
 }
 
 #[test]

@@ -698,6 +698,8 @@ impl Default for QlogConfig {
 pub struct MtuDiscoveryConfig {
     pub(crate) interval: Duration,
     pub(crate) upper_bound: u16,
+    // tern patch: see `start_after`.
+    pub(crate) start_after: u64,
     pub(crate) minimum_change: u16,
     pub(crate) black_hole_cooldown: Duration,
 }
@@ -741,6 +743,17 @@ impl MtuDiscoveryConfig {
         self.minimum_change = value;
         self
     }
+
+    /// tern patch: the first search starts only once this many application-data packets have
+    /// been sent on the connection. Defaults to 0 (at once, when the handshake is confirmed).
+    ///
+    /// A connection that carries a request or two never needs a larger MTU, yet a search run at
+    /// once costs it a probe of up to `upper_bound` bytes per step and the peer's ACK of each
+    /// (four of each to reach 1452 from 1200). Chromium's QUIC and nginx wait for 100 packets.
+    pub fn start_after(&mut self, packets: u64) -> &mut Self {
+        self.start_after = packets;
+        self
+    }
 }
 
 impl Default for MtuDiscoveryConfig {
@@ -750,6 +763,7 @@ impl Default for MtuDiscoveryConfig {
             upper_bound: 1452,
             black_hole_cooldown: Duration::from_secs(60),
             minimum_change: 20,
+            start_after: 0,
         }
     }
 }

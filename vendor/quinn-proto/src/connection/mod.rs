@@ -3164,6 +3164,13 @@ impl Connection {
         // Subtract 1 to account for the CID we supplied while handshaking
         let mut n = self.peer_params.issue_cids_limit() - 1;
         if let ConnectionSide::Server { server_config } = &self.side {
+            // tern patch: a server that refuses migration drops packets from any new address,
+            // so a spare connection ID could never be used: issuing none saves a stateless reset
+            // token (an HMAC) and an endpoint table entry per CID, and the NEW_CONNECTION_ID
+            // frames. RFC 9000 5.1.1 asks for spare IDs ("SHOULD") so that a peer can migrate.
+            if !server_config.migration {
+                return;
+            }
             if server_config.has_preferred_address() {
                 // We also sent a CID in the transport parameters
                 n -= 1;

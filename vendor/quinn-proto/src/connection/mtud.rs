@@ -187,6 +187,10 @@ impl EnabledMtuDiscovery {
     /// Returns the amount of bytes that should be sent as an MTU probe, if any
     fn poll_transmit(&mut self, now: Instant, current_mtu: u16, next_pn: u64) -> Option<u16> {
         if let Phase::Initial = &self.phase {
+            // tern patch: not before `start_after` packets (MtuDiscoveryConfig::start_after).
+            if next_pn < self.config.start_after {
+                return None;
+            }
             // Start the first search
             self.phase = Phase::Searching(SearchState::new(
                 current_mtu,
@@ -604,6 +608,22 @@ mod tests {
         let mut mtud = default_mtud();
         assert!(!mtud.black_hole_detected(Instant::now()));
         assert_eq!(mtud.black_hole_detector.suspicious_loss_burst_count(), 0);
+    }
+
+    /// tern patch: with `start_after`, no probe before that many packets, then the search as
+    /// usual.
+    #[test]
+    fn mtu_discovery_waits_for_start_after_packets() {
+        let mut config = MtuDiscoveryConfig::default();
+        config.start_after(100);
+        let mut mtud = MtuDiscovery::new(1_200, 1_200, None, config);
+        mtud.on_peer_max_udp_payload_size_received(1_500);
+        let now = Instant::now();
+        assert_eq!(mtud.poll_transmit(now, 0), None);
+        assert_eq!(mtud.poll_transmit(now, 99), None);
+        let probe = mtud.poll_transmit(now, 100);
+        assert!(probe.is_some_and(|size| size > 1_200), "{probe:?}");
+        assert_eq!(mtud.in_flight_mtu_probe(), Some(100));
     }
 
     #[test]

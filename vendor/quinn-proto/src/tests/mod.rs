@@ -1695,6 +1695,22 @@ fn migration() {
     );
 }
 
+/// tern patch: a server that refuses migration issues no connection ID beyond the handshake's,
+/// and one that allows it issues the spare ones.
+#[test]
+fn no_spare_cids_without_migration() {
+    let _guard = subscribe();
+    for migration in [false, true] {
+        let mut config = server_config();
+        config.migration(migration);
+        let mut pair = Pair::new(Arc::new(EndpointConfig::default()), config);
+        let (_, server_ch) = pair.connect();
+        pair.drive();
+        let issued = pair.server_conn_mut(server_ch).stats().frame_tx.new_connection_id;
+        assert_eq!(issued > 0, migration, "migration {migration}: {issued} issued");
+    }
+}
+
 fn test_flow_control(config: TransportConfig, window_size: usize) {
     let _guard = subscribe();
     let mut pair = Pair::new(

@@ -47,6 +47,10 @@ pub(super) struct H1Client<'x, 'c, C> {
     http10: bool,
     /// The connection closes after this exchange.
     pub close: bool,
+    /// A 429 for the rate of the connection's own address closes the
+    /// connection (`client_rate_close_after` reached): set by the
+    /// connection, which counts the refusals.
+    pub closes_if_rate_refused: bool,
     /// The client sent `TE: trailers`: a chunked response's trailers reach
     /// it (without, they stop at tern).
     pub trailers_ok: bool,
@@ -85,6 +89,7 @@ where
             chunk_encode: false,
             http10,
             close,
+            closes_if_rate_refused: false,
             trailers_ok: false,
             trailers: None,
             status: 0,
@@ -334,12 +339,17 @@ where
         Ok(())
     }
 
+    fn refused_for_rate(&mut self) {
+        self.close |= self.closes_if_rate_refused;
+    }
+
     async fn answer(&mut self, status: u16, edits: &FieldEdits<'_>) {
         let (reason, body) = answer_text(status);
         // A client refused for its rate keeps its connection when nothing
         // of the request is left to read: it was told when to come back
         // (Retry-After), and a close would make its next request pay a
-        // handshake. Every other answer of tern's closes.
+        // handshake; the refusal that reaches `client_rate_close_after`
+        // closes it (and says so). Every other answer of tern's closes.
         self.close = self.close || status != 429 || !self.pending.is_done();
         self.out.clear();
         write_simple_response(status, reason, body, self.close, &mut self.out);

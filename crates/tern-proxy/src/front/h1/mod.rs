@@ -209,6 +209,16 @@ where
     let _ = tokio::time::timeout(limits.idle_timeout, client.shutdown()).await;
 }
 
+/// The size of [`serve`]'s future for a TLS client (see
+/// `front::task_sizes`).
+pub(super) fn serve_size() -> usize {
+    fn future_of<A, B, F: std::future::Future>(_: fn(A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+    type Tls = crate::front::client_tls::ClientTls;
+    future_of::<&'static mut Tls, &'static ConnCtx<'static>, _>(serve::<Tls>)
+}
+
 /// Parsed request heads kept per worker: a connection takes one for a
 /// request and gives it back before it waits for the next, so an idle
 /// connection holds none.
@@ -351,6 +361,7 @@ where
     let close = http10 || wants_close(&head.fields);
     let mut front = H1Client::new(client, buf, ctx, framing, head_len, http10, close);
     front.trailers_ok = req.trailers_ok;
+    front.closes_if_rate_refused = refusals.next_closes(ctx);
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
     // A 429 leaves the connection open when the client did not ask to
     // close and no body is left unread (the answer says which): its next
@@ -359,7 +370,10 @@ where
         .error
         .is_some_and(|e| e.kind() == Kind::RateLimited);
     let closing = front.finish() || (finished.error.is_some() && !refused);
-    if closing || refusals.kept_sending(finished.slow_down, ctx) {
+    // Counted even when the connection closes anyway: the client is shut
+    // out once it has had `client_rate_close_after` refusals in a row.
+    let kept_sending = refusals.kept_sending(finished.slow_down, ctx);
+    if closing || kept_sending {
         Next::Close
     } else {
         Next::KeepAlive

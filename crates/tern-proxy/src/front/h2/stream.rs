@@ -195,7 +195,7 @@ impl ClientBody for H2Body {
 /// the client sent any. h2 has them at hand once DATA has ended.
 async fn request_trailers(recv: &mut RecvStream) -> Result<Step<'static>, Kind> {
     match recv.trailers().now_or_never() {
-        Some(Ok(map)) => http_parts::request_end(map.as_ref()),
+        Some(Ok(map)) => http_parts::request_end(map),
         Some(Err(_)) => Err(Kind::ClientGone),
         None => Ok(Step::End),
     }

@@ -22,10 +22,15 @@ type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 
-/// Handles one request stream to the end; `Some(seconds)` when it was
-/// refused for the rate of the connection's address
-/// ([`crate::exchange::Finished::slow_down`]).
-pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) -> Option<u32> {
+/// Handles one request stream to the end; `Some` when it was refused for
+/// the rate of the connection's address: the seconds of its Retry-After
+/// ([`crate::exchange::Finished::slow_down`]) and the QUIC stream its 429
+/// went out on.
+pub(super) async fn handle(
+    resolver: Resolver,
+    ctx: &ConnCtx<'_>,
+    early: bool,
+) -> Option<(u32, Option<quinn::StreamId>)> {
     let started = Instant::now();
     let limits = &ctx.listener.config.limits;
     // The head usually arrived with the stream: `within` arms no timer
@@ -41,6 +46,9 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) -
         None => return None,
     };
     let (send, recv) = stream.split();
+    let quic_id = quinn::VarInt::from_u64(send.send_id().into_inner())
+        .ok()
+        .map(quinn::StreamId::from);
     let (mut parts, ()) = request.into_parts();
     // A request that came before the handshake ended may be a replay: only
     // safe methods go on, marked for the backend (RFC 8470); the rest get
@@ -111,7 +119,7 @@ pub(super) async fn handle(resolver: Resolver, ctx: &ConnCtx<'_>, early: bool) -
             .slow_down;
     }
     front.finish().await;
-    slow_down
+    slow_down.map(|seconds| (seconds, quic_id))
 }
 
 /// A request stream's body.
@@ -154,7 +162,7 @@ impl H3Body {
     /// client sent any (h3 holds them once DATA has ended).
     async fn trailers(&mut self) -> Result<Step<'static>, Kind> {
         match within(self.idle, self.recv.recv_trailers()).await {
-            Some(Ok(map)) => http_parts::request_end(map.as_ref()),
+            Some(Ok(map)) => http_parts::request_end(map),
             Some(Err(_)) | None => Err(Kind::ClientGone),
         }
     }

@@ -153,10 +153,17 @@ impl StreamsState {
         receive_window: VarInt,
         stream_receive_window: VarInt,
     ) -> Self {
+        // tern patch: sized at once for the streams inserted below (grown
+        // insert by insert, the two maps were rehashed as they grew:
+        // 30,561 -> 17,989 instructions here per new QUIC connection).
+        let (bi, uni) = (
+            usize::try_from(max_remote_bi.into_inner()).unwrap_or(0),
+            usize::try_from(max_remote_uni.into_inner()).unwrap_or(0),
+        );
         let mut this = Self {
             side,
-            send: FxHashMap::default(),
-            recv: FxHashMap::default(),
+            send: FxHashMap::with_capacity_and_hasher(bi, Default::default()),
+            recv: FxHashMap::with_capacity_and_hasher(bi.saturating_add(uni), Default::default()),
             free_recv: Vec::new(),
             next: [0, 0],
             max: [0, 0],

@@ -216,6 +216,11 @@ pub struct PrefixedPayload(Vec<u8>);
 
 impl PrefixedPayload {
     pub fn with_capacity(capacity: usize) -> Self {
+        // tern patch: a vector kept from an earlier record when there is one
+        // (see `vecbuf::spare`).
+        #[cfg(feature = "std")]
+        let mut prefixed_payload = crate::vecbuf::spare::take(HEADER_SIZE + capacity);
+        #[cfg(not(feature = "std"))]
         let mut prefixed_payload = Vec::with_capacity(HEADER_SIZE + capacity);
         prefixed_payload.resize(HEADER_SIZE, 0);
         Self(prefixed_payload)

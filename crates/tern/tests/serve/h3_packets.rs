@@ -1,0 +1,71 @@
+//! What a new QUIC connection costs in packets (issue 26): one that carries
+//! a small request or two gets neither path MTU probes nor spare
+//! connection IDs from tern (quinn-proto patches 0008 and 0009: they were
+//! two thirds of its datagrams), and one that carries a large body still
+//! gets the MTU search. Client: quinn + h3 (tern-testsupport h3client),
+//! whose counters say what tern sent.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use tern_testsupport::h3client::H3Conn;
+use tern_testsupport::tern::Served;
+
+async fn connect(served: &Served) -> H3Conn {
+    H3Conn::connect_from(
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        served.addr,
+        served.ca().ca_pem(),
+    )
+    .await
+    .expect("a QUIC connection")
+}
+
+async fn get_ok(conn: &mut H3Conn, path: &str, len: usize) {
+    let (status, body) = conn.get(path).await.expect("an HTTP/3 response");
+    assert_eq!((status, body.len()), (200, len), "GET {path}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_requests_get_no_mtu_probe_and_no_spare_connection_id() {
+    let served = Served::start(&["--http3"]);
+    let mut conn = connect(&served).await;
+    // The client's handshake ends before tern's: whatever tern sends once
+    // its own ends (a probe would go first) is counted from here.
+    let at_handshake = conn.stats().udp_rx.bytes;
+    // Two requests: a probe sent right after tern's handshake reaches the
+    // client before the second answer does.
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    let stats = conn.stats();
+    assert_eq!(
+        stats.frame_rx.new_connection_id, 0,
+        "spare connection IDs from a server that refuses migration: {:?}",
+        stats.frame_rx
+    );
+    // Each MTU probe is a datagram of 1326 bytes or more; the handshake's
+    // tail (HANDSHAKE_DONE, tickets) and two small answers take far less.
+    let after = stats.udp_rx.bytes - at_handshake;
+    assert!(
+        after < 1_200,
+        "{after} bytes in {} datagrams after the handshake: an MTU probe among them? {:?}",
+        stats.udp_rx.datagrams,
+        stats.frame_rx
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_still_gets_the_mtu_search() {
+    let served = Served::start(&["--http3"]);
+    let mut conn = connect(&served).await;
+    const SIZE: usize = 1 << 20;
+    get_ok(&mut conn, &format!("/bytes/{SIZE}"), SIZE).await;
+    // Probes sent while the body went out arrive before this answer.
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    let stats = conn.stats();
+    // An MTU probe is a PING padded to the size probed.
+    assert!(
+        stats.frame_rx.ping >= 1,
+        "no MTU probe during a 1 MiB body: {:?}",
+        stats.frame_rx
+    );
+}
