@@ -252,3 +252,42 @@ fn a_client_hello_over_the_size_limit_gets_illegal_parameter() {
         served.tern.stderr_text()
     );
 }
+
+/// RFC 8446 5.2: a TLS 1.3 record too long to hold a legal inner
+/// plaintext gets `record_overflow`, also when its tag is bad (rustls
+/// answered `bad_record_mac` then: vendor/patches/rustls/0014); records
+/// at the limits are served. Left out: the two Finished messages of 2^14
+/// bytes after 16348 bytes of padding, which get `decrypt_error` where
+/// the script wants `decode_error` (a deviation listed in
+/// vendor/README.md).
+#[test]
+fn tls13_records_over_the_length_limit_get_record_overflow() {
+    tlsfuzzer_passes(
+        "test-tls13-record-layer-limits",
+        &[
+            "-e",
+            "max size payload (2**14) of Finished msg, with 16348 bytes of left padding, cipher TLS_AES_128_GCM_SHA256",
+            "-e",
+            "max size payload (2**14) of Finished msg, with 16348 bytes of left padding, cipher TLS_CHACHA20_POLY1305_SHA256",
+        ],
+    );
+}
+
+/// RFC 8422 5.2: a TLS 1.2 ServerHello for a client that sent
+/// `ec_point_formats` carries the server's own (rustls sent none, and
+/// tlsfuzzer's ECDHE scripts stopped at their sanity conversation:
+/// vendor/patches/rustls/0015); bad ClientKeyExchange messages get their
+/// alerts. Left out: "truncated ecdh_Yc value", closed without an alert
+/// (a deviation listed in vendor/README.md).
+#[test]
+fn tls12_server_hello_answers_ec_point_formats() {
+    tlsfuzzer_passes(
+        "test-ecdhe-rsa-key-exchange-with-bad-messages",
+        &[
+            "-C",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "-e",
+            "truncated ecdh_Yc value",
+        ],
+    );
+}

@@ -211,6 +211,14 @@ impl ExtensionProcessing {
             self.extensions.session_ticket_ack = Some(());
         }
 
+        // tern patch: RFC 8422 5.2, a server that selects an ECC suite for
+        // a client that sent ec_point_formats appends its own (rustls's
+        // TLS 1.2 suites are all ECDHE, and it uses uncompressed points).
+        if hello.ec_point_formats.is_some() {
+            self.extensions.ec_point_formats =
+                Some(crate::msgs::handshake::SupportedEcPointFormats::default());
+        }
+
         // Confirm use of EMS if offered.
         if using_ems {
             self.extensions

@@ -11,6 +11,7 @@ use crate::crypto::cipher::{
 use crate::crypto::tls13::{Hkdf, HkdfExpander, HkdfUsingHmac, OkmBlock};
 use crate::enums::{CipherSuite, ContentType, ProtocolVersion};
 use crate::error::Error;
+use crate::msgs::fragmenter::MAX_FRAGMENT_LEN;
 use crate::msgs::message::{
     InboundPlainMessage, OutboundOpaqueMessage, OutboundPlainMessage, PrefixedPayload,
 };
@@ -267,6 +268,13 @@ impl MessageDecrypter for AeadMessageDecrypter {
         if payload.len() < self.dec_key.algorithm().tag_len() {
             return Err(Error::DecryptError);
         }
+        // tern patch: a ciphertext longer than the largest inner plaintext
+        // (2^14 + 1) and its tag cannot open to a legal record, so it gets
+        // `record_overflow` (RFC 8446 5.2) before any decryption, as from
+        // OpenSSL, and not `bad_record_mac` when its tag is bad too.
+        if payload.len() > MAX_FRAGMENT_LEN + 1 + self.dec_key.algorithm().tag_len() {
+            return Err(Error::PeerSentOversizedRecord);
+        }
 
         let nonce = aead::Nonce::assume_unique_for_key(Nonce::new(&self.iv, seq).0);
         let aad = aead::Aad::from(make_tls13_aad(payload.len()));
@@ -330,6 +338,13 @@ impl MessageDecrypter for GcmMessageDecrypter {
         let payload = &mut msg.payload;
         if payload.len() < self.dec_key.algorithm().tag_len() {
             return Err(Error::DecryptError);
+        }
+        // tern patch: a ciphertext longer than the largest inner plaintext
+        // (2^14 + 1) and its tag cannot open to a legal record, so it gets
+        // `record_overflow` (RFC 8446 5.2) before any decryption, as from
+        // OpenSSL, and not `bad_record_mac` when its tag is bad too.
+        if payload.len() > MAX_FRAGMENT_LEN + 1 + self.dec_key.algorithm().tag_len() {
+            return Err(Error::PeerSentOversizedRecord);
         }
 
         let nonce = aead::Nonce::assume_unique_for_key(Nonce::new(&self.iv, seq).0);
