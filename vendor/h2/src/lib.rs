@@ -132,7 +132,10 @@ pub mod server;
 mod share;
 
 #[cfg(fuzzing)]
-#[cfg_attr(feature = "unstable", allow(missing_docs))]
+// tern patch: cargo-fuzz builds every crate with `--cfg fuzzing`, and as a
+// path dependency this crate's lints are not capped: undocumented, the
+// bridge failed the fuzz build under `deny(missing_docs)`.
+#[allow(missing_docs)]
 pub mod fuzz_bridge;
 
 pub use crate::error::{Error, Reason};
