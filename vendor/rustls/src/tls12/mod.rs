@@ -326,7 +326,11 @@ pub(crate) fn decode_kx_params<'a, T: KxDecode<'a>>(
     kx_params: &'a [u8],
 ) -> Result<T, Error> {
     let mut rd = Reader::init(kx_params);
-    let kx_params = T::decode(&mut rd, kx_algorithm)?;
+    // tern patch: parameters that do not decode (an ECDH public value cut
+    // short) get decode_error like parameters with bytes left over; the
+    // bare `?` returned the error without an alert.
+    let kx_params = T::decode(&mut rd, kx_algorithm)
+        .map_err(|e| common.send_fatal_alert(AlertDescription::DecodeError, e))?;
     match rd.any_left() {
         false => Ok(kx_params),
         true => Err(common.send_fatal_alert(

@@ -103,12 +103,30 @@ where
     let mut first = true;
     let mut next_request_wait = None;
     let mut refusals = super::RateRefusals::default();
+    let mut graced = false;
     loop {
         // A connection accepted just before the shutdown still gets its
         // first request answered (with `Connection: close`): its client
-        // had no way to know.
+        // had no way to know. So does one whose last answer went out
+        // without `Connection: close` just before the shutdown began: its
+        // client may be sending the next request already, and gets
+        // DRAIN_IDLE_GRACE (once) for it to arrive.
         if !first && *ctx.worker.shutdown.borrow() {
-            break;
+            if graced {
+                break;
+            }
+            graced = true;
+            if buf.is_empty() {
+                buf.release();
+                let next = async {
+                    client.readable().await?;
+                    buf.fill_from(client).await
+                };
+                match tokio::time::timeout(DRAIN_IDLE_GRACE, next).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => break,
+                }
+            }
         }
         // Wait for the first byte of the next request: the idle timeout
         // (or, for the first request, the header timeout) applies, and a
