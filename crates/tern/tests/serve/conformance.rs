@@ -228,8 +228,18 @@ fn client_hellos_of_every_legal_size_are_read_and_an_oversized_record_refused() 
     );
 }
 
+/// The largest legal ClientHello (a full cipher list and a 64 KB
+/// extensions block: 131396 bytes, OpenSSL's limit) is read and answered;
+/// at a 128 KB limit rustls refused it with `illegal_parameter`
+/// (vendor/patches/rustls/0012, tlsfuzzer test-large-hello "huge hello").
+#[test]
+fn the_largest_legal_client_hello_is_answered() {
+    tlsfuzzer_passes("test-large-hello", &["-d", "sanity", "huge hello"]);
+}
+
 /// A ClientHello whose header claims more than tern reads (0x30000
-/// bytes; rustls's limit is 128 KB, OpenSSL's 131396 bytes) gets
+/// bytes; over the 131396 bytes of the largest legal hello, OpenSSL's
+/// limit and tern's) gets
 /// `illegal_parameter` as soon as its first record arrives, the alert
 /// OpenSSL sends for it (vendor/patches/rustls/0012), not a close without
 /// an alert.

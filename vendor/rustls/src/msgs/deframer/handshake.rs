@@ -371,14 +371,14 @@ impl FragmentSpan {
 const HANDSHAKE_HEADER_LEN: usize = 1 + 3;
 
 /// TLS allows for handshake messages of up to 16MB.  We
-/// restrict that to 128KB to limit potential for denial-of-
+/// restrict that to 128KB and a bit to limit potential for denial-of-
 /// service.
 ///
-/// tern patch: 128KB, not 64KB, so that a ClientHello with a full
-/// 64KB extensions block (legal, and accepted by OpenSSL up to 131396
-/// bytes) is read rather than refused; `pub(crate)` for the read buffer's
-/// limit in `buffers.rs`.
-pub(crate) const MAX_HANDSHAKE_SIZE: usize = 0x2_0000;
+/// tern patch: the largest legal ClientHello (131396 bytes: a full
+/// cipher list and a full 64KB extensions block, OpenSSL's own limit),
+/// not 64KB, so that such a hello is read rather than refused; `pub(crate)`
+/// for the read buffer's limit in `buffers.rs`.
+pub(crate) const MAX_HANDSHAKE_SIZE: usize = 2 + 32 + 1 + 32 + 2 + 0xfffe + 1 + 0xff + 2 + 0xffff;
 
 #[cfg(test)]
 mod tests {
