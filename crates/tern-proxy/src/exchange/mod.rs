@@ -376,3 +376,30 @@ trait BodySteps {
     /// The next step: what is at hand (`None`), or what comes within `t`.
     async fn step(&mut self, t: Option<std::time::Duration>) -> Result<Step<'_>, Kind>;
 }
+
+/// Takes what of a request body is at hand without waiting, up to about
+/// `limit` bytes, into `pieces` (sent with the backend request's head, in
+/// the same write); says whether the body has ended, and the trailers
+/// that ended it.
+pub(super) async fn body_at_hand<B: ClientBody>(
+    body: &mut B,
+    limit: usize,
+    pieces: &mut impl Extend<bytes::Bytes>,
+) -> Result<(bool, Option<Trailers>), Kind> {
+    let mut size = 0;
+    while size < limit {
+        match body.step(false).await? {
+            Step::Data(piece, last) => {
+                size += piece.len();
+                pieces.extend([piece.into_bytes()]);
+                if last {
+                    return Ok((true, None));
+                }
+            }
+            Step::End => return Ok((true, None)),
+            Step::Trailers(t) => return Ok((true, Some(t))),
+            Step::NotYet => break,
+        }
+    }
+    Ok((false, None))
+}

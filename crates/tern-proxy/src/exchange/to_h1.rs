@@ -18,7 +18,6 @@ use super::{relay_body, BodySteps, ClientBody, ConnCtx, Front, Outcome};
 use crate::fault::Kind;
 use crate::message::{
     BodyForm, BodyLen, Request, RequestView, ResponseHeadView, ResponseView, Step, Switched,
-    Trailers,
 };
 use crate::upstream::h1::{self, H1Scratch, ResponseBody, INLINE_BODY};
 use crate::upstream::{BackendConn, Backends, Tries};
@@ -133,28 +132,28 @@ async fn send_request<B: ClientBody>(
     // body): backends that take no chunked request body (Python's
     // http.server, many WSGI servers) read it instead of taking its chunks
     // for their next request.
-    let mut early = Early::default();
-    if req.body == BodyLen::Unknown && !matches!(req.head, RequestView::H1(_)) {
-        early.gather(body).await?;
-    }
+    let mut early = Vec::new();
+    let (ended, trailers) =
+        if req.body == BodyLen::Unknown && !matches!(req.head, RequestView::H1(_)) {
+            super::body_at_hand(body, INLINE_BODY, &mut early).await?
+        } else {
+            (false, None)
+        };
+    let whole_len =
+        (ended && trailers.is_none()).then(|| early.iter().map(|p| p.len() as u64).sum::<u64>());
     let chunked = h1::write_head(
         req,
-        early.whole_len(),
+        whole_len,
         &ctx.facts(req),
         ctx.listener.config.forwarded,
         edits,
         &mut s.out,
     );
-    let mut whole = req.body == BodyLen::Empty || early.ended();
-    if !early.data.is_empty() || early.ended() {
-        h1::push_body(
-            &mut s.out,
-            &early.data,
-            chunked,
-            early.end == EarlyEnd::Body,
-        );
+    let mut whole = req.body == BodyLen::Empty || ended;
+    for piece in &early {
+        h1::push_body(&mut s.out, piece, chunked, false);
     }
-    if let Some(trailers) = &early.trailers {
+    if let Some(trailers) = &trailers {
         h1::push_trailers(&mut s.out, trailers, chunked);
     }
     // The body already at hand goes in the same write as the head.
@@ -240,62 +239,6 @@ async fn send_request<B: ClientBody>(
                 return Err(e.kind);
             }
         }
-    }
-}
-
-/// What of a body of undeclared length was at hand before its head was
-/// written: up to [`INLINE_BODY`] bytes and how it ended, if it did.
-#[derive(Default)]
-struct Early {
-    data: Vec<u8>,
-    end: EarlyEnd,
-    trailers: Option<Trailers>,
-}
-
-#[derive(Default, PartialEq, Eq)]
-enum EarlyEnd {
-    /// More is to come (or was not there yet).
-    #[default]
-    Open,
-    /// The body ended without trailers.
-    Body,
-    /// The body ended with trailers (which need chunked coding).
-    Trailers,
-}
-
-impl Early {
-    async fn gather<B: ClientBody>(&mut self, body: &mut B) -> Result<(), Kind> {
-        while self.data.len() < INLINE_BODY {
-            match body.step(false).await? {
-                Step::Data(piece, last) => {
-                    self.data.extend_from_slice(piece.as_slice());
-                    if last {
-                        self.end = EarlyEnd::Body;
-                        return Ok(());
-                    }
-                }
-                Step::End => {
-                    self.end = EarlyEnd::Body;
-                    return Ok(());
-                }
-                Step::Trailers(t) => {
-                    self.trailers = Some(t);
-                    self.end = EarlyEnd::Trailers;
-                    return Ok(());
-                }
-                Step::NotYet => return Ok(()),
-            }
-        }
-        Ok(())
-    }
-
-    fn ended(&self) -> bool {
-        self.end != EarlyEnd::Open
-    }
-
-    /// The body's length when it ended without trailers.
-    fn whole_len(&self) -> Option<u64> {
-        (self.end == EarlyEnd::Body).then_some(self.data.len() as u64)
     }
 }
 

@@ -235,22 +235,9 @@ async fn gather_inline<F: Front>(
         return Ok((pieces, body.is_end_stream(), None));
     }
     let (body, _) = front.split();
-    let mut body = edits.cap(body);
-    while size < INLINE_BODY {
-        match body.step(false).await? {
-            Step::Data(piece, last) => {
-                size += piece.len();
-                pieces.push(piece.into_bytes());
-                if last {
-                    return Ok((pieces, true, None));
-                }
-            }
-            Step::End => return Ok((pieces, true, None)),
-            Step::Trailers(t) => return Ok((pieces, true, Some(t))),
-            Step::NotYet => break,
-        }
-    }
-    Ok((pieces, false, None))
+    let (ended, trailers) =
+        super::body_at_hand(&mut edits.cap(body), INLINE_BODY, &mut pieces).await?;
+    Ok((pieces, ended, trailers))
 }
 
 /// The body pieces sent with the head: most requests (a gRPC call's one
