@@ -129,7 +129,10 @@ impl Headers {
             stream_dep: None,
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
-                field_size: calculate_headermap_size(&fields),
+                // tern patch: a block made to be sent is never checked
+                // against a header list limit (only a received one is,
+                // as it is decoded), so its size is not summed.
+                field_size: 0,
                 fields,
                 is_over_size: false,
                 pseudo,
@@ -147,7 +150,8 @@ impl Headers {
             stream_dep: None,
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
-                field_size: calculate_headermap_size(&fields),
+                // tern patch: not summed, as in `new`.
+                field_size: 0,
                 fields,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
