@@ -19,7 +19,7 @@ pub struct H3Conn {
     conn: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: JoinHandle<()>,
-    _endpoint: quinn::Endpoint,
+    endpoint: quinn::Endpoint,
 }
 
 /// Why no connection came up.
@@ -73,13 +73,23 @@ impl H3Conn {
             conn,
             send,
             driver,
-            _endpoint: endpoint,
+            endpoint,
         })
     }
 
     /// What quinn counted on this connection so far (frames and
     /// datagrams received from the server, among others).
     pub fn stats(&self) -> quinn::ConnectionStats {
+        self.conn.stats()
+    }
+
+    /// Closes the connection (H3_NO_ERROR) and waits until its endpoint
+    /// has drained it (three probe timeouts, quinn's closing period, in
+    /// which anything the server still sends arrives): then what quinn
+    /// counted on it.
+    pub async fn close_and_drain(self) -> quinn::ConnectionStats {
+        self.conn.close(quinn::VarInt::from_u32(0x100), b"");
+        self.endpoint.wait_idle().await;
         self.conn.stats()
     }
 
