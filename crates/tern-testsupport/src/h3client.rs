@@ -14,6 +14,10 @@ use tokio::task::JoinHandle;
 /// address gets no answer at all, so this is how long the test waits).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a closed connection may take to drain (its closing period is
+/// three probe timeouts: milliseconds on loopback).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One HTTP/3 connection; closed on drop.
 pub struct H3Conn {
     conn: quinn::Connection,
@@ -85,11 +89,15 @@ impl H3Conn {
 
     /// Closes the connection (H3_NO_ERROR) and waits until its endpoint
     /// has drained it (three probe timeouts, quinn's closing period, in
-    /// which anything the server still sends arrives): then what quinn
-    /// counted on it.
+    /// which anything the server still sends arrives; at most
+    /// [`DRAIN_TIMEOUT`]): then what quinn counted on it.
     pub async fn close_and_drain(self) -> quinn::ConnectionStats {
         self.conn.close(quinn::VarInt::from_u32(0x100), b"");
-        self.endpoint.wait_idle().await;
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, self.endpoint.wait_idle()).await;
+        assert!(
+            drained.is_ok(),
+            "the client's endpoint did not drain in {DRAIN_TIMEOUT:?}"
+        );
         self.conn.stats()
     }
 

@@ -105,3 +105,24 @@ async fn settings_come_with_the_handshake_and_the_first_connection_id_is_kept() 
         stats.frame_rx
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_credit_keeps_coming_to_a_client_asking_one_at_a_time() {
+    // Eight streams at once: tern frees credit for a MAX_STREAMS update
+    // every second request, and the update now waits for the next answer
+    // while the client has half its credit left (quinn-proto patch 0014;
+    // scripts::h3_datagrams_script_counts_datagrams_each_way counts the
+    // datagrams it saves). The wait must never hold the client up: forty
+    // requests one after another need five times the first credit.
+    let served = Served::start(&["--http3", "--h3-max-streams", "8"]);
+    let mut conn = connect(&served).await;
+    const REQUESTS: u64 = 40;
+    for _ in 0..REQUESTS {
+        get_ok(&mut conn, "/bytes/100", 100).await;
+    }
+    let updates = conn.stats().frame_rx.max_streams_bidi;
+    assert!(
+        updates >= 4,
+        "{updates} MAX_STREAMS updates for {REQUESTS} requests"
+    );
+}
