@@ -2,8 +2,10 @@
 //! a small request or two gets neither path MTU probes nor spare
 //! connection IDs from tern (quinn-proto patches 0008 and 0009: they were
 //! two thirds of its datagrams), and one that carries a large body still
-//! gets the MTU search. Client: quinn + h3 (tern-testsupport h3client),
-//! whose counters say what tern sent.
+//! gets the MTU search. tern's SETTINGS come with its handshake, it keeps
+//! the client's first connection ID and answers no close with a close.
+//! Client: quinn + h3 (tern-testsupport h3client), whose counters say what
+//! tern sent.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -66,6 +68,40 @@ async fn a_large_body_still_gets_the_mtu_search() {
     assert!(
         stats.frame_rx.ping >= 1,
         "no MTU probe during a 1 MiB body: {:?}",
+        stats.frame_rx
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_come_with_the_handshake_and_the_first_connection_id_is_kept() {
+    let served = Served::start(&["--http3"]);
+    let mut conn = connect(&served).await;
+    // The client's handshake ends with the datagram of tern's first flight
+    // (its Handshake packet); quinn reads the whole datagram before it says
+    // so. The control and QPACK streams (SETTINGS) came in that datagram:
+    // they used to follow the handshake in one of their own.
+    let at_handshake = conn.stats();
+    assert!(
+        at_handshake.frame_rx.stream >= 3,
+        "{} datagrams and no SETTINGS yet when the handshake ended: {:?}",
+        at_handshake.udp_rx.datagrams,
+        at_handshake.frame_rx
+    );
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    let stats = conn.close_and_drain().await;
+    // quinn's server moved to a client-issued connection ID at once
+    // (RETIRE_CONNECTION_ID, answered by one more NEW_CONNECTION_ID); a
+    // server that refuses migration keeps the first (quinn-proto patch).
+    assert_eq!(
+        stats.frame_rx.retire_connection_id, 0,
+        "tern retired the client's connection ID: {:?}",
+        stats.frame_rx
+    );
+    // The client closed: tern drains without a close of its own
+    // (RFC 9000 10.2.2 allows one, quinn sent it).
+    assert_eq!(
+        stats.frame_rx.connection_close, 0,
+        "tern answered the client's close with one: {:?}",
         stats.frame_rx
     );
 }

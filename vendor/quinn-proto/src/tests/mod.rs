@@ -1711,6 +1711,64 @@ fn no_spare_cids_without_migration() {
     }
 }
 
+/// tern patch: a server that refuses migration keeps the client's first connection ID (no
+/// RETIRE_CONNECTION_ID, so the client issues no replacement), one that allows it moves to a
+/// client-issued one at once; data flows either way.
+#[test]
+fn server_keeps_the_first_cid_without_migration() {
+    let _guard = subscribe();
+    for migration in [false, true] {
+        let mut config = server_config();
+        config.migration(migration);
+        let mut pair = Pair::new(Arc::new(EndpointConfig::default()), config);
+        let (client_ch, server_ch) = pair.connect();
+        pair.drive();
+        let issued = pair.client_conn_mut(client_ch).stats().frame_tx.new_connection_id;
+        let retired = pair
+            .server_conn_mut(server_ch)
+            .stats()
+            .frame_tx
+            .retire_connection_id;
+        assert!(issued > 0, "the client issued no spare connection ID");
+        assert_eq!(retired > 0, migration, "migration {migration}: {retired} retired");
+        let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+        pair.client_send(client_ch, s).write(b"hello").unwrap();
+        pair.drive();
+        assert_matches!(
+            pair.server_streams(server_ch).accept(Dir::Uni),
+            Some(stream) if stream == s
+        );
+    }
+}
+
+/// tern patch: a peer's CONNECTION_CLOSE gets no CONNECTION_CLOSE in answer, and both sides
+/// still forget the connection.
+#[test]
+fn a_close_is_not_answered_with_a_close() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, server_ch) = pair.connect();
+    pair.client
+        .connections
+        .get_mut(&client_ch)
+        .unwrap()
+        .close(pair.time, VarInt(42), Bytes::new());
+    pair.drive();
+    assert_matches!(
+        pair.server_conn_mut(server_ch).poll(),
+        Some(Event::ConnectionLost {
+            reason: ConnectionError::ApplicationClosed(ApplicationClose {
+                error_code: VarInt(42),
+                ..
+            })
+        })
+    );
+    assert_eq!(pair.server_conn_mut(server_ch).stats().frame_tx.connection_close, 0);
+    assert_eq!(pair.client_conn_mut(client_ch).stats().frame_rx.connection_close, 0);
+    assert_eq!(pair.client.known_connections(), 0);
+    assert_eq!(pair.server.known_connections(), 0);
+}
+
 fn test_flow_control(config: TransportConfig, window_size: usize) {
     let _guard = subscribe();
     let mut pair = Pair::new(
