@@ -168,9 +168,11 @@ impl PacketSpace {
         let acks = self.pending_acks.can_send();
         // tern patch: MAX_STREAMS alone calls for no packet while the peer
         // has half its stream credit left; it goes with the next packet
-        // sent (a response, an ACK).
+        // sent (a response, an ACK). Not while a loss probe is due:
+        // maybe_queue_probe counts on whatever is pending to be sent as
+        // the probe.
         let other = !(self.pending.is_empty(streams)
-            || self.pending.only_max_streams_that_can_wait(streams))
+            || (self.loss_probes == 0 && self.pending.only_max_streams_that_can_wait(streams)))
             || self.ping_pending
             || self.immediate_ack_pending;
 

@@ -2943,6 +2943,48 @@ fn connect_too_low_mtu() {
     pair.server.assert_no_accept();
 }
 
+/// tern patch (0014): a MAX_STREAMS update waiting for the next packet
+/// still reaches the peer when a packet of the server's is lost and no
+/// other traffic follows (the loss probe, or what follows it, carries it).
+#[test]
+fn max_streams_waiting_for_a_packet_survive_a_lost_packet() {
+    let _guard = subscribe();
+    let server = ServerConfig {
+        transport: Arc::new(TransportConfig {
+            max_concurrent_uni_streams: 8u32.into(),
+            ..TransportConfig::default()
+        }),
+        ..server_config()
+    };
+    let mut pair = Pair::new(Default::default(), server);
+    let (client_ch, server_ch) = pair.connect();
+    pair.drive();
+    // Two streams opened, read to their end and freed: an update is due
+    // (more than an eighth of 8) and may wait (the client has 6 of 8).
+    for _ in 0..2 {
+        let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+        pair.client_send(client_ch, s).write(b"hello").unwrap();
+        pair.client_send(client_ch, s).finish().unwrap();
+        pair.drive();
+        assert_matches!(pair.server_streams(server_ch).accept(Dir::Uni), Some(id) if id == s);
+        let mut recv = pair.server_recv(server_ch, s);
+        let mut chunks = recv.read(false).unwrap();
+        while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+        let _ = chunks.finalize();
+    }
+    pair.drive();
+    let before = pair.client_conn_mut(client_ch).stats().frame_rx.max_streams_uni;
+    // A packet of the server's is lost: its loss probe is due.
+    let default_mtu = mem::replace(&mut pair.mtu, 0);
+    pair.server_conn_mut(server_ch).ping();
+    pair.drive_server();
+    pair.mtu = default_mtu;
+    pair.drive();
+    let after = pair.client_conn_mut(client_ch).stats().frame_rx.max_streams_uni;
+    assert_eq!(before, 0, "the update did not wait");
+    assert!(after > before, "no MAX_STREAMS after the lost packet");
+}
+
 #[test]
 fn connect_lost_mtu_probes_do_not_trigger_congestion_control() {
     let _guard = subscribe();
