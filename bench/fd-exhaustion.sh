@@ -49,6 +49,15 @@ start_servers "$backend_port" "${wanted[@]}"
 # server_procs PID: PID and its children (nginx's worker holds the sockets).
 server_procs() { echo "$1" $(pgrep -P "$1" || true); }
 
+# open_fds PID: descriptors open in PID and its children.
+open_fds() {
+    local p total=0
+    for p in $(server_procs "$1"); do
+        total=$((total + $(find "/proc/$p/fd" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)))
+    done
+    echo "$total"
+}
+
 # served PORT: 0 when a new client gets a 200 within 1 s.
 served() {
     [[ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 1 "https://127.0.0.1:$1/")" == 200 ]]
@@ -59,11 +68,18 @@ for server in "${active[@]}"; do
     port="${server_port[$server]}"
     pid="${server_pid[$server]}"
     served "$port" || die "$server does not serve before the test"
+    before="$(open_fds "$pid")"
     taskset -c "$LOAD_CPU" "$TERN" bench -z "${LOAD_S}s" -c "$C" -k -o json \
         "https://127.0.0.1:$port/" > "$work/load.$server.json" 2> /dev/null &
     load_pid=$!
-    # The load's connections are up once the server has C more sockets.
-    sleep 1
+    # The load's connections are up once the server has C more descriptors
+    # (a loaded machine can take seconds to start the load: a limit lowered
+    # before they are up would shut the load's own connections out).
+    for _ in $(seq 1 200); do
+        (($(open_fds "$pid") >= before + C)) && break
+        sleep 0.05
+    done
+    (($(open_fds "$pid") >= before + C)) || die "$server: the load's $C connections did not come up"
     declare -A saved=() limit=()
     for p in $(server_procs "$pid"); do
         saved[$p]="$(prlimit --pid "$p" --nofile --output SOFT,HARD --noheadings | awk '{print $1":"$2}')"

@@ -14,12 +14,16 @@ use tokio::task::JoinHandle;
 /// address gets no answer at all, so this is how long the test waits).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a closed connection may take to drain (its closing period is
+/// three probe timeouts: milliseconds on loopback).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One HTTP/3 connection; closed on drop.
 pub struct H3Conn {
     conn: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: JoinHandle<()>,
-    _endpoint: quinn::Endpoint,
+    endpoint: quinn::Endpoint,
 }
 
 /// Why no connection came up.
@@ -73,13 +77,27 @@ impl H3Conn {
             conn,
             send,
             driver,
-            _endpoint: endpoint,
+            endpoint,
         })
     }
 
     /// What quinn counted on this connection so far (frames and
     /// datagrams received from the server, among others).
     pub fn stats(&self) -> quinn::ConnectionStats {
+        self.conn.stats()
+    }
+
+    /// Closes the connection (H3_NO_ERROR) and waits until its endpoint
+    /// has drained it (three probe timeouts, quinn's closing period, in
+    /// which anything the server still sends arrives; at most
+    /// [`DRAIN_TIMEOUT`]): then what quinn counted on it.
+    pub async fn close_and_drain(self) -> quinn::ConnectionStats {
+        self.conn.close(quinn::VarInt::from_u32(0x100), b"");
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, self.endpoint.wait_idle()).await;
+        assert!(
+            drained.is_ok(),
+            "the client's endpoint did not drain in {DRAIN_TIMEOUT:?}"
+        );
         self.conn.stats()
     }
 

@@ -17,6 +17,7 @@
 //!   [`tern::Served`], the harness that starts tern in front of a backend
 //! - [`client`]: a raw TLS HTTP/1.1 client and a TLS record counter
 //! - [`tools`]: `openssl s_client` and `curl` runners
+//! - [`tickets`]: a client session store that counts the tickets it was given
 
 pub mod backend;
 pub mod bench_target;
@@ -27,6 +28,7 @@ pub mod client;
 pub mod raw_backend;
 pub mod tempdir;
 pub mod tern;
+pub mod tickets;
 pub mod tools;
 
 pub mod chromium;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::{all_schemes, client_with, connect, settings, Alg, Pki, TempDir, TestServer};
 use rustls::{ClientConfig, HandshakeKind, ServerConfig, SupportedProtocolVersion};
+use tern_testsupport::tickets::TicketCountingStore;
 use tern_tls::{
     build_server_config, build_server_config_reusing, LoadedCert, TicketKeys, TicketSource,
     TlsPolicy,
@@ -281,53 +282,6 @@ async fn negotiated_reports_version_cipher_group_alpn_and_sni() {
     assert_eq!(server.next_negotiated().await.group, "X25519MLKEM768");
 }
 
-/// Counts the TLS 1.3 tickets a client was given.
-#[derive(Debug)]
-struct CountingStore {
-    inner: rustls::client::ClientSessionMemoryCache,
-    tickets: std::sync::atomic::AtomicUsize,
-}
-
-impl rustls::client::ClientSessionStore for CountingStore {
-    fn set_kx_hint(&self, name: rustls::pki_types::ServerName<'static>, group: rustls::NamedGroup) {
-        self.inner.set_kx_hint(name, group)
-    }
-    fn kx_hint(&self, name: &rustls::pki_types::ServerName<'_>) -> Option<rustls::NamedGroup> {
-        self.inner.kx_hint(name)
-    }
-    fn set_tls12_session(
-        &self,
-        name: rustls::pki_types::ServerName<'static>,
-        value: rustls::client::Tls12ClientSessionValue,
-    ) {
-        self.inner.set_tls12_session(name, value)
-    }
-    fn tls12_session(
-        &self,
-        name: &rustls::pki_types::ServerName<'_>,
-    ) -> Option<rustls::client::Tls12ClientSessionValue> {
-        self.inner.tls12_session(name)
-    }
-    fn remove_tls12_session(&self, name: &rustls::pki_types::ServerName<'static>) {
-        self.inner.remove_tls12_session(name)
-    }
-    fn insert_tls13_ticket(
-        &self,
-        name: rustls::pki_types::ServerName<'static>,
-        value: rustls::client::Tls13ClientSessionValue,
-    ) {
-        self.tickets
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.insert_tls13_ticket(name, value)
-    }
-    fn take_tls13_ticket(
-        &self,
-        name: &rustls::pki_types::ServerName<'static>,
-    ) -> Option<rustls::client::Tls13ClientSessionValue> {
-        self.inner.take_tls13_ticket(name)
-    }
-}
-
 /// RFC 9149: a client asking for fewer tickets than tern sends gets what
 /// it asked for (none, for a client that will not resume); one asking for
 /// more gets tern's usual two.
@@ -340,10 +294,7 @@ async fn a_client_ticket_request_is_honoured_up_to_the_configured_count() {
     .unwrap();
     let server = TestServer::start(config).await;
     for (request, expected) in [(None, 2), (Some(0), 0), (Some(1), 1), (Some(5), 2)] {
-        let store = Arc::new(CountingStore {
-            inner: rustls::client::ClientSessionMemoryCache::new(8),
-            tickets: Default::default(),
-        });
+        let store = Arc::new(TicketCountingStore::new(8));
         let mut client = (*client(common::TLS13)).clone();
         client.resumption = rustls::client::Resumption::store(store.clone());
         client.send_ticket_request = request.map(|n| rustls::client::TicketRequest {
@@ -354,10 +305,6 @@ async fn a_client_ticket_request_is_honoured_up_to_the_configured_count() {
             .await
             .unwrap();
         assert_eq!(view.body, b"ok");
-        assert_eq!(
-            store.tickets.load(std::sync::atomic::Ordering::SeqCst),
-            expected,
-            "ticket_request {request:?}"
-        );
+        assert_eq!(store.tickets(), expected, "ticket_request {request:?}");
     }
 }

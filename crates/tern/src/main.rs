@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Serve(args) => cli::serve::run(*args),
         cli::Command::Bench(args) => cli::bench::run(args.0),
-        cli::Command::Report(args) => cli::bench::run_report(args),
+        cli::Command::Report(args) => cli::report::run(args),
         cli::Command::Probe(args) => cli::probe::run(args),
         cli::Command::Speed(args) => cli::probe::run_speed(args),
     }

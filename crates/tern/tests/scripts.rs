@@ -446,6 +446,43 @@ fn h3_peers_script_short_form() {
     }
 }
 
+/// bench/h3-datagrams.sh, tern alone in a short form, with eight streams
+/// at once (a MAX_STREAMS update every second request): the client's QUIC
+/// counters give datagrams per request each way, at least one (a request,
+/// an answer) and far from 1.5, what updates sent in datagrams of their
+/// own (and the client's ACKs of them) cost before quinn-proto patch 0014.
+#[test]
+fn h3_datagrams_script_counts_datagrams_each_way() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h3-datagrams.sh",
+        &[
+            ("N", "300"),
+            ("C", "1"),
+            ("SERVERS", "tern"),
+            ("STRACE", "0"),
+            ("SRV_TERN_ARGS", "--h3-max-streams 8"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("tern "))
+        .unwrap_or_else(|| panic!("no row for tern:\n{}", out.all()));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    for (way, cell) in [("to tern", cells[1]), ("from tern", cells[2])] {
+        let per_request: f64 = cell.parse().unwrap_or(0.0);
+        assert!(
+            (1.0..1.25).contains(&per_request),
+            "{per_request} datagrams {way} per request:\n{}",
+            out.all()
+        );
+    }
+}
+
 /// bench/h3.sh with a new connection per request (issue 26's QUIC against
 /// TCP+TLS figure) in a short form: every protocol's requests succeed, each
 /// on its own handshake, and the run ends with HTTP/3 as a multiple of

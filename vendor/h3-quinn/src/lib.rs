@@ -26,7 +26,6 @@ use h3::{
     error::Code,
     quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, WriteBuf},
 };
-use tokio_util::sync::ReusableBoxFuture;
 
 #[cfg(feature = "tracing")]
 use tracing::instrument;
@@ -344,23 +343,12 @@ where
 /// Implements a [`quic::RecvStream`] backed by a [`quinn::RecvStream`].
 pub struct RecvStream {
     stream: Option<quinn::RecvStream>,
-    read_chunk_fut: ReadChunkFuture,
 }
-
-type ReadChunkFuture = ReusableBoxFuture<
-    'static,
-    (
-        quinn::RecvStream,
-        Result<Option<quinn::Chunk>, quinn::ReadError>,
-    ),
->;
 
 impl RecvStream {
     fn new(stream: quinn::RecvStream) -> Self {
         Self {
             stream: Some(stream),
-            // Should only allocate once the first time it's used
-            read_chunk_fut: ReusableBoxFuture::new(async { unreachable!() }),
         }
     }
 }
@@ -373,15 +361,14 @@ impl quic::RecvStream for RecvStream {
         &mut self,
         cx: &mut task::Context<'_>,
     ) -> Poll<Result<Option<Self::Buf>, StreamErrorIncoming>> {
-        if let Some(mut stream) = self.stream.take() {
-            self.read_chunk_fut.set(async move {
-                let chunk = stream.read_chunk(usize::MAX, true).await;
-                (stream, chunk)
-            })
-        };
-
-        let (stream, chunk) = ready!(self.read_chunk_fut.poll(cx));
-        self.stream = Some(stream);
+        // tern patch: the stream polled in place (quinn patch 0004), not
+        // through a `read_chunk` future set into a ReusableBoxFuture at
+        // each read (~3,200 instructions per HTTP/3 request, callgrind).
+        let stream = self
+            .stream
+            .as_mut()
+            .expect("h3-quinn holds the stream until it is dropped");
+        let chunk = ready!(stream.poll_read_chunk(cx, usize::MAX, true));
         Poll::Ready(Ok(chunk
             .map_err(|e| convert_read_error_to_stream_error(e))?
             .map(|c| c.bytes)))

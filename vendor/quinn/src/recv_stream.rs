@@ -190,7 +190,10 @@ impl RecvStream {
     /// If no data is available for reading, the method returns `Poll::Pending`
     /// and arranges for the current task (via cx.waker()) to receive a notification
     /// when the stream becomes readable or is closed.
-    fn poll_read_chunk(
+    ///
+    /// tern patch: public, so h3-quinn polls the stream in place instead of
+    /// through a `read_chunk` future it boxes at each read.
+    pub fn poll_read_chunk(
         &mut self,
         cx: &mut Context,
         max_length: usize,

@@ -125,7 +125,7 @@ impl Inherited {
             let socket = sockets[i % sockets.len()]
                 .try_clone()
                 .map_err(bind_err(addr))?;
-            // Accepted sockets inherit it (see `server::bind`); a socket
+            // Accepted sockets inherit it (see `sockets::bind`); a socket
             // from systemd may not have it yet.
             SockRef::from(&socket)
                 .set_tcp_nodelay(true)

@@ -1,6 +1,7 @@
 //! The control plane: start-up and signals ([`server`]), generations of
 //! settings built on reload ([`generation`]), workers with their accept
-//! loops ([`worker`]) and QUIC endpoints ([`quic`]), certificates kept
+//! loops ([`worker`]) and QUIC endpoints ([`quic`]), the listening sockets
+//! it opens ([`sockets`]), certificates kept
 //! current over ACME ([`acme`]), listening sockets handed over by a
 //! previous binary or systemd ([`inherit`], [`upgrade`]), the switch to an
 //! unprivileged user ([`privilege`]), the control plane's small HTTP listeners
@@ -19,5 +20,6 @@ pub(crate) mod plain_http;
 mod privilege;
 pub(crate) mod quic;
 pub(crate) mod server;
+mod sockets;
 mod upgrade;
 pub(crate) mod worker;

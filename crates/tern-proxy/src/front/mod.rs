@@ -162,7 +162,7 @@ pub(crate) fn client_cert_present_if_required(
 }
 
 /// Sets TCP_NODELAY on an accepted socket where it is not inherited: on
-/// Linux it comes from the listener (`control::server::bind`), and a
+/// Linux it comes from the listener (`control::sockets::bind`), and a
 /// setsockopt per connection would cost a system call for nothing.
 fn nodelay_unless_inherited(tcp: &TcpStream, peer: SocketAddr) {
     if cfg!(target_os = "linux") {

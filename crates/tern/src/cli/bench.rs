@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use tern_bench::config::defaults;
 use tern_bench::report::{csv, html, text};
-use tern_bench::{
-    BenchConfig, BenchError, ConnectionPlan, HttpVersion, LoadModel, Report, ResumptionMode,
-    StopCondition, Target, TlsOptions, TlsVersion,
-};
+use tern_bench::BenchError;
+
+use super::bench_config::config_from;
 
 /// Arguments of `tern bench`. Short flags and hey's single-dash long flags
 /// (`-disable-keepalive`, `-h2`, `-host`, `-cpus`) are hey's.
@@ -202,61 +201,6 @@ they give comparisons and `tern report diff` their intervals \
     pub scale: super::bench_scale::ScaleArgs,
 }
 
-/// Arguments of `tern report`.
-#[derive(Debug, clap::Args)]
-pub struct ReportArgs {
-    #[command(subcommand)]
-    pub action: ReportAction,
-}
-
-/// What `tern report` does.
-#[derive(Debug, clap::Subcommand)]
-pub enum ReportAction {
-    /// Merge JSON reports of the same targets run from several load machines.
-    Merge {
-        /// JSON reports written by `tern bench --json`.
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Output on stdout: text or json.
-        #[arg(short = 'o', value_parser = ["text", "json"], default_value = defaults::OUTPUT)]
-        output: String,
-        /// Also write the merged JSON to FILE.
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-        /// Also write an HTML report to FILE.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-    },
-    /// Render a JSON report as a self-contained HTML page.
-    Html {
-        /// JSON report.
-        file: PathBuf,
-        /// Output file (default: the input with .html).
-        #[arg(short = 'o', long)]
-        out: Option<PathBuf>,
-    },
-    /// Compare two JSON reports figure by figure: change, interval and
-    /// verdict (better / worse / same); exit 99 when a figure got worse
-    /// beyond the tolerance: a performance gate for CI.
-    Diff {
-        /// The reference run.
-        base: PathBuf,
-        /// The run to judge.
-        new: PathBuf,
-        /// Changes smaller than this are "same" (percent, or a fraction).
-        #[arg(long, default_value = defaults::DIFF_TOLERANCE, value_parser = parse_share)]
-        tolerance: f64,
-        /// Output on stdout: text or json.
-        #[arg(short = 'o', value_parser = ["text", "json"], default_value = defaults::OUTPUT)]
-        output: String,
-    },
-    /// Print a JSON report as text.
-    Text {
-        /// JSON report.
-        file: PathBuf,
-    },
-}
-
 /// hey's long flags with one dash, rewritten to clap's two dashes.
 const HEY_LONG_FLAGS: [&str; 7] = [
     "-h2",
@@ -294,7 +238,7 @@ pub fn rewrite_hey_flags(args: impl Iterator<Item = OsString>) -> Vec<OsString> 
 }
 
 /// Exit status when a `--threshold` failed (k6 uses the same).
-const THRESHOLD_FAILED: u8 = 99;
+pub(super) const THRESHOLD_FAILED: u8 = 99;
 
 /// Runs `tern bench`.
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -358,86 +302,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
 }
 
-/// Runs `tern report`.
-pub fn run_report(args: ReportArgs) -> ExitCode {
-    let result = match args.action {
-        ReportAction::Merge {
-            files,
-            output,
-            json,
-            html: html_path,
-        } => files
-            .iter()
-            .map(|f| Report::read(&f.to_string_lossy()))
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(Report::merge)
-            .and_then(|merged| {
-                let json_text = merged.to_json()?;
-                let shown = if output == "json" {
-                    json_text.clone()
-                } else {
-                    text::render(&merged)
-                };
-                let mut ok = write_out(None, &shown).is_ok();
-                if let Some(p) = json {
-                    ok &= write_out(Some(&p), &json_text).is_ok();
-                }
-                if let Some(p) = html_path {
-                    ok &= write_out(Some(&p), &html::render(&merged)).is_ok();
-                }
-                Ok(ok)
-            }),
-        ReportAction::Html { file, out } => Report::read(&file.to_string_lossy()).map(|r| {
-            let out = out.unwrap_or_else(|| file.with_extension("html"));
-            write_out(Some(&out), &html::render(&r)).is_ok()
-        }),
-        ReportAction::Text { file } => Report::read(&file.to_string_lossy())
-            .map(|r| write_out(None, &text::render(&r)).is_ok()),
-        ReportAction::Diff {
-            base,
-            new,
-            tolerance,
-            output,
-        } => {
-            return match (
-                Report::read(&base.to_string_lossy()),
-                Report::read(&new.to_string_lossy()),
-            ) {
-                (Ok(b), Ok(n)) => {
-                    let d = tern_bench::report::diff::Diff::new(&b, &n, tolerance);
-                    let shown = if output == "json" {
-                        d.to_json()
-                    } else {
-                        d.render()
-                    };
-                    if write_out(None, &shown).is_err() {
-                        ExitCode::from(1)
-                    } else if d.regressed() {
-                        ExitCode::from(THRESHOLD_FAILED)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                (Err(e), _) | (_, Err(e)) => {
-                    eprintln!("tern report: {e}");
-                    ExitCode::from(1)
-                }
-            };
-        }
-    };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("tern report: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
 /// Writes to a file, or stdout when `path` is `None`. A closed stdout
 /// (`| head`) is not an error worth a message.
-fn write_out(path: Option<&PathBuf>, text: &str) -> Result<(), ()> {
+pub(super) fn write_out(path: Option<&PathBuf>, text: &str) -> Result<(), ()> {
     match path {
         None => {
             let mut out = std::io::stdout().lock();
@@ -451,161 +318,6 @@ fn write_out(path: Option<&PathBuf>, text: &str) -> Result<(), ()> {
         }
         Some(p) => std::fs::write(p, text).map_err(|e| eprintln!("tern: {}: {e}", p.display())),
     }
-}
-
-fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, BenchError> {
-    let by_protocol = !a.compare_protocols.is_empty();
-    if by_protocol && (a.urls.len() != 1 || a.compare) {
-        return Err(BenchError::Config(
-            "--compare-protocols takes one URL (and no --compare)".into(),
-        ));
-    }
-    if a.urls.len() > 1 && !a.compare {
-        return Err(BenchError::Config("several URLs need --compare".into()));
-    }
-    if a.compare && a.urls.len() < 2 {
-        return Err(BenchError::Config(
-            "--compare needs at least two URLs".into(),
-        ));
-    }
-    let mut targets = a
-        .urls
-        .iter()
-        .map(|u| Target::parse(u))
-        .collect::<Result<Vec<_>, _>>()?;
-    if by_protocol {
-        targets = protocol_targets(&targets[0], &a.compare_protocols)?;
-    }
-    let mut c = BenchConfig::new(targets);
-    c.command_line = command_line;
-    let (mut method, mut streams) = (None, None);
-    if let Some(m) = &a.method_or_streams {
-        match m.parse::<usize>() {
-            Ok(n) => streams = Some(n),
-            Err(_) => method = Some(m.clone()),
-        }
-    }
-    if let Some(m) = a.method.as_ref().or(method.as_ref()) {
-        c.method = m.to_ascii_uppercase();
-    }
-    if let Some(n) = a.streams.or(streams) {
-        c.streams_per_connection = n.max(1);
-    }
-    for h in &a.headers {
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| BenchError::Config(format!("header {h:?} is not 'Name: value'")))?;
-        c.headers
-            .push((name.trim().to_string(), value.trim().to_string()));
-    }
-    if let Some(t) = &a.content_type {
-        c.headers.push(("Content-Type".into(), t.clone()));
-    }
-    if let Some(accept) = &a.accept {
-        c.headers.push(("Accept".into(), accept.clone()));
-    }
-    if let Some(auth) = &a.basic_auth {
-        c.headers.push(tern_bench::http1::basic_auth(auth));
-    }
-    c.body = match (&a.body, &a.body_file) {
-        (_, Some(path)) => std::fs::read(path).map_err(|source| BenchError::File {
-            path: path.display().to_string(),
-            source,
-        })?,
-        (Some(b), None) => b.clone().into_bytes(),
-        (None, None) => Vec::new(),
-    };
-    c.host_header = a.host.clone();
-    c.proxy = a.proxy.clone();
-    c.accept_compression = !a.disable_compression;
-    let resume = match a.resume.as_deref() {
-        Some("session-ids") => ResumptionMode::SessionIds,
-        Some(_) => ResumptionMode::Tickets,
-        None => defaults::RESUME,
-    };
-    c.plan = match (a.plan.as_deref(), a.disable_keepalive) {
-        (Some("resumed"), _) => ConnectionPlan::Resumed(resume),
-        (Some("new"), _) | (None, true) => ConnectionPlan::NewConnection,
-        (Some(_), true) => {
-            return Err(BenchError::Config(
-                "--plan keepalive contradicts -disable-keepalive".into(),
-            ))
-        }
-        (Some(_), false) => ConnectionPlan::KeepAlive,
-        (None, false) => c.plan,
-    };
-    let alpn_h3 = a.alpn.first().is_some_and(|p| p == "h3");
-    c.http = if a.h3 || alpn_h3 {
-        HttpVersion::Http3
-    } else if a.h2 {
-        HttpVersion::Http2
-    } else {
-        HttpVersion::Http1
-    };
-    if let Some(n) = a.concurrency {
-        c.connections = n;
-    }
-    c.load = match (a.rate, a.qps) {
-        (Some(r), _) => LoadModel::Open { rate: r },
-        (None, Some(q)) => LoadModel::Open {
-            rate: q * c.connections as f64,
-        },
-        (None, None) => LoadModel::Closed,
-    };
-    if let Some(n) = a.cpus {
-        c.workers = n.max(1);
-    }
-    c.stop = match (&a.duration, a.requests) {
-        (Some(z), _) => StopCondition::Duration(parse_go_duration(z)?),
-        (None, Some(n)) => StopCondition::Requests(n),
-        (None, None) => c.stop,
-    };
-    c.warmup = a
-        .warmup
-        .as_deref()
-        .map(|w| {
-            parse_go_duration(w).map_err(|_| {
-                BenchError::Config(format!(
-                    "--warmup {w:?}: expected a duration like 2s, 500ms"
-                ))
-            })
-        })
-        .transpose()?;
-    if let Some(t) = a.timeout {
-        c.timeout = (t > 0).then(|| Duration::from_secs(t));
-    }
-    let version = |v: &Option<String>| match v.as_deref() {
-        Some("1.2") => Some(TlsVersion::Tls12),
-        Some("1.3") => Some(TlsVersion::Tls13),
-        _ => None,
-    };
-    c.tls = TlsOptions {
-        min_version: version(&a.tls_min),
-        max_version: version(&a.tls_max),
-        ciphers: a.ciphers.clone(),
-        groups: a.groups.clone(),
-        alpn: (!a.alpn.is_empty()).then(|| a.alpn.clone()),
-        // hey sends -host as the SNI too; a port is not part of a name.
-        sni: a.sni.clone().or_else(|| {
-            a.host.as_deref().map(|h| match h.rsplit_once(':') {
-                Some((name, port)) if !name.contains(':') && port.parse::<u16>().is_ok() => {
-                    name.to_string()
-                }
-                _ => h.to_string(),
-            })
-        }),
-        ca_file: a.cacert.clone(),
-        insecure: a.insecure,
-        no_cert_compression: a.no_cert_compression,
-    };
-    if let Some(n) = a.rounds {
-        c.rounds = n.max(1);
-    }
-    c.record_requests = a.output.as_deref() == Some("csv") || a.csv.is_some();
-    c.progress = !a.no_progress && a.output.is_none();
-    c.server_pids = a.server_pids.clone();
-    super::bench_scale::apply(&a.scale, &mut c)?;
-    Ok(c)
 }
 
 /// docs/bench.md's option table: one row per `tern bench` option, its
@@ -640,39 +352,6 @@ pub fn options_reference() -> String {
         ));
     }
     out
-}
-
-/// One target per protocol named in `list` (h1, h2, h3), each the URL of
-/// `base` labelled with its protocol.
-fn protocol_targets(base: &Target, list: &[String]) -> Result<Vec<Target>, BenchError> {
-    let mut targets = Vec::with_capacity(list.len());
-    for name in list {
-        let http = match name.trim() {
-            "h1" | "http/1.1" => HttpVersion::Http1,
-            "h2" => HttpVersion::Http2,
-            "h3" => HttpVersion::Http3,
-            other => {
-                return Err(BenchError::Config(format!(
-                    "--compare-protocols: unknown protocol {other:?} (h1, h2, h3)"
-                )))
-            }
-        };
-        if targets.iter().any(|t: &Target| t.http == Some(http)) {
-            return Err(BenchError::Config(format!(
-                "--compare-protocols: {name} twice"
-            )));
-        }
-        let mut t = base.clone();
-        t.url = format!("{} [{}]", base.url, http.short());
-        t.http = Some(http);
-        targets.push(t);
-    }
-    if targets.len() < 2 {
-        return Err(BenchError::Config(
-            "--compare-protocols needs at least two protocols".into(),
-        ));
-    }
-    Ok(targets)
 }
 
 /// A count (`-n`, `-c`, `--streams`, ...): a whole number of at least 1.
@@ -759,6 +438,7 @@ pub(super) fn parse_go_duration(s: &str) -> Result<Duration, BenchError> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use tern_bench::{BenchConfig, ConnectionPlan};
 
     fn parse(line: &str) -> BenchArgs {
         let args = rewrite_hey_flags(line.split_whitespace().map(OsString::from));

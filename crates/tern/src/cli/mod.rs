@@ -1,8 +1,10 @@
 //! One clap definition per subcommand, each in its own file.
 
 pub mod bench;
+pub mod bench_config;
 pub mod bench_scale;
 pub mod probe;
+pub mod report;
 pub mod serve;
 
 use clap::parser::ValueSource;
@@ -23,7 +25,7 @@ pub enum Command {
     /// Generate load against one or more URLs and report with full disclosure.
     Bench(Box<AsGiven<bench::BenchArgs>>),
     /// Work with saved bench reports (merge, render).
-    Report(bench::ReportArgs),
+    Report(report::ReportArgs),
     /// Look for TLS performance traps on an endpoint.
     Probe(probe::ProbeArgs),
     /// Measure this machine's TLS crypto.

@@ -18,6 +18,7 @@ use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::client::client_config_with;
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
 use tern_testsupport::tern::tern_bin;
+use tern_testsupport::tickets::TicketCountingStore;
 
 /// One request's answer: status, and the backend's `/echo` JSON if any.
 type Answer = (u16, Option<Value>);
@@ -58,6 +59,8 @@ async fn request(
 async fn early_run(addr: SocketAddr, ca_pem: &str) -> (Answer, Answer, bool, Answer) {
     let mut tls = (*client_config_with(ca_pem, &[&rustls::version::TLS13], &[b"h3"])).clone();
     tls.enable_early_data = true;
+    let store = Arc::new(TicketCountingStore::new(8));
+    tls.resumption = rustls::client::Resumption::store(store.clone());
     let quic = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls)).expect("QUIC TLS");
     let mut endpoint =
         quinn::Endpoint::client(SocketAddr::from(([0, 0, 0, 0], 0))).expect("client endpoint");
@@ -74,8 +77,8 @@ async fn early_run(addr: SocketAddr, ca_pem: &str) -> (Answer, Answer, bool, Ans
     let drive = tokio::spawn(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await });
     let (status, _) = request(&mut send, "GET", b"").await;
     assert_eq!(status, 200, "first connection");
-    // The session ticket follows the handshake; a round trip is plenty.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The session ticket follows the handshake by a round trip.
+    store.wait_for_tickets(1, Duration::from_secs(10)).await;
     first.close(0u32.into(), b"");
     drive.abort();
 

@@ -2,8 +2,10 @@
 //! a small request or two gets neither path MTU probes nor spare
 //! connection IDs from tern (quinn-proto patches 0008 and 0009: they were
 //! two thirds of its datagrams), and one that carries a large body still
-//! gets the MTU search. Client: quinn + h3 (tern-testsupport h3client),
-//! whose counters say what tern sent.
+//! gets the MTU search. tern's SETTINGS come with its handshake, it keeps
+//! the client's first connection ID and answers no close with a close.
+//! Client: quinn + h3 (tern-testsupport h3client), whose counters say what
+//! tern sent.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -67,5 +69,60 @@ async fn a_large_body_still_gets_the_mtu_search() {
         stats.frame_rx.ping >= 1,
         "no MTU probe during a 1 MiB body: {:?}",
         stats.frame_rx
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_come_with_the_handshake_and_the_first_connection_id_is_kept() {
+    let served = Served::start(&["--http3"]);
+    let mut conn = connect(&served).await;
+    // The client's handshake ends with the datagram of tern's first flight
+    // (its Handshake packet); quinn reads the whole datagram before it says
+    // so. The control and QPACK streams (SETTINGS) came in that datagram:
+    // they used to follow the handshake in one of their own.
+    let at_handshake = conn.stats();
+    assert!(
+        at_handshake.frame_rx.stream >= 3,
+        "{} datagrams and no SETTINGS yet when the handshake ended: {:?}",
+        at_handshake.udp_rx.datagrams,
+        at_handshake.frame_rx
+    );
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    let stats = conn.close_and_drain().await;
+    // quinn's server moved to a client-issued connection ID at once
+    // (RETIRE_CONNECTION_ID, answered by one more NEW_CONNECTION_ID); a
+    // server that refuses migration keeps the first (quinn-proto patch).
+    assert_eq!(
+        stats.frame_rx.retire_connection_id, 0,
+        "tern retired the client's connection ID: {:?}",
+        stats.frame_rx
+    );
+    // The client closed: tern drains without a close of its own
+    // (RFC 9000 10.2.2 allows one, quinn sent it).
+    assert_eq!(
+        stats.frame_rx.connection_close, 0,
+        "tern answered the client's close with one: {:?}",
+        stats.frame_rx
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_credit_keeps_coming_to_a_client_asking_one_at_a_time() {
+    // Eight streams at once: tern frees credit for a MAX_STREAMS update
+    // every second request, and the update now waits for the next answer
+    // while the client has half its credit left (quinn-proto patch 0014;
+    // scripts::h3_datagrams_script_counts_datagrams_each_way counts the
+    // datagrams it saves). The wait must never hold the client up: forty
+    // requests one after another need five times the first credit.
+    let served = Served::start(&["--http3", "--h3-max-streams", "8"]);
+    let mut conn = connect(&served).await;
+    const REQUESTS: u64 = 40;
+    for _ in 0..REQUESTS {
+        get_ok(&mut conn, "/bytes/100", 100).await;
+    }
+    let updates = conn.stats().frame_rx.max_streams_bidi;
+    assert!(
+        updates >= 4,
+        "{updates} MAX_STREAMS updates for {REQUESTS} requests"
     );
 }

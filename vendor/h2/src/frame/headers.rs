@@ -129,7 +129,10 @@ impl Headers {
             stream_dep: None,
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
-                field_size: calculate_headermap_size(&fields),
+                // tern patch: a block made to be sent is never checked
+                // against a header list limit (only a received one is,
+                // as it is decoded), so its size is not summed.
+                field_size: 0,
                 fields,
                 is_over_size: false,
                 pseudo,
@@ -147,7 +150,8 @@ impl Headers {
             stream_dep: None,
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
-                field_size: calculate_headermap_size(&fields),
+                // tern patch: not summed, as in `new`.
+                field_size: 0,
                 fields,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
@@ -1103,14 +1107,16 @@ mod test {
         world.extend_from_slice(&dst[9..12]);
         assert_eq!("world", huff_decode(&world));
 
-        assert_eq!(24, dst.len());
-        assert_eq!([0, 0, 15, 9, 4, 0, 0, 0, 0], &dst[0..9]);
+        // tern patch: the fields not indexed go as plain literals (see
+        // `hpack::encoder::encode_not_indexed`).
+        assert_eq!(25, dst.len());
+        assert_eq!([0, 0, 16, 9, 4, 0, 0, 0, 0], &dst[0..9]);
 
         // // Next is not indexed
-        assert_eq!(&[15, 47, 0x80 | 3], &dst[12..15]);
-        assert_eq!("zomg", huff_decode(&dst[15..18]));
-        assert_eq!(&[15, 47, 0x80 | 3], &dst[18..21]);
-        assert_eq!("sup", huff_decode(&dst[21..]));
+        assert_eq!(&[15, 47, 4], &dst[12..15]);
+        assert_eq!(b"zomg", &dst[15..19]);
+        assert_eq!(&[15, 47, 3], &dst[19..22]);
+        assert_eq!(b"sup", &dst[22..]);
     }
 
     fn huff_decode(src: &[u8]) -> BytesMut {

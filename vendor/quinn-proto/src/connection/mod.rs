@@ -2971,7 +2971,17 @@ impl Connection {
                         }
                     };
 
-                    if self.side.is_server() && self.rem_cids.active_seq() == 0 {
+                    // tern patch: a server that refuses migration keeps the client's first
+                    // connection ID. Switching at once only lets the client reset the
+                    // connection statelessly; it cost a RETIRE_CONNECTION_ID, the client's
+                    // replacement NEW_CONNECTION_ID and its acknowledgement (a datagram each way
+                    // on a connection that carries one request) and a reset token entry in the
+                    // endpoint. A client that lost its state is forgotten at the idle timeout.
+                    let migration = match &self.side {
+                        ConnectionSide::Server { server_config } => server_config.migration,
+                        ConnectionSide::Client { .. } => false,
+                    };
+                    if migration && self.rem_cids.active_seq() == 0 {
                         // We're a server still using the initial remote CID for the client, so
                         // let's switch immediately to enable clientside stateless resets.
                         self.update_rem_cid();
@@ -3060,7 +3070,9 @@ impl Connection {
         if let Some(reason) = close {
             self.error = Some(reason.into());
             self.state = State::Draining;
-            self.close = true;
+            // tern patch: no CONNECTION_CLOSE of our own in answer to the peer's. RFC 9000
+            // 10.2.2 allows one ("MAY"); the peer has closed and needs none, and on a connection
+            // that carried one request it was one datagram (and a packet protection) in nine.
         }
 
         if remote != self.path.remote

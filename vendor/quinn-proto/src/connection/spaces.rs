@@ -166,8 +166,15 @@ impl PacketSpace {
 
     pub(super) fn can_send(&self, streams: &StreamsState) -> SendableFrames {
         let acks = self.pending_acks.can_send();
-        let other =
-            !self.pending.is_empty(streams) || self.ping_pending || self.immediate_ack_pending;
+        // tern patch: MAX_STREAMS alone calls for no packet while the peer
+        // has half its stream credit left; it goes with the next packet
+        // sent (a response, an ACK). Not while a loss probe is due:
+        // maybe_queue_probe counts on whatever is pending to be sent as
+        // the probe.
+        let other = !(self.pending.is_empty(streams)
+            || (self.loss_probes == 0 && self.pending.only_max_streams_that_can_wait(streams)))
+            || self.ping_pending
+            || self.immediate_ack_pending;
 
         SendableFrames { acks, other }
     }
@@ -354,9 +361,19 @@ impl Retransmits {
     }
 
     pub(super) fn is_empty(&self, streams: &StreamsState) -> bool {
+        !self.max_stream_id.into_iter().any(|x| x) && self.is_empty_but_max_streams(streams)
+    }
+
+    /// tern patch: nothing to send but MAX_STREAMS frames that can ride on
+    /// the next packet (`StreamsState::max_streams_can_wait`).
+    pub(super) fn only_max_streams_that_can_wait(&self, streams: &StreamsState) -> bool {
+        streams.max_streams_can_wait(self.max_stream_id) && self.is_empty_but_max_streams(streams)
+    }
+
+    /// tern patch: `is_empty` but for `max_stream_id`.
+    fn is_empty_but_max_streams(&self, streams: &StreamsState) -> bool {
         !self.max_data
             && !(self.data_blocked && streams.can_send_data_blocked())
-            && !self.max_stream_id.into_iter().any(|x| x)
             && self.reset_stream.is_empty()
             && self.stop_sending.is_empty()
             && self

@@ -1711,6 +1711,64 @@ fn no_spare_cids_without_migration() {
     }
 }
 
+/// tern patch: a server that refuses migration keeps the client's first connection ID (no
+/// RETIRE_CONNECTION_ID, so the client issues no replacement), one that allows it moves to a
+/// client-issued one at once; data flows either way.
+#[test]
+fn server_keeps_the_first_cid_without_migration() {
+    let _guard = subscribe();
+    for migration in [false, true] {
+        let mut config = server_config();
+        config.migration(migration);
+        let mut pair = Pair::new(Arc::new(EndpointConfig::default()), config);
+        let (client_ch, server_ch) = pair.connect();
+        pair.drive();
+        let issued = pair.client_conn_mut(client_ch).stats().frame_tx.new_connection_id;
+        let retired = pair
+            .server_conn_mut(server_ch)
+            .stats()
+            .frame_tx
+            .retire_connection_id;
+        assert!(issued > 0, "the client issued no spare connection ID");
+        assert_eq!(retired > 0, migration, "migration {migration}: {retired} retired");
+        let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+        pair.client_send(client_ch, s).write(b"hello").unwrap();
+        pair.drive();
+        assert_matches!(
+            pair.server_streams(server_ch).accept(Dir::Uni),
+            Some(stream) if stream == s
+        );
+    }
+}
+
+/// tern patch: a peer's CONNECTION_CLOSE gets no CONNECTION_CLOSE in answer, and both sides
+/// still forget the connection.
+#[test]
+fn a_close_is_not_answered_with_a_close() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, server_ch) = pair.connect();
+    pair.client
+        .connections
+        .get_mut(&client_ch)
+        .unwrap()
+        .close(pair.time, VarInt(42), Bytes::new());
+    pair.drive();
+    assert_matches!(
+        pair.server_conn_mut(server_ch).poll(),
+        Some(Event::ConnectionLost {
+            reason: ConnectionError::ApplicationClosed(ApplicationClose {
+                error_code: VarInt(42),
+                ..
+            })
+        })
+    );
+    assert_eq!(pair.server_conn_mut(server_ch).stats().frame_tx.connection_close, 0);
+    assert_eq!(pair.client_conn_mut(client_ch).stats().frame_rx.connection_close, 0);
+    assert_eq!(pair.client.known_connections(), 0);
+    assert_eq!(pair.server.known_connections(), 0);
+}
+
 fn test_flow_control(config: TransportConfig, window_size: usize) {
     let _guard = subscribe();
     let mut pair = Pair::new(
@@ -2883,6 +2941,48 @@ fn connect_too_low_mtu() {
     pair.begin_connect(client_config());
     pair.drive();
     pair.server.assert_no_accept();
+}
+
+/// tern patch (0014): a MAX_STREAMS update waiting for the next packet
+/// still reaches the peer when a packet of the server's is lost and no
+/// other traffic follows (the loss probe, or what follows it, carries it).
+#[test]
+fn max_streams_waiting_for_a_packet_survive_a_lost_packet() {
+    let _guard = subscribe();
+    let server = ServerConfig {
+        transport: Arc::new(TransportConfig {
+            max_concurrent_uni_streams: 8u32.into(),
+            ..TransportConfig::default()
+        }),
+        ..server_config()
+    };
+    let mut pair = Pair::new(Default::default(), server);
+    let (client_ch, server_ch) = pair.connect();
+    pair.drive();
+    // Two streams opened, read to their end and freed: an update is due
+    // (more than an eighth of 8) and may wait (the client has 6 of 8).
+    for _ in 0..2 {
+        let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+        pair.client_send(client_ch, s).write(b"hello").unwrap();
+        pair.client_send(client_ch, s).finish().unwrap();
+        pair.drive();
+        assert_matches!(pair.server_streams(server_ch).accept(Dir::Uni), Some(id) if id == s);
+        let mut recv = pair.server_recv(server_ch, s);
+        let mut chunks = recv.read(false).unwrap();
+        while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+        let _ = chunks.finalize();
+    }
+    pair.drive();
+    let before = pair.client_conn_mut(client_ch).stats().frame_rx.max_streams_uni;
+    // A packet of the server's is lost: its loss probe is due.
+    let default_mtu = mem::replace(&mut pair.mtu, 0);
+    pair.server_conn_mut(server_ch).ping();
+    pair.drive_server();
+    pair.mtu = default_mtu;
+    pair.drive();
+    let after = pair.client_conn_mut(client_ch).stats().frame_rx.max_streams_uni;
+    assert_eq!(before, 0, "the update did not wait");
+    assert!(after > before, "no MAX_STREAMS after the lost packet");
 }
 
 #[test]

@@ -5,7 +5,9 @@ use alloc::string::ToString;
 use core::ops::Deref;
 
 use crate::common_state::{CommonState, Side};
-use crate::crypto::cipher::{AeadKey, Iv, MessageDecrypter, Tls13AeadAlgorithm};
+use crate::crypto::cipher::{
+    AeadKey, Iv, MessageDecrypter, MessageEncrypter, Tls13AeadAlgorithm,
+};
 use crate::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError, expand};
 use crate::crypto::{SharedSecret, hash, hmac};
 use crate::error::Error;
@@ -294,8 +296,9 @@ impl KeyScheduleHandshake {
             Some(max_early_data_size) => common
                 .record_layer
                 .set_message_decrypter_with_trial_decryption(
+                    // tern patch: no record key for QUIC (`record_decrypter`).
                     self.ks
-                        .derive_decrypter(&self.client_handshake_traffic_secret),
+                        .record_decrypter(&self.client_handshake_traffic_secret, common),
                     max_early_data_size,
                 ),
         }
@@ -752,6 +755,16 @@ struct KeyScheduleSuite {
 
 impl KeyScheduleSuite {
     fn set_encrypter(&self, secret: &OkmBlock, common: &mut CommonState) {
+        if common.is_quic() {
+            // tern patch: QUIC protects packets with keys of its own (`quic::Secrets`); the
+            // record layer only says which keys are current (`is_encrypting`), so it gets a
+            // placeholder instead of a key derived, expanded and never used.
+            common.record_layer.set_message_encrypter(
+                <dyn MessageEncrypter>::invalid(),
+                self.suite.common.confidentiality_limit,
+            );
+            return;
+        }
         let expander = self
             .suite
             .hkdf_provider
@@ -768,9 +781,22 @@ impl KeyScheduleSuite {
     }
 
     fn set_decrypter(&self, secret: &OkmBlock, common: &mut CommonState) {
+        let decrypter = self.record_decrypter(secret, common);
         common
             .record_layer
-            .set_message_decrypter(self.derive_decrypter(secret));
+            .set_message_decrypter(decrypter);
+    }
+
+    /// tern patch: as in `set_encrypter`, QUIC reads no TLS records: a placeholder for it.
+    fn record_decrypter(
+        &self,
+        secret: &OkmBlock,
+        common: &CommonState,
+    ) -> Box<dyn MessageDecrypter> {
+        match common.is_quic() {
+            true => <dyn MessageDecrypter>::invalid(),
+            false => self.derive_decrypter(secret),
+        }
     }
 
     fn derive_decrypter(&self, secret: &OkmBlock) -> Box<dyn MessageDecrypter> {
