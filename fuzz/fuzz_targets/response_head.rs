@@ -1,6 +1,7 @@
 //! A backend's response head: parse it, decide its framing for a GET and a
 //! HEAD; the head tern writes for the client must parse again with the
 //! same status.
+//! The parser is also compared with the pipeline it replaced.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,6 +15,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let raw = &data[..end];
+    // tern's parser and the pipeline it replaced (the syntax check, then
+    // httparse) refuse the same heads and read the same parts.
+    tern_http::reference::check_response(raw);
     if check_head_syntax(raw).is_err() {
         return;
     }

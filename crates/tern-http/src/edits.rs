@@ -52,6 +52,15 @@ impl FieldEdits<'_> {
         add: Vec::new(),
     };
 
+    /// The set of the lengths of the names dropped (one bit per length,
+    /// see `head::length_bit`): a name whose length is not in it is not
+    /// dropped, and need not be compared.
+    pub fn dropped_lengths(&self) -> u64 {
+        self.drop
+            .iter()
+            .fold(0, |set, name| set | crate::head::length_bit(name.len()))
+    }
+
     /// True when a field called `name` (any case), as the peer sent it,
     /// goes no further.
     pub fn drops(&self, name: &str) -> bool {

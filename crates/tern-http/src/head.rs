@@ -1,14 +1,14 @@
 //! HTTP/1.1 message heads: finding their end, strict syntax checks, parsing.
 //!
-//! Parsing is done by `httparse`; before it runs, the raw head is checked
-//! for the things RFC 9112 lets a lenient parser accept and a request
-//! smuggler exploits: bare LF, bare CR, NUL, obsolete line folding and
-//! whitespace between a field name and its colon. A head either passes all
-//! of them or is refused, so the backend never sees a head that two parsers
-//! could read two ways.
+//! A head is parsed in one pass ([`crate::parse`]) that refuses what RFC
+//! 9112 lets a lenient parser accept and a request smuggler exploits: bare
+//! LF, bare CR, NUL, obsolete line folding and whitespace between a field
+//! name and its colon. A head either passes all of them or is refused, so
+//! the backend never sees a head that two parsers could read two ways.
 
 use std::ops::Range;
 
+use crate::edits::FieldEdits;
 pub use crate::syntax::{check_head_syntax, find_head_end};
 use crate::HttpError;
 
@@ -59,9 +59,20 @@ impl FieldKind {
 
     /// The kind of a field name (case-insensitive).
     pub fn of(name: &str) -> FieldKind {
+        FieldKind::classify(name.as_bytes(), <[u8]>::eq_ignore_ascii_case)
+    }
+
+    /// [`FieldKind::of`] for a name the parser checked is made of token
+    /// characters: compared eight bytes at a time.
+    pub(crate) fn of_token(name: &[u8]) -> FieldKind {
+        FieldKind::classify(name, token_eq)
+    }
+
+    /// The kind of `b`, `same(b, known)` comparing it with a known name
+    /// (lowercase) of the same length.
+    fn classify(b: &[u8], same: fn(&[u8], &[u8]) -> bool) -> FieldKind {
         use FieldKind::*;
-        let b = name.as_bytes();
-        let is = |known: &str| b.eq_ignore_ascii_case(known.as_bytes());
+        let is = |known: &str| same(b, known.as_bytes());
         // The length picks at most three candidates; most names on the wire
         // (Accept, User-Agent, Cookie...) have a length no known name has.
         let kind = match b.len() {
@@ -87,19 +98,28 @@ impl FieldKind {
         // Only names as long as a forwarding field's can be one (most names
         // are not: no search for '_' in them).
         if kind == Other && matches!(b.len(), 9 | 11 | 15..=17) && b.contains(&b'_') {
-            return FieldKind::of_underscored(name);
+            return FieldKind::of_underscored(b, same);
         }
         kind
     }
 
     /// The kind's bit in [`Fields`]' set of kinds present.
-    fn bit(self) -> u16 {
+    pub(crate) fn bit(self) -> u16 {
         1 << self as u16
     }
 
+    /// The set of `kinds`, for [`Fields::copy_lines_except`].
+    pub fn bits(kinds: &[FieldKind]) -> u16 {
+        kinds.iter().fold(0, |set, k| set | k.bit())
+    }
+
     /// `ClientForwarding` for underscore spellings of forwarding fields.
-    fn of_underscored(name: &str) -> FieldKind {
-        if FieldKind::of(&name.replace('_', "-")) == FieldKind::ClientForwarding {
+    fn of_underscored(name: &[u8], same: fn(&[u8], &[u8]) -> bool) -> FieldKind {
+        let dashed: Vec<u8> = name
+            .iter()
+            .map(|&b| if b == b'_' { b'-' } else { b })
+            .collect();
+        if FieldKind::classify(&dashed, same) == FieldKind::ClientForwarding {
             FieldKind::ClientForwarding
         } else {
             FieldKind::Other
@@ -107,16 +127,62 @@ impl FieldKind {
     }
 }
 
+/// The bit standing for names of `len` bytes in a set of name lengths
+/// (63 and longer share one).
+pub(crate) fn length_bit(len: usize) -> u64 {
+    1 << len.min(63)
+}
+
+/// `name == known` ignoring ASCII case, for a `name` of token characters
+/// and a `known` name of lowercase letters and '-': setting each byte's
+/// 0x20 bit lowercases a letter, and of the bytes it changes into a letter
+/// or '-' only uppercase letters are token characters (CR would become
+/// '-'), so the test is exact for those inputs.
+fn token_eq(name: &[u8], known: &[u8]) -> bool {
+    const CASE: u64 = u64::from_le_bytes([0x20; 8]);
+    let word = |b: &[u8], at: usize| {
+        b.get(at..)
+            .and_then(<[u8]>::first_chunk::<8>)
+            .map(|w| u64::from_le_bytes(*w))
+    };
+    if name.len() != known.len() {
+        return false;
+    }
+    let Some(last) = name.len().checked_sub(8) else {
+        return name.iter().zip(known).all(|(&n, &k)| n | 0x20 == k);
+    };
+    // Words at 0, 8, ... and one ending at the last byte (overlapping).
+    let mut at = 0;
+    loop {
+        let here = at.min(last);
+        match (word(name, here), word(known, here)) {
+            (Some(n), Some(k)) if n | CASE == k => {}
+            _ => return false,
+        }
+        if here == last {
+            return true;
+        }
+        at += 8;
+    }
+}
+
+/// The bit of [`Fields::kinds`] (above every [`FieldKind`]'s) set when a
+/// Connection field names some field other than `keep-alive`.
+const CONNECTION_NAMES_FIELDS: u16 = 1 << 15;
+
+/// The bit of [`Fields::kinds`] set when a Connection field lists `close`.
+const CONNECTION_CLOSE: u16 = 1 << 14;
+
 /// A header field: its name as a range into [`Fields::text`], its value
 /// as a range into [`Fields::raw`].
 #[derive(Debug, Clone)]
-struct Field {
-    name: Range<usize>,
-    value: Range<usize>,
+pub(crate) struct Field {
+    pub(crate) name: Range<usize>,
+    pub(crate) value: Range<usize>,
     /// Where the field's line starts in [`Fields::raw`]: it ends where the
     /// next one starts (the last, before the head's empty line).
-    line: u32,
-    kind: FieldKind,
+    pub(crate) line: u32,
+    pub(crate) kind: FieldKind,
 }
 
 /// The parts of a head shared by requests and responses: the raw bytes and
@@ -127,15 +193,15 @@ struct Field {
 #[derive(Debug, Clone, Default)]
 pub struct Fields {
     raw: Vec<u8>,
-    /// Field names (then, for requests, method and target), concatenated.
-    /// httparse checked they are tokens or visible ASCII, so keeping them
-    /// as one `String` hands out `&str` without validating UTF-8 again.
+    /// Field names (and, for requests, method and target), concatenated:
+    /// the parser checked they are tokens or UTF-8, so keeping them as one
+    /// `String` hands out `&str` without validating UTF-8 again.
     text: String,
-    fields: Vec<Field>,
+    pub(crate) fields: Vec<Field>,
     /// One bit per [`FieldKind`] present: a lookup of a kind the head does
     /// not carry (most heads have no Transfer-Encoding, Upgrade, Expect...)
     /// returns at once instead of walking every field.
-    kinds: u16,
+    pub(crate) kinds: u16,
 }
 
 impl Fields {
@@ -239,12 +305,32 @@ impl Fields {
     /// hop-by-hop because Connection names it, and only then is it worth
     /// looking each field up in the Connection tokens.
     pub fn connection_names_fields(&self) -> bool {
-        self.all(FieldKind::Connection).any(|v| {
-            v.split(|&b| b == b',').any(|t| {
-                let t = trim_ows(t);
-                !t.is_empty() && !t.eq_ignore_ascii_case(b"keep-alive")
-            })
-        })
+        self.kinds & CONNECTION_NAMES_FIELDS != 0
+    }
+
+    /// Notes a field of `kind` with `value` in the set of kinds present
+    /// (and whether a Connection field names other fields: found once
+    /// while parsing, asked for by every head written from this one).
+    pub(crate) fn note_kind(&mut self, kind: FieldKind, value: &[u8]) {
+        self.kinds |= kind.bit();
+        // The usual value is answered without splitting it.
+        if kind != FieldKind::Connection || value.eq_ignore_ascii_case(b"keep-alive") {
+            return;
+        }
+        for token in value.split(|&b| b == b',').map(trim_ows) {
+            if token.eq_ignore_ascii_case(b"close") {
+                self.kinds |= CONNECTION_CLOSE;
+            }
+            if !token.is_empty() && !token.eq_ignore_ascii_case(b"keep-alive") {
+                self.kinds |= CONNECTION_NAMES_FIELDS;
+            }
+        }
+    }
+
+    /// True when a Connection field lists `close`: the sender closes the
+    /// connection after this message.
+    pub fn asks_close(&self) -> bool {
+        self.kinds & CONNECTION_CLOSE != 0
     }
 
     /// Appends the lines (name to CRLF) of the fields `keep` accepts to
@@ -252,12 +338,37 @@ impl Fields {
     /// check, so they need no rewriting. Consecutive kept lines go in one
     /// copy; a field per copy (name, ": ", value, CRLF) cost four.
     pub fn copy_lines(&self, out: &mut Vec<u8>, mut keep: impl FnMut(&str, FieldKind) -> bool) {
-        // The head ends with CRLF CRLF (the syntax check refuses bare LFs):
-        // the last field's line ends before the final CRLF.
-        let fields_end = self.raw.len().saturating_sub(2);
+        self.copy_runs(out, |f| !keep(&self.text[f.name.clone()], f.kind));
+    }
+
+    /// Like [`Fields::copy_lines`] when no Connection field names other
+    /// fields: the lines of kinds outside `dropped` (a set of
+    /// [`FieldKind::bits`]) whose names `edits` does not drop. A head that
+    /// carries none of those kinds and no name of a dropped name's length
+    /// goes in one copy; no other name is compared.
+    pub fn copy_lines_except(&self, out: &mut Vec<u8>, dropped: u16, edits: &FieldEdits<'_>) {
+        let lengths = edits.dropped_lengths();
+        let goes = |f: &Field| {
+            dropped & f.kind.bit() != 0
+                || (lengths & length_bit(f.name.len()) != 0
+                    && edits.drops(&self.text[f.name.clone()]))
+        };
+        if self.kinds & dropped == 0 && !self.fields.iter().any(goes) {
+            if let Some(first) = self.fields.first() {
+                out.extend_from_slice(&self.raw[first.line as usize..self.fields_end()]);
+            }
+            return;
+        }
+        self.copy_runs(out, goes);
+    }
+
+    /// Appends the lines of the fields `skip` refuses, consecutive lines
+    /// in one copy.
+    fn copy_runs(&self, out: &mut Vec<u8>, mut skip: impl FnMut(&Field) -> bool) {
+        let fields_end = self.fields_end();
         let mut run = 0..0;
         for (i, f) in self.fields.iter().enumerate() {
-            if !keep(&self.text[f.name.clone()], f.kind) {
+            if skip(f) {
                 continue;
             }
             let start = f.line as usize;
@@ -274,35 +385,39 @@ impl Fields {
         out.extend_from_slice(&self.raw[run]);
     }
 
-    /// Refills from a parsed head, reusing this value's allocations.
-    fn fill(&mut self, raw: &[u8], headers: &[httparse::Header<'_>]) {
-        self.raw.clear();
-        self.raw.extend_from_slice(raw);
-        self.text.clear();
-        self.fields.clear();
-        self.kinds = 0;
-        let base = raw.as_ptr() as usize;
-        for h in headers {
-            let start = self.text.len();
-            self.text.push_str(h.name);
-            let vstart = h.value.as_ptr() as usize - base;
-            let kind = FieldKind::of(h.name);
-            self.kinds |= kind.bit();
-            self.fields.push(Field {
-                name: start..self.text.len(),
-                value: vstart..vstart + h.value.len(),
-                // A head is far below 4 GiB (bounded by max_head_bytes).
-                line: (h.name.as_ptr() as usize - base) as u32,
-                kind,
-            });
-        }
+    /// Where the last field line ends: the head ends with CRLF CRLF (the
+    /// parser refuses bare LFs), so before the final CRLF.
+    fn fields_end(&self) -> usize {
+        self.raw.len().saturating_sub(2)
     }
 
-    /// Appends `s` to the text store; returns its range.
-    fn push_text(&mut self, s: &str) -> Range<usize> {
-        let start = self.text.len();
-        self.text.push_str(s);
-        start..self.text.len()
+    /// Empties this value for the head `raw`, keeping its allocations;
+    /// returns the text store as bytes, to be filled and handed back with
+    /// [`Fields::set_text`].
+    pub(crate) fn reset(&mut self, raw: &[u8]) -> Vec<u8> {
+        self.raw.clear();
+        self.raw.extend_from_slice(raw);
+        self.fields.clear();
+        self.kinds = 0;
+        let mut text = std::mem::take(&mut self.text).into_bytes();
+        text.clear();
+        text
+    }
+
+    /// Drops what a refused head left half-read: no field refers to a
+    /// text store that was not handed back.
+    pub(crate) fn forget(&mut self) {
+        self.fields.clear();
+        self.kinds = 0;
+    }
+
+    /// Takes back the text store filled since [`Fields::reset`]: one UTF-8
+    /// check for all of it (names and methods are ASCII tokens, so only a
+    /// request target can fail it).
+    pub(crate) fn set_text(&mut self, text: Vec<u8>) -> Result<(), HttpError> {
+        self.text = String::from_utf8(text)
+            .map_err(|_| HttpError::Malformed("request target is not UTF-8"))?;
+        Ok(())
     }
 }
 
@@ -315,8 +430,8 @@ fn list_has(value: &[u8], token: &str) -> bool {
 /// A parsed request head.
 #[derive(Debug, Clone, Default)]
 pub struct RequestHead {
-    method: Range<usize>,
-    target: Range<usize>,
+    pub(crate) method: Range<usize>,
+    pub(crate) target: Range<usize>,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
     /// The header fields.
@@ -341,7 +456,7 @@ impl RequestHead {
 }
 
 /// Parses a request head of exactly `raw.len()` bytes (as found by
-/// [`find_head_end`]) after checking its syntax strictly.
+/// [`find_head_end`]), refusing what the strict syntax rules refuse.
 pub fn parse_request(raw: &[u8]) -> Result<RequestHead, HttpError> {
     let mut head = RequestHead::default();
     parse_request_into(raw, &mut head)?;
@@ -350,26 +465,7 @@ pub fn parse_request(raw: &[u8]) -> Result<RequestHead, HttpError> {
 
 /// Like [`parse_request`], refilling `head` (and keeping its allocations).
 pub fn parse_request_into(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpError> {
-    check_head_syntax(raw)?;
-    // httparse fills only the slots it uses; leaving the array uninitialised
-    // saves zeroing 4 KiB per head.
-    let mut slots =
-        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    let status = req
-        .parse_with_uninit_headers(raw, &mut slots)
-        .map_err(map_httparse)?;
-    if status.is_partial() {
-        return Err(HttpError::Malformed("incomplete head"));
-    }
-    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
-        return Err(HttpError::Malformed("incomplete request line"));
-    };
-    head.fields.fill(raw, req.headers);
-    head.method = head.fields.push_text(method);
-    head.target = head.fields.push_text(path);
-    head.minor_version = version;
-    Ok(())
+    crate::parse::request(raw, head)
 }
 
 /// A parsed response head.
@@ -377,7 +473,7 @@ pub fn parse_request_into(raw: &[u8], head: &mut RequestHead) -> Result<(), Http
 pub struct ResponseHead {
     /// The status code.
     pub status: u16,
-    reason: Range<usize>,
+    pub(crate) reason: Range<usize>,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
     /// The header fields.
@@ -407,44 +503,7 @@ pub fn parse_response(raw: &[u8]) -> Result<ResponseHead, HttpError> {
 
 /// Like [`parse_response`], refilling `head` (and keeping its allocations).
 pub fn parse_response_into(raw: &[u8], head: &mut ResponseHead) -> Result<(), HttpError> {
-    check_head_syntax(raw)?;
-    // As for requests: httparse fills only the slots it uses, so 4 KiB of
-    // slots need no zeroing per response.
-    let mut slots =
-        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut []);
-    let status = httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut resp, raw, &mut slots)
-        .map_err(map_httparse)?;
-    if status.is_partial() {
-        return Err(HttpError::Malformed("incomplete head"));
-    }
-    let (Some(code), Some(version)) = (resp.code, resp.version) else {
-        return Err(HttpError::Malformed("incomplete status line"));
-    };
-    let base = raw.as_ptr() as usize;
-    head.reason = match resp.reason {
-        Some(r) if !r.is_empty() => {
-            (r.as_ptr() as usize - base)..(r.as_ptr() as usize - base + r.len())
-        }
-        _ => 0..0,
-    };
-    head.fields.fill(raw, resp.headers);
-    head.status = code;
-    head.minor_version = version;
-    Ok(())
-}
-
-fn map_httparse(e: httparse::Error) -> HttpError {
-    match e {
-        httparse::Error::TooManyHeaders => HttpError::HeadTooLarge,
-        httparse::Error::HeaderName => HttpError::Malformed("invalid header name"),
-        httparse::Error::HeaderValue => HttpError::Malformed("invalid header value"),
-        httparse::Error::NewLine => HttpError::BareLf,
-        httparse::Error::Status => HttpError::Malformed("invalid status"),
-        httparse::Error::Token => HttpError::Malformed("invalid token"),
-        httparse::Error::Version => HttpError::Malformed("invalid HTTP version"),
-    }
+    crate::parse::response(raw, head)
 }
 
 /// Trims optional whitespace (SP / HTAB) from both ends.
@@ -539,6 +598,81 @@ mod tests {
             ("X-Forwarded-Fox", Other),
         ] {
             assert_eq!(FieldKind::of(name), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn connection_tokens_are_read_once_while_parsing() {
+        for (fields, close, names) in [
+            ("Connection: keep-alive\r\n", false, false),
+            ("Connection: Keep-Alive\r\n", false, false),
+            ("Connection: close\r\n", true, true),
+            ("Connection: Keep-Alive , CLOSE\r\n", true, true),
+            ("Connection: closed\r\n", false, true),
+            ("Connection: keep-alive, x-a\r\n", false, true),
+            ("Connection: ,\r\n", false, false),
+            (
+                "Connection: keep-alive\r\nconnection: close\r\n",
+                true,
+                true,
+            ),
+            ("X-Connection: close\r\n", false, false),
+        ] {
+            let raw = format!("GET / HTTP/1.1\r\nHost: x\r\n{fields}\r\n");
+            let head = parse_request(raw.as_bytes()).unwrap();
+            assert_eq!(head.fields.asks_close(), close, "{fields}");
+            assert_eq!(head.fields.connection_names_fields(), names, "{fields}");
+            assert_eq!(
+                head.fields.asks_close(),
+                head.fields.kind_has_token(FieldKind::Connection, "close"),
+                "{fields}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_name_has_the_same_kind_by_the_fast_compare() {
+        let known = [
+            "te",
+            "host",
+            "expect",
+            "upgrade",
+            "trailer",
+            "forwarded",
+            "x-real-ip",
+            "connection",
+            "client-cert",
+            "keep-alive",
+            "content-length",
+            "x-forwarded-for",
+            "proxy-connection",
+            "x-forwarded-host",
+            "x-forwarded-port",
+            "transfer-encoding",
+            "x-forwarded-proto",
+            "client-cert-chain",
+            "x_forwarded_for",
+            "date",
+            "server",
+        ];
+        // Every known name, in two cases, and with each byte replaced by
+        // each token character in turn: the two compares agree on all.
+        let tchars: Vec<u8> = (0u8..=127)
+            .filter(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            .collect();
+        for name in known {
+            for name in [name.to_string(), name.to_ascii_uppercase()] {
+                let mut bytes = name.into_bytes();
+                for at in 0..bytes.len() {
+                    let keep = bytes[at];
+                    for &t in &tchars {
+                        bytes[at] = t;
+                        let text = std::str::from_utf8(&bytes).unwrap();
+                        assert_eq!(FieldKind::of_token(&bytes), FieldKind::of(text), "{text}");
+                    }
+                    bytes[at] = keep;
+                }
+            }
         }
     }
 

@@ -21,6 +21,9 @@ mod error;
 pub mod forwarding;
 pub mod framing;
 pub mod head;
+mod parse;
+#[doc(hidden)]
+pub mod reference;
 pub mod rewrite;
 mod syntax;
 pub mod trailers;

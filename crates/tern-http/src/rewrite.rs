@@ -25,6 +25,13 @@ const HOP_BY_HOP: [&str; 6] = [
     "trailer",
 ];
 
+/// The kinds [`is_hop_by_hop`] stops whatever the Connection field names.
+const HOP_BY_HOP_KINDS: [FieldKind; 3] = [
+    FieldKind::Connection,
+    FieldKind::Upgrade,
+    FieldKind::HopByHop,
+];
+
 /// How the request head to the backend asks to treat the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendConnection {
@@ -44,7 +51,7 @@ pub fn wants_upgrade(head: &RequestHead) -> bool {
 
 /// True when the sender of these fields asked to close the connection.
 pub fn wants_close(fields: &Fields) -> bool {
-    fields.kind_has_token(FieldKind::Connection, "close")
+    fields.asks_close()
 }
 
 /// Appends the request head for the backend to `out`, with the header
@@ -68,16 +75,13 @@ pub fn write_request_head(
     out.push(b' ');
     out.extend_from_slice(version.as_bytes());
     out.extend_from_slice(b"\r\n");
-    let upgrade = conn == BackendConnection::Upgrade;
-    let has_connection = head.fields.connection_names_fields();
-    head.fields.copy_lines(out, |name, kind| {
-        let keep = match kind {
-            FieldKind::ClientForwarding => false,
-            FieldKind::Upgrade => upgrade,
-            _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
-        };
-        keep && !edits.drops(name)
-    });
+    copy_fields(
+        &head.fields,
+        FieldKind::bits(&HOP_BY_HOP_KINDS) | FieldKind::ClientForwarding.bit(),
+        conn == BackendConnection::Upgrade,
+        edits,
+        out,
+    );
     write_forwarding_fields(out, client, add, head.fields.first(FieldKind::Host));
     put_added(out, edits);
     match conn {
@@ -222,14 +226,13 @@ pub fn write_response_head(
     out.extend_from_slice(head.reason());
     out.extend_from_slice(b"\r\n");
     let upgrade = head.status == 101;
-    let has_connection = head.fields.connection_names_fields();
-    head.fields.copy_lines(out, |name, kind| {
-        let keep = match kind {
-            FieldKind::Upgrade => upgrade,
-            _ => !is_hop_by_hop(name, kind, &head.fields, has_connection),
-        };
-        keep && !edits.drops(name)
-    });
+    copy_fields(
+        &head.fields,
+        FieldKind::bits(&HOP_BY_HOP_KINDS),
+        upgrade,
+        edits,
+        out,
+    );
     put_added(out, edits);
     if upgrade {
         put_field(out, b"Connection", b"upgrade");
@@ -300,6 +303,31 @@ fn is_hop_by_hop(name: &str, kind: FieldKind, fields: &Fields, named_by_connecti
     }
 }
 
+/// Appends the lines of `fields` that go on: none of a kind in `dropped`
+/// (Upgrade only when `upgrade`), none a Connection field names, none a
+/// header rule drops.
+fn copy_fields(
+    fields: &Fields,
+    mut dropped: u16,
+    upgrade: bool,
+    edits: &FieldEdits<'_>,
+    out: &mut Vec<u8>,
+) {
+    if upgrade {
+        dropped &= !FieldKind::Upgrade.bit();
+    }
+    if !fields.connection_names_fields() {
+        // Which fields stop depends on their kind, and the rules' names.
+        fields.copy_lines_except(out, dropped, edits);
+        return;
+    }
+    fields.copy_lines(out, |name, kind| {
+        dropped & kind.bit() == 0
+            && (kind == FieldKind::Upgrade || !is_hop_by_hop(name, kind, fields, true))
+            && !edits.drops(name)
+    });
+}
+
 /// Appends the fields the header rules add.
 fn put_added(out: &mut Vec<u8>, edits: &FieldEdits<'_>) {
     for (name, value) in edits.added() {
@@ -356,6 +384,23 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 OK\r\nDate:d\r\nETag: \"e\" \r\n\r\n"
         );
+        // No hop-by-hop field: a rule's name alone drops a line, and a
+        // head without one goes whole.
+        let plain = parse_response(
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nDate:d\r\nX-Last: 1\r\nX-Lasts: 2\r\n\r\n",
+        )
+        .unwrap();
+        for (edits, want) in [
+            (&edits, "HTTP/1.1 200 OK\r\nDate:d\r\nX-Lasts: 2\r\n\r\n"),
+            (
+                &FieldEdits::NONE,
+                "HTTP/1.1 200 OK\r\nServer: x\r\nDate:d\r\nX-Last: 1\r\nX-Lasts: 2\r\n\r\n",
+            ),
+        ] {
+            let mut out = Vec::new();
+            write_response_head(&plain, false, edits, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), want);
+        }
     }
 
     fn rewrite(raw: &str, ip: &str, conn: BackendConnection) -> String {

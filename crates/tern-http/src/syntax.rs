@@ -1,8 +1,10 @@
-//! The strict syntax rules of an HTTP/1.1 head, checked on its raw bytes
-//! before `httparse` reads it (see [`crate::head`]): where a head ends, and
-//! the bytes RFC 9112 lets a lenient parser accept and a request smuggler
-//! exploits (bare LF, bare CR, NUL, obsolete line folding, whitespace
-//! between a field name and its colon).
+//! Where a head ends, and the strict syntax rules of an HTTP/1.1 head
+//! checked on its raw bytes: the bytes RFC 9112 lets a lenient parser
+//! accept and a request smuggler exploits (bare LF, bare CR, NUL, obsolete
+//! line folding, whitespace between a field name and its colon). The head
+//! parser ([`crate::parse`]) enforces them as it reads; this separate check
+//! is for heads tern writes (the fuzz targets check every one) and for the
+//! reference pipeline the parser is compared with ([`crate::reference`]).
 
 use crate::HttpError;
 

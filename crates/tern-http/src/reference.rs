@@ -1,0 +1,145 @@
+//! Not an API: the head parsing pipeline [`crate::parse`] replaced, kept as
+//! the reference the fuzz targets `request_head` and `response_head` and
+//! the unit tests compare it with: the strict syntax check ([`check_head_syntax`]), then
+//! `httparse` with its default settings.
+//!
+//! One deliberate difference: the old check ran over the empty lines a
+//! client may send before its request line too, and then took that line
+//! for a field line (a space before a colon in the target refused it).
+//! Here the check starts after those empty lines, as the parser does.
+
+use crate::head::{parse_request, parse_response, RequestHead, ResponseHead, MAX_HEADERS};
+use crate::syntax::check_head_syntax;
+use crate::HttpError;
+
+/// The parts of a head both pipelines read, owned, for comparing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parts {
+    /// Request: method and target. Response: the status code and reason.
+    pub start: (String, Vec<u8>),
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Every field, `(name as sent, value)`, in order.
+    pub fields: Vec<(String, Vec<u8>)>,
+}
+
+/// Reads the request head `raw` (exactly a head's bytes) with tern's
+/// parser and with the old pipeline, and panics, naming the bytes, unless
+/// both refuse it or both read the same parts. Returns true when both
+/// accepted it.
+pub fn check_request(raw: &[u8]) -> bool {
+    agree(
+        parse_request(raw).map(|h| request_parts(&h)),
+        request(raw),
+        raw,
+    )
+}
+
+/// [`check_request`] for a response head.
+pub fn check_response(raw: &[u8]) -> bool {
+    agree(
+        parse_response(raw).map(|h| response_parts(&h)),
+        response(raw),
+        raw,
+    )
+}
+
+/// Same verdict, same parts; a head too large for the old pipeline (with
+/// nothing else wrong in it) is too large for tern's parser too.
+fn agree(ours: Result<Parts, HttpError>, old: Result<Parts, HttpError>, raw: &[u8]) -> bool {
+    match (&ours, &old) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a, b, "read differently: {raw:?}");
+            true
+        }
+        (Err(a), Err(HttpError::HeadTooLarge)) => {
+            assert_eq!(*a, HttpError::HeadTooLarge, "{raw:?}");
+            false
+        }
+        (Err(_), Err(_)) => false,
+        _ => panic!("verdicts differ on {raw:?}: tern's parser {ours:?}, old {old:?}"),
+    }
+}
+
+/// A request head's parts as tern's parser read them.
+pub fn request_parts(head: &RequestHead) -> Parts {
+    Parts {
+        start: (head.method().to_owned(), head.target().as_bytes().to_vec()),
+        minor_version: head.minor_version,
+        fields: owned_fields(head.fields.iter()),
+    }
+}
+
+/// A response head's parts as tern's parser read them.
+pub fn response_parts(head: &ResponseHead) -> Parts {
+    Parts {
+        start: (head.status.to_string(), head.reason().to_vec()),
+        minor_version: head.minor_version,
+        fields: owned_fields(head.fields.iter()),
+    }
+}
+
+/// A request head of exactly `raw.len()` bytes read by the old pipeline.
+pub fn request(raw: &[u8]) -> Result<Parts, HttpError> {
+    check_head_syntax(after_empty_lines(raw))?;
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let status = req.parse(raw).map_err(map_httparse)?;
+    if status.is_partial() {
+        return Err(HttpError::Malformed("incomplete head"));
+    }
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::Malformed("incomplete request line"));
+    };
+    Ok(Parts {
+        start: (method.to_owned(), path.as_bytes().to_vec()),
+        minor_version: version,
+        fields: owned_fields(req.headers.iter().map(|h| (h.name, h.value))),
+    })
+}
+
+/// A response head of exactly `raw.len()` bytes read by the old pipeline.
+pub fn response(raw: &[u8]) -> Result<Parts, HttpError> {
+    check_head_syntax(after_empty_lines(raw))?;
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut slots);
+    let status = resp.parse(raw).map_err(map_httparse)?;
+    if status.is_partial() {
+        return Err(HttpError::Malformed("incomplete head"));
+    }
+    let (Some(code), Some(version)) = (resp.code, resp.version) else {
+        return Err(HttpError::Malformed("incomplete status line"));
+    };
+    Ok(Parts {
+        start: (
+            code.to_string(),
+            resp.reason.unwrap_or_default().as_bytes().to_vec(),
+        ),
+        minor_version: version,
+        fields: owned_fields(resp.headers.iter().map(|h| (h.name, h.value))),
+    })
+}
+
+/// `raw` after the CRLFs that may come before a start line.
+fn after_empty_lines(mut raw: &[u8]) -> &[u8] {
+    while let Some(rest) = raw.strip_prefix(b"\r\n") {
+        raw = rest;
+    }
+    raw
+}
+
+fn owned_fields<'a>(fields: impl Iterator<Item = (&'a str, &'a [u8])>) -> Vec<(String, Vec<u8>)> {
+    fields.map(|(n, v)| (n.to_owned(), v.to_vec())).collect()
+}
+
+fn map_httparse(e: httparse::Error) -> HttpError {
+    match e {
+        httparse::Error::TooManyHeaders => HttpError::HeadTooLarge,
+        httparse::Error::HeaderName => HttpError::Malformed("invalid header name"),
+        httparse::Error::HeaderValue => HttpError::Malformed("invalid header value"),
+        httparse::Error::NewLine => HttpError::BareLf,
+        httparse::Error::Status => HttpError::Malformed("invalid status"),
+        httparse::Error::Token => HttpError::Malformed("invalid token"),
+        httparse::Error::Version => HttpError::Malformed("invalid HTTP version"),
+    }
+}
