@@ -3,7 +3,7 @@ use crate::ext::Protocol;
 use crate::frame::{Error, Frame, Head, Kind};
 use crate::hpack::{self, BytesStr};
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header;
 use http::{uri, HeaderMap, Method, Request, StatusCode, Uri};
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -81,15 +81,6 @@ pub struct Pseudo {
 
     // Response
     pub status: Option<StatusCode>,
-}
-
-#[derive(Debug)]
-pub struct Iter {
-    /// Pseudo headers
-    pseudo: Option<Pseudo>,
-
-    /// Header fields
-    fields: header::IntoIter<HeaderValue>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -575,6 +566,23 @@ impl Continuation {
 // ===== impl Pseudo =====
 
 impl Pseudo {
+    // tern patch: the pseudo-header fields in the order they are sent,
+    // borrowed for `hpack::Encoder::encode_block`.
+    fn fields(&self) -> impl Iterator<Item = hpack::header::HeaderRef<'_>> {
+        use crate::hpack::header::HeaderRef;
+
+        [
+            self.method.as_ref().map(HeaderRef::Method),
+            self.scheme.as_ref().map(HeaderRef::Scheme),
+            self.authority.as_ref().map(HeaderRef::Authority),
+            self.path.as_ref().map(HeaderRef::Path),
+            self.protocol.as_ref().map(HeaderRef::Protocol),
+            self.status.as_ref().map(HeaderRef::Status),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     pub fn request(method: Method, uri: Uri, protocol: Option<Protocol>) -> Self {
         let parts = uri::Parts::from(uri);
 
@@ -722,48 +730,6 @@ impl EncodingHeaderBlock {
         }
 
         continuation
-    }
-}
-
-// ===== impl Iter =====
-
-impl Iterator for Iter {
-    type Item = hpack::Header<Option<HeaderName>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        use crate::hpack::Header::*;
-
-        if let Some(ref mut pseudo) = self.pseudo {
-            if let Some(method) = pseudo.method.take() {
-                return Some(Method(method));
-            }
-
-            if let Some(scheme) = pseudo.scheme.take() {
-                return Some(Scheme(scheme));
-            }
-
-            if let Some(authority) = pseudo.authority.take() {
-                return Some(Authority(authority));
-            }
-
-            if let Some(path) = pseudo.path.take() {
-                return Some(Path(path));
-            }
-
-            if let Some(protocol) = pseudo.protocol.take() {
-                return Some(Protocol(protocol));
-            }
-
-            if let Some(status) = pseudo.status.take() {
-                return Some(Status(status));
-            }
-        }
-
-        self.pseudo = None;
-
-        self.fields
-            .next()
-            .map(|(name, value)| Field { name, value })
     }
 }
 
@@ -1009,12 +975,9 @@ impl HeaderBlock {
     fn into_encoding(self, encoder: &mut hpack::Encoder) -> EncodingHeaderBlock {
         let mut hpack = encoder.take_scratch();
         hpack.clear();
-        let headers = Iter {
-            pseudo: Some(self.pseudo),
-            fields: self.fields.into_iter(),
-        };
-
-        encoder.encode(headers, &mut hpack);
+        // tern patch: the fields are encoded borrowed (`encode_block`); the
+        // block is dropped whole once written.
+        encoder.encode_block(self.pseudo.fields(), &self.fields, &mut hpack);
 
         EncodingHeaderBlock { hpack }
     }
@@ -1061,6 +1024,7 @@ mod test {
     use super::*;
     use crate::frame;
     use crate::hpack::{huffman, Encoder};
+    use http::header::{HeaderName, HeaderValue};
 
     #[test]
     fn test_nameless_header_at_resume() {

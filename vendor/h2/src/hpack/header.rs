@@ -31,6 +31,23 @@ pub enum Name<'a> {
     Status,
 }
 
+// tern patch: a field borrowed from a header block being sent, so the
+// encoder can index and write it without moving it out of its HeaderMap
+// (see `Encoder::encode_block`); only what enters the table is cloned.
+#[derive(Debug, Clone, Copy)]
+pub enum HeaderRef<'a> {
+    Field {
+        name: &'a HeaderName,
+        value: &'a HeaderValue,
+    },
+    Authority(&'a BytesStr),
+    Method(&'a Method),
+    Scheme(&'a BytesStr),
+    Path(&'a BytesStr),
+    Protocol(&'a Protocol),
+    Status(&'a StatusCode),
+}
+
 #[doc(hidden)]
 #[derive(Clone, Eq, PartialEq, Default)]
 pub struct BytesStr(Bytes);
@@ -41,6 +58,8 @@ pub fn len(name: &HeaderName, value: &HeaderValue) -> usize {
 }
 
 impl Header<Option<HeaderName>> {
+    // tern patch: only `Encoder::encode` (tests, fuzzing) takes owned fields.
+    #[cfg(any(test, fuzzing))]
     pub fn reify(self) -> Result<Header, HeaderValue> {
         use self::Header::*;
 
@@ -102,85 +121,78 @@ impl Header {
         }
     }
 
-    pub fn len(&self) -> usize {
+    // tern patch: the field's size, name and value are read through
+    // `HeaderRef`, which the encoder indexes.
+    pub fn as_ref(&self) -> HeaderRef<'_> {
         match *self {
             Header::Field {
                 ref name,
                 ref value,
-            } => len(name, value),
-            Header::Authority(ref v) => 32 + 10 + v.len(),
-            Header::Method(ref v) => 32 + 7 + v.as_ref().len(),
-            Header::Scheme(ref v) => 32 + 7 + v.len(),
-            Header::Path(ref v) => 32 + 5 + v.len(),
-            Header::Protocol(ref v) => 32 + 9 + v.as_str().len(),
-            Header::Status(_) => 32 + 7 + 3,
+            } => HeaderRef::Field { name, value },
+            Header::Authority(ref v) => HeaderRef::Authority(v),
+            Header::Method(ref v) => HeaderRef::Method(v),
+            Header::Scheme(ref v) => HeaderRef::Scheme(v),
+            Header::Path(ref v) => HeaderRef::Path(v),
+            Header::Protocol(ref v) => HeaderRef::Protocol(v),
+            Header::Status(ref v) => HeaderRef::Status(v),
         }
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_ref().len()
     }
 
     /// Returns the header name
     pub fn name(&self) -> Name<'_> {
-        match *self {
-            Header::Field { ref name, .. } => Name::Field(name),
-            Header::Authority(..) => Name::Authority,
-            Header::Method(..) => Name::Method,
-            Header::Scheme(..) => Name::Scheme,
-            Header::Path(..) => Name::Path,
-            Header::Protocol(..) => Name::Protocol,
-            Header::Status(..) => Name::Status,
-        }
+        self.as_ref().name()
     }
 
     pub fn value_slice(&self) -> &[u8] {
+        self.as_ref().value_slice()
+    }
+
+}
+
+impl<'a> HeaderRef<'a> {
+    pub fn len(&self) -> usize {
         match *self {
-            Header::Field { ref value, .. } => value.as_ref(),
-            Header::Authority(ref v) => v.as_ref(),
-            Header::Method(ref v) => v.as_ref().as_ref(),
-            Header::Scheme(ref v) => v.as_ref(),
-            Header::Path(ref v) => v.as_ref(),
-            Header::Protocol(ref v) => v.as_ref(),
-            Header::Status(ref v) => v.as_str().as_ref(),
+            HeaderRef::Field { name, value } => len(name, value),
+            HeaderRef::Authority(v) => 32 + 10 + v.len(),
+            HeaderRef::Method(v) => 32 + 7 + v.as_ref().len(),
+            HeaderRef::Scheme(v) => 32 + 7 + v.len(),
+            HeaderRef::Path(v) => 32 + 5 + v.len(),
+            HeaderRef::Protocol(v) => 32 + 9 + v.as_str().len(),
+            HeaderRef::Status(_) => 32 + 7 + 3,
         }
     }
 
-    pub fn value_eq(&self, other: &Header) -> bool {
+    pub fn name(&self) -> Name<'a> {
         match *self {
-            Header::Field { ref value, .. } => {
-                let a = value;
-                match *other {
-                    Header::Field { ref value, .. } => a == value,
-                    _ => false,
-                }
-            }
-            Header::Authority(ref a) => match *other {
-                Header::Authority(ref b) => a == b,
-                _ => false,
-            },
-            Header::Method(ref a) => match *other {
-                Header::Method(ref b) => a == b,
-                _ => false,
-            },
-            Header::Scheme(ref a) => match *other {
-                Header::Scheme(ref b) => a == b,
-                _ => false,
-            },
-            Header::Path(ref a) => match *other {
-                Header::Path(ref b) => a == b,
-                _ => false,
-            },
-            Header::Protocol(ref a) => match *other {
-                Header::Protocol(ref b) => a == b,
-                _ => false,
-            },
-            Header::Status(ref a) => match *other {
-                Header::Status(ref b) => a == b,
-                _ => false,
-            },
+            HeaderRef::Field { name, .. } => Name::Field(name),
+            HeaderRef::Authority(..) => Name::Authority,
+            HeaderRef::Method(..) => Name::Method,
+            HeaderRef::Scheme(..) => Name::Scheme,
+            HeaderRef::Path(..) => Name::Path,
+            HeaderRef::Protocol(..) => Name::Protocol,
+            HeaderRef::Status(..) => Name::Status,
+        }
+    }
+
+    pub fn value_slice(&self) -> &'a [u8] {
+        match *self {
+            HeaderRef::Field { value, .. } => value.as_ref(),
+            HeaderRef::Authority(v) => v.as_ref(),
+            HeaderRef::Method(v) => v.as_ref().as_ref(),
+            HeaderRef::Scheme(v) => v.as_ref(),
+            HeaderRef::Path(v) => v.as_ref(),
+            HeaderRef::Protocol(v) => v.as_ref(),
+            HeaderRef::Status(v) => v.as_str().as_bytes(),
         }
     }
 
     pub fn is_sensitive(&self) -> bool {
         match *self {
-            Header::Field { ref value, .. } => value.is_sensitive(),
+            HeaderRef::Field { value, .. } => value.is_sensitive(),
             // TODO: Technically these other header values can be sensitive too.
             _ => false,
         }
@@ -190,7 +202,7 @@ impl Header {
         use http::header;
 
         match *self {
-            Header::Field { ref name, .. } => matches!(
+            HeaderRef::Field { name, .. } => matches!(
                 *name,
                 header::AGE
                     | header::AUTHORIZATION
@@ -202,8 +214,24 @@ impl Header {
                     | header::COOKIE
                     | header::SET_COOKIE
             ),
-            Header::Path(..) => true,
+            HeaderRef::Path(..) => true,
             _ => false,
+        }
+    }
+
+    /// The owned field, for the encoder's table.
+    pub fn to_header(self) -> Header {
+        match self {
+            HeaderRef::Field { name, value } => Header::Field {
+                name: name.clone(),
+                value: value.clone(),
+            },
+            HeaderRef::Authority(v) => Header::Authority(v.clone()),
+            HeaderRef::Method(v) => Header::Method(v.clone()),
+            HeaderRef::Scheme(v) => Header::Scheme(v.clone()),
+            HeaderRef::Path(v) => Header::Path(v.clone()),
+            HeaderRef::Protocol(v) => Header::Protocol(v.clone()),
+            HeaderRef::Status(v) => Header::Status(*v),
         }
     }
 }

@@ -1,4 +1,4 @@
-use super::Header;
+use super::header::{Header, HeaderRef};
 
 use fnv::FnvHasher;
 use http::header;
@@ -20,13 +20,15 @@ pub struct Table {
     max_size: usize,
 }
 
+// tern patch: an index no longer carries the field it was made for; the
+// encoder borrows that field (`Table::index` takes a `HeaderRef`).
 #[derive(Debug)]
 pub enum Index {
     // The header is already fully indexed
-    Indexed(usize, Header),
+    Indexed(usize),
 
     // The name is indexed, but not the value
-    Name(usize, Header),
+    Name(usize),
 
     // The full header has been inserted into the table.
     Inserted(usize),
@@ -35,7 +37,7 @@ pub enum Index {
     InsertedValue(usize, usize),
 
     // The header is not indexed by this table
-    NotIndexed(Header),
+    NotIndexed,
 }
 
 #[derive(Debug)]
@@ -105,19 +107,6 @@ impl Table {
         self.max_size
     }
 
-    /// Gets the header stored in the table
-    pub fn resolve<'a>(&'a self, index: &'a Index) -> &'a Header {
-        use self::Index::*;
-
-        match *index {
-            Indexed(_, ref h) => h,
-            Name(_, ref h) => h,
-            Inserted(idx) => &self.slots[idx].header,
-            InsertedValue(_, idx) => &self.slots[idx].header,
-            NotIndexed(ref h) => h,
-        }
-    }
-
     pub fn resolve_idx(&self, index: &Index) -> usize {
         use self::Index::*;
 
@@ -126,12 +115,15 @@ impl Table {
             Name(idx, ..) => idx,
             Inserted(idx) => idx + DYN_OFFSET,
             InsertedValue(_name_idx, slot_idx) => slot_idx + DYN_OFFSET,
-            NotIndexed(_) => panic!("cannot resolve index"),
+            NotIndexed => panic!("cannot resolve index"),
         }
     }
 
     /// Index the header in the HPACK table.
-    pub fn index(&mut self, header: Header) -> Index {
+    ///
+    /// tern patch: the header is borrowed; a clone of it enters the table
+    /// when it is inserted.
+    pub fn index(&mut self, header: HeaderRef<'_>) -> Index {
         // Check the static table
         let statik = index_static(&header);
 
@@ -141,23 +133,23 @@ impl Table {
             // static table. At some point in the future, this might not be true
             // and this logic will need to be updated.
             debug_assert!(statik.is_some(), "skip_value_index requires a static name",);
-            return Index::new(statik, header);
+            return Index::new(statik);
         }
 
         // If the header is already indexed by the static table, return that
         if let Some((n, true)) = statik {
-            return Index::Indexed(n, header);
+            return Index::Indexed(n);
         }
 
         // Don't index large headers
         if header.len() * 4 > self.max_size * 3 {
-            return Index::new(statik, header);
+            return Index::new(statik);
         }
 
         self.index_dynamic(header, statik)
     }
 
-    fn index_dynamic(&mut self, header: Header, statik: Option<(usize, bool)>) -> Index {
+    fn index_dynamic(&mut self, header: HeaderRef<'_>, statik: Option<(usize, bool)>) -> Index {
         debug_assert!(self.assert_valid_state("one"));
 
         if header.len() + self.size < self.max_size || !header.is_sensitive() {
@@ -169,7 +161,7 @@ impl Table {
             // If `indices` is not empty, then it is impossible for all
             // `indices` entries to be `Some`. So, we only need to check for the
             // empty case.
-            return Index::new(statik, header);
+            return Index::new(statik);
         }
 
         let hash = hash_header(&header);
@@ -204,7 +196,7 @@ impl Table {
 
     fn index_occupied(
         &mut self,
-        header: Header,
+        header: HeaderRef<'_>,
         hash: HashValue,
         mut index: usize,
         statik: Option<usize>,
@@ -218,9 +210,11 @@ impl Table {
             // Compute the real index into the VecDeque
             let real_idx = index.wrapping_add(self.inserted);
 
-            if self.slots[real_idx].header.value_eq(&header) {
+            // tern patch: the names are equal, so the fields are of one
+            // kind and equal values have equal bytes.
+            if self.slots[real_idx].header.value_slice() == header.value_slice() {
                 // We have a full match!
-                return Index::Indexed(real_idx + DYN_OFFSET, header);
+                return Index::Indexed(real_idx + DYN_OFFSET);
             }
 
             if let Some(next) = self.slots[real_idx].next {
@@ -231,13 +225,13 @@ impl Table {
             if header.is_sensitive() {
                 // Should we assert this?
                 // debug_assert!(statik.is_none());
-                return Index::Name(real_idx + DYN_OFFSET, header);
+                return Index::Name(real_idx + DYN_OFFSET);
             }
 
             self.update_size(header.len(), Some(index));
 
             // Insert the new header
-            self.insert(header, hash);
+            self.insert(header.to_header(), hash);
 
             // Recompute real_idx as it just changed.
             let new_real_idx = index.wrapping_add(self.inserted);
@@ -265,14 +259,14 @@ impl Table {
 
     fn index_vacant(
         &mut self,
-        header: Header,
+        header: HeaderRef<'_>,
         hash: HashValue,
         mut dist: usize,
         mut probe: usize,
         statik: Option<(usize, bool)>,
     ) -> Index {
         if header.is_sensitive() {
-            return Index::new(statik, header);
+            return Index::new(statik);
         }
 
         debug_assert!(self.assert_valid_state("top"));
@@ -302,7 +296,7 @@ impl Table {
 
         debug_assert!(self.assert_valid_state("after update"));
 
-        self.insert(header, hash);
+        self.insert(header.to_header(), hash);
 
         let pos_idx = 0usize.wrapping_sub(self.inserted);
 
@@ -630,11 +624,11 @@ impl Table {
 }
 
 impl Index {
-    fn new(v: Option<(usize, bool)>, e: Header) -> Index {
+    fn new(v: Option<(usize, bool)>) -> Index {
         match v {
-            None => Index::NotIndexed(e),
-            Some((n, true)) => Index::Indexed(n, e),
-            Some((n, false)) => Index::Name(n, e),
+            None => Index::NotIndexed,
+            Some((n, true)) => Index::Indexed(n),
+            Some((n, false)) => Index::Name(n),
         }
     }
 }
@@ -659,7 +653,7 @@ fn probe_distance(mask: usize, hash: HashValue, current: usize) -> usize {
     current.wrapping_sub(desired_pos(mask, hash)) & mask
 }
 
-fn hash_header(header: &Header) -> HashValue {
+fn hash_header(header: &HeaderRef<'_>) -> HashValue {
     const MASK: u64 = (MAX_SIZE as u64) - 1;
 
     let mut h = FnvHasher::default();
@@ -669,12 +663,9 @@ fn hash_header(header: &Header) -> HashValue {
 
 /// Checks the static table for the header. If found, returns the index and a
 /// boolean representing if the value matched as well.
-fn index_static(header: &Header) -> Option<(usize, bool)> {
+fn index_static(header: &HeaderRef<'_>) -> Option<(usize, bool)> {
     match *header {
-        Header::Field {
-            ref name,
-            ref value,
-        } => match *name {
+        HeaderRef::Field { name, value } => match *name {
             header::ACCEPT_CHARSET => Some((15, false)),
             header::ACCEPT_ENCODING => {
                 if value == "gzip, deflate" {
@@ -730,24 +721,24 @@ fn index_static(header: &Header) -> Option<(usize, bool)> {
             header::WWW_AUTHENTICATE => Some((61, false)),
             _ => None,
         },
-        Header::Authority(_) => Some((1, false)),
-        Header::Method(ref v) => match *v {
+        HeaderRef::Authority(_) => Some((1, false)),
+        HeaderRef::Method(v) => match *v {
             Method::GET => Some((2, true)),
             Method::POST => Some((3, true)),
             _ => Some((2, false)),
         },
-        Header::Scheme(ref v) => match &**v {
+        HeaderRef::Scheme(v) => match &**v {
             "http" => Some((6, true)),
             "https" => Some((7, true)),
             _ => Some((6, false)),
         },
-        Header::Path(ref v) => match &**v {
+        HeaderRef::Path(v) => match &**v {
             "/" => Some((4, true)),
             "/index.html" => Some((5, true)),
             _ => Some((4, false)),
         },
-        Header::Protocol(..) => None,
-        Header::Status(ref v) => match u16::from(*v) {
+        HeaderRef::Protocol(..) => None,
+        HeaderRef::Status(v) => match u16::from(*v) {
             200 => Some((8, true)),
             204 => Some((9, true)),
             206 => Some((10, true)),

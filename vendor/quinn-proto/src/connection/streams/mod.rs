@@ -134,6 +134,8 @@ impl RecvStream<'_> {
     /// Discards unread data and notifies the peer to stop transmitting. Once stopped, further
     /// attempts to operate on a stream will yield `ClosedStream` errors.
     pub fn stop(&mut self, error_code: VarInt) -> Result<(), ClosedStream> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         let mut entry = match self.state.recv.entry(self.id) {
             hash_map::Entry::Occupied(s) => s,
             hash_map::Entry::Vacant(_) => return Err(ClosedStream { _private: () }),
@@ -168,6 +170,8 @@ impl RecvStream<'_> {
     /// After returning `Ok(Some(_))` once, stream state will be discarded and all future calls will
     /// return `Err(ClosedStream)`.
     pub fn received_reset(&mut self) -> Result<Option<VarInt>, ClosedStream> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         let hash_map::Entry::Occupied(entry) = self.state.recv.entry(self.id) else {
             return Err(ClosedStream { _private: () });
         };
@@ -235,6 +239,8 @@ impl<'a> SendStream<'a> {
     }
 
     fn write_source<B: BytesSource>(&mut self, source: &mut B) -> Result<Written, WriteError> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         if self.conn_state.is_closed() {
             trace!(%self.id, "write blocked; connection draining");
             return Err(WriteError::Blocked);
@@ -293,6 +299,9 @@ impl<'a> SendStream<'a> {
 
     /// Check if this stream was stopped, get the reason if it was
     pub fn stopped(&self) -> Result<Option<VarInt>, ClosedStream> {
+        if self.state.is_unmade_remote_bi(self.id) {
+            return Ok(None); // tern patch: as the empty entry it had
+        }
         match self.state.send.get(&self.id).as_ref() {
             Some(Some(s)) => Ok(s.stop_reason),
             Some(None) => Ok(None),
@@ -306,6 +315,8 @@ impl<'a> SendStream<'a> {
     ///
     /// [`StreamEvent::Finished`]: crate::StreamEvent::Finished
     pub fn finish(&mut self) -> Result<(), FinishError> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         let max_send_data = self.state.max_send_data(self.id);
         let stream = self
             .state
@@ -328,6 +339,8 @@ impl<'a> SendStream<'a> {
     /// # Panics
     /// - when applied to a receive stream
     pub fn reset(&mut self, error_code: VarInt) -> Result<(), ClosedStream> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         let max_send_data = self.state.max_send_data(self.id);
         let stream = self
             .state
@@ -357,6 +370,8 @@ impl<'a> SendStream<'a> {
     /// # Panics
     /// - when applied to a receive stream
     pub fn set_priority(&mut self, priority: i32) -> Result<(), ClosedStream> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        self.state.create_remote_up_to(self.id);
         let max_send_data = self.state.max_send_data(self.id);
         let stream = self
             .state
@@ -374,6 +389,9 @@ impl<'a> SendStream<'a> {
     /// # Panics
     /// - when applied to a receive stream
     pub fn priority(&self) -> Result<i32, ClosedStream> {
+        if self.state.is_unmade_remote_bi(self.id) {
+            return Ok(0); // tern patch: as the empty entry it had
+        }
         let stream = self
             .state
             .send

@@ -260,6 +260,8 @@ impl<'a> Chunks<'a> {
         streams: &'a mut StreamsState,
         pending: &'a mut Retransmits,
     ) -> Result<Self, ReadableError> {
+        // tern patch: the entry of a stream the peer may open is made when first used
+        streams.create_remote_up_to(id);
         let mut entry = match streams.recv.entry(id) {
             Entry::Occupied(entry) => entry,
             Entry::Vacant(_) => return Err(ReadableError::ClosedStream),

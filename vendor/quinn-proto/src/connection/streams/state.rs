@@ -90,6 +90,8 @@ pub struct StreamsState {
     flow_control_adjusted: bool,
     /// Lowest remotely-initiated stream index that haven't actually been opened by the peer
     pub(super) next_remote: [u64; 2],
+    /// Number of the peer's streams (by direction) whose entries were made
+    pub(super) created_remote: [u64; 2],
     /// Whether the remote endpoint has opened any streams the application doesn't know about yet,
     /// per directionality
     opened: [bool; 2],
@@ -153,17 +155,10 @@ impl StreamsState {
         receive_window: VarInt,
         stream_receive_window: VarInt,
     ) -> Self {
-        // tern patch: sized at once for the streams inserted below (grown
-        // insert by insert, the two maps were rehashed as they grew:
-        // 30,561 -> 17,989 instructions here per new QUIC connection).
-        let (bi, uni) = (
-            usize::try_from(max_remote_bi.into_inner()).unwrap_or(0),
-            usize::try_from(max_remote_uni.into_inner()).unwrap_or(0),
-        );
-        let mut this = Self {
+        Self {
             side,
-            send: FxHashMap::with_capacity_and_hasher(bi, Default::default()),
-            recv: FxHashMap::with_capacity_and_hasher(bi.saturating_add(uni), Default::default()),
+            send: FxHashMap::default(),
+            recv: FxHashMap::default(),
             free_recv: Vec::new(),
             next: [0, 0],
             max: [0, 0],
@@ -173,6 +168,7 @@ impl StreamsState {
             max_concurrent_remote_count: [max_remote_bi.into(), max_remote_uni.into()],
             flow_control_adjusted: false,
             next_remote: [0, 0],
+            created_remote: [0, 0],
             opened: [false, false],
             next_reported_remote: [0, 0],
             send_streams: 0,
@@ -193,15 +189,7 @@ impl StreamsState {
             initial_max_stream_data_bidi_remote: 0u32.into(),
             receive_window_shrink_debt: 0,
             data_blocked_limit: None,
-        };
-
-        for dir in Dir::iter() {
-            for i in 0..this.max_remote[dir as usize] {
-                this.insert(true, StreamId::new(!side, dir, i));
-            }
         }
-
-        this
     }
 
     pub(crate) fn set_params(&mut self, params: &TransportParameters) {
@@ -224,10 +212,8 @@ impl StreamsState {
     fn ensure_remote_streams(&mut self, dir: Dir) {
         let new_count = self.max_concurrent_remote_count[dir as usize]
             .saturating_sub(self.allocated_remote_count[dir as usize]);
-        for i in 0..new_count {
-            let id = StreamId::new(!self.side, dir, self.max_remote[dir as usize] + i);
-            self.insert(true, id);
-        }
+        // The entries of the new streams are made when the peer first names
+        // one (`create_remote_up_to`).
         self.allocated_remote_count[dir as usize] += new_count;
         self.max_remote[dir as usize] += new_count;
     }
@@ -376,6 +362,7 @@ impl StreamsState {
     /// Process incoming `STOP_SENDING` frame
     #[allow(unreachable_pub)] // fuzzing only
     pub fn received_stop_sending(&mut self, id: StreamId, error_code: VarInt) {
+        self.create_remote_up_to(id);
         let max_send_data = self.max_send_data(id);
         let stream = match self
             .send
@@ -938,8 +925,41 @@ impl StreamsState {
             if id.index() >= limit {
                 return Err(TransportError::STREAM_LIMIT_ERROR(""));
             }
+            self.create_remote_up_to(id);
         }
         Ok(())
+    }
+
+    /// Makes the entries of the peer's streams up to `id` the first time the
+    /// peer names one, within the limit it was given
+    ///
+    /// tern patch: the entries of all the streams a peer may open were made
+    /// at connect time (108 per HTTP/3 connection, of which a new connection
+    /// uses four or five): below `created_remote` a stream without an entry
+    /// is closed, from it up to `max_remote` it was not named yet.
+    pub(super) fn create_remote_up_to(&mut self, id: StreamId) {
+        let dir = id.dir() as usize;
+        if id.initiator() == self.side
+            || id.index() < self.created_remote[dir]
+            || id.index() >= self.max_remote[dir]
+        {
+            return;
+        }
+        for i in self.created_remote[dir]..=id.index() {
+            self.insert(true, StreamId::new(!self.side, id.dir(), i));
+        }
+        self.created_remote[dir] = id.index() + 1;
+    }
+
+    /// Whether `id` is a bidirectional stream the peer may open whose entries
+    /// are not made yet (tern patch): its send half reads as the empty entry
+    /// it had before
+    pub(super) fn is_unmade_remote_bi(&self, id: StreamId) -> bool {
+        let dir = id.dir() as usize;
+        id.initiator() != self.side
+            && id.dir() == Dir::Bi
+            && id.index() >= self.created_remote[dir]
+            && id.index() < self.max_remote[dir]
     }
 
     /// Whether a locally initiated stream has never been open
@@ -2110,10 +2130,56 @@ mod tests {
         for _ in 0..2 {
             client.set_max_concurrent(Dir::Uni, 200u32.into());
             client.set_max_concurrent(Dir::Bi, 201u32.into());
-            assert_eq!(client.recv.len(), 200 + 201);
+            // tern patch: the entries are made when the peer names a stream
+            assert!(client.recv.is_empty());
             assert_eq!(client.max_remote[Dir::Uni as usize], 200);
             assert_eq!(client.max_remote[Dir::Bi as usize], 201);
         }
+    }
+
+    // tern patch: no entry is made for a stream before the peer names it, the
+    // last stream the limit allows is accepted (with those below it), a freed
+    // stream is not made again, and the first beyond the limit is refused
+    #[test]
+    fn remote_stream_entries_are_made_when_the_peer_names_one() {
+        let mut client = make(Side::Client);
+        client.set_max_concurrent(Dir::Uni, 3u32.into());
+        client.max_remote[Dir::Uni as usize] = 3;
+        client.allocated_remote_count[Dir::Uni as usize] = 3;
+        assert!(client.recv.is_empty() && client.send.is_empty());
+        let frame = |index: u64| frame::Stream {
+            id: StreamId::new(Side::Server, Dir::Uni, index),
+            offset: 0,
+            fin: true,
+            data: Bytes::from_static(&[]),
+        };
+        assert_eq!(client.received(frame(2), 0), Ok(ShouldTransmit(false)));
+        assert_eq!(client.recv.len(), 3);
+        assert_eq!(client.next_remote[Dir::Uni as usize], 3);
+
+        let id = StreamId::new(Side::Server, Dir::Uni, 0);
+        assert_eq!(client.received(frame(0), 0), Ok(ShouldTransmit(false)));
+        let mut pending = Retransmits::default();
+        let mut stream = RecvStream {
+            id,
+            state: &mut client,
+            pending: &mut pending,
+        };
+        stream.stop(0u32.into()).unwrap();
+        assert!(!client.recv.contains_key(&id), "stream 0 is freed");
+        assert_eq!(client.received(frame(0), 0), Ok(ShouldTransmit(false)));
+        assert!(!client.recv.contains_key(&id), "a freed stream is not made again");
+
+        // Freeing stream 0 gave the peer stream 3, not yet made
+        assert_eq!(client.max_remote[Dir::Uni as usize], 4);
+        assert_eq!(client.recv.len(), 2);
+        assert_eq!(client.received(frame(3), 0), Ok(ShouldTransmit(false)));
+        assert_eq!(client.recv.len(), 3);
+        assert_eq!(
+            client.received(frame(4), 0),
+            Err(TransportError::STREAM_LIMIT_ERROR(""))
+        );
+        assert_eq!(client.recv.len(), 3);
     }
 
     #[test]
