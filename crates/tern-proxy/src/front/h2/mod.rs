@@ -85,7 +85,12 @@ where
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
-                Some(Ok((request, respond))) => streams.push(stream::handle(request, respond, ctx, &shared)),
+                // Boxed in place, as HTTP/3's: FuturesUnordered::push
+                // would otherwise copy the stream's future (the whole
+                // exchange) on its way into its task.
+                Some(Ok((request, respond))) => {
+                    streams.push(super::boxed_in_place(|| stream::handle(request, respond, ctx, &shared)))
+                }
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
                     break;

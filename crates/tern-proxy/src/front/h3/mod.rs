@@ -367,7 +367,7 @@ async fn serve(
                     // times on its way into its task (~25,000 instructions
                     // of memcpy per request, callgrind); a box moves as a
                     // pointer.
-                    streams.push(boxed_in_place(|| stream::handle(resolver, ctx, early)));
+                    streams.push(super::boxed_in_place(|| stream::handle(resolver, ctx, early)));
                 }
                 // GOAWAY sent or received, and every accepted request done.
                 Ok(None) => break,
@@ -420,16 +420,6 @@ async fn serve(
     }
     // The endpoint sends the close and drains the connection on its own.
     conn.close(close.0, close.1);
-}
-
-/// `make()`'s future in a box, written there rather than made on the stack
-/// and copied in as `Box::pin` does (8,300 instructions of memcpy per
-/// request stream, callgrind): the box exists before the future is made.
-// Box::write is Rust 1.87, past the workspace's declared 1.85; the
-// dependencies already need 1.89 (uuid, time need 1.88).
-#[allow(clippy::incompatible_msrv)]
-fn boxed_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// How long sending a GOAWAY may wait (for the control stream's credit).
