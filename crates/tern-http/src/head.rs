@@ -1,6 +1,6 @@
 //! HTTP/1.1 message heads: finding their end, strict syntax checks, parsing.
 //!
-//! A head is parsed in one pass ([`crate::parse`]) that refuses what RFC
+//! A head is parsed in one pass (the `parse` module) that refuses what RFC
 //! 9112 lets a lenient parser accept and a request smuggler exploits: bare
 //! LF, bare CR, NUL, obsolete line folding and whitespace between a field
 //! name and its colon. A head either passes all of them or is refused, so
@@ -172,6 +172,9 @@ const CONNECTION_NAMES_FIELDS: u16 = 1 << 15;
 
 /// The bit of [`Fields::kinds`] set when a Connection field lists `close`.
 const CONNECTION_CLOSE: u16 = 1 << 14;
+
+// The two bits above lie beyond every kind's ([`FieldKind::bit`]).
+const _: () = assert!((1 << (FieldKind::Other as u16)) < CONNECTION_CLOSE);
 
 /// A header field: its name as a range into [`Fields::text`], its value
 /// as a range into [`Fields::raw`].

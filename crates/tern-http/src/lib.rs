@@ -22,6 +22,7 @@ pub mod forwarding;
 pub mod framing;
 pub mod head;
 mod parse;
+#[cfg(any(test, feature = "reference"))]
 #[doc(hidden)]
 pub mod reference;
 pub mod rewrite;

@@ -12,7 +12,7 @@
 //! settings) accepts after that check, and it reads the same parts: the
 //! fuzz targets `request_head` and `response_head` compare the two on the
 //! same bytes, and
-//! [`crate::reference`] keeps that pipeline for it.
+//! `tern_http::reference` (cargo feature `reference`) keeps that pipeline for it.
 //!
 //! Why not `httparse` any more: it cannot refuse what tern refuses, so a
 //! separate pass over the head checked the rules first, and a third pass

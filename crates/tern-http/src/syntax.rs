@@ -4,7 +4,8 @@
 //! line folding, whitespace between a field name and its colon). The head
 //! parser ([`crate::parse`]) enforces them as it reads; this separate check
 //! is for heads tern writes (the fuzz targets check every one) and for the
-//! reference pipeline the parser is compared with ([`crate::reference`]).
+//! reference pipeline the parser is compared with (`reference`, behind
+//! the cargo feature of that name).
 
 use crate::HttpError;
 
