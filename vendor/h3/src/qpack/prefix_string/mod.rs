@@ -77,6 +77,15 @@ pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Resu
     Ok(())
 }
 
+/// tern patch: a string literal without Huffman coding, as a stateless
+/// field section writes its names and values (see
+/// `encoder::encode_field_stateless`).
+pub fn encode_plain<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {
+    prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
+    buf.put_slice(value);
+    Ok(())
+}
+
 impl From<HuffmanEncodingError> for Error {
     fn from(error: HuffmanEncodingError) -> Self {
         Error::HuffmanEncoding(error)
