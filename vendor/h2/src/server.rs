@@ -1273,6 +1273,28 @@ impl<B: Buf> SendResponse<B> {
             .map_err(Into::into)
     }
 
+    /// Send a response head given as its status and its fields, in the
+    /// order they are to be sent; otherwise as [`send_response`].
+    ///
+    /// tern patch: a proxy relaying a head it parsed (an HTTP/1.1 backend's)
+    /// makes the list directly, without a `HeaderMap` (hashing every name
+    /// and growing a table, ~2,000 instructions per response head). The
+    /// fields are checked as `send_response` checks a map's: a
+    /// connection-specific one is refused.
+    ///
+    /// [`send_response`]: #method.send_response
+    pub fn send_response_fields(
+        &mut self,
+        status: http::StatusCode,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        end_of_stream: bool,
+    ) -> Result<SendStream<B>, crate::Error> {
+        self.inner
+            .send_response_fields(status, fields, end_of_stream)
+            .map(|_| SendStream::new(self.inner.clone()))
+            .map_err(Into::into)
+    }
+
     /// Push a request and response to the client
     ///
     /// On success, a [`SendResponse`] instance is returned.
