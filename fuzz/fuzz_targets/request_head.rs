@@ -3,7 +3,8 @@
 //! the head written for the backend must parse again (no split or injected
 //! line), carry no client-supplied forwarding field, and carry tern's own
 //! X-Forwarded-For exactly once.
-//! The parser is also compared with the pipeline it replaced.
+//! The parser is also compared with the pipeline it replaced, and its
+//! one-pass prefix parse with finding the head's end and then parsing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,6 +13,9 @@ use tern_http::head::{check_head_syntax, find_head_end, parse_request, FieldKind
 use tern_http::rewrite::{write_request_head, BackendConnection, FieldEdits};
 
 fuzz_target!(|data: &[u8]| {
+    // The one-pass prefix parse (tern's usual path) reads a head only
+    // where finding its end and then parsing it read the same.
+    tern_http::reference::check_request_prefix(data, 64 * 1024);
     let mut scanned = 0;
     let Ok(Some(end)) = find_head_end(data, &mut scanned, 64 * 1024) else {
         return;

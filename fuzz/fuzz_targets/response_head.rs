@@ -1,7 +1,8 @@
 //! A backend's response head: parse it, decide its framing for a GET and a
 //! HEAD; the head tern writes for the client must parse again with the
 //! same status.
-//! The parser is also compared with the pipeline it replaced.
+//! The parser is also compared with the pipeline it replaced, and its
+//! one-pass prefix parse with finding the head's end and then parsing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,6 +11,9 @@ use tern_http::head::{check_head_syntax, find_head_end, parse_response};
 use tern_http::rewrite::{write_response_head, FieldEdits};
 
 fuzz_target!(|data: &[u8]| {
+    // The one-pass prefix parse (tern's usual path) reads a head only
+    // where finding its end and then parsing it read the same.
+    tern_http::reference::check_response_prefix(data, 64 * 1024);
     let mut scanned = 0;
     let Ok(Some(end)) = find_head_end(data, &mut scanned, 64 * 1024) else {
         return;

@@ -64,7 +64,14 @@ impl FieldEdits<'_> {
     /// True when a field called `name` (any case), as the peer sent it,
     /// goes no further.
     pub fn drops(&self, name: &str) -> bool {
-        self.drop.iter().any(|d| d.eq_ignore_ascii_case(name))
+        self.drops_bytes(name.as_bytes())
+    }
+
+    /// [`FieldEdits::drops`] for a name as received.
+    pub(crate) fn drops_bytes(&self, name: &[u8]) -> bool {
+        self.drop
+            .iter()
+            .any(|d| d.as_bytes().eq_ignore_ascii_case(name))
     }
 
     /// The fields to add, as (name, value).

@@ -176,16 +176,27 @@ const CONNECTION_CLOSE: u16 = 1 << 14;
 // The two bits above lie beyond every kind's ([`FieldKind::bit`]).
 const _: () = assert!((1 << (FieldKind::Other as u16)) < CONNECTION_CLOSE);
 
-/// A header field: its name as a range into [`Fields::text`], its value
-/// as a range into [`Fields::raw`].
+/// A header field, by where its parts lie in [`Fields::raw`] (a head is
+/// far below 4 GiB: the parser refuses larger ones).
 #[derive(Debug, Clone)]
 pub(crate) struct Field {
-    pub(crate) name: Range<usize>,
-    pub(crate) value: Range<usize>,
-    /// Where the field's line starts in [`Fields::raw`]: it ends where the
-    /// next one starts (the last, before the head's empty line).
+    /// Where the field's line, and so its name, starts: the line ends
+    /// where the next one starts (the last, before the head's empty line).
     pub(crate) line: u32,
+    pub(crate) name_end: u32,
+    pub(crate) value_start: u32,
+    pub(crate) value_end: u32,
     pub(crate) kind: FieldKind,
+}
+
+impl Field {
+    fn name(&self) -> Range<usize> {
+        self.line as usize..self.name_end as usize
+    }
+
+    fn value(&self) -> Range<usize> {
+        self.value_start as usize..self.value_end as usize
+    }
 }
 
 /// The parts of a head shared by requests and responses: the raw bytes and
@@ -196,9 +207,11 @@ pub(crate) struct Field {
 #[derive(Debug, Clone, Default)]
 pub struct Fields {
     raw: Vec<u8>,
-    /// Field names (and, for requests, method and target), concatenated:
-    /// the parser checked they are tokens or UTF-8, so keeping them as one
-    /// `String` hands out `&str` without validating UTF-8 again.
+    /// A request's method and target (the parser checked the target is
+    /// UTF-8, so keeping them as a `String` hands out `&str` without
+    /// validating it again). Field names are read from `raw`: they are
+    /// short tokens, and copying them here cost more per head than
+    /// checking the few that are ever asked for.
     text: String,
     pub(crate) fields: Vec<Field>,
     /// One bit per [`FieldKind`] present: a lookup of a kind the head does
@@ -208,22 +221,26 @@ pub struct Fields {
 }
 
 impl Fields {
+    /// The name of `f`, as sent.
+    #[inline]
+    fn name(&self, f: &Field) -> &str {
+        // The parser records only token characters (ASCII) as a name, so
+        // this never fails.
+        std::str::from_utf8(&self.raw[f.name()]).unwrap_or_default()
+    }
+
     /// Iterates `(name, value)` pairs in the order received (names as sent).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
         self.fields
             .iter()
-            .map(move |f| (&self.text[f.name.clone()], &self.raw[f.value.clone()]))
+            .map(move |f| (self.name(f), &self.raw[f.value()]))
     }
 
     /// Iterates `(name, value, kind)` in the order received.
     pub fn iter_kinds(&self) -> impl Iterator<Item = (&str, &[u8], FieldKind)> {
-        self.fields.iter().map(move |f| {
-            (
-                &self.text[f.name.clone()],
-                &self.raw[f.value.clone()],
-                f.kind,
-            )
-        })
+        self.fields
+            .iter()
+            .map(move |f| (self.name(f), &self.raw[f.value()], f.kind))
     }
 
     /// Iterates `(name, kind, value range)` in the order received, each
@@ -232,7 +249,7 @@ impl Fields {
     pub fn iter_spans(&self) -> impl Iterator<Item = (&str, FieldKind, Range<usize>)> {
         self.fields
             .iter()
-            .map(move |f| (&self.text[f.name.clone()], f.kind, f.value.clone()))
+            .map(move |f| (self.name(f), f.kind, f.value()))
     }
 
     /// The raw bytes the value ranges of [`Fields::iter_spans`] index.
@@ -247,16 +264,19 @@ impl Fields {
 
     /// The value of the first field named `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        self.fields
+            .iter()
+            .find(|f| self.raw[f.name()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|f| &self.raw[f.value()])
     }
 
     /// All values of fields named `name` (case-insensitive).
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        // Compared as bytes: no name is made a `&str` to be compared.
+        self.fields
+            .iter()
+            .filter(move |f| self.raw[f.name()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(move |f| &self.raw[f.value()])
     }
 
     /// The value of the first field of `kind`.
@@ -274,7 +294,7 @@ impl Fields {
         fields
             .iter()
             .filter(move |f| f.kind == kind)
-            .map(move |f| &self.raw[f.value.clone()])
+            .map(move |f| &self.raw[f.value()])
     }
 
     /// True when some field has `kind`.
@@ -314,10 +334,18 @@ impl Fields {
     /// Notes a field of `kind` with `value` in the set of kinds present
     /// (and whether a Connection field names other fields: found once
     /// while parsing, asked for by every head written from this one).
+    #[inline]
     pub(crate) fn note_kind(&mut self, kind: FieldKind, value: &[u8]) {
         self.kinds |= kind.bit();
+        if kind == FieldKind::Connection {
+            self.note_connection(value);
+        }
+    }
+
+    /// The tokens of a Connection field's `value`, for [`Fields::note_kind`].
+    fn note_connection(&mut self, value: &[u8]) {
         // The usual value is answered without splitting it.
-        if kind != FieldKind::Connection || value.eq_ignore_ascii_case(b"keep-alive") {
+        if value.eq_ignore_ascii_case(b"keep-alive") {
             return;
         }
         for token in value.split(|&b| b == b',').map(trim_ows) {
@@ -341,7 +369,7 @@ impl Fields {
     /// check, so they need no rewriting. Consecutive kept lines go in one
     /// copy; a field per copy (name, ": ", value, CRLF) cost four.
     pub fn copy_lines(&self, out: &mut Vec<u8>, mut keep: impl FnMut(&str, FieldKind) -> bool) {
-        self.copy_runs(out, |f| !keep(&self.text[f.name.clone()], f.kind));
+        self.copy_runs(out, |f| !keep(self.name(f), f.kind));
     }
 
     /// Like [`Fields::copy_lines`] when no Connection field names other
@@ -353,8 +381,8 @@ impl Fields {
         let lengths = edits.dropped_lengths();
         let goes = |f: &Field| {
             dropped & f.kind.bit() != 0
-                || (lengths & length_bit(f.name.len()) != 0
-                    && edits.drops(&self.text[f.name.clone()]))
+                || (lengths & length_bit(f.name().len()) != 0
+                    && edits.drops_bytes(&self.raw[f.name()]))
         };
         if self.kinds & dropped == 0 && !self.fields.iter().any(goes) {
             if let Some(first) = self.fields.first() {
@@ -394,12 +422,10 @@ impl Fields {
         self.raw.len().saturating_sub(2)
     }
 
-    /// Empties this value for the head `raw`, keeping its allocations;
+    /// Empties this value for the next head, keeping its allocations;
     /// returns the text store as bytes, to be filled and handed back with
     /// [`Fields::set_text`].
-    pub(crate) fn reset(&mut self, raw: &[u8]) -> Vec<u8> {
-        self.raw.clear();
-        self.raw.extend_from_slice(raw);
+    pub(crate) fn reset(&mut self) -> Vec<u8> {
         self.fields.clear();
         self.kinds = 0;
         let mut text = std::mem::take(&mut self.text).into_bytes();
@@ -407,16 +433,23 @@ impl Fields {
         text
     }
 
+    /// Keeps the bytes of the head just read (the fields' places index them).
+    pub(crate) fn set_raw(&mut self, raw: &[u8]) {
+        self.raw.clear();
+        self.raw.extend_from_slice(raw);
+    }
+
     /// Drops what a refused head left half-read: no field refers to a
     /// text store that was not handed back.
     pub(crate) fn forget(&mut self) {
         self.fields.clear();
         self.kinds = 0;
+        self.raw.clear();
     }
 
     /// Takes back the text store filled since [`Fields::reset`]: one UTF-8
-    /// check for all of it (names and methods are ASCII tokens, so only a
-    /// request target can fail it).
+    /// check for all of it (a method is an ASCII token, so only a request
+    /// target can fail it).
     pub(crate) fn set_text(&mut self, text: Vec<u8>) -> Result<(), HttpError> {
         self.text = String::from_utf8(text)
             .map_err(|_| HttpError::Malformed("request target is not UTF-8"))?;
@@ -469,6 +502,39 @@ pub fn parse_request(raw: &[u8]) -> Result<RequestHead, HttpError> {
 /// Like [`parse_request`], refilling `head` (and keeping its allocations).
 pub fn parse_request_into(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpError> {
     crate::parse::request(raw, head)
+}
+
+/// Reads the request head at the start of `buf` in one pass, when all of
+/// it is there and it passes every rule: its length, and `head` filled, as
+/// [`find_head_end`] (from the start of `buf`, with `max`) and then
+/// [`parse_request_into`] would have found. `None` leaves the answer to
+/// those two: a head not all there yet, refused, or beyond `max`.
+///
+/// The usual head arrives whole in one read, and then this saves a search
+/// for its end before parsing it: a parser that reached the head's first
+/// empty line with every line ended by CRLF has found that end (the
+/// first LF followed by LF or CRLF). Empty lines before the start line are
+/// left to the two (find_head_end could take one for the end).
+pub fn parse_request_prefix(buf: &[u8], max: usize, head: &mut RequestHead) -> Option<usize> {
+    prefix_allowed(buf)?;
+    crate::parse::request_to(buf, crate::parse::End::First, head)
+        .ok()
+        .filter(|&len| len <= max)
+}
+
+/// [`parse_request_prefix`] for a response head ([`parse_response_into`]).
+pub fn parse_response_prefix(buf: &[u8], max: usize, head: &mut ResponseHead) -> Option<usize> {
+    prefix_allowed(buf)?;
+    crate::parse::response_to(buf, crate::parse::End::First, head)
+        .ok()
+        .filter(|&len| len <= max)
+}
+
+fn prefix_allowed(buf: &[u8]) -> Option<()> {
+    match buf.first() {
+        Some(b'\r' | b'\n') | None => None,
+        Some(_) => Some(()),
+    }
 }
 
 /// A parsed response head.

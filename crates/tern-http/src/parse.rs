@@ -28,8 +28,6 @@
 //! head          = *CRLF start-line *field-line CRLF
 //! ```
 
-use std::ops::Range;
-
 use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, MAX_HEADERS};
 use crate::HttpError;
 
@@ -95,6 +93,19 @@ fn scan(raw: &[u8], at: usize, class: u8) -> usize {
     }
 }
 
+/// [`scan`] for [`TOKEN`], eight bytes to a step while all are token
+/// characters (field names are most of the rest of a head).
+#[inline]
+fn scan_token(raw: &[u8], mut at: usize) -> usize {
+    while let Some(chunk) = raw.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        if chunk.iter().fold(TOKEN, |all, &b| all & CLASS[b as usize]) == 0 {
+            break;
+        }
+        at += 8;
+    }
+    scan(raw, at, TOKEN)
+}
+
 /// [`scan`] for [`TEXT`], eight bytes at a time: values are most of a
 /// head's bytes, and a byte-by-byte scan of them cost more than the old
 /// pipeline's vectorised passes.
@@ -126,18 +137,26 @@ fn controls(w: u64) -> u64 {
     ((w.wrapping_sub(0x20 * ONES) & !w) | (del.wrapping_sub(ONES) & !del)) & (0x80 * ONES)
 }
 
-/// Appends `bytes` to the text store `text`; returns their range in it.
-#[inline]
-fn push(text: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
-    let start = text.len();
-    text.extend_from_slice(bytes);
-    start..text.len()
-}
-
 /// Parses a request head of exactly `raw.len()` bytes into `head`. A head
 /// refused leaves `head` empty (and safe to read).
 pub(crate) fn request(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpError> {
-    let result = request_parts(raw, head);
+    request_to(raw, End::Exact, head).map(drop)
+}
+
+/// Where a head ends in the bytes handed to the parser.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// At the end of them.
+    Exact,
+    /// At its first empty line: more bytes may follow it.
+    First,
+}
+
+/// Parses the request head at the start of `raw` (all of `raw` with
+/// [`End::Exact`]); returns its length. A head refused leaves `head`
+/// empty (and safe to read).
+pub(crate) fn request_to(raw: &[u8], end: End, head: &mut RequestHead) -> Result<usize, HttpError> {
+    let result = request_parts(raw, end, head);
     if result.is_err() {
         head.fields.forget();
         head.method = 0..0;
@@ -146,8 +165,9 @@ pub(crate) fn request(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpErro
     result
 }
 
-fn request_parts(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpError> {
-    let mut text = head.fields.reset(raw);
+fn request_parts(raw: &[u8], end: End, head: &mut RequestHead) -> Result<usize, HttpError> {
+    fits(raw)?;
+    let mut text = head.fields.reset();
     let start = skip_empty_lines(raw)?;
     let method_end = scan(raw, start, TOKEN);
     if method_end == start || raw.get(method_end) != Some(&b' ') {
@@ -160,17 +180,39 @@ fn request_parts(raw: &[u8], head: &mut RequestHead) -> Result<(), HttpError> {
     }
     let (minor_version, at) = version(raw, target_end + 1)?;
     let at = line_end(raw, at, "invalid HTTP version")?;
-    head.method = push(&mut text, &raw[start..method_end]);
-    head.target = push(&mut text, &raw[target_start..target_end]);
+    // Method, space and target in one copy.
+    text.extend_from_slice(&raw[start..target_end]);
+    head.method = 0..method_end - start;
+    head.target = target_start - start..target_end - start;
     head.minor_version = minor_version;
-    field_lines(raw, at, &mut head.fields, &mut text)?;
-    head.fields.set_text(text)
+    let len = field_lines(raw, at, end, &mut head.fields)?;
+    head.fields.set_text(text)?;
+    head.fields.set_raw(&raw[..len]);
+    Ok(len)
+}
+
+/// Refuses a head whose offsets would not fit the field table's `u32`s
+/// (far beyond any head limit tern allows).
+fn fits(raw: &[u8]) -> Result<(), HttpError> {
+    if u32::try_from(raw.len()).is_err() {
+        return Err(HttpError::HeadTooLarge);
+    }
+    Ok(())
 }
 
 /// Parses a response head of exactly `raw.len()` bytes into `head`. A head
 /// refused leaves `head` empty (and safe to read).
 pub(crate) fn response(raw: &[u8], head: &mut ResponseHead) -> Result<(), HttpError> {
-    let result = response_parts(raw, head);
+    response_to(raw, End::Exact, head).map(drop)
+}
+
+/// [`request_to`] for a response head.
+pub(crate) fn response_to(
+    raw: &[u8],
+    end: End,
+    head: &mut ResponseHead,
+) -> Result<usize, HttpError> {
+    let result = response_parts(raw, end, head);
     if result.is_err() {
         head.fields.forget();
         head.status = 0;
@@ -179,8 +221,9 @@ pub(crate) fn response(raw: &[u8], head: &mut ResponseHead) -> Result<(), HttpEr
     result
 }
 
-fn response_parts(raw: &[u8], head: &mut ResponseHead) -> Result<(), HttpError> {
-    let mut text = head.fields.reset(raw);
+fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize, HttpError> {
+    fits(raw)?;
+    let text = head.fields.reset();
     let start = skip_empty_lines(raw)?;
     let (minor_version, at) = version(raw, start)?;
     if raw.get(at) != Some(&b' ') {
@@ -205,11 +248,13 @@ fn response_parts(raw: &[u8], head: &mut ResponseHead) -> Result<(), HttpError> 
         at = end;
     }
     let at = line_end(raw, at, "invalid status")?;
-    field_lines(raw, at, &mut head.fields, &mut text)?;
+    let len = field_lines(raw, at, end, &mut head.fields)?;
     head.status = status;
     head.minor_version = minor_version;
     head.reason = reason;
-    head.fields.set_text(text)
+    head.fields.set_text(text)?;
+    head.fields.set_raw(&raw[..len]);
+    Ok(len)
 }
 
 /// Skips empty lines before the start line (RFC 9112 section 2.2 asks a
@@ -239,19 +284,23 @@ fn line_end(raw: &[u8], at: usize, what: &'static str) -> Result<usize, HttpErro
     }
 }
 
-/// The field lines from `at` to the empty line that must end `raw`; names
-/// go to the text store `text`.
+/// The field lines from `at` to the empty line that ends the head (and,
+/// with [`End::Exact`], `raw`); returns where the head ends.
 fn field_lines(
     raw: &[u8],
     mut at: usize,
+    end: End,
     fields: &mut Fields,
-    text: &mut Vec<u8>,
-) -> Result<(), HttpError> {
+) -> Result<usize, HttpError> {
     loop {
-        let name_end = scan(raw, at, TOKEN);
+        let name_end = scan_token(raw, at);
         if name_end == at || raw.get(name_end) != Some(&b':') {
-            if name_end == at && raw.get(at..) == Some(b"\r\n") {
-                return Ok(());
+            let empty_line = match end {
+                End::Exact => raw.get(at..) == Some(b"\r\n"),
+                End::First => raw.get(at..at + 2) == Some(b"\r\n"),
+            };
+            if name_end == at && empty_line {
+                return Ok(at + 2);
             }
             return Err(name_fault(raw, at, name_end));
         }
@@ -261,25 +310,32 @@ fn field_lines(
         }
         let line_end_at = scan_text(raw, value_start);
         let next = line_end(raw, line_end_at, "invalid header value")?;
-        let mut value_end = line_end_at;
-        while value_end > value_start && matches!(raw[value_end - 1], b' ' | b'\t') {
-            value_end -= 1;
-        }
+        let value_end = trim_end(raw, value_start, line_end_at);
         if fields.fields.len() == MAX_HEADERS {
             return Err(HttpError::HeadTooLarge);
         }
-        let name = &raw[at..name_end];
-        let kind = FieldKind::of_token(name);
+        let kind = FieldKind::of_token(&raw[at..name_end]);
         fields.note_kind(kind, &raw[value_start..value_end]);
+        // `fits` bounded every offset.
         fields.fields.push(Field {
-            name: push(text, name),
-            value: value_start..value_end,
-            // A head is far below 4 GiB (bounded by max_head_bytes).
             line: at as u32,
+            name_end: name_end as u32,
+            value_start: value_start as u32,
+            value_end: value_end as u32,
             kind,
         });
         at = next;
     }
+}
+
+/// Where a value from `start` to `end` ends once its trailing SP and HTAB
+/// are left out.
+#[inline]
+fn trim_end(raw: &[u8], start: usize, mut end: usize) -> usize {
+    while end > start && matches!(raw.get(end - 1), Some(b' ' | b'\t')) {
+        end -= 1;
+    }
+    end
 }
 
 /// The error for a field line whose name does not end in a colon at
@@ -498,6 +554,29 @@ mod tests {
         assert_eq!(resp.fields.iter().count(), 0);
     }
 
+    fn xorshift(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    /// Replaces, inserts or removes one byte of `head` (never left empty).
+    fn mutate(head: &mut Vec<u8>, alphabet: &[u8], next: &mut impl FnMut() -> u64) {
+        let at = (next() % head.len() as u64) as usize;
+        let byte = alphabet[(next() % alphabet.len() as u64) as usize];
+        match next() % 3 {
+            0 => head[at] = byte,
+            1 => head.insert(at, byte),
+            _ => {
+                head.remove(at);
+            }
+        }
+        if head.is_empty() {
+            head.push(byte);
+        }
+    }
+
     /// The differential check the fuzz target makes, over heads mutated
     /// from a few real ones: same verdict, same parts.
     #[test]
@@ -514,28 +593,12 @@ mod tests {
             b'\r', b'\n', b' ', b'\t', b':', b'a', 0, 0x7f, 0x80, b'/', b'1', b'(',
         ];
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = || xorshift(&mut seed);
         let mut agreed_ok = 0;
         for round in 0..60_000 {
             let mut head = bases[round % bases.len()].to_vec();
             for _ in 0..1 + next() % 3 {
-                let at = (next() % head.len() as u64) as usize;
-                let byte = alphabet[(next() % alphabet.len() as u64) as usize];
-                match next() % 3 {
-                    0 => head[at] = byte,
-                    1 => head.insert(at, byte),
-                    _ => {
-                        head.remove(at);
-                    }
-                }
-                if head.is_empty() {
-                    head.push(byte);
-                }
+                mutate(&mut head, &alphabet, &mut next);
             }
             let both_read = if head.starts_with(b"HTTP/") || round % 4 >= 2 {
                 reference::check_response(&head)
@@ -545,5 +608,63 @@ mod tests {
             agreed_ok += usize::from(both_read);
         }
         assert!(agreed_ok > 1_000, "only {agreed_ok} mutated heads parsed");
+    }
+
+    /// The prefix parse reads a head only where finding its end and then
+    /// parsing it read the same, whatever follows it: nothing, a body, a
+    /// second head, a part of one, empty lines; and refuses to read heads
+    /// that begin with empty lines or end past the limit.
+    #[test]
+    fn the_prefix_parse_reads_what_finding_the_end_then_parsing_reads() {
+        let heads: [&[u8]; 7] = [
+            b"GET /a?b HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, x-a\r\n\r\n",
+            b"POST / HTTP/1.0\r\nContent-Length: 2\r\nX:\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 3\r\n\r\n",
+            b"HTTP/1.1 204\r\nConnection: close\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nA: b\n\r\n",
+        ];
+        let tails: [&[u8]; 7] = [
+            b"",
+            b"abc",
+            b"\r\n",
+            b"\n",
+            b"GET / HTTP/1.1\r\nHost: y\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n",
+            b"\r\n\r\n",
+        ];
+        let alphabet = [b'\r', b'\n', b' ', b':', b'a', 0, 0x80];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || xorshift(&mut seed);
+        let mut read = 0;
+        for round in 0..40_000 {
+            let mut buf = heads[round % heads.len()].to_vec();
+            if round % 3 != 0 {
+                mutate(&mut buf, &alphabet, &mut next);
+            }
+            buf.extend_from_slice(tails[(next() % tails.len() as u64) as usize]);
+            let cut = buf.len() - (next() % 4) as usize * usize::from(round % 5 == 0);
+            let buf = &buf[..cut];
+            let max = if round % 7 == 0 { 40 } else { 64 * 1024 };
+            let found = if buf.starts_with(b"HTTP/") {
+                reference::check_response_prefix(buf, max)
+            } else {
+                reference::check_request_prefix(buf, max)
+            };
+            read += usize::from(found);
+        }
+        assert!(read > 5_000, "only {read} buffers read by the prefix parse");
+        let mut head = crate::head::RequestHead::default();
+        assert_eq!(
+            crate::head::parse_request_prefix(heads[5], 1024, &mut head),
+            None,
+            "a head after empty lines is left to find_head_end"
+        );
+        assert_eq!(
+            crate::head::parse_request_prefix(heads[0], heads[0].len() - 1, &mut head),
+            None,
+            "a head past the limit is left to find_head_end"
+        );
     }
 }

@@ -8,7 +8,10 @@
 //! for a field line (a space before a colon in the target refused it).
 //! Here the check starts after those empty lines, as the parser does.
 
-use crate::head::{parse_request, parse_response, RequestHead, ResponseHead, MAX_HEADERS};
+use crate::head::{
+    find_head_end, parse_request, parse_request_prefix, parse_response, parse_response_prefix,
+    Fields, RequestHead, ResponseHead, MAX_HEADERS,
+};
 use crate::syntax::check_head_syntax;
 use crate::HttpError;
 
@@ -42,6 +45,58 @@ pub fn check_response(raw: &[u8]) -> bool {
         response(raw),
         raw,
     )
+}
+
+/// Reads the bytes `buf` (a head and maybe what follows it, or part of
+/// one) with the one-pass prefix parse, and panics, naming the bytes,
+/// unless it read nothing or read what finding the head's end
+/// ([`find_head_end`], with `max`) and then parsing it reads: the same
+/// length, the same parts, the same Connection facts. Returns true when
+/// the prefix parse read a head.
+pub fn check_request_prefix(buf: &[u8], max: usize) -> bool {
+    let mut head = RequestHead::default();
+    let Some(len) = parse_request_prefix(buf, max, &mut head) else {
+        return false;
+    };
+    let exact = parse_request(&buf[..exact_end(buf, max, len)])
+        .unwrap_or_else(|e| panic!("prefix read a head the parser refuses ({e:?}): {buf:?}"));
+    assert_eq!(request_parts(&head), request_parts(&exact), "{buf:?}");
+    same_facts(&head.fields, &exact.fields, buf);
+    true
+}
+
+/// [`check_request_prefix`] for a response head.
+pub fn check_response_prefix(buf: &[u8], max: usize) -> bool {
+    let mut head = ResponseHead::default();
+    let Some(len) = parse_response_prefix(buf, max, &mut head) else {
+        return false;
+    };
+    let exact = parse_response(&buf[..exact_end(buf, max, len)])
+        .unwrap_or_else(|e| panic!("prefix read a head the parser refuses ({e:?}): {buf:?}"));
+    assert_eq!(response_parts(&head), response_parts(&exact), "{buf:?}");
+    same_facts(&head.fields, &exact.fields, buf);
+    true
+}
+
+/// Where [`find_head_end`] ends the head in `buf`; panics unless at `len`.
+fn exact_end(buf: &[u8], max: usize, len: usize) -> usize {
+    let end = find_head_end(buf, &mut 0, max);
+    assert_eq!(
+        end,
+        Ok(Some(len)),
+        "prefix and find_head_end disagree: {buf:?}"
+    );
+    len
+}
+
+fn same_facts(a: &Fields, b: &Fields, buf: &[u8]) {
+    assert_eq!(a.asks_close(), b.asks_close(), "{buf:?}");
+    assert_eq!(
+        a.connection_names_fields(),
+        b.connection_names_fields(),
+        "{buf:?}"
+    );
+    assert_eq!(a.raw(), b.raw(), "{buf:?}");
 }
 
 /// Same verdict, same parts; a head too large for the old pipeline (with

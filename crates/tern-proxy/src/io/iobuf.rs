@@ -23,6 +23,15 @@ pub enum HeadWaitError {
     },
 }
 
+/// A complete head at the start of an [`IoBuf`].
+#[derive(Debug, Clone, Copy)]
+pub struct FoundHead {
+    /// Its length.
+    pub len: usize,
+    /// The parser offered the bytes read it already.
+    pub parsed: bool,
+}
+
 /// What bounds a wait for a head.
 enum Until<'w> {
     /// A deadline of its own (the timer is armed only if the wait is real).
@@ -168,30 +177,72 @@ impl IoBuf {
         max: usize,
         deadline: Instant,
     ) -> Result<usize, HeadWaitError> {
-        self.read_head_until(r, max, Until::At(deadline)).await
+        self.read_head_until(r, max, Until::At(deadline), |_| None)
+            .await
+            .map(|found| found.len)
     }
 
-    /// Like [`IoBuf::read_head`], bounded by a connection's watchdog (for
-    /// waits that happen on every request, such as a backend's response).
-    pub async fn read_head_watched<R: AsyncRead + Unpin + ?Sized>(
+    /// Like [`IoBuf::read_head`], first offering the bytes to `parse` (a
+    /// one-pass parser that reads a head whole and says how long it was,
+    /// such as `tern_http::head::parse_request_prefix`): when it reads
+    /// one, no search for the head's end is made. Offered once, when the
+    /// first bytes are in: a head that trickles in is found as by
+    /// [`IoBuf::read_head`], and parsed by the caller.
+    pub async fn read_head_parsing<R, P>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        deadline: Instant,
+        parse: P,
+    ) -> Result<FoundHead, HeadWaitError>
+    where
+        R: AsyncRead + Unpin + ?Sized,
+        P: FnMut(&[u8]) -> Option<usize>,
+    {
+        self.read_head_until(r, max, Until::At(deadline), parse)
+            .await
+    }
+
+    /// Like [`IoBuf::read_head_parsing`], bounded by a connection's
+    /// watchdog (for waits that happen on every request, such as a
+    /// backend's response).
+    pub async fn read_head_watched_parsing<R, P>(
         &mut self,
         r: &mut R,
         max: usize,
         watchdog: &mut Watchdog,
-    ) -> Result<usize, HeadWaitError> {
-        self.read_head_until(r, max, Until::Watched(watchdog)).await
+        parse: P,
+    ) -> Result<FoundHead, HeadWaitError>
+    where
+        R: AsyncRead + Unpin + ?Sized,
+        P: FnMut(&[u8]) -> Option<usize>,
+    {
+        self.read_head_until(r, max, Until::Watched(watchdog), parse)
+            .await
     }
 
-    async fn read_head_until<R: AsyncRead + Unpin + ?Sized>(
+    async fn read_head_until<R, P>(
         &mut self,
         r: &mut R,
         max: usize,
         mut until: Until<'_>,
-    ) -> Result<usize, HeadWaitError> {
+        mut parse: P,
+    ) -> Result<FoundHead, HeadWaitError>
+    where
+        R: AsyncRead + Unpin + ?Sized,
+        P: FnMut(&[u8]) -> Option<usize>,
+    {
         let mut scanned = 0;
+        let mut offered = false;
         loop {
+            if !offered && !self.is_empty() {
+                offered = true;
+                if let Some(len) = parse(self.filled()) {
+                    return Ok(FoundHead { len, parsed: true });
+                }
+            }
             match find_head_end(self.filled(), &mut scanned, max) {
-                Ok(Some(n)) => return Ok(n),
+                Ok(Some(len)) => return Ok(FoundHead { len, parsed: false }),
                 Ok(None) => {}
                 Err(e) => return Err(HeadWaitError::Invalid(e)),
             }

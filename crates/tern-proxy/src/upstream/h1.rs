@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tern_http::forwarding::ForwardedFields;
-use tern_http::head::{parse_response_into, ResponseHead};
+use tern_http::head::{parse_response_into, parse_response_prefix, ResponseHead};
 use tern_http::rewrite::{
     wants_close, write_request_head, write_request_head_from_h2, BackendConnection, ClientFacts,
     FieldEdits, H1BodyFraming,
@@ -244,9 +244,12 @@ pub(crate) async fn read_head(
         kind,
         untouched: false,
     };
-    let len = s
+    let head = &mut s.head;
+    let found = s
         .bbuf
-        .read_head_watched(conn, MAX_RESPONSE_HEAD, watchdog)
+        .read_head_watched_parsing(conn, MAX_RESPONSE_HEAD, watchdog, |b| {
+            parse_response_prefix(b, MAX_RESPONSE_HEAD, head)
+        })
         .await
         .map_err(|e| match e {
             HeadWaitError::Invalid(_) => fail(Kind::Invalid),
@@ -256,8 +259,11 @@ pub(crate) async fn read_head(
                 untouched: !any_bytes,
             },
         })?;
-    parse_response_into(&s.bbuf.filled()[..len], &mut s.head).map_err(|_| fail(Kind::Invalid))?;
-    s.bbuf.consume(len);
+    if !found.parsed {
+        parse_response_into(&s.bbuf.filled()[..found.len], &mut s.head)
+            .map_err(|_| fail(Kind::Invalid))?;
+    }
+    s.bbuf.consume(found.len);
     Ok(())
 }
 

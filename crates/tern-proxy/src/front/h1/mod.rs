@@ -10,14 +10,14 @@ mod client;
 
 use std::time::{Duration, Instant};
 
-use tern_http::head::{parse_request_into, FieldKind, RequestHead};
+use tern_http::head::{parse_request_into, parse_request_prefix, FieldKind, RequestHead};
 use tern_http::rewrite::{wants_close, wants_upgrade, write_simple_response};
 use tern_http::{framing, BodyFraming, HttpError};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::exchange::ConnCtx;
 use crate::fault::{answer_text, Kind};
-use crate::io::iobuf::{HeadWaitError, IoBuf};
+use crate::io::iobuf::{FoundHead, HeadWaitError, IoBuf};
 use crate::message::{BodyLen, Request, RequestView};
 use client::H1Client;
 use tern_deadline::Watchdog;
@@ -173,8 +173,8 @@ where
         first = false;
         let started = Instant::now();
         let mut head = take_head();
-        let head_len = match read_head(client, &mut buf, ctx, started).await {
-            Ok(n) => n,
+        let found = match read_head(client, &mut buf, ctx, started, &mut head).await {
+            Ok(found) => found,
             Err(HeadReadError::Closed) => break,
             Err(HeadReadError::TimedOut) => {
                 super::rejected(ctx, Kind::HeadTimeout);
@@ -185,9 +185,12 @@ where
                 break;
             }
         };
-        if let Err(e) = parse_request_into(&buf.filled()[..head_len], &mut head) {
-            reject(client, ctx, &e, head_len as u64, started).await;
-            break;
+        let head_len = found.len;
+        if !found.parsed {
+            if let Err(e) = parse_request_into(&buf.filled()[..head_len], &mut head) {
+                reject(client, ctx, &e, head_len as u64, started).await;
+                break;
+            }
         }
         let framing =
             match tern_http::check_host(&head).and_then(|()| framing::request_framing(&head)) {
@@ -281,20 +284,23 @@ enum HeadReadError {
 }
 
 /// Reads until `buf` starts with a complete head (begun at `started`);
-/// returns its length.
+/// returns its length, and whether `head` holds it parsed already.
 async fn read_head<S>(
     client: &mut S,
     buf: &mut IoBuf,
     ctx: &ConnCtx<'_>,
     started: Instant,
-) -> Result<usize, HeadReadError>
+    head: &mut RequestHead,
+) -> Result<FoundHead, HeadReadError>
 where
     S: AsyncRead + Unpin,
 {
     let limits = &ctx.listener.config.limits;
+    let max = limits.max_head_bytes;
     let deadline = tokio::time::Instant::from_std(started) + limits.header_timeout;
-    match buf.read_head(client, limits.max_head_bytes, deadline).await {
-        Ok(n) => Ok(n),
+    let parse = |b: &[u8]| parse_request_prefix(b, max, head);
+    match buf.read_head_parsing(client, max, deadline, parse).await {
+        Ok(found) => Ok(found),
         Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
         // Closed mid-head, read error, or too slow (slowloris): there is
         // no one to answer, or no reason to wait.
