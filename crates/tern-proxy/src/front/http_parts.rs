@@ -11,6 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
+use crate::front::backend_values::BackendValues;
 use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step, Switched};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
@@ -342,9 +343,10 @@ fn from_h1<F: Fields>(
 ) -> Option<StatusCode> {
     let status = StatusCode::from_u16(head.status).ok()?;
     headers.reserve(head.fields.len() + added(edits));
-    // One copy of the head shared by every value (each would otherwise be
-    // its own allocation).
-    let raw = Bytes::copy_from_slice(head.fields.raw());
+    // One copy of the head shared by the values made from it (each would
+    // otherwise be its own allocation), made only if a value is not found
+    // again among those the backend sent before.
+    let mut raw: Option<Bytes> = None;
     let names_in_connection = head.fields.connection_names_fields();
     BACKEND_NAMES.with_borrow_mut(|names| {
         // Position among the fields carried (the hint for the next name).
@@ -366,8 +368,17 @@ fn from_h1<F: Fields>(
                 continue;
             }
             let name = names.get(carried, name)?;
+            let bytes = &head.fields.raw()[value.clone()];
+            let value = match names.values.find(carried, bytes) {
+                Some(found) => found,
+                None => {
+                    let raw = raw.get_or_insert_with(|| Bytes::copy_from_slice(head.fields.raw()));
+                    let made = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
+                    names.values.missed(carried, bytes);
+                    made
+                }
+            };
             carried += 1;
-            let value = HeaderValue::from_maybe_shared(raw.slice(value)).ok()?;
             headers.append(name, value);
         }
         Some(())
@@ -378,7 +389,12 @@ fn from_h1<F: Fields>(
 thread_local! {
     /// Each worker thread's [`BackendNames`].
     static BACKEND_NAMES: std::cell::RefCell<BackendNames> =
-        const { std::cell::RefCell::new(BackendNames { seen: Vec::new() }) };
+        const {
+            std::cell::RefCell::new(BackendNames {
+                seen: Vec::new(),
+                values: BackendValues::new(),
+            })
+        };
 }
 
 /// Most backend field names [`BackendNames`] keeps per thread (each a
@@ -393,6 +409,8 @@ const BACKEND_NAMES_KEPT: usize = 64;
 /// first one tried.
 struct BackendNames {
     seen: Vec<(Box<str>, HeaderName)>,
+    /// The values last carried at each position.
+    values: BackendValues,
 }
 
 impl BackendNames {
@@ -421,7 +439,10 @@ mod tests {
 
     #[test]
     fn backend_names_are_found_again_in_any_order_and_case() {
-        let mut names = BackendNames { seen: Vec::new() };
+        let mut names = BackendNames {
+            seen: Vec::new(),
+            values: BackendValues::new(),
+        };
         let first = ["Server", "Content-Type", "X-Custom"];
         for (i, n) in first.iter().enumerate() {
             assert_eq!(names.get(i, n).expect(n).as_str(), n.to_ascii_lowercase());
@@ -441,7 +462,10 @@ mod tests {
 
     #[test]
     fn backend_names_kept_are_bounded() {
-        let mut names = BackendNames { seen: Vec::new() };
+        let mut names = BackendNames {
+            seen: Vec::new(),
+            values: BackendValues::new(),
+        };
         for i in 0..BACKEND_NAMES_KEPT * 2 {
             let name = format!("x-name-{i}");
             assert_eq!(names.get(i, &name).map(|n| n.to_string()), Some(name));

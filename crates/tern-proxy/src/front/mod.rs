@@ -6,6 +6,7 @@
 //! connection from its handshake to close, its request streams exchanges
 //! like HTTP/2's.
 
+mod backend_values;
 mod client_tls;
 mod h1;
 pub(crate) mod h2;

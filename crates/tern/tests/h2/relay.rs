@@ -55,6 +55,26 @@ async fn head_response_keeps_content_length() {
     assert_eq!(response.header("content-length"), Some("1000"));
 }
 
+/// tern keeps the field values a backend repeats (per worker) and carries
+/// them again without making them anew: a value that changed at the same
+/// place in the head is relayed as the backend sent it, never the one kept.
+#[tokio::test]
+async fn response_field_values_that_change_are_relayed_as_sent() {
+    let served = Served::start(&[]);
+    let client = served.h2_client().await;
+    for n in [10usize, 10, 20, 20, 10, 300] {
+        let response = client
+            .get(&format!("/bytes/{n}"))
+            .await
+            .expect("GET /bytes");
+        assert_eq!(
+            response.header("content-length"),
+            Some(n.to_string().as_str())
+        );
+        assert_eq!(response.body.len(), n);
+    }
+}
+
 #[tokio::test]
 async fn post_with_content_length_arrives_intact() {
     let served = Served::start(&[]);
