@@ -216,6 +216,121 @@ impl H3Conn {
     }
 }
 
+impl H3Conn {
+    /// GET `path` (under 64 bytes) on a request stream of its own, its
+    /// HEADERS frame written here (QPACK, no Huffman coding) and not by
+    /// h3: the response's HEADERS frame payload (its field section) as
+    /// tern encoded it, before any decoding.
+    pub async fn get_raw_head(&self, path: &str) -> Result<Vec<u8>, String> {
+        if path.len() >= 64 || !path.starts_with('/') {
+            return Err(format!(
+                "path {path:?} must start with / and be under 64 bytes"
+            ));
+        }
+        // Field section prefix (no dynamic table: both bytes 0), then
+        // :method GET and :scheme https from the static table (indexes 17
+        // and 23), :authority and :path as literals naming static entries
+        // 0 and 1 (RFC 9204 4.5.2, 4.5.4; Appendix A).
+        let mut section = vec![0x00, 0x00, 0xc0 | 17, 0xc0 | 23, 0x50, 9];
+        section.extend_from_slice(b"localhost");
+        section.extend_from_slice(&[0x51, path.len() as u8]);
+        section.extend_from_slice(path.as_bytes());
+        // HEADERS frame: type 0x01, a one-byte length (under 64).
+        let mut frame = vec![0x01, section.len() as u8];
+        frame.extend_from_slice(&section);
+        let (mut send, mut recv) = self.conn.open_bi().await.map_err(|e| e.to_string())?;
+        send.write_all(&frame).await.map_err(|e| e.to_string())?;
+        send.finish().map_err(|e| e.to_string())?;
+        let stream = recv.read_to_end(1 << 20).await.map_err(|e| e.to_string())?;
+        let mut at = &stream[..];
+        let kind = quic_varint(&mut at).ok_or("no frame type")?;
+        let len = quic_varint(&mut at).ok_or("no frame length")? as usize;
+        if kind != 0x01 || at.len() < len {
+            return Err(format!(
+                "first frame type {kind:#x}, {len} bytes, not a HEADERS frame"
+            ));
+        }
+        Ok(at[..len].to_vec())
+    }
+}
+
+/// A QUIC variable-length integer (RFC 9000 16) read off the front of
+/// `at`.
+fn quic_varint(at: &mut &[u8]) -> Option<u64> {
+    let first = *at.first()?;
+    let len = 1usize << (first >> 6);
+    let bytes = at.get(..len)?;
+    let mut value = u64::from(first & 0x3f);
+    for b in &bytes[1..] {
+        value = value << 8 | u64::from(*b);
+    }
+    *at = &at[len..];
+    Some(value)
+}
+
+/// The string literals of a QPACK field section without dynamic table
+/// references (as tern sends), each as (Huffman-coded, bytes on the
+/// wire); `Err` names what does not parse (RFC 9204 4.5).
+pub fn qpack_literals(section: &[u8]) -> Result<Vec<(bool, Vec<u8>)>, String> {
+    let mut at = section;
+    // Required Insert Count and Delta Base: 0 without a dynamic table.
+    if at.get(..2) != Some(&[0, 0][..]) {
+        return Err(format!(
+            "section prefix {:?} refers to a dynamic table",
+            at.get(..2)
+        ));
+    }
+    at = &at[2..];
+    let mut literals = Vec::new();
+    while let Some(&first) = at.first() {
+        if first & 0x80 != 0 {
+            // Indexed field line.
+            qpack_int(&mut at, 6)?;
+        } else if first & 0x40 != 0 {
+            // Literal with name reference, then its value.
+            qpack_int(&mut at, 4)?;
+            literals.push(qpack_string(&mut at, 7)?);
+        } else if first & 0x20 != 0 {
+            // Literal with literal name: the name, then the value.
+            literals.push(qpack_string(&mut at, 3)?);
+            literals.push(qpack_string(&mut at, 7)?);
+        } else {
+            return Err(format!("field line {first:#04x} refers to a dynamic table"));
+        }
+    }
+    Ok(literals)
+}
+
+/// A QPACK prefixed integer (RFC 7541 5.1) of `bits` bits off `at`.
+fn qpack_int(at: &mut &[u8], bits: u32) -> Result<u64, String> {
+    let mask = (1u64 << bits) - 1;
+    let (&first, rest) = at.split_first().ok_or("section ends in an integer")?;
+    *at = rest;
+    let mut value = u64::from(first) & mask;
+    if value < mask {
+        return Ok(value);
+    }
+    for shift in (0..63).step_by(7) {
+        let (&b, rest) = at.split_first().ok_or("section ends in an integer")?;
+        *at = rest;
+        value += u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err("integer too long".into())
+}
+
+/// A QPACK string literal whose length has a `bits`-bit prefix, the
+/// Huffman flag the bit above it: (Huffman-coded, its bytes).
+fn qpack_string(at: &mut &[u8], bits: u32) -> Result<(bool, Vec<u8>), String> {
+    let huffman = at.first().is_some_and(|b| b & (1 << bits) != 0);
+    let len = qpack_int(at, bits)? as usize;
+    let bytes = at.get(..len).ok_or("section ends in a string")?.to_vec();
+    *at = &at[len..];
+    Ok((huffman, bytes))
+}
+
 impl Drop for H3Conn {
     fn drop(&mut self) {
         self.conn.close(0u32.into(), b"");

@@ -1273,6 +1273,28 @@ impl<B: Buf> SendResponse<B> {
             .map_err(Into::into)
     }
 
+    /// Send a response head given as its status and its fields, in the
+    /// order they are to be sent; otherwise as [`send_response`].
+    ///
+    /// tern patch: a proxy relaying a head it parsed (an HTTP/1.1 backend's)
+    /// makes the list directly, without a `HeaderMap` (hashing every name
+    /// and growing a table, ~2,000 instructions per response head). The
+    /// fields are checked as `send_response` checks a map's: a
+    /// connection-specific one is refused.
+    ///
+    /// [`send_response`]: #method.send_response
+    pub fn send_response_fields(
+        &mut self,
+        status: http::StatusCode,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        end_of_stream: bool,
+    ) -> Result<SendStream<B>, crate::Error> {
+        self.inner
+            .send_response_fields(status, fields, end_of_stream)
+            .map(|_| SendStream::new(self.inner.clone()))
+            .map_err(Into::into)
+    }
+
     /// Push a request and response to the client
     ///
     /// On success, a [`SendResponse`] instance is returned.
@@ -1662,7 +1684,11 @@ impl proto::Peer for Peer {
     ) -> Result<Self::Poll, Error> {
         use http::{uri, Version};
 
-        let mut b = Request::builder();
+        // tern patch: the request is made in place (`Request::new`, then
+        // its parts set) instead of through `request::Builder`, each of
+        // whose setters moves the whole `Parts` in and out of a `Result`;
+        // the same checks, the same errors.
+        let mut request = Request::new(());
 
         macro_rules! malformed {
             ($($arg:tt)*) => {{
@@ -1671,12 +1697,12 @@ impl proto::Peer for Peer {
             }}
         }
 
-        b = b.version(Version::HTTP_2);
+        *request.version_mut() = Version::HTTP_2;
 
         let is_connect;
         if let Some(method) = pseudo.method {
             is_connect = method == Method::CONNECT;
-            b = b.method(method);
+            *request.method_mut() = method;
         } else {
             malformed!("malformed headers: missing method");
         }
@@ -1685,7 +1711,9 @@ impl proto::Peer for Peer {
         if has_protocol {
             if is_connect {
                 // Assert that we have the right type.
-                b = b.extension::<crate::ext::Protocol>(pseudo.protocol.unwrap());
+                request
+                    .extensions_mut()
+                    .insert::<crate::ext::Protocol>(pseudo.protocol.unwrap());
             } else {
                 malformed!("malformed headers: :protocol on non-CONNECT request");
             }
@@ -1753,10 +1781,8 @@ impl proto::Peer for Peer {
             malformed!("malformed headers: missing path in extended CONNECT");
         }
 
-        b = b.uri(parts);
-
-        let mut request = match b.body(()) {
-            Ok(request) => request,
+        *request.uri_mut() = match uri::Uri::from_parts(parts) {
+            Ok(uri) => uri,
             Err(e) => {
                 // TODO: Should there be more specialized handling for different
                 // kinds of errors

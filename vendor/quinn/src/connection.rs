@@ -807,7 +807,14 @@ fn poll_accept<'a>(
     // which are necessarily finite, can be drained from a closed connection.
     if let Some(id) = state.inner.streams().accept(dir) {
         let is_0rtt = state.inner.is_handshaking();
-        state.wake(); // To send additional stream ID credit
+        // tern patch: no wake-up of the connection driver here (was "To
+        // send additional stream ID credit"). Accepting a stream issues no
+        // credit in quinn-proto (`Streams::accept` changes no limit);
+        // credit comes when a stream is freed, and each place that frees
+        // one asks for a transmit itself: a read that ends a stream wakes
+        // the driver when `Chunks::finalize` says so, and an ACK or reset
+        // handled in the driver is followed by its own transmit. The
+        // wake-up cost a driver poll with nothing to send per request.
         drop(state); // Release the lock so clone can take it
         return Poll::Ready(Ok((conn.clone(), id, is_0rtt)));
     } else if let Some(ref e) = state.error {

@@ -508,7 +508,10 @@ impl Quic {
             if !self.returned_traffic_keys {
                 self.returned_traffic_keys = true;
                 let keys = Keys::new(&secrets);
-                secrets.update();
+                // tern patch: the next key phase's secrets are derived when
+                // its keys are first asked for (`next_packet_keys`), not
+                // here: most connections never update their keys.
+                secrets.update_pending = true;
                 return Some(KeyChange::OneRtt {
                     keys,
                     next: secrets,
@@ -532,6 +535,9 @@ pub struct Secrets {
     quic: &'static dyn Algorithm,
     side: Side,
     version: Version,
+    /// tern patch: `client` and `server` are still the current key phase's
+    /// secrets; `update` is due before the next phase's keys are made.
+    update_pending: bool,
 }
 
 impl Secrets {
@@ -550,11 +556,16 @@ impl Secrets {
             quic,
             side,
             version,
+            update_pending: false,
         }
     }
 
     /// Derive the next set of packet keys
     pub fn next_packet_keys(&mut self) -> PacketKeySet {
+        // tern patch: the update deferred when these secrets were handed out.
+        if core::mem::take(&mut self.update_pending) {
+            self.update();
+        }
         let keys = PacketKeySet::new(self);
         self.update();
         keys
@@ -931,6 +942,7 @@ impl Keys {
             suite,
             quic,
             side,
+            update_pending: false,
         };
         Self::new(&secrets)
     }

@@ -57,37 +57,89 @@ pub(crate) fn for_client_with(
     listener: &ListenerCtx,
     made: MadeValues,
 ) -> Result<Response<()>, Kind> {
-    let mut response = match view.head {
+    let mut response = Response::new(());
+    *response.status_mut() = head_into(view, listener, made, response.headers_mut())?;
+    Ok(response)
+}
+
+/// The HTTP/2 client's response head for `view`, as [`for_client_with`]
+/// makes it, but as the status and the list of fields h2 sends in that
+/// order (`SendResponse::send_response_fields`): no `HeaderMap` to hash
+/// every name into.
+pub(crate) fn for_h2_client(
+    view: ResponseView<'_>,
+    listener: &ListenerCtx,
+    made: MadeValues,
+) -> Result<(StatusCode, FieldList), Kind> {
+    let mut fields = FieldList::new();
+    let status = head_into(view, listener, made, &mut fields)?;
+    Ok((status, fields))
+}
+
+/// A response head's fields as h2 sends them from a list.
+pub(crate) type FieldList = Vec<(HeaderName, HeaderValue)>;
+
+/// Where a response head's fields go: a `HeaderMap`, or a [`FieldList`].
+trait Fields {
+    fn reserve(&mut self, additional: usize);
+    fn append(&mut self, name: HeaderName, value: HeaderValue);
+}
+
+impl Fields for http::HeaderMap {
+    fn reserve(&mut self, additional: usize) {
+        http::HeaderMap::reserve(self, additional);
+    }
+
+    fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        http::HeaderMap::append(self, name, value);
+    }
+}
+
+impl Fields for FieldList {
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        self.push((name, value));
+    }
+}
+
+/// Puts the fields of the client's response head for `view` into
+/// `fields` (the backend's, less the connection-specific ones and those
+/// the rules drop; Alt-Svc; the rules' own) and returns its status.
+fn head_into<F: Fields>(
+    view: ResponseView<'_>,
+    listener: &ListenerCtx,
+    made: MadeValues,
+    fields: &mut F,
+) -> Result<StatusCode, Kind> {
+    let status = match view.head {
         ResponseHeadView::H1(head) => {
             // HTTP/2 and HTTP/3 requests carry no Upgrade: a 101 is a
             // backend error.
             if head.status == 101 {
                 return Err(Kind::Invalid);
             }
-            from_h1(head, view.body, view.edits).ok_or(Kind::Invalid)?
+            from_h1(head, view.body, view.edits, fields).ok_or(Kind::Invalid)?
         }
         ResponseHeadView::H2(parts) => {
-            let mut response = Response::new(());
-            *response.status_mut() = parts.status;
-            let headers = response.headers_mut();
-            headers.reserve(parts.headers.len() + added(view.edits));
+            fields.reserve(parts.headers.len() + added(view.edits));
             for (name, value) in parts.headers.iter().filter(|(n, _)| {
                 !is_connection_specific(n.as_str()) && !view.edits.drops(n.as_str())
             }) {
-                headers.append(name.clone(), value.clone());
+                fields.append(name.clone(), value.clone());
             }
-            response
+            parts.status
         }
     };
     if let Some(alt_svc) = &listener.alt_svc {
-        response
-            .headers_mut()
-            .append(http::header::ALT_SVC, alt_svc.clone());
+        fields.append(http::header::ALT_SVC, alt_svc.clone());
     }
     // The fields the rules drop were left out as the head was copied: a
     // lookup per dropped name in the map would cost a hash each.
-    add_fields(response.headers_mut(), view.edits, made);
-    Ok(response)
+    add_fields(fields, view.edits, made);
+    Ok(status)
 }
 
 /// Fields tern may add to a response beyond the backend's: the rules'
@@ -108,7 +160,7 @@ fn apply(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>) {
 
 /// Appends the fields the header rules add, request IDs sent as `made`
 /// says.
-fn add_fields(headers: &mut http::HeaderMap, edits: &FieldEdits<'_>, made: MadeValues) {
+fn add_fields<F: Fields>(headers: &mut F, edits: &FieldEdits<'_>, made: MadeValues) {
     for (name, value) in &edits.add {
         // Names and literal values were checked at start-up; a variable
         // expanding to bytes a field cannot carry is tern's to skip.
@@ -279,17 +331,16 @@ pub(crate) fn grpc_answer(code: u16, message: &str, edits: &FieldEdits<'_>) -> R
     response
 }
 
-/// The HTTP/2 or HTTP/3 response for an HTTP/1.1 backend's head, less the
-/// fields `edits` drop; None when a field cannot be carried (invalid name
-/// or value).
-fn from_h1(
+/// Puts the fields of the HTTP/2 or HTTP/3 response for an HTTP/1.1
+/// backend's head, less those `edits` drop, into `headers` and returns its
+/// status; None when a field cannot be carried (invalid name or value).
+fn from_h1<F: Fields>(
     head: &ResponseHead,
     framing: BodyFraming,
     edits: &FieldEdits<'_>,
-) -> Option<Response<()>> {
-    let mut response = Response::new(());
-    *response.status_mut() = StatusCode::from_u16(head.status).ok()?;
-    let headers = response.headers_mut();
+    headers: &mut F,
+) -> Option<StatusCode> {
+    let status = StatusCode::from_u16(head.status).ok()?;
     headers.reserve(head.fields.len() + added(edits));
     // One copy of the head shared by every value (each would otherwise be
     // its own allocation).
@@ -321,7 +372,7 @@ fn from_h1(
         }
         Some(())
     })?;
-    Some(response)
+    Some(status)
 }
 
 thread_local! {

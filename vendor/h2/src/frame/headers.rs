@@ -5,6 +5,8 @@ use crate::hpack::{self, BytesStr};
 
 use http::header;
 use http::{uri, HeaderMap, Method, Request, StatusCode, Uri};
+// tern patch: the fields of a block given as a list.
+use http::{HeaderName, HeaderValue};
 
 use bytes::{Buf, BufMut, BytesMut};
 
@@ -88,6 +90,11 @@ struct HeaderBlock {
     /// The decoded header fields
     fields: HeaderMap,
 
+    /// tern patch: the fields of a block to be sent that were given as a
+    /// list (`SendResponse::send_response_fields`), sent after `fields` in
+    /// their order. Empty in a received block.
+    list: Vec<(HeaderName, HeaderValue)>,
+
     /// Precomputed size of all of our header fields, for perf reasons
     field_size: usize,
 
@@ -125,11 +132,28 @@ impl Headers {
                 // as it is decoded), so its size is not summed.
                 field_size: 0,
                 fields,
+                // tern patch: see the field.
+                list: Vec::new(),
                 is_over_size: false,
                 pseudo,
             }),
             flags: HeadersFlag::default(),
         }
+    }
+
+    /// A HEADERS frame whose fields come as a list, in the order they are
+    /// sent.
+    ///
+    /// tern patch: a response head made without a `HeaderMap` (see
+    /// `SendResponse::send_response_fields`).
+    pub fn with_list(
+        stream_id: StreamId,
+        pseudo: Pseudo,
+        list: Vec<(HeaderName, HeaderValue)>,
+    ) -> Self {
+        let mut headers = Headers::new(stream_id, pseudo, HeaderMap::new());
+        headers.header_block.list = list;
+        headers
     }
 
     pub fn trailers(stream_id: StreamId, fields: HeaderMap) -> Self {
@@ -144,6 +168,8 @@ impl Headers {
                 // tern patch: not summed, as in `new`.
                 field_size: 0,
                 fields,
+                // tern patch: see the field.
+                list: Vec::new(),
                 is_over_size: false,
                 pseudo: Pseudo::default(),
             }),
@@ -209,6 +235,8 @@ impl Headers {
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
                 fields: HeaderMap::new(),
+                // tern patch: see the field.
+                list: Vec::new(),
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
@@ -276,6 +304,11 @@ impl Headers {
 
     pub fn into_fields(self) -> HeaderMap {
         self.header_block.fields
+    }
+
+    /// tern patch: the fields given as a list (`with_list`).
+    pub fn field_list(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.header_block.list
     }
 
     pub fn encode(
@@ -372,6 +405,8 @@ impl PushPromise {
             header_block: Box::new(HeaderBlock {
                 field_size: calculate_headermap_size(&fields),
                 fields,
+                // tern patch: see the field.
+                list: Vec::new(),
                 is_over_size: false,
                 pseudo,
             }),
@@ -410,6 +445,12 @@ impl PushPromise {
 
     pub fn fields(&self) -> &HeaderMap {
         &self.header_block.fields
+    }
+
+    /// tern patch: always empty (a promise is made from a `Request`); read
+    /// with `fields` by the check of what is sent.
+    pub fn field_list(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.header_block.list
     }
 
     #[cfg(feature = "unstable")]
@@ -463,6 +504,8 @@ impl PushPromise {
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
                 fields: HeaderMap::new(),
+                // tern patch: see the field.
+                list: Vec::new(),
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
@@ -977,7 +1020,7 @@ impl HeaderBlock {
         hpack.clear();
         // tern patch: the fields are encoded borrowed (`encode_block`); the
         // block is dropped whole once written.
-        encoder.encode_block(self.pseudo.fields(), &self.fields, &mut hpack);
+        encoder.encode_block(self.pseudo.fields(), &self.fields, &self.list, &mut hpack);
 
         EncodingHeaderBlock { hpack }
     }

@@ -147,8 +147,17 @@ impl Encoder {
     /// of a name (yielded with the same `&HeaderName` as its first value)
     /// reuse the first one's index, as `encode` does for a field without a
     /// name.
-    pub fn encode_block<'a, P>(&mut self, pseudo: P, fields: &'a HeaderMap, dst: &mut BytesMut)
-    where
+    ///
+    /// tern patch: then the fields of `list` in their order (a response head
+    /// given as a list, see `SendResponse::send_response_fields`); each is
+    /// indexed on its own (a name the list repeats is found in the table).
+    pub fn encode_block<'a, P>(
+        &mut self,
+        pseudo: P,
+        fields: &'a HeaderMap,
+        list: &'a [(HeaderName, HeaderValue)],
+        dst: &mut BytesMut,
+    ) where
         P: IntoIterator<Item = HeaderRef<'a>>,
     {
         let span = tracing::trace_span!("hpack::encode");
@@ -172,6 +181,10 @@ impl Encoder {
 
             let index = self.encode_field(HeaderRef::Field { name, value }, dst);
             last = Some((name, index));
+        }
+
+        for (name, value) in list {
+            self.encode_field(HeaderRef::Field { name, value }, dst);
         }
     }
 
@@ -858,11 +871,65 @@ mod test {
             let want = encode(&mut owned, items);
 
             let mut got = BytesMut::new();
-            borrowed.encode_block([HeaderRef::Status(&status)], &fields, &mut got);
+            borrowed.encode_block([HeaderRef::Status(&status)], &fields, &[], &mut got);
 
             assert_eq!(got, want);
             assert_eq!(borrowed.table.len(), owned.table.len());
             assert_eq!(borrowed.table.size(), owned.table.size());
+        }
+        assert!(owned.table.len() >= 3);
+    }
+
+    // tern patch: a block given as a list encodes as the same fields owned,
+    // each with its name (a repeated name is looked up again, not reused),
+    // over two successive blocks; sensitive and too-large values included.
+    #[test]
+    fn test_listed_block_encodes_as_owned_named_fields() {
+        let mut secret = HeaderValue::from_static("token");
+        secret.set_sensitive(true);
+        let large = "x".repeat(3100);
+        let list: Vec<(HeaderName, HeaderValue)> = vec![
+            (header::SERVER, HeaderValue::from_static("nginx")),
+            (
+                HeaderName::from_static("x-custom"),
+                HeaderValue::from_static("one"),
+            ),
+            (header::SET_COOKIE, HeaderValue::from_static("a=1")),
+            (header::SET_COOKIE, HeaderValue::from_static("b=2")),
+            (header::CONTENT_LENGTH, HeaderValue::from_static("100")),
+            (header::AUTHORIZATION, secret),
+            (
+                HeaderName::from_static("x-large"),
+                HeaderValue::from_str(&large).unwrap(),
+            ),
+            (
+                HeaderName::from_static("x-custom"),
+                HeaderValue::from_static("two"),
+            ),
+        ];
+        let status = StatusCode::OK;
+
+        let mut owned = Encoder::new(4096, 16);
+        let mut listed = Encoder::new(4096, 16);
+        for _ in 0..2 {
+            let mut items: Vec<Header<Option<HeaderName>>> = vec![Header::Status(status)];
+            items.extend(list.iter().cloned().map(|(name, value)| Header::Field {
+                name: Some(name),
+                value,
+            }));
+            let want = encode(&mut owned, items);
+
+            let mut got = BytesMut::new();
+            listed.encode_block(
+                [HeaderRef::Status(&status)],
+                &HeaderMap::new(),
+                &list,
+                &mut got,
+            );
+
+            assert_eq!(got, want);
+            assert_eq!(listed.table.len(), owned.table.len());
+            assert_eq!(listed.table.size(), owned.table.size());
         }
         assert!(owned.table.len() >= 3);
     }

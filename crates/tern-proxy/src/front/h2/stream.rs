@@ -241,11 +241,11 @@ impl Front for H2Client<'_, '_> {
 
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
         let made = self.shared.next_made();
-        let response = http_parts::for_client_with(view, self.ctx.listener, made)?;
+        let (status, fields) = http_parts::for_h2_client(view, self.ctx.listener, made)?;
         let end_of_stream = view.body == BodyFraming::Empty;
         let send = self
             .respond
-            .send_response(response, end_of_stream)
+            .send_response_fields(status, fields, end_of_stream)
             .map_err(|_| Kind::ClientGone)?;
         self.status = view.status();
         if !end_of_stream {

@@ -77,7 +77,10 @@ impl Send {
         Ok(stream_id)
     }
 
-    fn check_headers(fields: &http::HeaderMap) -> Result<(), UserError> {
+    fn check_headers(
+        fields: &http::HeaderMap,
+        list: &[(http::HeaderName, http::HeaderValue)],
+    ) -> Result<(), UserError> {
         // 8.1.2.2. Connection-Specific Header Fields
         //
         // tern patch: one pass over the names the map holds (a response
@@ -86,21 +89,36 @@ impl Send {
         // same names are refused, and `te` other than "trailers" (its
         // first value, as `get` reads it).
         for name in fields.keys() {
-            let illegal = match *name {
-                http::header::CONNECTION
-                | http::header::TRANSFER_ENCODING
-                | http::header::UPGRADE => true,
-                http::header::TE => {
-                    matches!(fields.get(http::header::TE), Some(te) if te != "trailers")
-                }
-                _ => matches!(name.as_str(), "keep-alive" | "proxy-connection"),
-            };
-            if illegal {
+            let te = || fields.get(http::header::TE);
+            if Self::is_connection_specific(name, te) {
+                tracing::debug!("illegal connection-specific headers found");
+                return Err(UserError::MalformedHeaders);
+            }
+        }
+        // tern patch: the same names refused in a block given as a list
+        // (`Headers::with_list`), and every `te` value but "trailers".
+        for (name, value) in list {
+            if Self::is_connection_specific(name, || Some(value)) {
                 tracing::debug!("illegal connection-specific headers found");
                 return Err(UserError::MalformedHeaders);
             }
         }
         Ok(())
+    }
+
+    /// tern patch: whether `name` may not be sent over HTTP/2; `te` gives
+    /// the value a `te` field is judged by.
+    fn is_connection_specific<'a>(
+        name: &http::HeaderName,
+        te: impl FnOnce() -> Option<&'a http::HeaderValue>,
+    ) -> bool {
+        match *name {
+            http::header::CONNECTION | http::header::TRANSFER_ENCODING | http::header::UPGRADE => {
+                true
+            }
+            http::header::TE => matches!(te(), Some(te) if te != "trailers"),
+            _ => matches!(name.as_str(), "keep-alive" | "proxy-connection"),
+        }
     }
 
     pub fn send_push_promise<B>(
@@ -120,7 +138,7 @@ impl Send {
             self.init_window_sz
         );
 
-        Self::check_headers(frame.fields())?;
+        Self::check_headers(frame.fields(), frame.field_list())?;
 
         // Queue the frame for sending
         self.prioritize
@@ -143,7 +161,7 @@ impl Send {
             self.init_window_sz
         );
 
-        Self::check_headers(frame.fields())?;
+        Self::check_headers(frame.fields(), frame.field_list())?;
 
         let end_stream = frame.is_end_stream();
 
@@ -191,7 +209,7 @@ impl Send {
         );
 
         // Validate headers
-        Self::check_headers(frame.fields())?;
+        Self::check_headers(frame.fields(), frame.field_list())?;
 
         debug_assert!(frame.is_informational(),
             "Frame must be informational (1xx status code) at this point. Validation should happen at the public API boundary.");
@@ -332,7 +350,7 @@ impl Send {
         // caller cannot make this crate *generate* a message §8.2.2 forbids.
         // Checked before the state transition so a rejected call leaves the stream
         // untouched and still able to send valid trailers.
-        Self::check_headers(frame.fields())?;
+        Self::check_headers(frame.fields(), frame.field_list())?;
 
         // TODO: Should this logic be moved into state.rs?
         if !stream.state.is_send_streaming() {
@@ -670,5 +688,48 @@ impl Send {
 
     pub(crate) fn is_extended_connect_protocol_enabled(&self) -> bool {
         self.is_extended_connect_protocol_enabled
+    }
+}
+
+// tern patch: a block given as a list is refused for the names a map is.
+#[cfg(test)]
+mod tests {
+    use super::Send;
+    use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+    fn listed(fields: &[(&'static str, &'static str)]) -> Vec<(HeaderName, HeaderValue)> {
+        fields
+            .iter()
+            .map(|&(n, v)| (HeaderName::from_static(n), HeaderValue::from_static(v)))
+            .collect()
+    }
+
+    #[test]
+    fn listed_connection_specific_fields_are_refused() {
+        let empty = HeaderMap::new();
+        let fine = listed(&[("server", "x"), ("te", "trailers"), ("x-a", "1")]);
+        assert!(Send::check_headers(&empty, &fine).is_ok());
+        for bad in [
+            ("connection", "close"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "gzip"),
+        ] {
+            let mut list = fine.clone();
+            list.push((
+                HeaderName::from_static(bad.0),
+                HeaderValue::from_static(bad.1),
+            ));
+            assert!(Send::check_headers(&empty, &list).is_err(), "{bad:?}");
+        }
+        // A second `te` value other than "trailers" is refused too.
+        let two_te = listed(&[("te", "trailers"), ("te", "gzip")]);
+        assert!(Send::check_headers(&empty, &two_te).is_err());
+        // The map is still checked alongside.
+        let mut map = HeaderMap::new();
+        map.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        assert!(Send::check_headers(&map, &fine).is_err());
     }
 }

@@ -1302,6 +1302,36 @@ impl<B> StreamRef<B> {
     ) -> Result<(), UserError> {
         // Clear before taking lock, incase extensions contain a StreamRef.
         response.extensions_mut().clear();
+        // tern patch: the frame is made, and sent, by `send_response_frame`.
+        self.send_response_frame(|id| {
+            server::Peer::convert_send_message(id, response, end_of_stream)
+        })
+    }
+
+    /// tern patch: a response head given as its status and a list of
+    /// fields, sent in that order without a `HeaderMap`
+    /// (`SendResponse::send_response_fields`).
+    pub fn send_response_fields(
+        &mut self,
+        status: http::StatusCode,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        end_of_stream: bool,
+    ) -> Result<(), UserError> {
+        self.send_response_frame(|id| {
+            let mut frame = frame::Headers::with_list(id, frame::Pseudo::response(status), fields);
+            if end_of_stream {
+                frame.set_end_stream();
+            }
+            frame
+        })
+    }
+
+    /// tern patch: sends the response head `make` makes for the stream's
+    /// ID (the body `send_response` had).
+    fn send_response_frame(
+        &mut self,
+        make: impl FnOnce(StreamId) -> frame::Headers,
+    ) -> Result<(), UserError> {
         let mut me = self.opaque.inner.lock().unwrap();
         let me = &mut *me;
 
@@ -1311,7 +1341,7 @@ impl<B> StreamRef<B> {
         let send_buffer = &mut *send_buffer;
 
         me.counts.transition(stream, |counts, stream| {
-            let frame = server::Peer::convert_send_message(stream.id, response, end_of_stream);
+            let frame = make(stream.id);
 
             actions
                 .send

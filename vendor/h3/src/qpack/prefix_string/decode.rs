@@ -365,10 +365,40 @@ const fn canonical() -> Canonical {
     }
 }
 
+/// tern patch: the symbol of every code of at most [`SHORT_BITS`] bits,
+/// indexed by the next [`SHORT_BITS`] bits of a string: `len << 8 |
+/// symbol`, 0 where those bits start a longer code. The codes of 5 to 8
+/// bits hold the letters, digits and most punctuation a field carries.
+const SHORT_BITS: u32 = 9;
+
+const SHORT: [u16; 1 << SHORT_BITS] = short();
+
+const fn short() -> [u16; 1 << SHORT_BITS] {
+    let codes = &super::encode::CODES;
+    let mut table = [0u16; 1 << SHORT_BITS];
+    let mut sym = 0;
+    while sym < 256 {
+        let (code, len) = codes[sym];
+        if len <= SHORT_BITS {
+            let spare = SHORT_BITS - len;
+            let mut rest = 0;
+            while rest < 1 << spare {
+                table[((code << spare) | rest) as usize] = ((len as u16) << 8) | sym as u16;
+                rest += 1;
+            }
+        }
+        sym += 1;
+    }
+    table
+}
+
 /// tern patch: decodes the Huffman-encoded `src` onto `out`, a symbol at a
 /// time from a 64-bit accumulator (the bit-by-bit `DecodeIter` cost
-/// ~4,000 instructions per request head). Refuses EOS inside the string
-/// and padding that is longer than 7 bits or not all ones (RFC 7541 5.2).
+/// ~4,000 instructions per request head): codes of up to [`SHORT_BITS`]
+/// bits by one look-up in [`SHORT`], longer ones (and the last bits of a
+/// string) by the canonical code's first code of each length. Refuses EOS
+/// inside the string and padding that is longer than 7 bits or not all
+/// ones (RFC 7541 5.2).
 pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
     let t = &CANONICAL;
     let mut acc: u64 = 0;
@@ -379,6 +409,17 @@ pub fn decode_into(src: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
         bits += 8;
         'symbols: loop {
             let mut len = 5;
+            if bits >= SHORT_BITS {
+                let next = (acc >> (bits - SHORT_BITS)) as usize & ((1 << SHORT_BITS) - 1);
+                let hit = SHORT[next];
+                if hit != 0 {
+                    out.push(hit as u8);
+                    bits -= u32::from(hit >> 8);
+                    continue 'symbols;
+                }
+                // A longer code: none of up to SHORT_BITS bits matches.
+                len = SHORT_BITS + 1;
+            }
             while len <= bits.min(30) {
                 let code = ((acc >> (bits - len)) & ((1u64 << len) - 1)) as u32;
                 let l = len as usize;

@@ -48,18 +48,27 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
 
     // tern patch: the payload copied once, not an iterator's byte by byte,
     // and Huffman decoded by `decode_into` (strict about padding, as RFC
-    // 7541 5.2 asks) instead of `DecodeIter`.
-    let mut payload = vec![0; len];
-    buf.copy_to_slice(&mut payload);
-    let value = if flags & 1 == 0 {
-        payload
+    // 7541 5.2 asks) instead of `DecodeIter`; a Huffman code that lies in
+    // one piece of `buf` (a frame's payload, as a rule) is decoded where it
+    // lies, without a copy.
+    if flags & 1 == 0 {
+        let mut payload = vec![0; len];
+        buf.copy_to_slice(&mut payload);
+        return Ok(payload);
+    }
+    // A Huffman code is at least 5 bits long.
+    let mut decoded = Vec::with_capacity(len * 8 / 5);
+    let chunk = buf.chunk();
+    if chunk.len() >= len {
+        let done = decode::decode_into(&chunk[..len], &mut decoded);
+        buf.advance(len);
+        done?;
     } else {
-        // A Huffman code is at least 5 bits long.
-        let mut decoded = Vec::with_capacity(len * 8 / 5);
+        let mut payload = vec![0; len];
+        buf.copy_to_slice(&mut payload);
         decode::decode_into(&payload, &mut decoded)?;
-        decoded
-    };
-    Ok(value)
+    }
+    Ok(decoded)
 }
 
 /// tern patch: Huffman-encoded only when that is shorter (RFC 9204 4.1.2
@@ -74,6 +83,15 @@ pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Resu
         prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
         buf.put_slice(value);
     }
+    Ok(())
+}
+
+/// tern patch: a string literal without Huffman coding, as a stateless
+/// field section writes its names and values (see
+/// `encoder::encode_field_stateless`).
+pub fn encode_plain<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {
+    prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
+    buf.put_slice(value);
     Ok(())
 }
 

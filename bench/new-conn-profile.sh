@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Where the CPU of a new connection goes, QUIC against TCP+TLS, on a real
+# run (issue 26: a new QUIC connection at <= 1.3x a new TCP+TLS one).
+# callgrind (bench/instructions.sh) counts instructions but runs aws-lc
+# without SHA-NI/ADX and says nothing of cache misses; this samples the
+# real thing with `perf record -e cpu-clock` (no PMU needed).
+#
+# For MODE h3 (a new QUIC connection + one 100 B HTTP/3 request) and h1 (a
+# new TCP+TLS connection + one 100 B HTTP/1.1 request): tern serve (one
+# worker on CPU 0, access log off, TLS 1.3 AES-128-GCM X25519, its other
+# defaults) in front of nginx serving 100 bytes; `tern bench --plan new
+# -n N -c C` (BENCH_TERN) on CPU 1 after WARM unmeasured connections;
+# perf samples tern's process over the measured load. Prints, per mode,
+# the samples (at FREQ Hz) per connection, split into kernel, malloc
+# (glibc malloc/free and their helpers), memcpy/memset, crypto (aws-lc),
+# rustls, quinn, h3, tokio and the rest, then the TOP symbols.
+#
+# Samples are CPU time: read them on an idle machine, or only as shares
+# on a busy one.
+#
+# Usage: bench/new-conn-profile.sh   (env: N=4000 WARM=200 C=10 FREQ=4999
+#          TOP=25 MODES="h3 h1" TERN=target/release/tern BENCH_TERN=...)
+# Needs: perf, nginx, openssl, python3, taskset. Only 127.0.0.1 is a target.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+
+N="${N:-4000}"
+WARM="${WARM:-200}"
+C="${C:-10}"
+FREQ="${FREQ:-4999}"
+TOP="${TOP:-25}"
+MODES="${MODES:-h3 h1}"
+TERN="${TERN:-$root/target/release/tern}"
+BENCH_TERN="${BENCH_TERN:-$TERN}"
+for tool in perf nginx openssl python3 taskset; do need "$tool"; done
+[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+TLS_SUITE=TLS_AES_128_GCM_SHA256
+TLS_GROUP=X25519
+
+bench_workdir tern-new-conn-profile
+make_cert ecdsa
+mkdir -p "$work/www"
+head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+backend_port="$(free_port)"
+start_backend "$backend_port" 0
+
+# load MODE PORT COUNT: COUNT new connections, one request each; fails
+# unless every one succeeded.
+load() {
+    local -a flags=()
+    [[ "$1" == h3 ]] && flags=(--h3)
+    taskset -c 1 "$BENCH_TERN" bench "${flags[@]}" --plan new -n "$3" -c "$C" -k \
+        --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
+        "https://127.0.0.1:$2/" > "$work/load.json" 2> "$work/load.err"
+    python3 - "$work/load.json" "$3" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["targets"][0]["summary"]
+if s["completed"] != int(sys.argv[2]) or s["failed"]:
+    sys.exit(f"load: {s['completed']} completed, {s['failed']} failed")
+PY
+}
+
+for mode in $MODES; do
+    port="$(free_port)"
+    SRV_ALPN=http/1.1
+    SRV_H3=
+    [[ "$mode" == h3 ]] && SRV_H3=1
+    [[ "$mode" == h3 || "$mode" == h1 ]] || die "MODES: h3 or h1, not $mode"
+    tern_serve_args "$port" "$backend_port"
+    taskset -c 0 "$TERN" "${TERN_SERVE_ARGS[@]}" 2> "$work/tern-$mode.log" &
+    tern_pid=$!
+    pids+=("$tern_pid")
+    wait_port_slow "$port" "$work/tern-$mode.log" "tern"
+    load "$mode" "$port" "$WARM" || die "$mode warm-up failed: $(cat "$work/load.err")"
+    perf record -q -e cpu-clock -F "$FREQ" -o "$work/perf-$mode.data" -p "$tern_pid" 2> "$work/perf-$mode.err" &
+    perf_pid=$!
+    # perf writes its file's header once it is attached.
+    for _ in $(seq 1 100); do [[ -s "$work/perf-$mode.data" ]] && break; sleep 0.05; done
+    load "$mode" "$port" "$N" || die "$mode load failed: $(cat "$work/load.err")"
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+    kill "$tern_pid"
+    wait "$tern_pid" 2> /dev/null || true
+    echo "== $mode: a new connection + one 100 B request, $N connections, perf cpu-clock at $FREQ Hz"
+    perf report -i "$work/perf-$mode.data" --sort dso,sym -n --stdio 2> /dev/null \
+        | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP"
+done
