@@ -70,7 +70,7 @@ impl FieldKind {
 
     /// The kind of `b`, `same(b, known)` comparing it with a known name
     /// (lowercase) of the same length.
-    fn classify(b: &[u8], same: fn(&[u8], &[u8]) -> bool) -> FieldKind {
+    fn classify<F: Fn(&[u8], &[u8]) -> bool + Copy>(b: &[u8], same: F) -> FieldKind {
         use FieldKind::*;
         let is = |known: &str| same(b, known.as_bytes());
         // The length picks at most three candidates; most names on the wire
@@ -114,7 +114,7 @@ impl FieldKind {
     }
 
     /// `ClientForwarding` for underscore spellings of forwarding fields.
-    fn of_underscored(name: &[u8], same: fn(&[u8], &[u8]) -> bool) -> FieldKind {
+    fn of_underscored<F: Fn(&[u8], &[u8]) -> bool + Copy>(name: &[u8], same: F) -> FieldKind {
         let dashed: Vec<u8> = name
             .iter()
             .map(|&b| if b == b'_' { b'-' } else { b })
@@ -138,6 +138,7 @@ pub(crate) fn length_bit(len: usize) -> u64 {
 /// 0x20 bit lowercases a letter, and of the bytes it changes into a letter
 /// or '-' only uppercase letters are token characters (CR would become
 /// '-'), so the test is exact for those inputs.
+#[inline]
 fn token_eq(name: &[u8], known: &[u8]) -> bool {
     const CASE: u64 = u64::from_le_bytes([0x20; 8]);
     let word = |b: &[u8], at: usize| {
@@ -344,8 +345,11 @@ impl Fields {
 
     /// The tokens of a Connection field's `value`, for [`Fields::note_kind`].
     fn note_connection(&mut self, value: &[u8]) {
-        // The usual value is answered without splitting it.
-        if value.eq_ignore_ascii_case(b"keep-alive") {
+        // The usual value is answered without splitting it. token_eq is
+        // exact for field-value bytes too: of those, only the letters'
+        // other case becomes a lowercase letter or '-' with the 0x20 bit
+        // set (CR would become '-', and a value holds none).
+        if token_eq(value, b"keep-alive") {
             return;
         }
         for token in value.split(|&b| b == b',').map(trim_ows) {
