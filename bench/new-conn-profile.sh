@@ -15,11 +15,16 @@
 # (glibc malloc/free and their helpers), memcpy/memset, crypto (aws-lc),
 # rustls, quinn, h3, tokio and the rest, then the TOP symbols.
 #
+# PLAN=keepalive profiles N requests over C kept-alive connections instead
+# (the same split for the keepalive HTTP/1.1 and HTTP/3 100 B loads; N and
+# the figures are then per request, not per connection).
+#
 # Samples are CPU time: read them on an idle machine, or only as shares
 # on a busy one.
 #
 # Usage: bench/new-conn-profile.sh   (env: N=4000 WARM=200 C=10 FREQ=4999
-#          TOP=25 MODES="h3 h1" TERN=target/release/tern BENCH_TERN=...)
+#          TOP=25 MODES="h3 h1" PLAN=new|keepalive TERN=target/release/tern
+#          BENCH_TERN=...)
 # Needs: perf, nginx, openssl, python3, taskset. Only 127.0.0.1 is a target.
 set -euo pipefail
 
@@ -34,6 +39,8 @@ C="${C:-10}"
 FREQ="${FREQ:-4999}"
 TOP="${TOP:-25}"
 MODES="${MODES:-h3 h1}"
+PLAN="${PLAN:-new}"
+[[ "$PLAN" == new || "$PLAN" == keepalive ]] || die "PLAN: new or keepalive, not $PLAN"
 TERN="${TERN:-$root/target/release/tern}"
 BENCH_TERN="${BENCH_TERN:-$TERN}"
 for tool in perf nginx openssl python3 taskset; do need "$tool"; done
@@ -48,12 +55,12 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" 0
 
-# load MODE PORT COUNT: COUNT new connections, one request each; fails
-# unless every one succeeded.
+# load MODE PORT COUNT: COUNT requests (with PLAN=new, each on a new
+# connection); fails unless every one succeeded.
 load() {
     local -a flags=()
     [[ "$1" == h3 ]] && flags=(--h3)
-    taskset -c 1 "$BENCH_TERN" bench "${flags[@]}" --plan new -n "$3" -c "$C" -k \
+    taskset -c 1 "$BENCH_TERN" bench "${flags[@]}" --plan "$PLAN" -n "$3" -c "$C" -k \
         --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
         "https://127.0.0.1:$2/" > "$work/load.json" 2> "$work/load.err"
     python3 - "$work/load.json" "$3" <<'PY'
@@ -85,7 +92,13 @@ for mode in $MODES; do
     wait "$perf_pid" || true
     kill "$tern_pid"
     wait "$tern_pid" 2> /dev/null || true
-    echo "== $mode: a new connection + one 100 B request, $N connections, perf cpu-clock at $FREQ Hz"
+    unit=connection
+    if [[ "$PLAN" == new ]]; then
+        echo "== $mode: a new connection + one 100 B request, $N connections, perf cpu-clock at $FREQ Hz"
+    else
+        unit=request
+        echo "== $mode: 100 B requests over $C kept-alive connections, $N requests (figures per request), perf cpu-clock at $FREQ Hz"
+    fi
     perf report -i "$work/perf-$mode.data" --sort dso,sym -n --stdio 2> /dev/null \
-        | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP"
+        | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP" "$unit"
 done

@@ -1,8 +1,9 @@
-"""Splits `perf report --sort dso,sym -n --stdio` into parts, per connection.
+"""Splits `perf report --sort dso,sym -n --stdio` into parts, per operation.
 
-Usage: perf report ... | python3 bench/perf_parts.py N FREQ TOP
-(bench/new-conn-profile.sh). Prints microseconds of CPU per connection for
-each part (samples / FREQ / N) and the TOP symbols.
+Usage: perf report ... | python3 bench/perf_parts.py N FREQ TOP [UNIT]
+(bench/new-conn-profile.sh). Prints microseconds of CPU per UNIT (default
+"connection"; N of them were measured) for each part (samples / FREQ / N)
+and the TOP symbols.
 """
 
 import re
@@ -27,6 +28,7 @@ PARTS = [
 
 def main() -> None:
     n, freq, top = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    unit = sys.argv[4] if len(sys.argv) > 4 else "connection"
     rows = []
     for line in sys.stdin:
         m = re.match(r"\s*[\d.]+%\s+(\d+)\s+(\S+)\s+\[(.)\]\s+(.*)", line)
@@ -43,7 +45,7 @@ def main() -> None:
     def us(samples: int) -> float:
         return samples / freq / n * 1e6
 
-    print(f"  total {us(total):7.1f} us per connection ({total} samples)")
+    print(f"  total {us(total):7.1f} us per {unit} ({total} samples)")
     for part, count in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {part:16} {us(count):7.1f} us  {100 * count / total:5.1f} %")
     print(f"  top {top} symbols:")
