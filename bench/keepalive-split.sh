@@ -14,7 +14,8 @@
 # terminators.sh's /proc figures.
 #
 # Usage: bench/keepalive-split.sh   (env: TERN=target/release/tern
-#          SERVERS="tern hitch haproxy" DURATION=5 ROUNDS=2 FREQ=4999)
+#          SERVERS="tern hitch haproxy" DURATION=5 ROUNDS=2 FREQ=4999;
+#          nginx cannot be a server here: the backend is nginx)
 # Needs: perf, wrk, nginx, openssl, python3, taskset (and the peers).
 # Only 127.0.0.1 is a target.
 set -euo pipefail
@@ -35,6 +36,8 @@ LOAD_CPU=1
 SRV_POOL=256
 SRV_ALPN=http/1.1
 for tool in perf wrk nginx openssl python3 taskset; do need "$tool"; done
+# Samples are told apart by process name, and the backend is nginx.
+[[ " $SERVERS " == *" nginx "* ]] && die "SERVERS: nginx cannot be split here (the backend is nginx too)"
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 
 bench_workdir tern-keepalive-split
@@ -82,4 +85,4 @@ print(f"| {round_} | {server} | {requests} | {us(kernel):.2f} | {us(user):.2f} |
     done
 done
 echo
-echo "tern $("$TERN" --version 2>/dev/null | head -1), binary $TERN; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$("$TERN" --version 2>/dev/null | head -1), binary $TERN; tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
