@@ -1,10 +1,12 @@
 use std::{
+    borrow::Cow,
     convert::TryFrom,
     fmt,
     iter::{IntoIterator, Iterator},
     str::FromStr,
 };
 
+use bytes::Bytes;
 use http::{
     header::{self, HeaderName, HeaderValue},
     uri::{self, Authority, Parts, PathAndQuery, Scheme, Uri},
@@ -288,11 +290,7 @@ enum Field {
 }
 
 impl Field {
-    fn parse<N, V>(name: N, value: V) -> Result<Self, HeaderError>
-    where
-        N: AsRef<[u8]>,
-        V: AsRef<[u8]>,
-    {
+    fn parse(name: Cow<'static, [u8]>, value: Cow<'static, [u8]>) -> Result<Self, HeaderError> {
         let name = name.as_ref();
         if name.is_empty() {
             return Err(HeaderError::InvalidHeaderName("name is empty".into()));
@@ -313,11 +311,17 @@ impl Field {
         //# response containing uppercase characters in field names MUST be
         //# treated as malformed.
 
+        // tern patch: a field's value, the authority and the path keep the
+        // bytes the decoder made for them (`shared`) instead of a copy;
+        // `from_maybe_shared` on `Bytes` makes the same checks as
+        // `from_bytes` and `from_str` (http's `from_shared`).
         if name[0] != b':' {
+            let name_ = HeaderName::from_lowercase(name).map_err(|_| HeaderError::invalid_name(name))?;
+            let len = value.len();
             return Ok(Field::Header((
-                HeaderName::from_lowercase(name).map_err(|_| HeaderError::invalid_name(name))?,
-                HeaderValue::from_bytes(value.as_ref())
-                    .map_err(|_| HeaderError::invalid_value(name, value))?,
+                name_,
+                HeaderValue::from_maybe_shared(shared(value))
+                    .map_err(|_| HeaderError::invalid_value_of_len(name, len))?,
             )));
         }
 
@@ -326,8 +330,8 @@ impl Field {
             //= https://www.rfc-editor.org/rfc/rfc9114#section-4.3.1
             //# If these fields are present, they MUST NOT be
             //# empty.
-            b":authority" => Field::Authority(try_value(name, value)?),
-            b":path" => Field::Path(try_value(name, value)?),
+            b":authority" => Field::Authority(shared_value(name, value, Authority::from_maybe_shared)?),
+            b":path" => Field::Path(shared_value(name, value, PathAndQuery::from_maybe_shared)?),
             b":method" => Field::Method(
                 Method::from_bytes(value.as_ref())
                     .map_err(|_| HeaderError::invalid_value(name, value))?,
@@ -340,6 +344,28 @@ impl Field {
             _ => return Err(HeaderError::invalid_name(name)),
         })
     }
+}
+
+/// tern patch: the bytes of a decoded string as `Bytes`, without a copy
+/// (a decoded string is owned; a static table's, static).
+fn shared(value: Cow<'static, [u8]>) -> Bytes {
+    match value {
+        Cow::Borrowed(s) => Bytes::from_static(s),
+        Cow::Owned(v) => Bytes::from(v),
+    }
+}
+
+/// tern patch: `try_value` for a value made from the decoded bytes
+/// themselves: the same UTF-8 check, then `make` on the bytes, which
+/// checks them as `from_str` does.
+fn shared_value<R, E>(
+    name: &[u8],
+    value: Cow<'static, [u8]>,
+    make: impl FnOnce(Bytes) -> Result<R, E>,
+) -> Result<R, HeaderError> {
+    std::str::from_utf8(&value).map_err(|_| HeaderError::invalid_value(name, &value))?;
+    let len = value.len();
+    make(shared(value)).map_err(|_| HeaderError::invalid_value_of_len(name, len))
 }
 
 fn try_value<N, V, R>(name: N, value: V) -> Result<R, HeaderError>
@@ -481,6 +507,18 @@ impl HeaderError {
         HeaderError::InvalidHeaderName(format!("{:?}", name.as_ref()))
     }
 
+    /// tern patch: `invalid_value` for a value handed on without a copy
+    /// (the bytes went with it): its length instead of its bytes.
+    fn invalid_value_of_len<N>(name: N, len: usize) -> Self
+    where
+        N: AsRef<[u8]>,
+    {
+        HeaderError::InvalidHeaderValue(format!(
+            "{:?} ({len} bytes)",
+            String::from_utf8_lossy(name.as_ref())
+        ))
+    }
+
     fn invalid_value<N, V>(name: N, value: V) -> Self
     where
         N: AsRef<[u8]>,
@@ -563,6 +601,52 @@ mod tests {
             headers.into_request_parts(),
             Err(HeaderError::InvalidRequest(_))
         );
+    }
+
+    /// tern patch: values handed on without a copy are checked as the
+    /// copies were: a bad byte, an authority or a path that does not
+    /// parse, a path that is not UTF-8 are refused; good ones (a static
+    /// table string, a decoded one with spare capacity) kept as they were.
+    #[test]
+    fn invalid_field_values_are_refused() {
+        let get = |field: (&[u8], &[u8])| {
+            Header::try_from(vec![
+                (b":method", Method::GET.as_str()).into(),
+                HeaderField::from(field),
+            ])
+        };
+        for bad in [
+            (&b"x-a"[..], &b"a\x01b"[..]),
+            (b"x-a", b"a\x7fb"),
+            (b"x-a", b"a\nb"),
+            (b":authority", b"a b"),
+            (b":authority", b"a/b"),
+            (b":path", b"/a b"),
+            (b":path", b"/\xff"),
+        ] {
+            assert_matches!(get(bad), Err(HeaderError::InvalidHeaderValue(_)), "{bad:?}");
+        }
+        let mut spare = Vec::with_capacity(64);
+        spare.extend_from_slice(b"text/html, */*");
+        let header = Header::try_from(vec![
+            (b":method", Method::GET.as_str()).into(),
+            HeaderField {
+                name: Cow::Borrowed(b"accept"),
+                value: Cow::Owned(spare),
+            },
+            HeaderField {
+                name: Cow::Borrowed(b"accept-encoding"),
+                value: Cow::Borrowed(b"gzip, deflate, br"),
+            },
+            (b":scheme", b"https").into(),
+            (b":authority", b"example.com").into(),
+            (b":path", b"/a?b").into(),
+        ])
+        .unwrap();
+        assert_eq!(header.fields["accept"], "text/html, */*");
+        assert_eq!(header.fields["accept-encoding"], "gzip, deflate, br");
+        let (_, uri, _, _) = header.into_request_parts().unwrap();
+        assert_eq!(uri, "https://example.com/a?b");
     }
 
     /// tern patch: the URI made from the parsed pseudo-header fields is
