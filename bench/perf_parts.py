@@ -3,7 +3,9 @@
 Usage: perf report ... | python3 bench/perf_parts.py N FREQ TOP [UNIT]
 (bench/new-conn-profile.sh). Prints microseconds of CPU per UNIT (default
 "connection"; N of them were measured) for each part (samples / FREQ / N)
-and the TOP symbols.
+and the TOP symbols. The samples no part claims ("other") are split
+again by the crate (or library) their symbol names first, so "other"
+says what it holds.
 """
 
 import re
@@ -26,6 +28,16 @@ PARTS = [
 ]
 
 
+def crate_of(dso: str, sym: str) -> str:
+    """The crate a Rust symbol names first (`<bytes::Bytes as ...>` is
+    bytes, `core::ptr::drop_in_place<h3::...>` is core), else the library
+    (dso) of C symbols and unresolved addresses, in parentheses."""
+    m = re.match(r"[<&\s]*(?:dyn )?([A-Za-z_][A-Za-z0-9_]*)::", sym)
+    if m:
+        return m.group(1)
+    return f"({dso})"
+
+
 def main() -> None:
     n, freq, top = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
     unit = sys.argv[4] if len(sys.argv) > 4 else "connection"
@@ -38,9 +50,13 @@ def main() -> None:
     if not total:
         sys.exit("no samples")
     parts: dict[str, int] = {}
+    others: dict[str, int] = {}
     for count, dso, sym in rows:
         part = next((p for p, test in PARTS if test(dso, sym)), "other")
         parts[part] = parts.get(part, 0) + count
+        if part == "other":
+            owner = crate_of(dso, sym)
+            others[owner] = others.get(owner, 0) + count
 
     def us(samples: int) -> float:
         return samples / freq / n * 1e6
@@ -48,6 +64,10 @@ def main() -> None:
     print(f"  total {us(total):7.1f} us per {unit} ({total} samples)")
     for part, count in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {part:16} {us(count):7.1f} us  {100 * count / total:5.1f} %")
+    if others:
+        print("  other, by the crate or library its symbols name first:")
+        for owner, count in sorted(others.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"    {owner:24} {us(count):7.2f} us  {100 * count / total:5.1f} %")
     print(f"  top {top} symbols:")
     for count, dso, sym in sorted(rows, key=lambda r: -r[0])[:top]:
         print(f"  {us(count):7.2f} us  {sym[:100]}")
