@@ -52,6 +52,14 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
     // one piece of `buf` (a frame's payload, as a rule) is decoded where it
     // lies, without a copy.
     if flags & 1 == 0 {
+        // tern patch: a plain string lying in one piece of `buf` is copied
+        // into a buffer of its length, not zeroed first (a calloc).
+        let chunk = buf.chunk();
+        if chunk.len() >= len {
+            let payload = chunk[..len].to_vec();
+            buf.advance(len);
+            return Ok(payload);
+        }
         let mut payload = vec![0; len];
         buf.copy_to_slice(&mut payload);
         return Ok(payload);
