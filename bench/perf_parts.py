@@ -21,8 +21,13 @@ PARTS = [
     ("rustls", lambda dso, sym: "rustls" in sym[:60]),
     ("quinn", lambda dso, sym: "quinn" in sym[:60]),
     ("h3", lambda dso, sym: re.match(r"<?h3(_quinn)?::", sym) is not None),
+    ("h2", lambda dso, sym: re.match(r"<?h2::", sym) is not None),
     ("tokio", lambda dso, sym: "tokio" in sym[:60]),
     ("tern", lambda dso, sym: "tern_" in sym[:60]),
+    # The peers (bench/keepalive-split.sh PARTS=1), by library.
+    ("openssl", lambda dso, sym: dso.startswith(("libssl", "libcrypto"))),
+    ("libc", lambda dso, sym: dso.startswith("libc")),
+    ("haproxy", lambda dso, sym: dso.startswith("haproxy")),
 ]
 
 
