@@ -51,6 +51,11 @@ mod webtransport;
 
 #[allow(dead_code)]
 mod qpack;
+// tern patch: QPACK decoding for tern's fuzz target, only under `--cfg
+// fuzzing` (cargo fuzz); undocumented items allowed as in h2's bridge.
+#[cfg(fuzzing)]
+#[allow(missing_docs)]
+pub use qpack::fuzz_bridge;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

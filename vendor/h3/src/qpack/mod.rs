@@ -18,6 +18,10 @@ mod encoder;
 mod prefix_int;
 mod prefix_string;
 
+// tern patch: reached from tern's fuzz target (see the module's doc).
+#[cfg(fuzzing)]
+pub mod fuzz_bridge;
+
 #[cfg(test)]
 mod tests;
 

@@ -15,6 +15,10 @@ pub use self::{
     encode::{Error as HuffmanEncodingError, HpackStringEncode},
 };
 
+// tern patch: the Huffman encoder itself, for the fuzz bridge.
+#[cfg(fuzzing)]
+pub(crate) use self::encode::encode_into;
+
 use crate::proto::coding::BufMutExt;
 use crate::qpack::prefix_int::{self, Error as IntegerError};
 
