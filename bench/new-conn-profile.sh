@@ -19,12 +19,17 @@
 # (the same split for the keepalive HTTP/1.1 and HTTP/3 100 B loads; N and
 # the figures are then per request, not per connection).
 #
+# CALLERS=1 records DWARF call graphs too (perf record --call-graph
+# dwarf: larger files, so use a lower FREQ, e.g. 1999) and adds, per mode,
+# the kernel's samples by system call and malloc's by the code that called
+# it (bench/perf_callers.py).
+#
 # Samples are CPU time: read them on an idle machine, or only as shares
 # on a busy one.
 #
 # Usage: bench/new-conn-profile.sh   (env: N=4000 WARM=200 C=10 FREQ=4999
-#          TOP=25 MODES="h3 h1" PLAN=new|keepalive TERN=target/release/tern
-#          BENCH_TERN=...)
+#          TOP=25 MODES="h3 h1" PLAN=new|keepalive CALLERS=
+#          TERN=target/release/tern BENCH_TERN=...)
 # Needs: perf, nginx, openssl, python3, taskset. Only 127.0.0.1 is a target.
 set -euo pipefail
 
@@ -83,7 +88,9 @@ for mode in $MODES; do
     pids+=("$tern_pid")
     wait_port_slow "$port" "$work/tern-$mode.log" "tern"
     load "$mode" "$port" "$WARM" || die "$mode warm-up failed: $(cat "$work/load.err")"
-    perf record -q -e cpu-clock -F "$FREQ" -o "$work/perf-$mode.data" -p "$tern_pid" 2> "$work/perf-$mode.err" &
+    graph=()
+    [[ -z "${CALLERS:-}" ]] || graph=(--call-graph dwarf,16384)
+    perf record -q "${graph[@]}" -e cpu-clock -F "$FREQ" -o "$work/perf-$mode.data" -p "$tern_pid" 2> "$work/perf-$mode.err" &
     perf_pid=$!
     # perf writes its file's header once it is attached.
     for _ in $(seq 1 100); do [[ -s "$work/perf-$mode.data" ]] && break; sleep 0.05; done
@@ -99,6 +106,10 @@ for mode in $MODES; do
         unit=request
         echo "== $mode: 100 B requests over $C kept-alive connections, $N requests (figures per request), perf cpu-clock at $FREQ Hz"
     fi
-    perf report -i "$work/perf-$mode.data" --sort dso,sym -n --stdio 2> /dev/null \
+    perf report -i "$work/perf-$mode.data" --no-children --sort dso,sym -n --stdio -g none 2> /dev/null \
         | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP" "$unit"
+    if [[ -n "${CALLERS:-}" ]]; then
+        perf script -i "$work/perf-$mode.data" -F ip,sym,dso --no-inline 2> /dev/null \
+            | python3 "$here/perf_callers.py" "$N" "$FREQ" "$TOP" "$unit"
+    fi
 done

@@ -16,6 +16,9 @@
 //!   busy connection touches the timer wheel about once per timeout period
 //!   instead of once per wait.
 //!
+//! - [`now`] is the time of the worker's current turn ([`Turns`]): the
+//!   clock is read once per turn, not once per deadline or duration.
+//!
 //! Not for: work outside a tokio runtime (timers need its time driver).
 
 #![forbid(unsafe_code)]
@@ -27,6 +30,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
+
+mod clock;
+pub use clock::{now, since, Turns};
 
 /// Runs `fut` for at most `t`; `None` when the time ran out. The timer is
 /// only armed when `fut` is not ready on its first poll.

@@ -46,6 +46,17 @@ impl H3Conn {
         ca_pem: &str,
     ) -> Result<H3Conn, H3ConnectError> {
         let tls = crate::client::client_config_with(ca_pem, &[&rustls::version::TLS13], &[b"h3"]);
+        Self::connect_with(source, addr, tls).await
+    }
+
+    /// As [`H3Conn::connect_from`], with the client's own TLS
+    /// configuration (TLS 1.3, ALPN h3), e.g. a session store counting
+    /// tickets ([`crate::tickets::TicketCountingStore`]).
+    pub async fn connect_with(
+        source: IpAddr,
+        addr: SocketAddr,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Result<H3Conn, H3ConnectError> {
         let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| H3ConnectError::Other(e.to_string()))?;
         let mut config = quinn::ClientConfig::new(Arc::new(quic));

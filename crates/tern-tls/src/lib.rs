@@ -46,7 +46,7 @@ pub use server::{
     build_server_config, build_server_config_reusing, build_server_configs,
     build_server_configs_reusing, expiry_warning, initcwnd_warning, negotiated, policy_warning,
     provider_summary, quic_server_config, NameConfigs, NamedClientAuth, Negotiated, ServerConfigs,
-    ServerTlsSettings, TicketSource,
+    ServerTlsSettings, TicketSource, QUIC_TICKETS,
 };
 pub use sni::SniResolver;
 pub use tickets::TicketKeys;

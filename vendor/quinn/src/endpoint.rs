@@ -37,7 +37,10 @@ use udp::{BATCH_SIZE, RecvMeta};
 
 use crate::{
     ConnectionEvent, EndpointConfig, IO_LOOP_BOUND, RECV_TIME_BOUND, VarInt,
-    connection::Connecting, incoming::Incoming, work_limiter::WorkLimiter,
+    conn_events::{self, EventSender},
+    connection::Connecting,
+    incoming::Incoming,
+    work_limiter::WorkLimiter,
 };
 
 /// A QUIC endpoint.
@@ -596,7 +599,7 @@ fn proto_ecn(ecn: udp::EcnCodepoint) -> proto::EcnCodepoint {
 #[derive(Debug)]
 struct ConnectionSet {
     /// Senders for communicating with the endpoint's connections
-    senders: FxHashMap<ConnectionHandle, mpsc::UnboundedSender<ConnectionEvent>>,
+    senders: FxHashMap<ConnectionHandle, EventSender>,
     /// Stored to give out clones to new ConnectionInners
     sender: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
     /// Set if the endpoint has been manually closed
@@ -611,7 +614,8 @@ impl ConnectionSet {
         socket: Arc<dyn AsyncUdpSocket>,
         runtime: Arc<dyn Runtime>,
     ) -> Connecting {
-        let (send, recv) = mpsc::unbounded_channel();
+        // tern patch: a queue of its own, not a tokio channel (conn_events.rs).
+        let (send, recv) = conn_events::channel();
         if let Some((error_code, ref reason)) = self.close {
             send.send(ConnectionEvent::Close {
                 error_code,
@@ -797,7 +801,14 @@ impl RecvState {
                     for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
                         let mut data: BytesMut = buf[0..meta.len].into();
                         while !data.is_empty() {
-                            let buf = data.split_to(meta.stride.min(data.len()));
+                            // tern patch: a datagram received alone (no GRO) is
+                            // handed on whole; split_to made its copy shared (an
+                            // allocation and an atomic count) to leave nothing.
+                            let buf = if data.len() <= meta.stride {
+                                std::mem::take(&mut data)
+                            } else {
+                                data.split_to(meta.stride)
+                            };
                             let mut response_buffer = Vec::new();
                             match endpoint.handle(
                                 now,

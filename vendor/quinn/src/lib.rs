@@ -43,6 +43,7 @@
 
 use std::sync::Arc;
 
+mod conn_events;
 mod connection;
 mod endpoint;
 mod incoming;

@@ -57,7 +57,9 @@ pub(crate) fn run(spec: WorkerSpec) -> std::io::Result<()> {
         .enable_all()
         .build()?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, serve(spec))
+    // Each poll of the LocalSet is a turn: the request path reads the
+    // clock once per turn (tern_deadline::now), not once per use.
+    rt.block_on(tern_deadline::Turns::new(local.run_until(serve(spec))))
 }
 
 /// An accept loop and the listener settings it hands to new connections.

@@ -282,6 +282,7 @@ impl ConnCtx<'_> {
     /// Logs and counts a request (`method`, `path`) begun at `started`;
     /// one never answered is logged 499 (the client left first).
     pub(crate) fn log_request(&self, method: &str, path: &str, o: &Outcome, started: Instant) {
+        let took = tern_deadline::since(started);
         self.log(&Record {
             client: self.peer,
             tls: &self.tls,
@@ -294,7 +295,7 @@ impl ConnCtx<'_> {
             bytes_out: o.bytes_out,
             backend: o.backend,
             backend_us: o.backend_us,
-            total_us: started.elapsed().as_micros() as u64,
+            total_us: took.as_micros() as u64,
             error: o.error.map(ExchangeError::label),
             request_id: o
                 .request_id
@@ -309,7 +310,7 @@ impl ConnCtx<'_> {
         if let Some(code) = o.grpc_status {
             self.worker
                 .metrics
-                .grpc_call(code, started.elapsed(), o.bytes_in, o.bytes_out);
+                .grpc_call(code, took, o.bytes_in, o.bytes_out);
         }
     }
 

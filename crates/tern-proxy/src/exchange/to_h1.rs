@@ -6,7 +6,7 @@
 //! write → the rest of the body → the connection back to the pool when it
 //! is reusable.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::upstream::BackendStream;
 use tern_http::framing::response_framing;
@@ -186,7 +186,7 @@ async fn send_request<B: ClientBody>(
     }
     let mut retried = false;
     loop {
-        let sent = Instant::now();
+        let sent = tern_deadline::now().into_std();
         let mut wrote = h1::write(&mut conn.stream, &s.out, t).await.is_ok();
         if wrote && !whole {
             send_rest(body, &mut conn.stream, s, chunked, t).await?;
@@ -217,7 +217,7 @@ async fn send_request<B: ClientBody>(
                     s.bbuf.clear();
                     continue;
                 }
-                super::backend_answered(ctx, backends, o, conn.addr, sent.elapsed());
+                super::backend_answered(ctx, backends, o, conn.addr, tern_deadline::since(sent));
                 return Ok(conn);
             }
             // A pooled connection the backend had closed: the request never

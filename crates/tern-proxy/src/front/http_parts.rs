@@ -27,14 +27,17 @@ pub(crate) fn request_host(parts: &http::request::Parts) -> Option<&[u8]> {
     })
 }
 
-/// The client's response head for `view`, plus the listener's Alt-Svc;
-/// the values tern makes per request (request IDs) are marked
-/// never-indexed.
-pub(crate) fn for_client(
+/// The HTTP/3 client's response head for `view`, plus the listener's
+/// Alt-Svc, as its status and the list of fields h3 sends in that order
+/// (`RequestStream::send_response_fields`): no `HeaderMap` to hash every
+/// name into. Sensitivity marks mean nothing to h3's stateless QPACK.
+pub(crate) fn for_h3_client(
     view: ResponseView<'_>,
     listener: &ListenerCtx,
-) -> Result<Response<()>, Kind> {
-    for_client_with(view, listener, MadeValues::NeverIndexed)
+) -> Result<(StatusCode, FieldList), Kind> {
+    let mut fields = FieldList::new();
+    let status = head_into(view, listener, MadeValues::NeverIndexed, &mut fields)?;
+    Ok((status, fields))
 }
 
 /// How an HTTP/2 response carries the values tern makes per request (a
@@ -52,19 +55,8 @@ pub(crate) enum MadeValues {
     Indexable,
 }
 
-/// [`for_client`], with request IDs sent as `made` says.
-pub(crate) fn for_client_with(
-    view: ResponseView<'_>,
-    listener: &ListenerCtx,
-    made: MadeValues,
-) -> Result<Response<()>, Kind> {
-    let mut response = Response::new(());
-    *response.status_mut() = head_into(view, listener, made, response.headers_mut())?;
-    Ok(response)
-}
-
-/// The HTTP/2 client's response head for `view`, as [`for_client_with`]
-/// makes it, but as the status and the list of fields h2 sends in that
+/// The HTTP/2 client's response head for `view`, request IDs sent as
+/// `made` says, as the status and the list of fields h2 sends in that
 /// order (`SendResponse::send_response_fields`): no `HeaderMap` to hash
 /// every name into.
 pub(crate) fn for_h2_client(
@@ -78,7 +70,7 @@ pub(crate) fn for_h2_client(
     Ok((status, fields))
 }
 
-/// A response head's fields as h2 sends them from a list.
+/// A response head's fields as h2 and h3 send them from a list.
 pub(crate) type FieldList = Vec<(HeaderName, HeaderValue)>;
 
 /// Where a response head's fields go: a `HeaderMap`, or a [`FieldList`].

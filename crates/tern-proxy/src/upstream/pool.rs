@@ -50,7 +50,7 @@ impl IdlePool {
     /// Keeps `stream` for reuse with server `server`. At the ceiling the
     /// least recently used idle connection is closed to make room.
     pub(super) fn put(&self, server: usize, stream: BackendStream) {
-        self.put_at(server, stream, Instant::now());
+        self.put_at(server, stream, tern_deadline::now().into_std());
     }
 
     /// [`IdlePool::put`], the connection idle since `now`.
@@ -73,8 +73,9 @@ impl IdlePool {
     pub(super) fn take(&self, server: usize) -> Option<BackendStream> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(server)?;
+        let now = tern_deadline::now().into_std();
         while let Some((stream, since)) = list.pop_back() {
-            if since.elapsed() > MAX_IDLE_AGE {
+            if now.saturating_duration_since(since) > MAX_IDLE_AGE {
                 // Everything below is older still.
                 list.clear();
                 return None;

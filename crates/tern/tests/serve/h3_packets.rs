@@ -4,14 +4,19 @@
 //! two thirds of its datagrams), and one that carries a large body still
 //! gets the MTU search. tern's SETTINGS come with its handshake, it keeps
 //! the client's first connection ID and answers no close with a close.
-//! Its response heads carry plain strings, no Huffman codes. Client:
+//! Its response heads carry plain strings, no Huffman codes, and its
+//! handshake ends with one session ticket, not TCP's two. Client:
 //! quinn + h3 (tern-testsupport h3client), whose counters say what tern
 //! sent, and a request stream written by hand for the raw head.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
 
+use tern_testsupport::client::client_config_with;
 use tern_testsupport::h3client::{qpack_literals, H3Conn};
 use tern_testsupport::tern::Served;
+use tern_testsupport::tickets::TicketCountingStore;
 
 async fn connect(served: &Served) -> H3Conn {
     H3Conn::connect_from(
@@ -148,4 +153,30 @@ async fn response_heads_carry_no_huffman_coded_string() {
     );
     let coded: Vec<_> = literals.iter().filter(|(huffman, _)| *huffman).collect();
     assert!(coded.is_empty(), "Huffman-coded strings: {coded:?}");
+}
+
+/// An HTTP/3 client multiplexes one connection per origin: one ticket
+/// resumes its next one (tern_tls::QUIC_TICKETS), where a TCP client gets
+/// two (tern-tls tests/resumption.rs), even when it asks for more with
+/// RFC 9149's ticket_request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_handshake_ends_with_one_session_ticket() {
+    let served = Served::start(&["--http3"]);
+    let store = Arc::new(TicketCountingStore::new(8));
+    let mut tls =
+        (*client_config_with(served.ca().ca_pem(), &[&rustls::version::TLS13], &[b"h3"])).clone();
+    tls.resumption = rustls::client::Resumption::store(store.clone());
+    tls.send_ticket_request = Some(rustls::client::TicketRequest {
+        new_session_count: 4,
+        resumption_count: 4,
+    });
+    let mut conn =
+        H3Conn::connect_with(IpAddr::V4(Ipv4Addr::LOCALHOST), served.addr, Arc::new(tls))
+            .await
+            .expect("a QUIC connection");
+    // tern's tickets leave with its HANDSHAKE_DONE, before any answer.
+    get_ok(&mut conn, "/bytes/100", 100).await;
+    store.wait_for_tickets(1, Duration::from_secs(10)).await;
+    assert_eq!(store.tickets(), tern_tls::QUIC_TICKETS);
+    assert_eq!(store.tickets(), 1);
 }

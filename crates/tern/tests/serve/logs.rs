@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::Served;
+use tern_testsupport::tern::{log_field, Served};
 
 use crate::LOG_WAIT;
 
@@ -139,6 +139,37 @@ fn every_request_on_a_keepalive_connection_gets_a_line() {
         .wait_stdout_lines("path=/echo?keepalive", 3, LOG_WAIT)
         .unwrap_or_else(|stdout| panic!("missing lines; stdout:\n{stdout}"));
     assert_eq!(lines.len(), 3);
+}
+
+/// tern times requests with the clock of its worker's turn (read once per
+/// turn, not per use): the durations it logs still bound the backend's
+/// wait from below and the client's own measure from above.
+#[test]
+fn logged_durations_hold_a_slow_backend_within_what_the_client_saw() {
+    let served = Served::start(&[]);
+    let mut conn = served.connect();
+    // The second request on the connection: its start is a later turn's.
+    assert_eq!(conn.get("localhost", "/bytes/10").expect("get").status, 200);
+    let asked = Instant::now();
+    assert_eq!(conn.get("localhost", "/slow/300").expect("get").status, 200);
+    let client_us = asked.elapsed().as_micros() as u64;
+    let lines = served
+        .tern
+        .wait_stdout_lines("path=/slow/300", 1, LOG_WAIT)
+        .unwrap_or_else(|stdout| panic!("no access-log line; stdout:\n{stdout}"));
+    let field = |key| -> u64 {
+        log_field(&lines[0], key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no number {key}: {}", lines[0]))
+    };
+    let (backend_us, total_us) = (field("backend_us"), field("total_us"));
+    assert!(backend_us >= 300_000, "backend waited 300 ms: {}", lines[0]);
+    assert!(total_us >= backend_us, "{}", lines[0]);
+    assert!(
+        total_us <= client_us,
+        "logged {total_us} µs, the client saw {client_us}: {}",
+        lines[0]
+    );
 }
 
 #[test]

@@ -59,15 +59,14 @@ impl Header {
     pub fn into_request_parts(
         self,
     ) -> Result<(Method, Uri, Option<Protocol>, HeaderMap), HeaderError> {
-        let mut uri = Uri::builder();
-
-        if let Some(path) = self.pseudo.path {
-            uri = uri.path_and_query(path.as_str().as_bytes());
-        }
-
-        if let Some(scheme) = self.pseudo.scheme {
-            uri = uri.scheme(scheme.as_str().as_bytes());
-        }
+        // tern patch: the URI made from the pseudo-header fields as they
+        // were parsed, not through `Uri::builder()`, which parsed (and
+        // copied into a new allocation) :path and :authority a second time
+        // from their text; `Uri::from_parts` makes the same checks as the
+        // builder's `build`.
+        let mut uri = uri::Parts::default();
+        uri.path_and_query = self.pseudo.path;
+        uri.scheme = self.pseudo.scheme;
 
         //= https://www.rfc-editor.org/rfc/rfc9114#section-4.3.1
         //# If the :scheme pseudo-header field identifies a scheme that has a
@@ -80,17 +79,20 @@ impl Header {
         //# If the scheme does not have a mandatory authority component and none
         //# is provided in the request target, the request MUST NOT contain the
         //# :authority pseudo-header or Host header fields.
-        match (self.pseudo.authority, self.fields.get("host")) {
+        uri.authority = match (self.pseudo.authority, self.fields.get("host")) {
             (None, None) => return Err(HeaderError::MissingAuthority),
-            (Some(a), None) => uri = uri.authority(a.as_str().as_bytes()),
-            (None, Some(h)) => uri = uri.authority(h.as_bytes()),
+            (Some(a), None) => Some(a),
+            (None, Some(h)) => Some(
+                Authority::try_from(h.as_bytes())
+                    .map_err(|e| HeaderError::InvalidRequest(e.into()))?,
+            ),
             //= https://www.rfc-editor.org/rfc/rfc9114#section-4.3.1
             //# If both fields are present, they MUST contain the same value.
             (Some(a), Some(h)) if a.as_str() != h => {
                 return Err(HeaderError::ContradictedAuthority)
             }
-            (Some(_), Some(h)) => uri = uri.authority(h.as_bytes()),
-        }
+            (Some(a), Some(_)) => Some(a),
+        };
 
         Ok((
             self.pseudo.method.ok_or(HeaderError::MissingMethod)?,
@@ -98,7 +100,7 @@ impl Header {
             //= https://www.rfc-editor.org/rfc/rfc9114#section-4.3.1
             //# If these fields are present, they MUST NOT be
             //# empty.
-            uri.build().map_err(HeaderError::InvalidRequest)?,
+            Uri::from_parts(uri).map_err(|e| HeaderError::InvalidRequest(e.into()))?,
             self.pseudo.protocol,
             self.fields,
         ))
@@ -561,6 +563,39 @@ mod tests {
             headers.into_request_parts(),
             Err(HeaderError::InvalidRequest(_))
         );
+    }
+
+    /// tern patch: the URI made from the parsed pseudo-header fields is
+    /// the one `Uri::builder()` made from their text, and what it refused
+    /// is refused.
+    #[test]
+    fn request_uri_is_the_one_the_builder_made_from_the_fields() {
+        let cases: [&[(&[u8], &[u8])]; 6] = [
+            &[(b":scheme", b"https"), (b":authority", b"example.com:8443"), (b":path", b"/a/b?c=d")],
+            &[(b":scheme", b"http"), (b":authority", b"[::1]:80"), (b":path", b"*")],
+            &[(b":scheme", b"https"), (b"host", b"example.com"), (b":path", b"/")],
+            &[(b":scheme", b"https"), (b":authority", b"h"), (b"host", b"h"), (b":path", b"/x")],
+            &[(b":authority", b"example.com"), (b":path", b"/")],
+            &[(b":scheme", b"https"), (b"host", b"a b"), (b":path", b"/")],
+        ];
+        for fields in cases {
+            let mut list: Vec<HeaderField> = vec![(b":method", Method::GET.as_str()).into()];
+            list.extend(fields.iter().map(|(n, v)| HeaderField::from((*n, *v))));
+            let header = Header::try_from(list).unwrap();
+            let mut builder = Uri::builder();
+            if let Some(p) = &header.pseudo.path {
+                builder = builder.path_and_query(p.as_str().as_bytes());
+            }
+            if let Some(s) = &header.pseudo.scheme {
+                builder = builder.scheme(s.as_str().as_bytes());
+            }
+            let authority = header.pseudo.authority.as_ref().map(|a| a.as_str().as_bytes());
+            let authority = authority.or(header.fields.get("host").map(|h| h.as_bytes()));
+            builder = builder.authority(authority.unwrap());
+            let built = builder.build().ok();
+            let made = header.into_request_parts().ok().map(|(_, uri, _, _)| uri);
+            assert_eq!(made, built, "{fields:?}");
+        }
     }
 
     #[test]

@@ -224,6 +224,27 @@ pub fn encode_stateless_header<W: BufMut>(
     Ok(size)
 }
 
+/// tern patch: `encode_stateless` of a response head given as its status
+/// and its fields' names and values, borrowed (no `Header` or `HeaderMap`
+/// to hold them); the block `encode_stateless_header` writes for the same
+/// head.
+pub fn encode_stateless_fields<'a, W: BufMut>(
+    block: &mut W,
+    status: http::StatusCode,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<u64, EncoderError> {
+    HeaderPrefix::new(0, 0, 0, 0).encode(block);
+    let status = status.as_str().as_bytes();
+    encode_field_stateless(block, b":status", status)?;
+    // HeaderField::mem_size
+    let mut size = (b":status".len() + status.len() + 32) as u64;
+    for (name, value) in fields {
+        encode_field_stateless(block, name, value)?;
+        size += (name.len() + value.len() + 32) as u64;
+    }
+    Ok(size)
+}
+
 /// tern patch: one field line of a stateless block, written from the
 /// field's own bytes (the wire format of LiteralWithNameRef::encode and
 /// Literal::encode, without their copies of the name and value). Names
@@ -687,5 +708,46 @@ mod tests {
 
         let mut cur = Cursor::new(&buf);
         assert_eq!(encoder.on_decoder_recv(&mut cur), Ok(()));
+    }
+
+    /// tern patch: a head given as its status and listed fields encodes
+    /// to the bytes and size a `Header` with the same fields does.
+    #[test]
+    fn listed_fields_encode_as_a_header_does() {
+        use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+        let fields: Vec<(HeaderName, HeaderValue)> = [
+            ("content-type", "text/plain"),
+            ("content-length", "100"),
+            ("server", "nginx"),
+            ("x-request-id", "0123456789abcdef"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+            ("alt-svc", "h3=\":443\"; ma=86400"),
+        ]
+        .iter()
+        .map(|(n, v)| (HeaderName::from_static(n), HeaderValue::from_static(v)))
+        .collect();
+        for status in [StatusCode::OK, StatusCode::NOT_FOUND, StatusCode::from_u16(599).unwrap()] {
+            for n in 0..=fields.len() {
+                let mut map = HeaderMap::new();
+                for (name, value) in &fields[..n] {
+                    map.append(name.clone(), value.clone());
+                }
+                let header = crate::proto::headers::Header::response(status, map);
+                let mut from_header = Vec::new();
+                let header_size = encode_stateless_header(&mut from_header, &header).unwrap();
+                let mut from_list = Vec::new();
+                let list_size = encode_stateless_fields(
+                    &mut from_list,
+                    status,
+                    fields[..n]
+                        .iter()
+                        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+                )
+                .unwrap();
+                assert_eq!(from_list, from_header, "{status} with {n} fields");
+                assert_eq!(list_size, header_size, "{status} with {n} fields");
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 pub use self::{
     decoder::{decode_stateless, Decoded, DecoderError},
-    encoder::{encode_stateless, encode_stateless_header, EncoderError},
+    encoder::{encode_stateless, encode_stateless_fields, encode_stateless_header, EncoderError},
     field::HeaderField,
 };
 

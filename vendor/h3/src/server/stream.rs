@@ -20,14 +20,16 @@ use std::{
     task::{Context, Poll},
 };
 
-use bytes::BytesMut;
+use bytes::{BufMut as _, BytesMut};
 use futures_util::future;
 use http::{response, HeaderMap, Response};
+// tern patch: a response head given as its status and fields.
+use http::{HeaderName, HeaderValue, StatusCode};
 
 use quic::StreamId;
 
 use crate::{
-    proto::{frame::Frame, headers::Header},
+    proto::headers::Header,
     qpack,
     quic::SendStream as _,
     stream::{self},
@@ -124,9 +126,46 @@ where
         let headers = Header::response(status, headers);
 
         // tern patch: fields encoded in place, into a block sized for a
-        // usual response head.
+        // usual response head, after room for the frame's header.
         let mut block = BytesMut::with_capacity(256);
-        let mem_size = qpack::encode_stateless_header(&mut block, &headers).map_err(|_e| {
+        block.put_bytes(0, stream::HEADERS_ROOM);
+        let encoded = qpack::encode_stateless_header(&mut block, &headers);
+        self.send_response_block(block, encoded).await
+    }
+
+    /// tern patch: sends a response head given as its status and its
+    /// fields, in their order, without a `HeaderMap`: the same HEADERS
+    /// frame `send_response` sends for a `Response` holding these fields
+    /// in this order. As from a `Response`'s map, the fields go as they
+    /// are: leaving out connection-specific ones (RFC 9114 4.2) is the
+    /// caller's part; names and values were checked where they were made.
+    pub async fn send_response_fields(
+        &mut self,
+        status: StatusCode,
+        fields: &[(HeaderName, HeaderValue)],
+    ) -> Result<(), StreamError> {
+        let mut block = BytesMut::with_capacity(256);
+        block.put_bytes(0, stream::HEADERS_ROOM);
+        let encoded = qpack::encode_stateless_fields(
+            &mut block,
+            status,
+            fields
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        );
+        self.send_response_block(block, encoded).await
+    }
+
+    /// tern patch: the part of `send_response` after the encoding, shared
+    /// with `send_response_fields`: `block` is the field section after
+    /// `stream::HEADERS_ROOM` bytes, and goes as one piece with its frame
+    /// header.
+    async fn send_response_block(
+        &mut self,
+        mut block: BytesMut,
+        encoded: Result<u64, qpack::EncoderError>,
+    ) -> Result<(), StreamError> {
+        let mem_size = encoded.map_err(|_e| {
             self.handle_connection_error_on_stream(InternalConnectionError {
                 code: Code::H3_INTERNAL_ERROR,
                 message: "Failed to encode headers".to_string(),
@@ -151,7 +190,9 @@ where
             });
         }
 
-        stream::write(&mut self.inner.stream, Frame::Headers(block.freeze()))
+        stream::finish_headers_frame(&mut block);
+        let frame = stream::WriteBuf::framed_headers(block.freeze());
+        stream::write(&mut self.inner.stream, frame)
             .await
             .map_err(|e| self.handle_quic_stream_error(e))?;
 

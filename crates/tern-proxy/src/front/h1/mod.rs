@@ -137,8 +137,7 @@ where
             } else {
                 limits.idle_timeout
             };
-            let watchdog =
-                Watchdog::set_in(&mut next_request_wait, tokio::time::Instant::now() + wait);
+            let watchdog = Watchdog::set_in(&mut next_request_wait, tern_deadline::now() + wait);
             // An idle connection holds no read buffer: it takes one when
             // bytes arrive.
             buf.release();
@@ -171,7 +170,8 @@ where
             }
         }
         first = false;
-        let started = Instant::now();
+        // The turn's time: the bytes were there when it began.
+        let started = tern_deadline::now().into_std();
         let mut head = take_head();
         let found = match read_head(client, &mut buf, ctx, started, &mut head).await {
             Ok(found) => found,

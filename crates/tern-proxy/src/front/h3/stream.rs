@@ -6,7 +6,6 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use futures_util::FutureExt;
 use h3::server::{RequestResolver, RequestStream};
-use http::Response;
 use tern_http::head::ResponseHead;
 use tern_http::rewrite::FieldEdits;
 
@@ -221,9 +220,9 @@ impl ClientBody for H3Body {
 struct H3Client<'x, 'c> {
     body: H3Body,
     send: SendHalf,
-    /// The response head, held until the first body piece (or a flush) so
-    /// both leave together.
-    head: Option<Response<()>>,
+    /// The response head (status and fields), held until the first body
+    /// piece (or a flush) so both leave together.
+    head: Option<(http::StatusCode, http_parts::FieldList)>,
     /// The stream's send side was finished (or reset).
     finished: bool,
     ctx: &'x ConnCtx<'c>,
@@ -238,9 +237,9 @@ impl H3Client<'_, '_> {
     }
 
     async fn send_head(&mut self) -> Result<(), Kind> {
-        if let Some(head) = self.head.take() {
+        if let Some((status, fields)) = self.head.take() {
             let idle = self.write_deadline();
-            match within(idle, self.send.send_response(head)).await {
+            match within(idle, self.send.send_response_fields(status, &fields)).await {
                 Some(Ok(())) => {}
                 _ => return Err(Kind::ClientGone),
             }
@@ -276,7 +275,7 @@ impl Front for H3Client<'_, '_> {
     }
 
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
-        self.head = Some(http_parts::for_client(view, self.ctx.listener)?);
+        self.head = Some(http_parts::for_h3_client(view, self.ctx.listener)?);
         self.status = view.status();
         Ok(BodyForm::Payload)
     }
