@@ -35,7 +35,7 @@ const SPARE_MAX: usize = 512;
 /// One block's memory, aligned for any future tern makes (checked per type,
 /// see [`fits`]).
 #[repr(C, align(16))]
-pub struct Block([MaybeUninit<u8>; BLOCK]);
+struct Block([MaybeUninit<u8>; BLOCK]);
 
 thread_local! {
     static SPARE: RefCell<Vec<Box<Block>>> = const { RefCell::new(Vec::new()) };
@@ -47,8 +47,12 @@ const fn fits<F>() -> bool {
 }
 
 /// A future written into a block (reused when one is spare) or, when `F`
-/// does not fit one, into a box of its own.
-pub enum Pooled<F> {
+/// does not fit one, into a box of its own. Made only by [`boxed`]: its
+/// insides are private, so no caller can pair a block with a type it
+/// does not hold.
+pub struct Pooled<F>(Inner<F>);
+
+enum Inner<F> {
     /// Invariant: the block (taken only by `Drop`) holds an `F`, written
     /// by [`boxed`] and dropped only by `Drop`, never moved out.
     InBlock(Option<Box<Block>>, std::marker::PhantomData<F>),
@@ -62,7 +66,10 @@ pub enum Pooled<F> {
 #[allow(clippy::incompatible_msrv)]
 pub fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pooled<F> {
     if !fits::<F>() {
-        return Pooled::Own(Box::into_pin(Box::write(Box::new_uninit(), make())));
+        return Pooled(Inner::Own(Box::into_pin(Box::write(
+            Box::new_uninit(),
+            make(),
+        ))));
     }
     let mut block = SPARE
         .try_with(|s| s.borrow_mut().pop())
@@ -73,7 +80,7 @@ pub fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pooled<F> {
     // `F` and an `F` lies within it; the block is not shared (just taken
     // from the spare list or made), so nothing else reads or writes it.
     unsafe { block.0.as_mut_ptr().cast::<F>().write(make()) };
-    Pooled::InBlock(Some(block), std::marker::PhantomData)
+    Pooled(Inner::InBlock(Some(block), std::marker::PhantomData))
 }
 
 // The `F` lives in the heap block, not in `Pooled`: moving a `Pooled`
@@ -84,8 +91,8 @@ impl<F: Future> Future for Pooled<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        match self.get_mut() {
-            Pooled::InBlock(block, _) => {
+        match &mut self.get_mut().0 {
+            Inner::InBlock(block, _) => {
                 let Some(block) = block else {
                     unreachable!("a pooled future's block is taken only when it is dropped")
                 };
@@ -96,14 +103,14 @@ impl<F: Future> Future for Pooled<F> {
                 let f = unsafe { Pin::new_unchecked(&mut *block.0.as_mut_ptr().cast::<F>()) };
                 f.poll(cx)
             }
-            Pooled::Own(f) => f.as_mut().poll(cx),
+            Inner::Own(f) => f.as_mut().poll(cx),
         }
     }
 }
 
 impl<F> Drop for Pooled<F> {
     fn drop(&mut self) {
-        if let Pooled::InBlock(slot, _) = self {
+        if let Inner::InBlock(slot, _) = &mut self.0 {
             let Some(mut block) = slot.take() else { return };
             // SAFETY: the block holds an initialized `F` (the invariant),
             // dropped here exactly once (the block was just taken) and in
@@ -142,7 +149,7 @@ mod tests {
 
     fn block_address<F>(p: &Pooled<F>) -> Option<usize> {
         match p {
-            Pooled::InBlock(Some(b), _) => Some(&**b as *const Block as usize),
+            Pooled(Inner::InBlock(Some(b), _)) => Some(&**b as *const Block as usize),
             _ => None,
         }
     }
