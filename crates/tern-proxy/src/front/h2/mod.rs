@@ -126,7 +126,10 @@ where
                     end = streams.next().now_or_never().flatten();
                 }
                 if streams.is_empty() && !closing {
-                    idle.set(Instant::now() + limits.idle_timeout);
+                    // The worker turn's time (tern_deadline::now): a clock
+                    // read per burst of streams spared, the deadline at
+                    // most one turn early.
+                    idle.set(tern_deadline::now() + limits.idle_timeout);
                 }
             },
             _ = &mut shutdown, if !going_away => {

@@ -5,7 +5,6 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -70,7 +69,9 @@ pub(super) async fn handle(
     ctx: &ConnCtx<'_>,
     shared: &Shared,
 ) -> End {
-    let started = Instant::now();
+    // The worker turn's time, as the HTTP/1.1 front's (one clock read per
+    // turn, not one per stream): durations off by at most a turn.
+    let started = tern_deadline::now().into_std();
     let (parts, recv) = request.into_parts();
     // h2 has checked any content-length against the DATA already.
     let declared = parts
