@@ -804,6 +804,9 @@ impl RecvState {
                             // tern patch: a datagram received alone (no GRO) is
                             // handed on whole; split_to made its copy shared (an
                             // allocation and an atomic count) to leave nothing.
+                            // quinn-proto still shares it when it splits a
+                            // packet's header off: one allocation fewer per
+                            // connection, not per datagram.
                             let buf = if data.len() <= meta.stride {
                                 std::mem::take(&mut data)
                             } else {

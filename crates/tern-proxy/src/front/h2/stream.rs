@@ -69,8 +69,7 @@ pub(super) async fn handle(
     ctx: &ConnCtx<'_>,
     shared: &Shared,
 ) -> End {
-    // The worker turn's time, as the HTTP/1.1 front's (one clock read per
-    // turn, not one per stream): durations off by at most a turn.
+    // The turn's time, as log_request's end is (tern_deadline::now).
     let started = tern_deadline::now().into_std();
     let (parts, recv) = request.into_parts();
     // h2 has checked any content-length against the DATA already.

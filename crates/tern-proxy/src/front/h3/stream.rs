@@ -1,8 +1,6 @@
 //! The HTTP/3 client side of one exchange: a request stream's body and its
 //! response.
 
-use std::time::Instant;
-
 use bytes::{Buf, Bytes};
 use futures_util::FutureExt;
 use h3::server::{RequestResolver, RequestStream};
@@ -30,7 +28,8 @@ pub(super) async fn handle(
     ctx: &ConnCtx<'_>,
     early: bool,
 ) -> Option<(u32, Option<quinn::StreamId>)> {
-    let started = Instant::now();
+    // The turn's time, as log_request's end is (tern_deadline::now).
+    let started = tern_deadline::now().into_std();
     let limits = &ctx.listener.config.limits;
     // The head usually arrived with the stream: `within` arms no timer
     // for a wait that is over at its first poll (four per request here).
