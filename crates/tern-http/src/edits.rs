@@ -68,7 +68,7 @@ impl FieldEdits<'_> {
     }
 
     /// [`FieldEdits::drops`] for a name as received.
-    pub(crate) fn drops_bytes(&self, name: &[u8]) -> bool {
+    pub fn drops_bytes(&self, name: &[u8]) -> bool {
         self.drop
             .iter()
             .any(|d| d.as_bytes().eq_ignore_ascii_case(name))

@@ -253,6 +253,15 @@ impl Fields {
             .map(move |f| (self.name(f), f.kind, f.value()))
     }
 
+    /// [`Fields::iter_spans`] with each name as its bytes: no UTF-8 check
+    /// per name (about a hundred instructions each) for a caller that
+    /// compares bytes anyway, as the HTTP/2 and HTTP/3 response heads do.
+    pub fn iter_spans_raw(&self) -> impl Iterator<Item = (&[u8], FieldKind, Range<usize>)> {
+        self.fields
+            .iter()
+            .map(move |f| (&self.raw[f.name()], f.kind, f.value()))
+    }
+
     /// The raw bytes the value ranges of [`Fields::iter_spans`] index.
     pub fn raw(&self) -> &[u8] {
         &self.raw

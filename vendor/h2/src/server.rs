@@ -374,6 +374,23 @@ where
     Builder::new().handshake(io)
 }
 
+/// An empty list for [`SendResponse::send_response_fields`]: one an
+/// earlier response head of this thread left once encoded (with its
+/// capacity), else a new one.
+///
+/// tern patch: a list per response head was an allocation per request.
+pub fn spare_field_list() -> Vec<(http::HeaderName, http::HeaderValue)> {
+    frame::spare_field_list()
+}
+
+/// Hands back a received request's fields once read: emptied, the map
+/// serves a later request head this thread decodes (with its capacity).
+///
+/// tern patch: a map per request head was two allocations per request.
+pub fn give_back_request_fields(fields: http::HeaderMap) {
+    frame::give_back_header_map(fields)
+}
+
 // ===== impl Connection =====
 
 impl<T, B> Connection<T, B>

@@ -64,7 +64,8 @@ pub(crate) fn for_h2_client(
     listener: &ListenerCtx,
     made: MadeValues,
 ) -> Result<(StatusCode, FieldList), Kind> {
-    let mut fields = FieldList::new();
+    // A list an earlier head of this worker left (h2 patch 0009).
+    let mut fields = h2::server::spare_field_list();
     let status = head_into(view, listener, made, &mut fields)?;
     Ok((status, fields))
 }
@@ -343,8 +344,9 @@ fn from_h1<F: Fields>(
     BACKEND_NAMES.with_borrow_mut(|names| {
         // Position among the fields carried (the hint for the next name).
         let mut carried = 0;
-        for (name, kind, value) in head.fields.iter_spans() {
-            if kind.is_connection_specific() || edits.drops(name) {
+        // Names as bytes: each is compared, never needed as text.
+        for (name, kind, value) in head.fields.iter_spans_raw() {
+            if kind.is_connection_specific() || edits.drops_bytes(name) {
                 continue;
             }
             // Content-Length describes the body (or, for HEAD and 304, the
@@ -354,7 +356,9 @@ fn from_h1<F: Fields>(
                 if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
                     continue;
                 }
-            } else if names_in_connection && head.fields.kind_has_token(FieldKind::Connection, name)
+            } else if names_in_connection
+                && std::str::from_utf8(name)
+                    .is_ok_and(|n| head.fields.kind_has_token(FieldKind::Connection, n))
             {
                 // Fields the backend named in Connection are hop-by-hop.
                 continue;
@@ -400,7 +404,7 @@ const BACKEND_NAMES_KEPT: usize = 64;
 /// than finding it again, and the name kept at the same position is the
 /// first one tried.
 struct BackendNames {
-    seen: Vec<(Box<str>, HeaderName)>,
+    seen: Vec<(Box<[u8]>, HeaderName)>,
     /// The values last carried at each position.
     values: BackendValues,
 }
@@ -408,7 +412,7 @@ struct BackendNames {
 impl BackendNames {
     /// The `HeaderName` of `written`, the `position`th field carried from
     /// a head; None when it is not a valid name.
-    fn get(&mut self, position: usize, written: &str) -> Option<HeaderName> {
+    fn get(&mut self, position: usize, written: &[u8]) -> Option<HeaderName> {
         if let Some((w, n)) = self.seen.get(position) {
             if **w == *written {
                 return Some(n.clone());
@@ -417,7 +421,7 @@ impl BackendNames {
         if let Some((_, n)) = self.seen.iter().find(|(w, _)| **w == *written) {
             return Some(n.clone());
         }
-        let parsed = HeaderName::from_bytes(written.as_bytes()).ok()?;
+        let parsed = HeaderName::from_bytes(written).ok()?;
         if self.seen.len() < BACKEND_NAMES_KEPT {
             self.seen.push((written.into(), parsed.clone()));
         }
@@ -437,19 +441,22 @@ mod tests {
         };
         let first = ["Server", "Content-Type", "X-Custom"];
         for (i, n) in first.iter().enumerate() {
-            assert_eq!(names.get(i, n).expect(n).as_str(), n.to_ascii_lowercase());
+            assert_eq!(
+                names.get(i, n.as_bytes()).expect(n).as_str(),
+                n.to_ascii_lowercase()
+            );
         }
         // Another order, another case (a different backend): the same names.
         assert_eq!(
-            names.get(0, "X-Custom").map(|n| n.to_string()).as_deref(),
+            names.get(0, b"X-Custom").map(|n| n.to_string()).as_deref(),
             Some("x-custom")
         );
         assert_eq!(
-            names.get(1, "content-type"),
+            names.get(1, b"content-type"),
             Some(http::header::CONTENT_TYPE)
         );
-        assert_eq!(names.get(2, "Server"), Some(http::header::SERVER));
-        assert_eq!(names.get(0, "Bad Name"), None);
+        assert_eq!(names.get(2, b"Server"), Some(http::header::SERVER));
+        assert_eq!(names.get(0, b"Bad Name"), None);
     }
 
     #[test]
@@ -460,7 +467,10 @@ mod tests {
         };
         for i in 0..BACKEND_NAMES_KEPT * 2 {
             let name = format!("x-name-{i}");
-            assert_eq!(names.get(i, &name).map(|n| n.to_string()), Some(name));
+            assert_eq!(
+                names.get(i, name.as_bytes()).map(|n| n.to_string()),
+                Some(name)
+            );
         }
         assert_eq!(names.seen.len(), BACKEND_NAMES_KEPT);
     }

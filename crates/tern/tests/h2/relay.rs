@@ -75,6 +75,42 @@ async fn response_field_values_that_change_are_relayed_as_sent() {
     }
 }
 
+/// tern's worker reuses the field maps of requests it has read (h2 patch
+/// 0009) and the lists of response heads it has sent: a request's fields
+/// never reach the backend with a later request, on the same connection
+/// or another one.
+#[tokio::test]
+async fn request_fields_never_reach_the_backend_with_a_later_request() {
+    let served = Served::start(&[]);
+    let first = served.h2_client().await;
+    let mut req = request("GET", "/echo?n=1");
+    for (name, value) in [("x-secret", "one"), ("cookie", "a=1"), ("x-other", "two")] {
+        req.headers_mut()
+            .append(name, value.parse().expect("header value"));
+    }
+    let echo = first
+        .send(req, Body::Empty)
+        .await
+        .expect("GET /echo")
+        .json();
+    assert_eq!(echoed_header(&echo, "x-secret"), ["one"], "{echo}");
+    let second = served.h2_client().await;
+    for client in [&first, &second, &first] {
+        let echo = client
+            .send(request("GET", "/echo?n=2"), Body::Empty)
+            .await
+            .expect("GET /echo")
+            .json();
+        assert_eq!(echo["path"], "/echo?n=2", "{echo}");
+        for name in ["x-secret", "cookie", "x-other"] {
+            assert!(
+                echoed_header(&echo, name).is_empty(),
+                "{name} came back: {echo}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn post_with_content_length_arrives_intact() {
     let served = Served::start(&[]);

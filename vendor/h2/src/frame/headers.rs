@@ -18,6 +18,71 @@ type EncodeBuf<'a> = bytes::buf::Limit<&'a mut BytesMut>;
 
 const MAX_HEADER_LIST_ABUSE_MULTIPLIER: usize = 4;
 
+// tern patch: the field lists of sent heads and the header maps of
+// received ones, emptied, are kept per thread and reused (with their
+// capacity) for the next heads: each was one or two allocations per
+// request that a busy connection's many streams push past malloc's
+// per-thread cache. Bounded: at most `SPARE_MAX` of each per thread
+// (enough to cover how far the streams in flight swing, ~180 KiB each),
+// none that grew past `SPARE_CAPACITY_MAX` fields.
+std::thread_local! {
+    static SPARE_LISTS: std::cell::RefCell<Vec<Vec<(HeaderName, HeaderValue)>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE_MAPS: std::cell::RefCell<Vec<HeaderMap>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+const SPARE_MAX: usize = 256;
+const SPARE_CAPACITY_MAX: usize = 64;
+
+/// tern patch: an empty field list for `SendResponse::send_response_fields`,
+/// one a sent head left (with its capacity) when there is one.
+pub fn spare_field_list() -> Vec<(HeaderName, HeaderValue)> {
+    SPARE_LISTS
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// tern patch: keeps an encoded head's list for `spare_field_list`.
+fn give_back_list(mut list: Vec<(HeaderName, HeaderValue)>) {
+    if list.capacity() == 0 || list.capacity() > SPARE_CAPACITY_MAX {
+        return;
+    }
+    list.clear();
+    let _ = SPARE_LISTS.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_MAX {
+            s.push(list);
+        }
+    });
+}
+
+/// tern patch: a received head's fields once the caller is done with them,
+/// kept (emptied) for the next head this thread decodes.
+pub fn give_back_header_map(mut map: HeaderMap) {
+    if map.capacity() == 0 || map.capacity() > SPARE_CAPACITY_MAX {
+        return;
+    }
+    map.clear();
+    let _ = SPARE_MAPS.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_MAX {
+            s.push(map);
+        }
+    });
+}
+
+/// tern patch: an empty map for a received head's fields.
+fn spare_header_map() -> HeaderMap {
+    SPARE_MAPS
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 /// Header frame
 ///
 /// This could be either a request or a response.
@@ -234,7 +299,8 @@ impl Headers {
             stream_dep,
             // tern patch: boxed (see the field).
             header_block: Box::new(HeaderBlock {
-                fields: HeaderMap::new(),
+                // tern patch: a map an earlier head left, if any.
+                fields: spare_header_map(),
                 // tern patch: see the field.
                 list: Vec::new(),
                 field_size: 0,
@@ -1021,6 +1087,8 @@ impl HeaderBlock {
         // tern patch: the fields are encoded borrowed (`encode_block`); the
         // block is dropped whole once written.
         encoder.encode_block(self.pseudo.fields(), &self.fields, &self.list, &mut hpack);
+        // tern patch: the list is kept for the next head (`spare_field_list`).
+        give_back_list(self.list);
 
         EncodingHeaderBlock { hpack }
     }
@@ -1129,6 +1197,49 @@ mod test {
     fn huff_decode(src: &[u8]) -> BytesMut {
         let mut buf = BytesMut::new();
         huffman::decode(src, &mut buf).unwrap()
+    }
+
+    // tern patch: an encoded head's list comes back emptied with its
+    // capacity; a map given back serves the next decoded head empty, so it
+    // holds that head's fields and no earlier one's.
+    #[test]
+    fn spare_lists_and_maps_come_back_empty() {
+        let mut encoder = Encoder::default();
+        let mut dst = BytesMut::new();
+        let mut list = spare_field_list();
+        list.reserve(8);
+        list.push((
+            HeaderName::from_static("x-a"),
+            HeaderValue::from_static("1"),
+        ));
+        let capacity = list.capacity();
+        let mut headers = Headers::with_list(
+            StreamId::from(1),
+            Pseudo::response(StatusCode::OK),
+            list,
+        );
+        headers.set_end_headers();
+        assert!(headers
+            .encode(&mut encoder, &mut (&mut dst).limit(1024))
+            .is_none());
+        let again = spare_field_list();
+        assert!(again.is_empty());
+        assert_eq!(again.capacity(), capacity);
+
+        let mut stale = HeaderMap::new();
+        stale.insert("x-stale", HeaderValue::from_static("old"));
+        stale.insert("x-a", HeaderValue::from_static("old"));
+        give_back_header_map(stale);
+        let head = Head::parse(&dst);
+        let (mut frame, mut rest) =
+            Headers::load(head, BytesMut::from(&dst[frame::HEADER_LEN..])).unwrap();
+        let mut decoder = hpack::Decoder::new(4096);
+        frame.load_hpack(&mut rest, 16384, &mut decoder).unwrap();
+        let fields = frame.into_fields();
+        assert_eq!(fields.len(), 1);
+        assert_eq!(fields.get("x-a").unwrap(), "1");
+        assert!(fields.get("x-stale").is_none());
+        assert!(fields.capacity() > 0);
     }
 
     #[test]

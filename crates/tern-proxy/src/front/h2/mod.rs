@@ -87,9 +87,11 @@ where
             accepted = conn.accept() => match accepted {
                 // Boxed in place, as HTTP/3's: FuturesUnordered::push
                 // would otherwise copy the stream's future (the whole
-                // exchange) on its way into its task.
+                // exchange) on its way into its task. The box is a block
+                // an earlier stream of the worker gave back (tern_blocks):
+                // the future is past malloc's per-thread cache.
                 Some(Ok((request, respond))) => {
-                    streams.push(super::boxed_in_place(|| stream::handle(request, respond, ctx, &shared)))
+                    streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)))
                 }
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
@@ -124,7 +126,10 @@ where
                     end = streams.next().now_or_never().flatten();
                 }
                 if streams.is_empty() && !closing {
-                    idle.set(Instant::now() + limits.idle_timeout);
+                    // The worker turn's time (tern_deadline::now): a clock
+                    // read per burst of streams spared, the deadline at
+                    // most one turn early.
+                    idle.set(tern_deadline::now() + limits.idle_timeout);
                 }
             },
             _ = &mut shutdown, if !going_away => {

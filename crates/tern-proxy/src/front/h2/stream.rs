@@ -118,6 +118,9 @@ pub(super) async fn handle(
         bytes_out: 0,
     };
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
+    // The request's fields, read, serve a later request head of this
+    // worker (h2 patch 0009).
+    h2::server::give_back_request_fields(parts.headers);
     match (finished.error.map(|e| e.kind()), finished.slow_down) {
         (_, Some(after)) => End::RateLimited(after),
         (Some(Kind::ClientGone), _) => End::ClientReset,
