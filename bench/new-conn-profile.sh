@@ -17,7 +17,9 @@
 #
 # PLAN=keepalive profiles N requests over C kept-alive connections instead
 # (the same split for the keepalive HTTP/1.1 and HTTP/3 100 B loads; N and
-# the figures are then per request, not per connection).
+# the figures are then per request, not per connection). PLAN=resumed: each
+# connection resumes a TLS session (tern bench --plan resumed), figures per
+# connection, to compare two builds' resumed handshakes.
 #
 # CALLERS=1 records DWARF call graphs too (perf record --call-graph
 # dwarf: larger files, so use a lower FREQ, e.g. 1999) and adds, per mode,
@@ -28,7 +30,7 @@
 # on a busy one.
 #
 # Usage: bench/new-conn-profile.sh   (env: N=4000 WARM=200 C=10 FREQ=4999
-#          TOP=25 MODES="h3 h1" PLAN=new|keepalive CALLERS=
+#          TOP=25 MODES="h3 h1" PLAN=new|keepalive|resumed CALLERS=
 #          TERN=target/release/tern BENCH_TERN=...)
 # Needs: perf, nginx, openssl, python3, taskset. Only 127.0.0.1 is a target.
 set -euo pipefail
@@ -45,7 +47,7 @@ FREQ="${FREQ:-4999}"
 TOP="${TOP:-25}"
 MODES="${MODES:-h3 h1}"
 PLAN="${PLAN:-new}"
-[[ "$PLAN" == new || "$PLAN" == keepalive ]] || die "PLAN: new or keepalive, not $PLAN"
+[[ "$PLAN" == new || "$PLAN" == keepalive || "$PLAN" == resumed ]] || die "PLAN: new, keepalive or resumed, not $PLAN"
 TERN="${TERN:-$root/target/release/tern}"
 BENCH_TERN="${BENCH_TERN:-$TERN}"
 for tool in perf nginx openssl python3 taskset; do need "$tool"; done
@@ -94,7 +96,9 @@ for mode in $MODES; do
     perf_pid=$!
     # perf writes its file's header once it is attached.
     for _ in $(seq 1 100); do [[ -s "$work/perf-$mode.data" ]] && break; sleep 0.05; done
+    cpu0="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
     load "$mode" "$port" "$N" || die "$mode load failed: $(cat "$work/load.err")"
+    cpu1="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
     kill "$tern_pid"
@@ -102,10 +106,16 @@ for mode in $MODES; do
     unit=connection
     if [[ "$PLAN" == new ]]; then
         echo "== $mode: a new connection + one 100 B request, $N connections, perf cpu-clock at $FREQ Hz"
+    elif [[ "$PLAN" == resumed ]]; then
+        echo "== $mode: a resumed connection + one 100 B request, $N connections, perf cpu-clock at $FREQ Hz"
     else
         unit=request
         echo "== $mode: 100 B requests over $C kept-alive connections, $N requests (figures per request), perf cpu-clock at $FREQ Hz"
     fi
+    # The same run's CPU from /proc (every thread, perf's overhead in it): a
+    # check on perf's total that does not depend on sampling.
+    awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$N" -v u="$unit" \
+        'BEGIN { printf "  /proc: %.1f us of tern CPU per %s\n", t * 1e6 / hz / n, u }'
     perf report -i "$work/perf-$mode.data" --no-children --sort dso,sym -n --stdio -g none 2> /dev/null \
         | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP" "$unit"
     if [[ -n "${CALLERS:-}" ]]; then
