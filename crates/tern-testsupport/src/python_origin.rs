@@ -104,26 +104,48 @@ impl PythonOrigin {
     }
 }
 
-/// Runs `python SCRIPT PORT ARGS...` with the port of a free address of
-/// 127.0.0.1 (a test's own origin script, e.g. a WebSocket server), and
-/// waits until it accepts there (20 s at most). The process is killed
-/// when the first value is dropped.
+/// Runs `python SCRIPT 0 ARGS...` (a test's own origin script, e.g. a
+/// WebSocket server), which binds a port of 127.0.0.1 itself and prints
+/// `listening PORT` once it accepts there; waits for that line (20 s at
+/// most). The script binds rather than being handed a port picked here:
+/// a port picked and released here could be taken by another test while
+/// the script is still importing its server (a second or more on a busy
+/// machine), and the wait would then see that test's listener. The
+/// process is killed when the first value is dropped.
 pub fn start_script(
     python: &str,
     script: &std::path::Path,
     args: &[&std::ffi::OsStr],
 ) -> (KillOnDrop, SocketAddr) {
-    let addr = crate::tern::free_addr();
-    let child = Command::new(python)
+    let mut child = Command::new(python)
         .arg(script)
-        .arg(addr.port().to_string())
+        .arg("0")
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", script.display()));
+    let stdout = child.stdout.take().expect("stdout");
     let origin = KillOnDrop(child);
-    crate::tern::wait_accepting(addr, std::time::Duration::from_secs(20));
-    (origin, addr)
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    // Reads the port line, then drains the rest (the scripts print as they
+    // serve) until the process ends.
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { return };
+            if let Some(port) = line.strip_prefix("listening ") {
+                let _ = port_tx.send(port.trim().parse::<u16>().ok());
+                break;
+            }
+        }
+        for _ in lines {}
+    });
+    let port = port_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("{} printed no `listening PORT` line", script.display()));
+    (origin, SocketAddr::from(([127, 0, 0, 1], port)))
 }

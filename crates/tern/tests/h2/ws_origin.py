@@ -5,7 +5,8 @@
 #          the echo in <p id="echo">, then sends "ack"
 #   /wait  answered only once "ack" arrived (the page's image: it holds the
 #          load event until the echo is in the DOM, so --dump-dom sees it)
-# Prints "listening" once it accepts. Usage: ws_origin.py PORT
+# Prints "listening PORT" once it accepts (PORT 0: a free one). Usage:
+# ws_origin.py PORT
 import asyncio
 import pathlib
 import sys
@@ -48,8 +49,9 @@ async def http(connection, request):
 
 
 async def main():
-    async with serve(echo, "127.0.0.1", int(sys.argv[1]), process_request=http):
-        print("listening", flush=True)
+    async with serve(echo, "127.0.0.1", int(sys.argv[1]), process_request=http) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        print(f"listening {port}", flush=True)
         await asyncio.Future()
 
 

@@ -9,9 +9,11 @@
 #            message in a <p id="echo">, answering each with "ack"
 #   /wait    answered once "ack" arrived (the page's image: it holds the
 #            load event until the message is in the DOM, for --dump-dom)
-# Prints "listening" once it accepts. Usage: ws_h2_origin.py PORT [CERT KEY]
+# Prints "listening PORT" once it accepts (PORT 0: a free one). Usage:
+# ws_h2_origin.py PORT [CERT KEY]
 import asyncio
 import pathlib
+import socket
 import sys
 
 from hypercorn.asyncio import serve
@@ -79,14 +81,18 @@ async def app(scope, receive, send):
 
 
 async def main():
+    # Bound here, so the port printed is the one this process holds.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", int(sys.argv[1])))
+    sock.listen(128)
     config = Config()
-    config.bind = [f"127.0.0.1:{sys.argv[1]}"]
+    config.bind = [f"fd://{sock.fileno()}"]
     if len(sys.argv) > 3:
         config.certfile = sys.argv[2]
         config.keyfile = sys.argv[3]
     config.accesslog = None
     task = asyncio.ensure_future(serve(app, config))
-    print("listening", flush=True)
+    print(f"listening {sock.getsockname()[1]}", flush=True)
     await task
 
 
