@@ -269,17 +269,15 @@ pub(crate) fn websocket_accepted(switched: Switched<'_>, listener: &ListenerCtx)
     let headers = response.headers_mut();
     match switched.head {
         ResponseHeadView::H1(head) => {
-            for (name, kind, value) in head.fields.iter_spans() {
+            for (name, kind, value) in head.fields.iter_spans_raw() {
                 if kind.is_connection_specific()
-                    || name.eq_ignore_ascii_case("sec-websocket-accept")
+                    || name.eq_ignore_ascii_case(b"sec-websocket-accept")
                 {
                     continue;
                 }
                 let raw = &head.fields.raw()[value];
-                if let (Ok(n), Ok(v)) = (
-                    HeaderName::from_bytes(name.as_bytes()),
-                    HeaderValue::from_bytes(raw),
-                ) {
+                if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(raw))
+                {
                     headers.append(n, v);
                 }
             }
