@@ -12,38 +12,76 @@
 //! back to a per-thread list instead, and the next stream of any
 //! connection of the worker is written into it. The list is bounded
 //! ([`SPARE_MAX`] blocks of [`BLOCK`] bytes, 2 MiB per worker), so memory
-//! does not follow the number of connections; a future larger than a block
-//! gets a box of its own. The list has to cover how far the number of
-//! streams in flight swings, not how many there are: with 48 blocks, 100
-//! streams in flight (10 connections of 10) still missed it for one stream
-//! in five, since a connection's streams end, and begin again, together.
+//! does not follow the number of connections. The list has to cover how
+//! far the number of streams in flight swings, not how many there are:
+//! with 48 blocks, 100 streams in flight (10 connections of 10) still
+//! missed it for one stream in five, since a connection's streams end,
+//! and begin again, together.
+//!
+//! An HTTP/3 stream's future is larger (about 9.4 KiB: h3's request
+//! resolver and stream halves are in it) and goes in a block of the
+//! second size, [`LARGE_BLOCK`], from a list of its own ([`LARGE_SPARE_MAX`]
+//! blocks, 2 MiB per worker). A future larger than that gets a box of its
+//! own.
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::thread::LocalKey;
 
 /// Bytes of one block: room for an HTTP/2 stream's future (2,896 bytes in a
 /// release build of 11aa823) with some margin.
 pub const BLOCK: usize = 4096;
 
+/// Bytes of one large block: room for an HTTP/3 stream's future (9,384
+/// bytes in a release build of fded522) with some margin.
+pub const LARGE_BLOCK: usize = 16384;
+
 /// Blocks kept per worker thread at most: the streams of 50 connections of
 /// 10 streams each (h2load -c50 -m10), or four HTTP/2 maxima (128).
 const SPARE_MAX: usize = 512;
 
+/// Large blocks kept per worker thread at most (2 MiB, as the small ones):
+/// a swing of 128 HTTP/3 streams in flight, more than one connection's
+/// default credit (`h3_max_streams`, 100).
+const LARGE_SPARE_MAX: usize = 128;
+
 /// One block's memory, aligned for any future tern makes (checked per type,
 /// see [`fits`]).
 #[repr(C, align(16))]
-struct Block([MaybeUninit<u8>; BLOCK]);
+struct Block<const N: usize>([MaybeUninit<u8>; N]);
 
 thread_local! {
-    static SPARE: RefCell<Vec<Box<Block>>> = const { RefCell::new(Vec::new()) };
+    static SPARE: RefCell<Vec<Box<Block<BLOCK>>>> = const { RefCell::new(Vec::new()) };
+    static LARGE_SPARE: RefCell<Vec<Box<Block<LARGE_BLOCK>>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether an `F` fits a block (size and alignment).
-const fn fits<F>() -> bool {
-    size_of::<F>() <= BLOCK && align_of::<F>() <= align_of::<Block>()
+/// A block size with its per-thread spare list.
+trait Size: Sized + 'static {
+    /// Blocks the list keeps at most.
+    const MAX: usize;
+    fn spare() -> &'static LocalKey<RefCell<Vec<Box<Self>>>>;
+}
+
+impl Size for Block<BLOCK> {
+    const MAX: usize = SPARE_MAX;
+    fn spare() -> &'static LocalKey<RefCell<Vec<Box<Self>>>> {
+        &SPARE
+    }
+}
+
+impl Size for Block<LARGE_BLOCK> {
+    const MAX: usize = LARGE_SPARE_MAX;
+    fn spare() -> &'static LocalKey<RefCell<Vec<Box<Self>>>> {
+        &LARGE_SPARE
+    }
+}
+
+/// Whether an `F` fits a block of `N` bytes (size and alignment).
+const fn fits<F, const N: usize>() -> bool {
+    size_of::<F>() <= N && align_of::<F>() <= align_of::<Block<N>>()
 }
 
 /// A future written into a block (reused when one is spare) or, when `F`
@@ -53,34 +91,90 @@ const fn fits<F>() -> bool {
 pub struct Pooled<F>(Inner<F>);
 
 enum Inner<F> {
-    /// Invariant: the block (taken only by `Drop`) holds an `F`, written
-    /// by [`boxed`] and dropped only by `Drop`, never moved out.
-    InBlock(Option<Box<Block>>, std::marker::PhantomData<F>),
+    /// Invariant (both block variants): the block (taken only by `Drop`)
+    /// holds an `F`, written by [`boxed`] and dropped only by `Drop`,
+    /// never moved out.
+    InBlock(Option<Box<Block<BLOCK>>>, std::marker::PhantomData<F>),
+    InLarge(Option<Box<Block<LARGE_BLOCK>>>, std::marker::PhantomData<F>),
     Own(Pin<Box<F>>),
 }
 
 /// `make()`'s future in a reused block when one is spare (else a new one),
 /// written there rather than made on the stack and copied in.
 // Box::write is Rust 1.87, past the workspace's declared 1.85; the
-// dependencies already need 1.89 (as tern-proxy's boxed_in_place).
+// dependencies already need 1.89 (uuid, time need 1.88).
 #[allow(clippy::incompatible_msrv)]
 pub fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pooled<F> {
-    if !fits::<F>() {
-        return Pooled(Inner::Own(Box::into_pin(Box::write(
+    if fits::<F, BLOCK>() {
+        Pooled(Inner::InBlock(
+            Some(write_in(make)),
+            std::marker::PhantomData,
+        ))
+    } else if fits::<F, LARGE_BLOCK>() {
+        Pooled(Inner::InLarge(
+            Some(write_in(make)),
+            std::marker::PhantomData,
+        ))
+    } else {
+        Pooled(Inner::Own(Box::into_pin(Box::write(
             Box::new_uninit(),
             make(),
-        ))));
+        ))))
     }
-    let mut block = SPARE
+}
+
+/// A spare block of `N` bytes (else a new one) with `make()`'s future
+/// written at its start. Called only when `fits::<F, N>()` holds.
+fn write_in<F, const N: usize>(make: impl FnOnce() -> F) -> Box<Block<N>>
+where
+    Block<N>: Size,
+{
+    debug_assert!(fits::<F, N>());
+    let mut block = Block::<N>::spare()
         .try_with(|s| s.borrow_mut().pop())
         .ok()
         .flatten()
-        .unwrap_or_else(|| Box::new(Block([MaybeUninit::uninit(); BLOCK])));
-    // SAFETY: `fits::<F>()` holds, so the block's start is aligned for an
-    // `F` and an `F` lies within it; the block is not shared (just taken
-    // from the spare list or made), so nothing else reads or writes it.
+        .unwrap_or_else(|| Box::new(Block([MaybeUninit::uninit(); N])));
+    // SAFETY: the callers check `fits::<F, N>()`, so the block's start is
+    // aligned for an `F` and an `F` lies within it; the block is not
+    // shared (just taken from the spare list or made), so nothing else
+    // reads or writes it.
     unsafe { block.0.as_mut_ptr().cast::<F>().write(make()) };
-    Pooled(Inner::InBlock(Some(block), std::marker::PhantomData))
+    block
+}
+
+/// The `F` a block holds, pinned.
+///
+/// # Safety
+/// The block holds an initialized `F` at its start, which stays there
+/// until it is dropped in place.
+unsafe fn pinned<F, const N: usize>(block: &mut Block<N>) -> Pin<&mut F> {
+    // SAFETY: the caller's promise: an initialized `F` at the aligned
+    // start, at this heap address until dropped in place, so never moved
+    // while pinned.
+    unsafe { Pin::new_unchecked(&mut *block.0.as_mut_ptr().cast::<F>()) }
+}
+
+/// Drops the `F` a block holds, in place, and keeps the block for reuse
+/// if the list has room.
+///
+/// # Safety
+/// The block holds an initialized `F` at its start, dropped by no one
+/// else, before or after.
+unsafe fn drop_and_keep<F, const N: usize>(mut block: Box<Block<N>>)
+where
+    Block<N>: Size,
+{
+    // SAFETY: the caller's promise: an initialized `F`, dropped here
+    // exactly once and in place (Pin's drop guarantee); the block is
+    // reused only after.
+    unsafe { std::ptr::drop_in_place(block.0.as_mut_ptr().cast::<F>()) };
+    let _ = Block::<N>::spare().try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < <Block<N> as Size>::MAX {
+            s.push(block);
+        }
+    });
 }
 
 // The `F` lives in the heap block, not in `Pooled`: moving a `Pooled`
@@ -91,17 +185,22 @@ impl<F: Future> Future for Pooled<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        const TAKEN: &str = "a pooled future's block is taken only when it is dropped";
         match &mut self.get_mut().0 {
             Inner::InBlock(block, _) => {
                 let Some(block) = block else {
-                    unreachable!("a pooled future's block is taken only when it is dropped")
+                    unreachable!("{TAKEN}")
                 };
                 // SAFETY: the block holds an initialized `F` (the type's
-                // invariant) at its aligned start; it stays at this heap
-                // address until `Drop` drops it in place, so it is never
-                // moved while pinned.
-                let f = unsafe { Pin::new_unchecked(&mut *block.0.as_mut_ptr().cast::<F>()) };
-                f.poll(cx)
+                // invariant) until `Drop` drops it in place.
+                unsafe { pinned::<F, BLOCK>(block) }.poll(cx)
+            }
+            Inner::InLarge(block, _) => {
+                let Some(block) = block else {
+                    unreachable!("{TAKEN}")
+                };
+                // SAFETY: as above.
+                unsafe { pinned::<F, LARGE_BLOCK>(block) }.poll(cx)
             }
             Inner::Own(f) => f.as_mut().poll(cx),
         }
@@ -110,18 +209,21 @@ impl<F: Future> Future for Pooled<F> {
 
 impl<F> Drop for Pooled<F> {
     fn drop(&mut self) {
-        if let Inner::InBlock(slot, _) = &mut self.0 {
-            let Some(mut block) = slot.take() else { return };
-            // SAFETY: the block holds an initialized `F` (the invariant),
-            // dropped here exactly once (the block was just taken) and in
-            // place (Pin's drop guarantee); the block is reused only after.
-            unsafe { std::ptr::drop_in_place(block.0.as_mut_ptr().cast::<F>()) };
-            let _ = SPARE.try_with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < SPARE_MAX {
-                    s.push(block);
+        match &mut self.0 {
+            Inner::InBlock(slot, _) => {
+                if let Some(block) = slot.take() {
+                    // SAFETY: the block holds an initialized `F` (the
+                    // invariant); it was just taken, so this is its one drop.
+                    unsafe { drop_and_keep::<F, BLOCK>(block) };
                 }
-            });
+            }
+            Inner::InLarge(slot, _) => {
+                if let Some(block) = slot.take() {
+                    // SAFETY: as above.
+                    unsafe { drop_and_keep::<F, LARGE_BLOCK>(block) };
+                }
+            }
+            Inner::Own(_) => {}
         }
     }
 }
@@ -149,7 +251,14 @@ mod tests {
 
     fn block_address<F>(p: &Pooled<F>) -> Option<usize> {
         match p {
-            Pooled(Inner::InBlock(Some(b), _)) => Some(&**b as *const Block as usize),
+            Pooled(Inner::InBlock(Some(b), _)) => Some(&**b as *const Block<BLOCK> as usize),
+            _ => None,
+        }
+    }
+
+    fn large_block_address<F>(p: &Pooled<F>) -> Option<usize> {
+        match p {
+            Pooled(Inner::InLarge(Some(b), _)) => Some(&**b as *const Block<LARGE_BLOCK> as usize),
             _ => None,
         }
     }
@@ -174,13 +283,38 @@ mod tests {
     }
 
     #[test]
-    fn a_future_larger_than_a_block_gets_a_box_of_its_own() {
+    fn a_future_larger_than_a_block_goes_in_a_large_block_reused_after_it() {
+        let drops = Rc::new(std::cell::Cell::new(0));
         let big = [1u8; BLOCK + 1];
-        let mut f = boxed(|| async move { big.iter().map(|&b| u32::from(b)).sum::<u32>() });
+        let counted = Counted(drops.clone(), 0);
+        let mut f = boxed(move || async move {
+            let _counted = counted;
+            big.iter().map(|&b| u32::from(b)).sum::<u32>()
+        });
         assert!(block_address(&f).is_none());
+        let address = large_block_address(&f).expect("a larger future goes in a large block");
         assert_eq!(
             futures_util::FutureExt::now_or_never(&mut f),
             Some(BLOCK as u32 + 1)
+        );
+        drop(f);
+        assert_eq!(drops.get(), 1);
+        let next = boxed(move || async move { big.len() });
+        assert_eq!(
+            large_block_address(&next),
+            Some(address),
+            "the spare large block was not reused"
+        );
+    }
+
+    #[test]
+    fn a_future_larger_than_a_large_block_gets_a_box_of_its_own() {
+        let big = [1u8; LARGE_BLOCK + 1];
+        let mut f = boxed(|| async move { big.iter().map(|&b| u32::from(b)).sum::<u32>() });
+        assert!(block_address(&f).is_none() && large_block_address(&f).is_none());
+        assert_eq!(
+            futures_util::FutureExt::now_or_never(&mut f),
+            Some(LARGE_BLOCK as u32 + 1)
         );
     }
 
@@ -193,5 +327,11 @@ mod tests {
         drop(many);
         assert_eq!(drops.get() as usize, SPARE_MAX + 10);
         assert!(SPARE.with(|s| s.borrow().len()) <= SPARE_MAX);
+        let big = [0u8; BLOCK + 1];
+        let many: Vec<_> = (0..LARGE_SPARE_MAX + 10)
+            .map(|_| boxed(move || async move { big.len() }))
+            .collect();
+        drop(many);
+        assert!(LARGE_SPARE.with(|s| s.borrow().len()) <= LARGE_SPARE_MAX);
     }
 }

@@ -382,18 +382,6 @@ pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener
     tracing::debug!(client = %peer, "connection limit reached; answered 503");
 }
 
-/// `make()`'s future in a box, written there rather than made on the stack
-/// and copied in as `Box::pin` does (8,300 instructions of memcpy per
-/// HTTP/3 request stream, callgrind): the box exists before the future is made.
-// Box::write is Rust 1.87, past the workspace's declared 1.85; the
-// dependencies already need 1.89 (uuid, time need 1.88).
-#[allow(clippy::incompatible_msrv)]
-pub(crate) fn boxed_in_place<F: std::future::Future>(
-    make: impl FnOnce() -> F,
-) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
-}
-
 /// The bytes a connection's task takes for the connection's whole life
 /// (a future is as large as its largest state, whatever it waits for),
 /// and of its larger parts: logged at start-up (debug) for memory work on

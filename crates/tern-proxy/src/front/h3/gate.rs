@@ -79,10 +79,95 @@ impl WakeGate {
     }
 }
 
+/// Polls a connection's future again within the same poll of its task
+/// when it woke itself while being polled, instead of letting the task go
+/// round tokio's scheduler for it.
+///
+/// Two wake-ups a request came from inside the connection's own poll:
+/// `FuturesUnordered` wakes its task whenever it has polled every stream
+/// once and each is pending (futures-rs #2333: it yields, with nothing
+/// left to run), and a request stream that ends tells h3's connection on a
+/// channel whose waker is the accept's. Each made tokio schedule the task
+/// again and poll it from the top: four polls of the connection's task per
+/// request, two of them for these (callgrind, bench/instructions.sh
+/// MODE=h3). A wake-up from elsewhere (quinn's driver, a backend socket)
+/// reaches the task as before.
+pub(super) struct Rewoken<F> {
+    fut: F,
+    wake: Arc<SelfWake>,
+    /// `wake` as a `Waker`, made once.
+    waker: Waker,
+}
+
+/// Polls in one poll of the task at most; past them the task yields (a
+/// future that keeps waking itself, tokio's budget spent).
+const REPOLLS: usize = 4;
+
+struct SelfWake {
+    /// The future is being polled: a wake-up is only noted.
+    polling: AtomicBool,
+    woken: AtomicBool,
+    /// The connection task's waker.
+    task: AtomicWaker,
+}
+
+impl Wake for SelfWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // SeqCst here and in `poll`: a wake-up that finds `polling` set
+        // has stored `woken` before the poll's end reads it (the two
+        // stores and the two loads are in one total order), so none is
+        // lost between the poll's end and the task's.
+        self.woken.store(true, Ordering::SeqCst);
+        if !self.polling.load(Ordering::SeqCst) {
+            self.task.wake();
+        }
+    }
+}
+
+impl<F> Rewoken<F> {
+    pub(super) fn new(fut: F) -> Rewoken<F> {
+        let wake = Arc::new(SelfWake {
+            polling: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            task: AtomicWaker::new(),
+        });
+        let waker = Waker::from(wake.clone());
+        Rewoken { fut, wake, waker }
+    }
+}
+
+impl<F: std::future::Future + Unpin> std::future::Future for Rewoken<F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        this.wake.task.register(cx.waker());
+        for _ in 0..REPOLLS {
+            // Cleared before `polling` is set: a wake-up in between
+            // finds `polling` unset and wakes the task.
+            this.wake.woken.store(false, Ordering::SeqCst);
+            this.wake.polling.store(true, Ordering::SeqCst);
+            let result =
+                std::pin::Pin::new(&mut this.fut).poll(&mut Context::from_waker(&this.waker));
+            this.wake.polling.store(false, Ordering::SeqCst);
+            if result.is_ready() || !this.wake.woken.load(Ordering::SeqCst) {
+                return result;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::cell::Cell;
+    use std::future::Future;
     use std::task::Waker;
 
     #[test]
@@ -113,5 +198,80 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(gate.poll(&mut cx, |_| Poll::Ready(1)), Poll::Ready(1));
         assert_eq!(gate.poll(&mut cx, |_| Poll::Ready(2)), Poll::Ready(2));
+    }
+
+    /// Pending until polled `ready_at` times; wakes itself at every poll
+    /// before that, as `FuturesUnordered` does when it yields.
+    struct SelfWaking {
+        polls: usize,
+        ready_at: usize,
+    }
+
+    impl std::future::Future for SelfWaking {
+        type Output = usize;
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<usize> {
+            self.polls += 1;
+            if self.polls >= self.ready_at {
+                return Poll::Ready(self.polls);
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    /// Counts the wake-ups of the task.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_self_wake_is_polled_again_in_the_same_poll_and_never_reaches_the_task() {
+        let count = Arc::new(Count(Default::default()));
+        let task = Waker::from(count.clone());
+        let mut f = Rewoken::new(SelfWaking {
+            polls: 0,
+            ready_at: 3,
+        });
+        let mut cx = Context::from_waker(&task);
+        assert_eq!(std::pin::Pin::new(&mut f).poll(&mut cx), Poll::Ready(3));
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_future_that_keeps_waking_itself_yields_to_the_task_after_some_polls() {
+        let count = Arc::new(Count(Default::default()));
+        let task = Waker::from(count.clone());
+        let mut f = Rewoken::new(SelfWaking {
+            polls: 0,
+            ready_at: usize::MAX,
+        });
+        let mut cx = Context::from_waker(&task);
+        assert!(std::pin::Pin::new(&mut f).poll(&mut cx).is_pending());
+        assert_eq!(f.fut.polls, REPOLLS);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the task was not woken");
+    }
+
+    #[test]
+    fn a_wake_after_the_poll_reaches_the_task() {
+        let count = Arc::new(Count(Default::default()));
+        let task = Waker::from(count.clone());
+        let stored: Arc<std::sync::Mutex<Option<Waker>>> = Default::default();
+        let keep = stored.clone();
+        let mut f = Rewoken::new(Box::pin(std::future::poll_fn(move |cx| {
+            *keep.lock().expect("not poisoned") = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        })));
+        let mut cx = Context::from_waker(&task);
+        assert!(std::pin::Pin::new(&mut f).poll(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        let waker = stored.lock().expect("not poisoned").take();
+        std::thread::spawn(move || waker.map(Waker::wake))
+            .join()
+            .expect("the waking thread ran");
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
     }
 }

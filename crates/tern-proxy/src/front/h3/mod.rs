@@ -147,7 +147,7 @@ pub(crate) async fn handle(
                     &worker,
                 );
                 let h3 = h3_setup(conn.clone(), &listener.config);
-                Box::pin(serve(conn, &ctx, Some(established), h3)).await;
+                gate::Rewoken::new(Box::pin(serve(conn, &ctx, Some(established), h3))).await;
                 return;
             }
             Err(connecting) => connecting,
@@ -208,7 +208,9 @@ pub(crate) async fn handle(
             .take_output()
             .unwrap_or_else(|| Err("h3 setup read twice".into()))
     };
-    Box::pin(serve(conn, &ctx, None, h3)).await;
+    // Rewoken: the wake-ups the connection gives itself while polled
+    // (gate.rs) do not send its task round the scheduler again.
+    gate::Rewoken::new(Box::pin(serve(conn, &ctx, None, h3))).await;
 }
 
 /// The server side of HTTP/3 on `conn`: opens the control and QPACK
@@ -369,8 +371,10 @@ async fn serve(
                     // 9.4 KB, and FuturesUnordered::push moved it three
                     // times on its way into its task (~25,000 instructions
                     // of memcpy per request, callgrind); a box moves as a
-                    // pointer.
-                    streams.push(super::boxed_in_place(|| stream::handle(resolver, ctx, early)));
+                    // pointer. Written into a large block an earlier
+                    // stream of the worker gave back (tern_blocks), not a
+                    // new 9.4 KB box: malloc's slow path both ways.
+                    streams.push(tern_blocks::boxed(|| stream::handle(resolver, ctx, early)));
                 }
                 // GOAWAY sent or received, and every accepted request done.
                 Ok(None) => break,
