@@ -15,10 +15,23 @@
 # DURATION seconds. Reports requests/s and server CPU µs per request
 # (utime+stime of all the server's processes from /proc), median of RUNS
 # interleaved rounds, and ratios of tern against each peer and the best peer.
+# Beside each round's CPU, counters read from /proc before and after it (no
+# tracer; bench/lib.sh proc_counters): the server's and the backend's
+# context switches (voluntary: it parked and was woken), read/write-family
+# system calls, time queued for the CPU, the backend connections the server
+# opened in the round and held at its end (the backend's stub_status), the
+# load tool's CPU and the load average: a table per round, so a round that
+# costs more can be told apart by what moved with it.
+#
+# SYSCALLS=1 also counts, with perf stat (tracepoints), the system calls and
+# epoll waits of the server and of the backend in each round; each
+# call then costs a little more, so leave it off for the CPU figures.
 #
 # Usage: bench/h2.sh   (env: DURATION=10 RUNS=3 TERN=target/release/tern
-#                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server)
-# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl, python3.
+#                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
+#                       SYSCALLS=1)
+# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
+# python3; perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
@@ -32,6 +45,7 @@ RUNS="${RUNS:-3}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
 BACKEND_CPU="${BACKEND_CPU:-load}"
+SYSCALLS="${SYSCALLS:-}"
 SERVER_CPU=0
 LOAD_CPU=1
 case "$BACKEND_CPU" in
@@ -42,6 +56,7 @@ esac
 SRV_POOL=512
 SRV_ALPN=h2
 for tool in nginx h2load openssl curl python3 taskset; do need "$tool"; done
+[[ -z "$SYSCALLS" ]] || need perf
 
 bench_workdir tern-h2bench
 
@@ -76,11 +91,32 @@ results="$work/results.tsv"
 declare -A h2load_saw=()
 for run in $(seq 1 "$RUNS"); do
     for server in "${active[@]}"; do
+        read -r accepts_before _ <<< "$(backend_status "$backend_port")"
+        server_counters="$(proc_counters "${server_pid[$server]}")"
+        backend_counters="$(proc_counters "$backend_pid")"
+        if [[ -n "$SYSCALLS" ]]; then
+            syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
+            syscall_count_start "$work/syscalls.backend" "$backend_pid"
+        fi
+        children_cpu_ms load_before_ms
+        read -r cpu0_before steal0_before <<< "$(cpu_busy "$SERVER_CPU")"
         before="$(cpu_ticks "${server_pid[$server]}")"
         backend_before="$(cpu_ticks "$backend_pid")"
         out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
         after="$(cpu_ticks "${server_pid[$server]}")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
+        read -r cpu0_after steal0_after <<< "$(cpu_busy "$SERVER_CPU")"
+        children_cpu_ms load_after_ms
+        load_ms=$((load_after_ms - load_before_ms))
+        server_counters="$(counters_delta "$server_counters" "$(proc_counters "${server_pid[$server]}")" "")"
+        backend_counters="$(counters_delta "$backend_counters" "$(proc_counters "$backend_pid")" be_)"
+        read -r accepts_after open_after <<< "$(backend_status "$backend_port")"
+        syscalls="sys=-"
+        if [[ -n "$SYSCALLS" ]]; then
+            syscall_count_stop "$work/syscalls.server"
+            syscall_count_stop "$work/syscalls.backend"
+            syscalls="$(syscall_count_read "$work/syscalls.server" "")	$(syscall_count_read "$work/syscalls.backend" be_)"
+        fi
         done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
         failed="$(printf '%s\n' "$out" | awk '/^requests:/ {print $10 + $12}')"
         rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
@@ -88,7 +124,10 @@ for run in $(seq 1 "$RUNS"); do
         h2load_saw[$server]="$(printf '%s\n' "$out" | awk -F': ' '
             /^TLS Protocol/ {p = $2} /^Cipher/ {c = $2} /^Server Temp Key/ {split($2, k, " "); g = k[1]}
             /^Application protocol/ {a = $2} END {print p, c, g, "alpn=" a}')"
-        record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks"
+        record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
+            "$server_counters" "$backend_counters" "be_opened=$((accepts_after - accepts_before - 1))" \
+            "be_open=$((open_after - 1))" "load_ms=$load_ms" "loadavg=$(cut -d' ' -f1 /proc/loadavg)" \
+            "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
     done
 done
 
