@@ -109,3 +109,42 @@ children_cpu_ms() {
         split($1, u, /[ms]/); split($2, s, /[ms]/)
         printf "%.0f\n", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1000 }' "$file")"
 }
+
+# canary_start CPU FILE: bench/canary.py pinned to CPU, timing a fixed
+# piece of work by its CPU time every half second into FILE until
+# canary_stop FILE. Sets CANARY_PIDS[FILE].
+declare -gA CANARY_PIDS=()
+canary_start() {
+    taskset -c "$1" python3 "$(dirname "${BASH_SOURCE[0]}")/canary.py" "$2" 0.5 &
+    CANARY_PIDS[$2]=$!
+}
+
+# canary_stop FILE: stops that canary (in this shell: a $(...) cannot wait).
+canary_stop() {
+    kill -TERM "${CANARY_PIDS[$1]}" 2> /dev/null || true
+    wait "${CANARY_PIDS[$1]}" 2> /dev/null || true
+}
+
+# canary_median FILE: the median µs of the canary's samples (0 if none).
+canary_median() {
+    sort -n "$1" 2> /dev/null | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else printf "%.0f\n", (v[int((NR + 1) / 2)] + v[int((NR + 2) / 2)]) / 2 }'
+}
+
+# isolate_rounds SCRIPT ARGS...: with ISOLATE=1, runs SCRIPT again (and
+# does not return) in a session of its own whose scheduler autogroup has
+# nice -20, so its servers, backend and load take CPU 0 and 1 ahead of
+# whatever else runs on a shared host (builds, tests): with autogroups on,
+# a process's nice only counts inside its session, so a plain `nice` does
+# not do it. The rest of the host gets what the rounds leave (its work
+# slows while they run). The per-round "others on CPU 0" column says what
+# still ran beside the server. Needs root; without it, warns and goes on.
+isolate_rounds() {
+    [[ -n "${ISOLATE:-}" && -z "${BENCH_ISOLATED:-}" ]] || return 0
+    export BENCH_ISOLATED=1
+    # shellcheck disable=SC2016 # $0 and $@ belong to the inner bash
+    exec setsid --wait bash -c '
+        echo -20 > /proc/self/autogroup 2> /dev/null ||
+            echo "bench: ISOLATE=1: could not set this session'"'"'s autogroup nice (root, /proc/PID/autogroup): not isolated" >&2
+        echo "bench: isolated: $(cat /proc/self/autogroup 2> /dev/null)" >&2
+        exec "$0" "$@"' "$@"
+}

@@ -20,16 +20,22 @@
 # context switches (voluntary: it parked and was woken), read/write-family
 # system calls, time queued for the CPU, the backend connections the server
 # opened in the round and held at its end (the backend's stub_status), the
-# load tool's CPU and the load average: a table per round, so a round that
-# costs more can be told apart by what moved with it.
+# load tool's CPU and the load average, what else ran on the server's CPU,
+# and a canary (bench/canary.py): a fixed piece of work timed by its own CPU
+# time on each CPU every half second during the round, so a round in which
+# the core itself ran slower (a host effect) shows it. A table per round, so
+# a round that costs more can be told apart by what moved with it.
 #
+# ISOLATE=1 (a shared host, root): the rounds run in a scheduler autogroup
+# at nice -20, ahead of the host's other work (bench/counters.sh
+# isolate_rounds); the conditions say so.
 # SYSCALLS=1 also counts, with perf stat (tracepoints), the system calls and
 # epoll waits of the server and of the backend in each round; each
 # call then costs a little more, so leave it off for the CPU figures.
 #
-# Usage: bench/h2.sh   (env: DURATION=10 RUNS=3 TERN=target/release/tern
+# Usage: bench/h2.sh   (env: DURATION=10 REQUESTS= RUNS=3 TERN=target/release/tern
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
-#                       SYSCALLS=1)
+#                       SYSCALLS=1 ISOLATE=1)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
 # python3; perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
@@ -39,8 +45,19 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+isolate_rounds "$0" "$@"
 
 DURATION="${DURATION:-10}"
+# REQUESTS=N: rounds of N requests (h2load -n) instead of DURATION seconds.
+# A timed round ends with up to 500 streams in flight, which h2load drops;
+# a counted one ends with none.
+REQUESTS="${REQUESTS:-}"
+span=(-D "$DURATION")
+span_text="${DURATION}s"
+if [[ -n "$REQUESTS" ]]; then
+    span=(-n "$REQUESTS")
+    span_text="$REQUESTS requests"
+fi
 RUNS="${RUNS:-3}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
@@ -100,13 +117,20 @@ for run in $(seq 1 "$RUNS"); do
         fi
         children_cpu_ms load_before_ms
         read -r cpu0_before steal0_before <<< "$(cpu_busy "$SERVER_CPU")"
+        wall_before="$EPOCHREALTIME"
+        canary_start "$SERVER_CPU" "$work/canary0"
+        canary_start "$LOAD_CPU" "$work/canary1"
         before="$(cpu_ticks "${server_pid[$server]}")"
         backend_before="$(cpu_ticks "$backend_pid")"
-        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
+        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
         after="$(cpu_ticks "${server_pid[$server]}")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
         read -r cpu0_after steal0_after <<< "$(cpu_busy "$SERVER_CPU")"
+        wall_ms="$(awk -v a="$wall_before" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.0f", (b - a) * 1000}')"
         children_cpu_ms load_after_ms
+        # After the load's CPU is read: the canaries' own is not h2load's.
+        canary_stop "$work/canary0"
+        canary_stop "$work/canary1"
         load_ms=$((load_after_ms - load_before_ms))
         server_counters="$(counters_delta "$server_counters" "$(proc_counters "${server_pid[$server]}")" "")"
         backend_counters="$(counters_delta "$backend_counters" "$(proc_counters "$backend_pid")" be_)"
@@ -127,12 +151,13 @@ for run in $(seq 1 "$RUNS"); do
         record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
             "$server_counters" "$backend_counters" "be_opened=$((accepts_after - accepts_before - 1))" \
             "be_open=$((open_after - 1))" "load_ms=$load_ms" "loadavg=$(cut -d' ' -f1 /proc/loadavg)" \
-            "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
+            "wall_ms=$wall_ms" "canary0_us=$(canary_median "$work/canary0")" \
+            "canary1_us=$(canary_median "$work/canary1")" "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
     done
 done
 
 {
-    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, ${DURATION}s x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
+    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, $span_text x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
     echo
     echo "Negotiated (\`openssl s_client -alpn h2,http/1.1\`):"
     echo
@@ -158,7 +183,10 @@ done
         echo "- $server: $(server_version "$server")"
     done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1)"
-    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $DURATION https://127.0.0.1:PORT/"
+    if [[ -n "${BENCH_ISOLATED:-}" ]]; then
+        echo "- ISOLATE=1: every process of the run in one scheduler autogroup, $(cat /proc/self/autogroup 2> /dev/null || echo '?'), ahead of the host's other work"
+    fi
+    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 ${span[*]} https://127.0.0.1:PORT/"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
     echo "- idle backend connections: tern its defaults (the pool follows demand), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
     echo "- backend: nginx serving a 100-byte file over HTTP/1.1 on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"

@@ -96,6 +96,9 @@ if round_rows:
         ("be vcs", "be_vcs", 1), ("be nvcs", "be_nvcs", 1), ("be queued µs", "be_wait_us", 1),
         ("load CPU µs", "load_ms", 1000),
     ]
+    if any("canary0_us" in r[7] for r in round_rows):
+        # Not per request: the median µs of the canary's fixed work.
+        columns += [("canary CPU 0 µs", "canary0_us", None), ("canary CPU 1 µs", "canary1_us", None)]
     if any("be_sys" in r[7] for r in round_rows):
         columns += [("syscalls", "sys", 1), ("epoll waits", "epoll", 1),
                     ("be syscalls", "be_sys", 1), ("be epoll waits", "be_epoll", 1)]
@@ -108,17 +111,22 @@ if round_rows:
           "syscalls and epoll waits, SYSCALLS=1: perf stat; others on CPU 0: its busy "
           "time (/proc/stat) less the server's and the backend's, i.e. what else ran "
           "there, near 0 on an idle host with BACKEND_CPU=server; steal: the "
-          "hypervisor's):")
+          "hypervisor's; CPU 0 busy %: of the round's time; load CPU %: h2load's share "
+          "of CPU 1; canary: median µs of CPU time a fixed piece of work took on "
+          "that CPU during the round, bench/canary.py, higher = a slower core):")
     print()
     print("| workload | server | round | req/s | CPU µs | backend CPU µs | "
           + " | ".join(c[0] for c in columns)
-          + " | others on CPU 0 µs | steal µs | be conns opened / open | load avg |")
-    print("|" + "---|" * (10 + len(columns)))
+          + " | others on CPU 0 µs | steal µs | CPU 0 busy % | load CPU % | be conns opened / open | load avg |")
+    print("|" + "---|" * (12 + len(columns)))
     for workload, server, run, requests, rate, us, be, ctr in round_rows:
         cells = []
         for _label, key, scale in columns:
             keys = key if isinstance(key, tuple) else (key,)
             try:
+                if scale is None:
+                    cells.append(ctr[keys[0]])
+                    continue
                 value = sum(float(ctr[k]) for k in keys) * scale / requests
                 cells.append(f"{value:.3f}")
             except (KeyError, ValueError):
@@ -134,6 +142,16 @@ if round_rows:
             cells.append(f"{others_us:.1f}")
             cells.append(f"{steal_us:.2f}")
         except (KeyError, ValueError):
+            cells += ["—", "—"]
+        # Which CPU was the bottleneck: the share of the round's time CPU 0
+        # (server, and the backend under BACKEND_CPU=server) was busy, and
+        # the load tool's own share of CPU 1, over the counted window.
+        try:
+            # The window the counters cover: h2load's handshakes included.
+            seconds = int(ctr["wall_ms"]) / 1000
+            cells.append(f"{int(ctr['cpu0_ticks']) / ticks_per_second / seconds * 100:.0f}")
+            cells.append(f"{int(ctr['load_ms']) / 1000 / seconds * 100:.0f}")
+        except (KeyError, ValueError, ZeroDivisionError):
             cells += ["—", "—"]
         print(f"| {workload} | {server} | {run} | {rate:.0f} | {us:.1f} | {be_cell} | "
               + " | ".join(cells)
