@@ -157,6 +157,31 @@ if round_rows:
               + " | ".join(cells)
               + f" | {ctr.get('be_opened', '—')} / {ctr.get('be_open', '—')} | {ctr.get('loadavg', '—')} |")
 
+    # A round's CPU follows how often the server and the backend, sharing
+    # CPU 0, take it from each other (BENCHMARKS.md, "why tern's rounds sit
+    # at two levels"): the server preempted (its nonvoluntary switches) and
+    # the backend parking. The fit puts each server's rounds on one line,
+    # so servers can be compared at the same switching, not only by medians
+    # of rounds that fell into different patterns.
+    fits = []
+    for workload in workloads:
+        for server in servers:
+            pts = [(float(c["nvcs"]) / n, us) for w, s, _r, n, _rate, us, _be, c in round_rows
+                   if w == workload and s == server and "nvcs" in c]
+            xs = [x for x, _ in pts]
+            if len(pts) >= 5 and max(xs) > min(xs):
+                fit = statistics.linear_regression(xs, [y for _, y in pts])
+                r = statistics.correlation(xs, [y for _, y in pts])
+                fits.append(f"- {workload}: {server} CPU µs ≈ {fit.intercept:.1f} + {fit.slope:.0f} x "
+                            f"nonvoluntary switches per request (r = {r:.2f}, {len(pts)} rounds, "
+                            f"switches {min(xs):.3f}-{max(xs):.3f})")
+    if fits:
+        print()
+        print("CPU per request against the server's nonvoluntary context switches "
+              "(preempted on its CPU), least squares over the rounds:")
+        print()
+        print("\n".join(fits))
+
 if floor_us > 0 and "handshake" in workloads:
     print()
     for server in servers:
