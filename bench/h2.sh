@@ -26,6 +26,8 @@
 # the core itself ran slower (a host effect) shows it. A table per round, so
 # a round that costs more can be told apart by what moved with it.
 #
+# TERN_SLICE_US=N (an experiment): tern's threads get an EEVDF slice of N µs
+# (bench/sched_slice.py), said in the conditions.
 # ISOLATE=1 (a shared host, root): the rounds run in a scheduler autogroup
 # at nice -20, ahead of the host's other work (bench/counters.sh
 # isolate_rounds); the conditions say so.
@@ -35,7 +37,7 @@
 #
 # Usage: bench/h2.sh   (env: DURATION=10 REQUESTS= RUNS=3 TERN=target/release/tern
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
-#                       SYSCALLS=1 ISOLATE=1)
+#                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US=)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
 # python3; perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
@@ -93,6 +95,15 @@ for server in $SERVERS; do
     servers+=("$server")
 done
 start_servers "$backend_port" "${servers[@]}"
+# TERN_SLICE_US=N: an experiment, not tern's defaults: every thread of tern
+# gets an EEVDF slice of N µs (bench/sched_slice.py; Linux 6.12+).
+slice_note=""
+if [[ -n "${TERN_SLICE_US:-}" && -n "${server_pid[tern]:-}" ]]; then
+    slice_note="$(python3 "$here/sched_slice.py" "$TERN_SLICE_US" "${server_pid[tern]}")" ||
+        die "TERN_SLICE_US: could not set tern's slice"
+    echo "$slice_note" >&2
+    slice_note="$(tr '\n' ';' <<< "$slice_note")"
+fi
 for server in "${active[@]}"; do
     body="$(curl -sS -k --http2 "https://127.0.0.1:${server_port[$server]}/")"
     [[ ${#body} -eq 100 ]] || die "$server did not proxy the 100-byte body over h2 (got ${#body} bytes)"
@@ -183,6 +194,9 @@ done
         echo "- $server: $(server_version "$server")"
     done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1)"
+    if [[ -n "$slice_note" ]]; then
+        echo "- TERN_SLICE_US=$TERN_SLICE_US (an experiment, not tern's defaults): tern's threads on an EEVDF slice of their own, $slice_note"
+    fi
     if [[ -n "${BENCH_ISOLATED:-}" ]]; then
         echo "- ISOLATE=1: every process of the run in one scheduler autogroup, $(cat /proc/self/autogroup 2> /dev/null || echo '?'), ahead of the host's other work"
     fi
