@@ -162,7 +162,7 @@ for run in $(seq 1 "$RUNS"); do
         record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
             "$server_counters" "$backend_counters" "be_opened=$((accepts_after - accepts_before - 1))" \
             "be_open=$((open_after - 1))" "load_ms=$load_ms" "loadavg=$(cut -d' ' -f1 /proc/loadavg)" \
-            "wall_ms=$wall_ms" "canary0_us=$(canary_median "$work/canary0")" \
+            "wall_ms=$wall_ms" "be_on_server_cpu=$((backend_cpu == SERVER_CPU))" "canary0_us=$(canary_median "$work/canary0")" \
             "canary1_us=$(canary_median "$work/canary1")" "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
     done
 done

@@ -109,8 +109,8 @@ if round_rows:
           "CPU; slices: times put on a CPU; be: the backend nginx; be conns: backend "
           "connections opened in the round / open at its end; load CPU: h2load's; "
           "syscalls and epoll waits, SYSCALLS=1: perf stat; others on CPU 0: its busy "
-          "time (/proc/stat) less the server's and the backend's, i.e. what else ran "
-          "there, near 0 on an idle host with BACKEND_CPU=server; steal: the "
+          "time (/proc/stat) less the server's (and the backend's when it runs there), "
+          "i.e. what else ran there, near 0 on an idle host; steal: the "
           "hypervisor's; CPU 0 busy %: of the round's time; load CPU %: h2load's share "
           "of CPU 1; canary: median µs of CPU time a fixed piece of work took on "
           "that CPU during the round, bench/canary.py, higher = a slower core):")
@@ -133,11 +133,11 @@ if round_rows:
                 cells.append("—")
         be_cell = f"{be:.1f}" if be is not None else "—"
         # What else ran on the server's CPU: its busy time less the server's
-        # and the backend's (the backend shares it under BACKEND_CPU=server;
-        # otherwise this counts none of it, and the column says so by
-        # reading high).
+        # and, when it shares that CPU (BACKEND_CPU=server), the backend's.
         try:
-            others_us = (int(ctr["cpu0_ticks"]) * 1e6 / ticks_per_second) / requests - us - (be or 0)
+            be_here = ctr.get("be_on_server_cpu", "1") == "1"
+            others_us = ((int(ctr["cpu0_ticks"]) * 1e6 / ticks_per_second) / requests - us
+                         - ((be or 0) if be_here else 0))
             steal_us = int(ctr["steal0_ticks"]) * 1e6 / ticks_per_second / requests
             cells.append(f"{others_us:.1f}")
             cells.append(f"{steal_us:.2f}")
