@@ -121,7 +121,8 @@ pub(crate) async fn handle(
 async fn accept(
     tcp: TcpStream,
     listener: &ListenerCtx,
-) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+) -> std::io::Result<tokio_rustls::server::TlsStream<client_tls::ClientSocket>> {
+    let tcp = client_tls::ClientSocket(tcp);
     match &listener.by_name {
         None => listener.acceptor.accept(tcp).await,
         Some(names) => {
