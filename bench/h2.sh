@@ -15,10 +15,31 @@
 # DURATION seconds. Reports requests/s and server CPU µs per request
 # (utime+stime of all the server's processes from /proc), median of RUNS
 # interleaved rounds, and ratios of tern against each peer and the best peer.
+# Beside each round's CPU, counters read from /proc before and after it (no
+# tracer; bench/lib.sh proc_counters): the server's and the backend's
+# context switches (voluntary: it parked and was woken), read/write-family
+# system calls, time queued for the CPU, the backend connections the server
+# opened in the round and held at its end (the backend's stub_status), the
+# load tool's CPU and the load average, what else ran on the server's CPU,
+# and a canary (bench/canary.py): a fixed piece of work timed by its own CPU
+# time on each CPU every half second during the round, so a round in which
+# the core itself ran slower (a host effect) shows it. A table per round, so
+# a round that costs more can be told apart by what moved with it.
 #
-# Usage: bench/h2.sh   (env: DURATION=10 RUNS=3 TERN=target/release/tern
-#                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server)
-# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl, python3.
+# TERN_SLICE_US=N (an experiment): tern's threads get an EEVDF slice of N µs
+# (bench/sched_slice.py), said in the conditions.
+# ISOLATE=1 (a shared host, root): the rounds run in a scheduler autogroup
+# at nice -20, ahead of the host's other work (bench/counters.sh
+# isolate_rounds); the conditions say so.
+# SYSCALLS=1 also counts, with perf stat (tracepoints), the system calls and
+# epoll waits of the server and of the backend in each round; each
+# call then costs a little more, so leave it off for the CPU figures.
+#
+# Usage: bench/h2.sh   (env: DURATION=10 REQUESTS= RUNS=3 TERN=target/release/tern
+#                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
+#                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US=)
+# Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
+# python3; perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
@@ -26,12 +47,24 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+isolate_rounds "$0" "$@"
 
 DURATION="${DURATION:-10}"
+# REQUESTS=N: rounds of N requests (h2load -n) instead of DURATION seconds.
+# A timed round ends with up to 500 streams in flight, which h2load drops;
+# a counted one ends with none.
+REQUESTS="${REQUESTS:-}"
+span=(-D "$DURATION")
+span_text="${DURATION}s"
+if [[ -n "$REQUESTS" ]]; then
+    span=(-n "$REQUESTS")
+    span_text="$REQUESTS requests"
+fi
 RUNS="${RUNS:-3}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
 BACKEND_CPU="${BACKEND_CPU:-load}"
+SYSCALLS="${SYSCALLS:-}"
 SERVER_CPU=0
 LOAD_CPU=1
 case "$BACKEND_CPU" in
@@ -42,6 +75,7 @@ esac
 SRV_POOL=512
 SRV_ALPN=h2
 for tool in nginx h2load openssl curl python3 taskset; do need "$tool"; done
+[[ -z "$SYSCALLS" ]] || need perf
 
 bench_workdir tern-h2bench
 
@@ -61,6 +95,15 @@ for server in $SERVERS; do
     servers+=("$server")
 done
 start_servers "$backend_port" "${servers[@]}"
+# TERN_SLICE_US=N: an experiment, not tern's defaults: every thread of tern
+# gets an EEVDF slice of N µs (bench/sched_slice.py; Linux 6.12+).
+slice_note=""
+if [[ -n "${TERN_SLICE_US:-}" && -n "${server_pid[tern]:-}" ]]; then
+    slice_note="$(python3 "$here/sched_slice.py" "$TERN_SLICE_US" "${server_pid[tern]}")" ||
+        die "TERN_SLICE_US: could not set tern's slice"
+    echo "$slice_note" >&2
+    slice_note="$(tr '\n' ';' <<< "$slice_note")"
+fi
 for server in "${active[@]}"; do
     body="$(curl -sS -k --http2 "https://127.0.0.1:${server_port[$server]}/")"
     [[ ${#body} -eq 100 ]] || die "$server did not proxy the 100-byte body over h2 (got ${#body} bytes)"
@@ -76,11 +119,39 @@ results="$work/results.tsv"
 declare -A h2load_saw=()
 for run in $(seq 1 "$RUNS"); do
     for server in "${active[@]}"; do
+        read -r accepts_before _ <<< "$(backend_status "$backend_port")"
+        server_counters="$(proc_counters "${server_pid[$server]}")"
+        backend_counters="$(proc_counters "$backend_pid")"
+        if [[ -n "$SYSCALLS" ]]; then
+            syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
+            syscall_count_start "$work/syscalls.backend" "$backend_pid"
+        fi
+        children_cpu_ms load_before_ms
+        read -r cpu0_before steal0_before <<< "$(cpu_busy "$SERVER_CPU")"
+        wall_before="$EPOCHREALTIME"
+        canary_start "$SERVER_CPU" "$work/canary0"
+        canary_start "$LOAD_CPU" "$work/canary1"
         before="$(cpu_ticks "${server_pid[$server]}")"
         backend_before="$(cpu_ticks "$backend_pid")"
-        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$DURATION" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
+        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
         after="$(cpu_ticks "${server_pid[$server]}")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
+        read -r cpu0_after steal0_after <<< "$(cpu_busy "$SERVER_CPU")"
+        wall_ms="$(awk -v a="$wall_before" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.0f", (b - a) * 1000}')"
+        children_cpu_ms load_after_ms
+        # After the load's CPU is read: the canaries' own is not h2load's.
+        canary_stop "$work/canary0"
+        canary_stop "$work/canary1"
+        load_ms=$((load_after_ms - load_before_ms))
+        server_counters="$(counters_delta "$server_counters" "$(proc_counters "${server_pid[$server]}")" "")"
+        backend_counters="$(counters_delta "$backend_counters" "$(proc_counters "$backend_pid")" be_)"
+        read -r accepts_after open_after <<< "$(backend_status "$backend_port")"
+        syscalls="sys=-"
+        if [[ -n "$SYSCALLS" ]]; then
+            syscall_count_stop "$work/syscalls.server"
+            syscall_count_stop "$work/syscalls.backend"
+            syscalls="$(syscall_count_read "$work/syscalls.server" "")	$(syscall_count_read "$work/syscalls.backend" be_)"
+        fi
         done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
         failed="$(printf '%s\n' "$out" | awk '/^requests:/ {print $10 + $12}')"
         rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
@@ -88,12 +159,16 @@ for run in $(seq 1 "$RUNS"); do
         h2load_saw[$server]="$(printf '%s\n' "$out" | awk -F': ' '
             /^TLS Protocol/ {p = $2} /^Cipher/ {c = $2} /^Server Temp Key/ {split($2, k, " "); g = k[1]}
             /^Application protocol/ {a = $2} END {print p, c, g, "alpn=" a}')"
-        record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks"
+        record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
+            "$server_counters" "$backend_counters" "be_opened=$((accepts_after - accepts_before - 1))" \
+            "be_open=$((open_after - 1))" "load_ms=$load_ms" "loadavg=$(cut -d' ' -f1 /proc/loadavg)" \
+            "wall_ms=$wall_ms" "be_on_server_cpu=$((backend_cpu == SERVER_CPU))" "canary0_us=$(canary_median "$work/canary0")" \
+            "canary1_us=$(canary_median "$work/canary1")" "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
     done
 done
 
 {
-    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, ${DURATION}s x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
+    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, $span_text x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
     echo
     echo "Negotiated (\`openssl s_client -alpn h2,http/1.1\`):"
     echo
@@ -119,7 +194,13 @@ done
         echo "- $server: $(server_version "$server")"
     done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(h2load --version 2>&1 | head -1)"
-    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $DURATION https://127.0.0.1:PORT/"
+    if [[ -n "$slice_note" ]]; then
+        echo "- TERN_SLICE_US=$TERN_SLICE_US (an experiment, not tern's defaults): tern's threads on an EEVDF slice of their own, $slice_note"
+    fi
+    if [[ -n "${BENCH_ISOLATED:-}" ]]; then
+        echo "- ISOLATE=1: every process of the run in one scheduler autogroup, $(cat /proc/self/autogroup 2> /dev/null || echo '?'), ahead of the host's other work"
+    fi
+    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 ${span[*]} https://127.0.0.1:PORT/"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
     echo "- idle backend connections: tern its defaults (the pool follows demand), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
     echo "- backend: nginx serving a 100-byte file over HTTP/1.1 on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"

@@ -17,6 +17,10 @@ need() {
     command -v "$1" >/dev/null 2>&1 || die "$1 is not installed"
 }
 
+# Per-round counters read from /proc (proc_counters, backend_status, ...).
+# shellcheck source=bench/counters.sh
+source "$(dirname "${BASH_SOURCE[0]}")/counters.sh"
+
 # wait_port PORT: until 127.0.0.1:PORT accepts (10 s at most).
 wait_port() {
     local port="$1"
@@ -127,13 +131,19 @@ hey_rate() {
 }
 
 # record FILE WORKLOAD SERVER RUN REQUESTS RATE TICKS_BEFORE TICKS_AFTER ERRORS BACKEND_TICKS
-# One result row (TSV, read by table.py); a progress line on stderr.
+# [NAME=VALUE...]
+# One result row (TSV, read by table.py); a progress line on stderr. Fields
+# after the ninth are NAME=VALUE counters of the round (bench/h2.sh), added
+# at the end of the row and of the progress line.
 record() {
     local file="$1"
     shift
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$file"
-    printf 'run %s %-9s %-7s requests=%s rate=%s cpu_ticks=%s errors=%s backend_ticks=%s\n' \
-        "$3" "$1" "$2" "$4" "$5" "$(($7 - $6))" "$8" "$9" >&2
+    local row extra=""
+    [[ $# -gt 9 ]] && extra="$(printf ' %s' "${@:10}" | tr '\t' ' ')"
+    printf -v row '%s\t' "$@"
+    printf '%s\n' "${row%$'\t'}" >> "$file"
+    printf 'run %s %-9s %-7s requests=%s rate=%s cpu_ticks=%s errors=%s backend_ticks=%s%s\n' \
+        "$3" "$1" "$2" "$4" "$5" "$(($7 - $6))" "$8" "$9" "$extra" >&2
 }
 
 # crypto_floor_us CPU KEY: µs of one signature (KEY=ecdsa: P-256, rsa: RSA-2048)
@@ -348,6 +358,9 @@ $(nginx_http_common "$dir")
         listen 127.0.0.1:$port backlog=4096;
         root $work/www;
         location / { index index.html; }
+        # Connections accepted and open (backend_status): what the server
+        # in front opened, with no tracer on it.
+        location = /bench-status { stub_status; }
     }
 }
 CONF
@@ -561,6 +574,26 @@ start_fault_origin() {
     taskset -c "$SERVER_CPU" python3 "$(dirname "${BASH_SOURCE[0]}")/fault_origin.py" "$origin_port" > "$work/origin.out" &
     pids+=($!)
     wait_port "$origin_port"
+}
+
+# pids_of PID: PID and its children (nginx's and hitch's workers).
+pids_of() {
+    # shellcheck disable=SC2046 # a list of PIDs
+    echo "$1" $(pgrep -P "$1" || true)
+}
+
+# switches PID...: "voluntary nonvoluntary" context switches of every
+# thread of the PIDs.
+switches() {
+    local pid v=0 n=0 a b
+    for pid in "$@"; do
+        for status in /proc/"$pid"/task/*/status; do
+            read -r a b < <(awk '/^voluntary_ctxt_switches/ {v=$2} /^nonvoluntary_ctxt_switches/ {n=$2} END {print v+0, n+0}' "$status" 2>/dev/null || echo "0 0")
+            v=$((v + a))
+            n=$((n + b))
+        done
+    done
+    echo "$v $n"
 }
 
 # bench_workdir NAME: a scratch folder $work (/tmp/NAME.XXXXXX) and the list

@@ -4,7 +4,9 @@
 Usage: table.py RESULTS.tsv CLK_TCK [CRYPTO_FLOOR_US]
 
 RESULTS.tsv rows: workload, server, run, requests, rate, ticks before, ticks
-after, errors, backend ticks. Prints per workload the median req/s and
+after, errors, backend ticks, then optional NAME=VALUE counters of the round
+(bench/h2.sh: see bench/lib.sh proc_counters), printed per request in a
+table of every round when present. Prints per workload the median req/s and
 server CPU µs per request of each server, the CPU of each round, the
 backend's CPU per request (not part of the server's figure), and the ratios
 of tern (or the first server) against each peer and against the best peer.
@@ -21,6 +23,8 @@ cpu = defaultdict(list)
 backend = defaultdict(list)
 errors = defaultdict(int)
 servers, workloads = [], []
+# (workload, server, run, requests, rate, cpu µs/req, backend µs/req, counters)
+round_rows = []
 for line in open(path):
     fields = line.rstrip("\n").split("\t")
     workload, server, _run, requests, rate, before, after, errs = fields[:8]
@@ -37,6 +41,10 @@ for line in open(path):
         cpu[(workload, server)].append(us)
         if backend_ticks is not None:
             backend[(workload, server)].append(backend_ticks * 1e6 / ticks_per_second / requests)
+        counters = dict(f.split("=", 1) for f in fields[9:] if "=" in f)
+        if counters:
+            be = backend_ticks * 1e6 / ticks_per_second / requests if backend_ticks is not None else None
+            round_rows.append((workload, server, _run, requests, float(rate or 0), us, be, counters))
 
 labels = {
     "handshake": "full handshake + 1 request (hey -disable-keepalive)",
@@ -79,6 +87,100 @@ if any(backend.values()):
             f"{s} {med(backend[(workload, s)]):.1f}" for s in servers if backend.get((workload, s))
         )
         print(f"- {workload}: {cells}")
+
+if round_rows:
+    # Per request unless said: what moved with a round's CPU.
+    columns = [
+        ("vcs", "vcs", 1), ("nvcs", "nvcs", 1), ("rd+wr", ("syscr", "syscw"), 1),
+        ("queued µs", "wait_us", 1), ("slices", "slices", 1),
+        ("be vcs", "be_vcs", 1), ("be nvcs", "be_nvcs", 1), ("be queued µs", "be_wait_us", 1),
+        ("load CPU µs", "load_ms", 1000),
+    ]
+    if any("canary0_us" in r[7] for r in round_rows):
+        # Not per request: the median µs of the canary's fixed work.
+        columns += [("canary CPU 0 µs", "canary0_us", None), ("canary CPU 1 µs", "canary1_us", None)]
+    if any("be_sys" in r[7] for r in round_rows):
+        columns += [("syscalls", "sys", 1), ("epoll waits", "epoll", 1),
+                    ("be syscalls", "be_sys", 1), ("be epoll waits", "be_epoll", 1)]
+    print()
+    print("Every round, per request (vcs/nvcs: the server's voluntary (park, then a "
+          "wake-up) and nonvoluntary context switches; rd+wr: its read/write-family "
+          "system calls, recv*/send* not counted; queued: runnable but waiting for the "
+          "CPU; slices: times put on a CPU; be: the backend nginx; be conns: backend "
+          "connections opened in the round / open at its end; load CPU: h2load's; "
+          "syscalls and epoll waits, SYSCALLS=1: perf stat; others on CPU 0: its busy "
+          "time (/proc/stat) less the server's (and the backend's when it runs there), "
+          "i.e. what else ran there, near 0 on an idle host; steal: the "
+          "hypervisor's; CPU 0 busy %: of the round's time; load CPU %: h2load's share "
+          "of CPU 1; canary: median µs of CPU time a fixed piece of work took on "
+          "that CPU during the round, bench/canary.py, higher = a slower core):")
+    print()
+    print("| workload | server | round | req/s | CPU µs | backend CPU µs | "
+          + " | ".join(c[0] for c in columns)
+          + " | others on CPU 0 µs | steal µs | CPU 0 busy % | load CPU % | be conns opened / open | load avg |")
+    print("|" + "---|" * (12 + len(columns)))
+    for workload, server, run, requests, rate, us, be, ctr in round_rows:
+        cells = []
+        for _label, key, scale in columns:
+            keys = key if isinstance(key, tuple) else (key,)
+            try:
+                if scale is None:
+                    cells.append(ctr[keys[0]])
+                    continue
+                value = sum(float(ctr[k]) for k in keys) * scale / requests
+                cells.append(f"{value:.3f}")
+            except (KeyError, ValueError):
+                cells.append("—")
+        be_cell = f"{be:.1f}" if be is not None else "—"
+        # What else ran on the server's CPU: its busy time less the server's
+        # and, when it shares that CPU (BACKEND_CPU=server), the backend's.
+        try:
+            be_here = ctr.get("be_on_server_cpu", "1") == "1"
+            others_us = ((int(ctr["cpu0_ticks"]) * 1e6 / ticks_per_second) / requests - us
+                         - ((be or 0) if be_here else 0))
+            steal_us = int(ctr["steal0_ticks"]) * 1e6 / ticks_per_second / requests
+            cells.append(f"{others_us:.1f}")
+            cells.append(f"{steal_us:.2f}")
+        except (KeyError, ValueError):
+            cells += ["—", "—"]
+        # Which CPU was the bottleneck: the share of the round's time CPU 0
+        # (server, and the backend under BACKEND_CPU=server) was busy, and
+        # the load tool's own share of CPU 1, over the counted window.
+        try:
+            # The window the counters cover: h2load's handshakes included.
+            seconds = int(ctr["wall_ms"]) / 1000
+            cells.append(f"{int(ctr['cpu0_ticks']) / ticks_per_second / seconds * 100:.0f}")
+            cells.append(f"{int(ctr['load_ms']) / 1000 / seconds * 100:.0f}")
+        except (KeyError, ValueError, ZeroDivisionError):
+            cells += ["—", "—"]
+        print(f"| {workload} | {server} | {run} | {rate:.0f} | {us:.1f} | {be_cell} | "
+              + " | ".join(cells)
+              + f" | {ctr.get('be_opened', '—')} / {ctr.get('be_open', '—')} | {ctr.get('loadavg', '—')} |")
+
+    # A round's CPU follows how often the server and the backend, sharing
+    # CPU 0, take it from each other (BENCHMARKS.md, "why tern's rounds sit
+    # at two levels"): the server preempted (its nonvoluntary switches) and
+    # the backend parking. The fit puts each server's rounds on one line,
+    # so servers can be compared at the same switching, not only by medians
+    # of rounds that fell into different patterns.
+    fits = []
+    for workload in workloads:
+        for server in servers:
+            pts = [(float(c["nvcs"]) / n, us) for w, s, _r, n, _rate, us, _be, c in round_rows
+                   if w == workload and s == server and "nvcs" in c]
+            xs = [x for x, _ in pts]
+            if len(pts) >= 5 and max(xs) > min(xs):
+                fit = statistics.linear_regression(xs, [y for _, y in pts])
+                r = statistics.correlation(xs, [y for _, y in pts])
+                fits.append(f"- {workload}: {server} CPU µs ≈ {fit.intercept:.1f} + {fit.slope:.0f} x "
+                            f"nonvoluntary switches per request (r = {r:.2f}, {len(pts)} rounds, "
+                            f"switches {min(xs):.3f}-{max(xs):.3f})")
+    if fits:
+        print()
+        print("CPU per request against the server's nonvoluntary context switches "
+              "(preempted on its CPU), least squares over the rounds:")
+        print()
+        print("\n".join(fits))
 
 if floor_us > 0 and "handshake" in workloads:
     print()

@@ -11,7 +11,7 @@ use crate::progress::Progress;
 use crate::report::{
     negotiation_warnings, PlanInfo, Report, RoundFigures, RoundSpan, TargetReport, FORMAT,
 };
-use crate::server::{cpu_seconds, detect_server_pids, PidSource, ServerCpu};
+use crate::server::ServerMeter;
 use crate::stats::Stats;
 use crate::worker::{run_target, Control};
 
@@ -324,93 +324,6 @@ fn unix_ms() -> Option<u64> {
         .duration_since(std::time::UNIX_EPOCH)
         .ok()
         .map(|d| d.as_millis() as u64)
-}
-
-/// Server CPU of one target, summed over that target's rounds only.
-struct ServerMeter {
-    pids: Vec<u32>,
-    found_by: Option<PidSource>,
-    cpu_s: f64,
-    start: Option<f64>,
-    /// Set once a reading failed (or no PIDs were found): the figure is
-    /// then unknown for the whole run.
-    failed: Option<String>,
-}
-
-impl ServerMeter {
-    fn new(given: &[u32], addresses: &[Address]) -> ServerMeter {
-        let (pids, found_by, failed) = if !given.is_empty() {
-            (given.to_vec(), Some(PidSource::Given), None)
-        } else {
-            match detect_server_pids(addresses) {
-                Ok(p) => (p, Some(PidSource::ListeningSocketOwner), None),
-                Err(reason) => (Vec::new(), None, Some(reason)),
-            }
-        };
-        ServerMeter {
-            pids,
-            found_by,
-            cpu_s: 0.0,
-            start: None,
-            failed,
-        }
-    }
-
-    fn read(&mut self) -> Option<f64> {
-        if self.failed.is_some() {
-            return None;
-        }
-        match cpu_seconds(&self.pids) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.failed = Some(format!("{e} (did the server exit?)"));
-                None
-            }
-        }
-    }
-
-    fn before(&mut self) {
-        self.start = self.read();
-    }
-
-    /// Adds the CPU time since [`ServerMeter::before`]; returns it.
-    fn after(&mut self) -> Option<f64> {
-        let (start, end) = (self.start.take()?, self.read()?);
-        let spent = (end - start).max(0.0);
-        self.cpu_s += spent;
-        Some(spent)
-    }
-
-    /// The figure of one segment (a search's step at capacity) instead of
-    /// the sum over the run.
-    fn finish_with(mut self, cpu_s: Option<f64>, completed: u64) -> ServerCpu {
-        match cpu_s {
-            Some(c) => {
-                self.cpu_s = c;
-                self.finish(completed)
-            }
-            None if self.failed.is_none() => ServerCpu::unknown(
-                self.pids,
-                self.found_by,
-                "not measured for the step at capacity".to_string(),
-            ),
-            None => self.finish(completed),
-        }
-    }
-
-    fn finish(self, completed: u64) -> ServerCpu {
-        if let Some(reason) = self.failed {
-            return ServerCpu::unknown(self.pids, self.found_by, reason);
-        }
-        ServerCpu {
-            pids: self.pids,
-            found_by: self.found_by,
-            cpu_s: Some(self.cpu_s),
-            us_per_request: (completed > 0).then(|| self.cpu_s * 1e6 / completed as f64),
-            ticks: Some(crate::server::ticks(self.cpu_s)),
-            unknown_reason: None,
-        }
-    }
 }
 
 fn validate(config: &BenchConfig) -> Result<(), BenchError> {

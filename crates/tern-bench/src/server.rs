@@ -344,6 +344,93 @@ pub fn cpu_seconds(pids: &[u32]) -> Result<f64, BenchError> {
     pids.iter().map(|p| pid_cpu_seconds(*p)).sum()
 }
 
+/// Server CPU of one target, summed over that target's rounds only.
+pub(crate) struct ServerMeter {
+    pids: Vec<u32>,
+    found_by: Option<PidSource>,
+    cpu_s: f64,
+    start: Option<f64>,
+    /// Set once a reading failed (or no PIDs were found): the figure is
+    /// then unknown for the whole run.
+    failed: Option<String>,
+}
+
+impl ServerMeter {
+    pub(crate) fn new(given: &[u32], addresses: &[Address]) -> ServerMeter {
+        let (pids, found_by, failed) = if !given.is_empty() {
+            (given.to_vec(), Some(PidSource::Given), None)
+        } else {
+            match detect_server_pids(addresses) {
+                Ok(p) => (p, Some(PidSource::ListeningSocketOwner), None),
+                Err(reason) => (Vec::new(), None, Some(reason)),
+            }
+        };
+        ServerMeter {
+            pids,
+            found_by,
+            cpu_s: 0.0,
+            start: None,
+            failed,
+        }
+    }
+
+    pub(crate) fn read(&mut self) -> Option<f64> {
+        if self.failed.is_some() {
+            return None;
+        }
+        match cpu_seconds(&self.pids) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed = Some(format!("{e} (did the server exit?)"));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn before(&mut self) {
+        self.start = self.read();
+    }
+
+    /// Adds the CPU time since [`ServerMeter::before`]; returns it.
+    pub(crate) fn after(&mut self) -> Option<f64> {
+        let (start, end) = (self.start.take()?, self.read()?);
+        let spent = (end - start).max(0.0);
+        self.cpu_s += spent;
+        Some(spent)
+    }
+
+    /// The figure of one segment (a search's step at capacity) instead of
+    /// the sum over the run.
+    pub(crate) fn finish_with(mut self, cpu_s: Option<f64>, completed: u64) -> ServerCpu {
+        match cpu_s {
+            Some(c) => {
+                self.cpu_s = c;
+                self.finish(completed)
+            }
+            None if self.failed.is_none() => ServerCpu::unknown(
+                self.pids,
+                self.found_by,
+                "not measured for the step at capacity".to_string(),
+            ),
+            None => self.finish(completed),
+        }
+    }
+
+    pub(crate) fn finish(self, completed: u64) -> ServerCpu {
+        if let Some(reason) = self.failed {
+            return ServerCpu::unknown(self.pids, self.found_by, reason);
+        }
+        ServerCpu {
+            pids: self.pids,
+            found_by: self.found_by,
+            cpu_s: Some(self.cpu_s),
+            us_per_request: (completed > 0).then(|| self.cpu_s * 1e6 / completed as f64),
+            ticks: Some(crate::server::ticks(self.cpu_s)),
+            unknown_reason: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

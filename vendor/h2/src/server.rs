@@ -1312,6 +1312,26 @@ impl<B: Buf> SendResponse<B> {
             .map_err(Into::into)
     }
 
+    /// tern patch: sends a response head given as its status and a list of
+    /// fields (as [`send_response_fields`]) and its whole body, which ends
+    /// the stream: one call, one lock of the connection's streams, where
+    /// `send_response_fields` then `SendStream::send_data` take it twice
+    /// (and a caller that reserves capacity first, more). The body is
+    /// queued whole, as `send_data` queues it: it leaves as the peer's
+    /// flow-control windows allow, so the caller keeps such a body small.
+    ///
+    /// [`send_response_fields`]: #method.send_response_fields
+    pub fn send_response_fields_with_body(
+        &mut self,
+        status: http::StatusCode,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        body: B,
+    ) -> Result<(), crate::Error> {
+        self.inner
+            .send_response_fields_with_body(status, fields, body)
+            .map_err(Into::into)
+    }
+
     /// Push a request and response to the client
     ///
     /// On success, a [`SendResponse`] instance is returned.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tern_testsupport::h2frames::{
-    code, flag, kind, setting, Ending, Frame, FrameReader, HeaderBlock,
+    self, code, flag, kind, setting, Ending, Frame, FrameReader, HeaderBlock,
 };
 use tern_testsupport::tern::Served;
 
@@ -182,4 +182,54 @@ fn raw_headers(stream: u32, block: &[u8]) -> Vec<u8> {
         stream,
         block,
     )
+}
+
+#[tokio::test]
+async fn a_small_body_sent_with_its_head_keeps_to_the_clients_window() {
+    // tern hands a whole small body to h2 with its head in one call (h2
+    // patch 0011): h2 must still send no more of it than the client's
+    // window, here 10 bytes per stream until the client opens it.
+    let served = Served::start(&[]);
+    let (_, mut reader, mut writer) = served.h2_raw(&[(setting::INITIAL_WINDOW_SIZE, 10)]).await;
+    writer
+        .write(&HeaderBlock::request("GET", "/bytes/100").frames(1, true))
+        .await
+        .expect("send the request");
+    let head = response_headers(&mut reader, 1).await;
+    assert_eq!(head.payload.first(), Some(&STATUS_200));
+    assert_eq!(head.flags & flag::END_STREAM, 0, "a body follows");
+    let mut body = Vec::new();
+    let mut opened = false;
+    loop {
+        let f = reader
+            .next_on_stream(1, ANSWER_WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("body cut at {} bytes: {e}", body.len()));
+        assert_eq!(f.kind, kind::DATA, "{f:?}");
+        body.extend_from_slice(&f.payload);
+        if !opened {
+            assert!(
+                body.len() <= 10,
+                "{} bytes sent into a 10-byte window",
+                body.len()
+            );
+        }
+        if f.flags & flag::END_STREAM != 0 {
+            break;
+        }
+        if !opened && body.len() == 10 {
+            // The window is spent: open it for the rest.
+            let mut update = h2frames::frame(kind::WINDOW_UPDATE, 0, 1, &90u32.to_be_bytes());
+            update.extend(h2frames::frame(
+                kind::WINDOW_UPDATE,
+                0,
+                0,
+                &90u32.to_be_bytes(),
+            ));
+            writer.write(&update).await.expect("send WINDOW_UPDATE");
+            opened = true;
+        }
+    }
+    assert!(opened, "the whole body came within a 10-byte window");
+    assert_eq!(body, tern_testsupport::backend::pattern(100));
 }

@@ -3,6 +3,7 @@ use super::table::{Index, Table};
 #[cfg(any(test, fuzzing))]
 use super::Header;
 use super::huffman;
+use super::repeat::Repeats;
 
 use bytes::{BufMut, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -21,6 +22,11 @@ pub struct Encoder {
     /// across frames instead of being allocated and freed per frame. See
     /// `take_scratch` / `return_scratch`.
     scratch: BytesMut,
+    /// tern patch: what the last field list's fields encoded to.
+    repeats: Repeats,
+    /// Fields written from `repeats` (the tests check they are).
+    #[cfg(test)]
+    repeated: usize,
 }
 
 #[derive(Debug, Copy, Clone, Eq, PartialEq)]
@@ -38,6 +44,9 @@ impl Encoder {
             max_allowed_size: DEFAULT_MAX_ALLOWED_SIZE,
             size_update: None,
             scratch: BytesMut::new(),
+            repeats: Repeats::default(),
+            #[cfg(test)]
+            repeated: 0,
         }
     }
 
@@ -183,8 +192,28 @@ impl Encoder {
             last = Some((name, index));
         }
 
-        for (name, value) in list {
+        // tern patch: a field at the same position as in the last list,
+        // with the table unchanged since, is written as it was then
+        // (`hpack::repeat`): the fields of a connection's responses repeat.
+        for (position, (name, value)) in list.iter().enumerate() {
+            let changes = self.table.changes();
+            if let Some(encoded) = self.repeats.find(position, name, value, changes) {
+                dst.extend_from_slice(encoded);
+                #[cfg(test)]
+                {
+                    self.repeated += 1;
+                }
+                continue;
+            }
+            let start = dst.len();
             self.encode_field(HeaderRef::Field { name, value }, dst);
+            let unchanged = self.table.changes() == changes;
+            self.repeats.keep(
+                position,
+                name,
+                value,
+                unchanged.then(|| (&dst[start..], changes)),
+            );
         }
     }
 
@@ -932,6 +961,59 @@ mod test {
             assert_eq!(listed.table.size(), owned.table.size());
         }
         assert!(owned.table.len() >= 3);
+    }
+
+    // tern patch: fields written again from `hpack::repeat` are the bytes a
+    // look-up in the table writes, through insertions, evictions, a size
+    // update, sensitive and long values, and a list that changes length.
+    #[test]
+    fn repeated_fields_encode_as_a_table_look_up_does() {
+        let field = |n: &str, v: &str| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+            )
+        };
+        let request_id = field("x-request-id", "a");
+        let long = "l".repeat(200);
+        let heads = |date: &str, id: &str, n: usize| {
+            let mut id_field = request_id.clone();
+            id_field.1 = HeaderValue::from_bytes(id.as_bytes()).unwrap();
+            id_field.1.set_sensitive(true);
+            let mut list = vec![
+                field("server", "nginx/1.22.1"),
+                field("date", date),
+                field("content-type", "text/html"),
+                field("content-length", "100"),
+                field("etag", "\"6931f-64\""),
+                field("x-long", &long),
+                id_field,
+                field("accept-ranges", "bytes"),
+            ];
+            list.truncate(n);
+            list
+        };
+        // A small table: the inserted dates evict the older entries.
+        let mut cached = Encoder::new(256, 0);
+        let mut looked_up = Encoder::new(256, 0);
+        let empty = HeaderMap::new();
+        let dates = ["Thu, 26 Nov 2026 13:40:00 GMT", "Thu, 26 Nov 2026 13:40:01 GMT"];
+        for round in 0..40 {
+            if round == 20 {
+                cached.update_max_size(128);
+                looked_up.update_max_size(128);
+            }
+            let list = heads(dates[round / 7 % 2], &round.to_string(), 8 - round % 3);
+            let status = StatusCode::OK;
+            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+            cached.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut a);
+            looked_up.repeats = Repeats::default();
+            looked_up.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut b);
+            assert_eq!(a, b, "round {round}");
+            assert_eq!(cached.table.size(), looked_up.table.size());
+        }
+        assert!(cached.repeated > 60, "only {} fields repeated", cached.repeated);
+        assert_eq!(looked_up.repeated, 0);
     }
 
     fn encode(e: &mut Encoder, hdrs: Vec<Header<Option<HeaderName>>>) -> BytesMut {

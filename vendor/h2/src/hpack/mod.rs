@@ -2,6 +2,7 @@ mod decoder;
 mod encoder;
 pub(crate) mod header;
 pub(crate) mod huffman;
+mod repeat;
 mod table;
 
 #[cfg(test)]

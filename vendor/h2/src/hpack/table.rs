@@ -18,6 +18,9 @@ pub struct Table {
     // Size is in bytes
     size: usize,
     max_size: usize,
+    // tern patch: counts the changes to the table's entries and size limit
+    // (see `hpack::repeat`).
+    changes: u64,
 }
 
 // tern patch: an index no longer carries the field it was made for; the
@@ -83,6 +86,7 @@ impl Table {
                 inserted: 0,
                 size: 0,
                 max_size,
+                changes: 0,
             }
         } else {
             let capacity = cmp::max(to_raw_capacity(capacity).next_power_of_two(), 8);
@@ -94,6 +98,7 @@ impl Table {
                 inserted: 0,
                 size: 0,
                 max_size,
+                changes: 0,
             }
         }
     }
@@ -105,6 +110,13 @@ impl Table {
 
     pub fn max_size(&self) -> usize {
         self.max_size
+    }
+
+    /// tern patch: how many times the entries or the size limit changed; a
+    /// field's encoding holds while this count stays (`hpack::repeat`).
+    #[inline]
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn resolve_idx(&self, index: &Index) -> usize {
@@ -329,6 +341,8 @@ impl Table {
     }
 
     fn insert(&mut self, header: Header, hash: HashValue) {
+        // tern patch: see `changes`.
+        self.changes += 1;
         self.inserted = self.inserted.wrapping_add(1);
 
         self.slots.push_front(Slot {
@@ -339,6 +353,8 @@ impl Table {
     }
 
     pub fn resize(&mut self, size: usize) {
+        // tern patch: see `changes`.
+        self.changes += 1;
         self.max_size = size;
 
         if size == 0 {
@@ -370,6 +386,8 @@ impl Table {
     }
 
     fn evict(&mut self, prev_idx: Option<usize>) {
+        // tern patch: see `changes`.
+        self.changes += 1;
         let pos_idx = (self.slots.len() - 1).wrapping_sub(self.inserted);
 
         debug_assert!(!self.slots.is_empty());

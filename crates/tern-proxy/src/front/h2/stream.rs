@@ -111,6 +111,7 @@ pub(super) async fn handle(
             idle: ctx.listener.config.limits.idle_timeout,
         },
         respond,
+        head: None,
         send: None,
         ctx,
         shared,
@@ -208,12 +209,36 @@ async fn request_trailers(recv: &mut RecvStream) -> Result<Step<'static>, Kind> 
 struct H2Client<'x, 'c> {
     body: H2Body,
     respond: SendResponse<Bytes>,
+    /// The response head, made and waiting for the first body piece (or a
+    /// flush), so that a whole small body leaves with it in one call.
+    head: Option<(http::StatusCode, http_parts::FieldList)>,
     /// The response body's way down, once the head was sent.
     send: Option<SendStream<Bytes>>,
     ctx: &'x ConnCtx<'c>,
     shared: &'x Shared,
     status: u16,
     bytes_out: u64,
+}
+
+/// Largest response body sent with its head in one call: one DATA frame
+/// of the default size, queued whole whatever the client's window (it is
+/// already in memory; h2 sends it as the window allows).
+const WITH_HEAD_MAX: usize = 16 * 1024;
+
+impl H2Client<'_, '_> {
+    /// Sends the response head that waited for a body piece.
+    fn send_head(
+        &mut self,
+        status: http::StatusCode,
+        fields: http_parts::FieldList,
+    ) -> Result<(), Kind> {
+        let send = self
+            .respond
+            .send_response_fields(status, fields, false)
+            .map_err(|_| Kind::ClientGone)?;
+        self.send = Some(send);
+        Ok(())
+    }
 }
 
 /// Resolves when the client resets the stream.
@@ -245,19 +270,38 @@ impl Front for H2Client<'_, '_> {
     fn start_response(&mut self, view: ResponseView<'_>, _close: bool) -> Result<BodyForm, Kind> {
         let made = self.shared.next_made();
         let (status, fields) = http_parts::for_h2_client(view, self.ctx.listener, made)?;
-        let end_of_stream = view.body == BodyFraming::Empty;
-        let send = self
-            .respond
-            .send_response_fields(status, fields, end_of_stream)
-            .map_err(|_| Kind::ClientGone)?;
         self.status = view.status();
-        if !end_of_stream {
-            self.send = Some(send);
+        if view.body == BodyFraming::Empty {
+            self.respond
+                .send_response_fields(status, fields, true)
+                .map_err(|_| Kind::ClientGone)?;
+        } else {
+            self.head = Some((status, fields));
         }
         Ok(BodyForm::Payload)
     }
 
     async fn send_body(&mut self, piece: Piece<'_>, last: bool) -> Result<(), Kind> {
+        if let Some((status, fields)) = self.head.take() {
+            if last && piece.len() <= WITH_HEAD_MAX {
+                // The whole body is at hand: head, DATA and END_STREAM in
+                // one call (h2 patch 0011), one lock where the head and a
+                // window-checked send took four.
+                let n = piece.len() as u64;
+                let sent = if n == 0 {
+                    self.respond
+                        .send_response_fields(status, fields, true)
+                        .map(drop)
+                } else {
+                    self.respond
+                        .send_response_fields_with_body(status, fields, piece.into_bytes())
+                };
+                sent.map_err(|_| Kind::ClientGone)?;
+                self.bytes_out += n;
+                return Ok(());
+            }
+            self.send_head(status, fields)?;
+        }
         let Some(send) = self.send.as_mut() else {
             return Ok(());
         };
@@ -274,6 +318,9 @@ impl Front for H2Client<'_, '_> {
     }
 
     async fn send_trailers(&mut self, trailers: Trailers) -> Result<(), Kind> {
+        if let Some((status, fields)) = self.head.take() {
+            self.send_head(status, fields)?;
+        }
         let Some(mut send) = self.send.take() else {
             return Ok(());
         };
@@ -281,8 +328,12 @@ impl Front for H2Client<'_, '_> {
     }
 
     async fn flush(&mut self) -> Result<(), Kind> {
-        // Frames leave when the connection task next writes.
-        Ok(())
+        // No body at hand: the head goes now. Frames leave when the
+        // connection task next writes.
+        match self.head.take() {
+            Some((status, fields)) => self.send_head(status, fields),
+            None => Ok(()),
+        }
     }
 
     async fn answer_grpc(
@@ -313,6 +364,9 @@ impl Front for H2Client<'_, '_> {
     fn abort(&mut self) {
         if let Some(send) = self.send.as_mut() {
             send.send_reset(h2::Reason::INTERNAL_ERROR);
+        } else if self.head.take().is_some() {
+            // The head never left: the reset alone tells the client.
+            self.respond.send_reset(h2::Reason::INTERNAL_ERROR);
         }
     }
 

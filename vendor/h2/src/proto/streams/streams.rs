@@ -1326,6 +1326,40 @@ impl<B> StreamRef<B> {
         })
     }
 
+    /// tern patch: a response head given as its status and a list of
+    /// fields, and its whole body, which ends the stream: what
+    /// `send_response_fields` then `send_data` do, under one lock
+    /// (`SendResponse::send_response_fields_with_body`).
+    pub fn send_response_fields_with_body(
+        &mut self,
+        status: http::StatusCode,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        body: B,
+    ) -> Result<(), UserError>
+    where
+        B: Buf,
+    {
+        let mut me = self.opaque.inner.lock().unwrap();
+        let me = &mut *me;
+
+        let stream = me.store.resolve(self.opaque.key);
+        let actions = &mut me.actions;
+        let mut send_buffer = self.send_buffer.inner.lock().unwrap();
+        let send_buffer = &mut *send_buffer;
+
+        me.counts.transition(stream, |counts, stream| {
+            let head = frame::Headers::with_list(stream.id, frame::Pseudo::response(status), fields);
+            actions
+                .send
+                .send_headers(head, send_buffer, stream, counts, &mut actions.task)?;
+            let mut data = frame::Data::new(stream.id, body);
+            data.set_end_stream(true);
+            actions
+                .send
+                .send_data(data, send_buffer, stream, counts, &mut actions.task)
+        })
+    }
+
     /// tern patch: sends the response head `make` makes for the stream's
     /// ID (the body `send_response` had).
     fn send_response_frame(
