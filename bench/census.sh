@@ -56,26 +56,6 @@ head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" "$LOAD_CPU"
 
-# pids_of PID: PID and its children (nginx's and hitch's workers).
-pids_of() {
-    # shellcheck disable=SC2046 # a list of PIDs
-    echo "$1" $(pgrep -P "$1" || true)
-}
-
-# switches PID...: "voluntary nonvoluntary" context switches of every
-# thread of the PIDs.
-switches() {
-    local pid v=0 n=0 a b
-    for pid in "$@"; do
-        for status in /proc/"$pid"/task/*/status; do
-            read -r a b < <(awk '/^voluntary_ctxt_switches/ {v=$2} /^nonvoluntary_ctxt_switches/ {n=$2} END {print v+0, n+0}' "$status" 2>/dev/null || echo "0 0")
-            v=$((v + a))
-            n=$((n + b))
-        done
-    done
-    echo "$v $n"
-}
-
 # run_load LOAD PORT: runs the load; prints the requests it completed.
 run_load() {
     local out

@@ -576,6 +576,26 @@ start_fault_origin() {
     wait_port "$origin_port"
 }
 
+# pids_of PID: PID and its children (nginx's and hitch's workers).
+pids_of() {
+    # shellcheck disable=SC2046 # a list of PIDs
+    echo "$1" $(pgrep -P "$1" || true)
+}
+
+# switches PID...: "voluntary nonvoluntary" context switches of every
+# thread of the PIDs.
+switches() {
+    local pid v=0 n=0 a b
+    for pid in "$@"; do
+        for status in /proc/"$pid"/task/*/status; do
+            read -r a b < <(awk '/^voluntary_ctxt_switches/ {v=$2} /^nonvoluntary_ctxt_switches/ {n=$2} END {print v+0, n+0}' "$status" 2>/dev/null || echo "0 0")
+            v=$((v + a))
+            n=$((n + b))
+        done
+    done
+    echo "$v $n"
+}
+
 # bench_workdir NAME: a scratch folder $work (/tmp/NAME.XXXXXX) and the list
 # $pids of processes to stop; at exit every one of them is killed and the
 # folder removed (KEEP=1 keeps it and says where).

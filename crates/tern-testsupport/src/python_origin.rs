@@ -106,12 +106,13 @@ impl PythonOrigin {
 
 /// Runs `python SCRIPT 0 ARGS...` (a test's own origin script, e.g. a
 /// WebSocket server), which binds a port of 127.0.0.1 itself and prints
-/// `listening PORT` once it accepts there; waits for that line (20 s at
+/// `listening PORT` once it accepts there; waits for that line (60 s at
 /// most). The script binds rather than being handed a port picked here:
 /// a port picked and released here could be taken by another test while
 /// the script is still importing its server (a second or more on a busy
 /// machine), and the wait would then see that test's listener. The
-/// process is killed when the first value is dropped.
+/// process is killed when the first value is dropped. Its stderr is
+/// dropped, or passed on when [`crate::tern::LOG_FILTER_VAR`] is set.
 pub fn start_script(
     python: &str,
     script: &std::path::Path,
@@ -123,11 +124,15 @@ pub fn start_script(
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // Its log beside tern's when a failure is being chased.
+        .stderr(match std::env::var_os(crate::tern::LOG_FILTER_VAR) {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        })
         .spawn()
         .unwrap_or_else(|e| panic!("start {}: {e}", script.display()));
     let stdout = child.stdout.take().expect("stdout");
-    let origin = KillOnDrop(child);
+    let mut origin = KillOnDrop(child);
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     // Reads the port line, then drains the rest (the scripts print as they
     // serve) until the process ends.
@@ -142,10 +147,21 @@ pub fn start_script(
         }
         for _ in lines {}
     });
-    let port = port_rx
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("{} printed no `listening PORT` line", script.display()));
+    // Importing Hypercorn alone took over 20 s at load 35-45 on 2 cores.
+    let wait = std::time::Duration::from_secs(60);
+    let port = match port_rx.recv_timeout(wait) {
+        Ok(Some(port)) => port,
+        Ok(None) => panic!("{}: a `listening` line without a port", script.display()),
+        // The script closed its stdout: it ended (an import failed...).
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!(
+            "{} ended without a `listening PORT` line: {:?}",
+            script.display(),
+            origin.0.wait()
+        ),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+            "{} printed no `listening PORT` line within {wait:?}",
+            script.display()
+        ),
+    };
     (origin, SocketAddr::from(([127, 0, 0, 1], port)))
 }

@@ -199,6 +199,12 @@ pub fn free_addr_v6() -> Option<SocketAddr> {
 /// 2-core machine can be slow to start (RSA key generation is not involved).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The environment variable whose value, when set, is the `RUST_LOG` of
+/// every tern a test starts (`TERN_TEST_RUST_LOG=debug cargo test ...`);
+/// otherwise tern runs without `RUST_LOG`, whatever the caller's
+/// environment says.
+pub const LOG_FILTER_VAR: &str = "TERN_TEST_RUST_LOG";
+
 /// A running tern process, killed on drop.
 pub struct TernProcess {
     child: Child,
@@ -216,13 +222,20 @@ impl TernProcess {
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Deterministic logs: the test decides the format with flags.
-            .env_remove("RUST_LOG")
+            .env_remove("RUST_LOG");
+        // To chase a failure (a flaky one above all): tern's log at the
+        // level asked for, in the stderr a failing test prints.
+        if let Some(filter) = std::env::var_os(LOG_FILTER_VAR) {
+            command.env("RUST_LOG", filter);
+        }
+        let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let stdout = Arc::new(Mutex::new(Vec::new()));

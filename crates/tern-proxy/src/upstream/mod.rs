@@ -30,6 +30,7 @@ mod health;
 pub(crate) mod health_grpc;
 mod outlier;
 mod pool;
+mod preface;
 mod retry;
 mod sessions;
 mod shared;

@@ -10,17 +10,15 @@
 //! on connect failure, passive ejection and `AllDown` are the same as for
 //! HTTP/1.1 ([`Backends::get`]).
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use super::connect::connect;
+use super::preface::preface;
 use super::shared::InFlight;
 use super::{Backends, ConnectError, Server, Tries};
 use crate::config::BackendAddr;
@@ -45,29 +43,6 @@ impl H2Stream {
     pub(crate) fn server(&self) -> &std::sync::Arc<super::Server> {
         self.in_flight.server()
     }
-}
-
-/// Response-body window tern grants each backend stream: how much a
-/// backend may send before tern has handed it on to the client. Large
-/// enough that one stream is not held to a round trip per 64 KiB (the
-/// HTTP/2 default) on a fast network.
-const STREAM_WINDOW: u32 = 256 * 1024;
-
-/// Response-body window of a whole backend session, shared by all its
-/// streams: the most response data tern holds per session. Several times
-/// the stream window, so a few slow clients (whose streams keep their
-/// window full) do not stall the others on the same session.
-const SESSION_WINDOW: u32 = 4 * 1024 * 1024;
-
-/// Settings tern's side of a backend HTTP/2 session uses.
-fn session_builder() -> h2::client::Builder {
-    let mut builder = h2::client::Builder::new();
-    builder
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(SESSION_WINDOW)
-        // Server push is of no use to a proxy.
-        .enable_push(false);
-    builder
 }
 
 /// Per server of a group, this worker's session to it.
@@ -275,53 +250,6 @@ impl Backends {
     }
 }
 
-/// Completes the HTTP/2 preface with the server `addr` on `stream` by
-/// `deadline`, spawns the session's connection task, and returns a ready
-/// sender.
-async fn preface<S>(
-    addr: BackendAddr,
-    stream: S,
-    deadline: tokio::time::Instant,
-) -> Result<SendRequest<Bytes>, ConnectError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let h2_error = |e: h2::Error| {
-        ConnectError::Io(addr, std::io::Error::other(format!("HTTP/2 preface: {e}")))
-    };
-    let (stream, settings) = PrefaceWatch::new(stream);
-    let (sender, connection) =
-        match tokio::time::timeout_at(deadline, session_builder().handshake(stream)).await {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return Err(h2_error(e)),
-            Err(_) => return Err(ConnectError::Timeout(addr)),
-        };
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(backend = %addr, "HTTP/2 session closed: {e}");
-        }
-    });
-    // The h2 client is ready before the server said a word; wait for
-    // its SETTINGS so a server that does not speak HTTP/2 counts as a
-    // failed connect (and the request goes elsewhere), not a failed
-    // request.
-    match tokio::time::timeout_at(deadline, settings).await {
-        Ok(Ok(true)) => {}
-        Ok(_) => {
-            return Err(ConnectError::Io(
-                addr,
-                std::io::Error::other("does not speak HTTP/2 (no SETTINGS frame first)"),
-            ))
-        }
-        Err(_) => return Err(ConnectError::Timeout(addr)),
-    }
-    match tokio::time::timeout_at(deadline, sender.ready()).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(h2_error(e)),
-        Err(_) => Err(ConnectError::Timeout(addr)),
-    }
-}
-
 /// Empties a server's slot if it still says `Opening` when the attempt
 /// ends, however it ends (failure, or the request that opened it going
 /// away mid-way), so the slot never waits on an attempt nobody drives.
@@ -341,90 +269,6 @@ impl Drop for OpeningGuard<'_> {
                 *slot = Slot::Empty;
             }
         }
-    }
-}
-
-/// A backend socket that reports whether the first frame the server sent
-/// is SETTINGS (RFC 9113 section 3.4: the server preface), as soon as its
-/// header's type byte has arrived.
-struct PrefaceWatch<S> {
-    inner: S,
-    /// Bytes of the first frame header seen so far (the type is byte 3).
-    seen: usize,
-    verdict: Option<oneshot::Sender<bool>>,
-}
-
-impl<S> PrefaceWatch<S> {
-    fn new(inner: S) -> (Self, oneshot::Receiver<bool>) {
-        let (tx, rx) = oneshot::channel();
-        let watch = PrefaceWatch {
-            inner,
-            seen: 0,
-            verdict: Some(tx),
-        };
-        (watch, rx)
-    }
-}
-
-/// Frame type of SETTINGS.
-const SETTINGS_FRAME: u8 = 0x4;
-
-impl<S: AsyncRead + Unpin> AsyncRead for PrefaceWatch<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if self.verdict.is_some() {
-            if let Poll::Ready(outcome) = &result {
-                let new = &buf.filled()[before..];
-                let verdict = match outcome {
-                    Err(_) => Some(false),
-                    Ok(()) if new.is_empty() => Some(false),
-                    Ok(()) => {
-                        let at = 3usize.checked_sub(self.seen);
-                        self.seen += new.len();
-                        at.and_then(|i| new.get(i)).map(|&t| t == SETTINGS_FRAME)
-                    }
-                };
-                if let (Some(v), Some(tx)) = (verdict, self.verdict.take()) {
-                    let _ = tx.send(v);
-                }
-            }
-        }
-        result
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for PrefaceWatch<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }
 

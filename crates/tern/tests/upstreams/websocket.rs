@@ -96,18 +96,29 @@ fn assert_moved(line: &str, least: u64) {
     }
 }
 
+/// The Python clients' `open_timeout` (the TCP connect, TLS and
+/// WebSocket handshakes in all), within [`run_python_client`]'s 60 s.
+/// `websockets`' own default, 10 s, bounds speed, not a failure: with six
+/// copies of these tests at once on a loaded 2-core machine the client
+/// gave up at 10 s in 2 runs of 18 with no error from tern or the origin
+/// (at load 35-45, Python took over 20 s to import Hypercorn). A stalled
+/// tern still fails the test.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(50);
+
 /// Python `websockets` over HTTP/1.1 to `path`: prints the 101's fields
 /// (one `name: value` per line), then echoes the origin's first message
 /// and messages of 3 B and 60 KB.
 const PY_CLIENT: &str = r#"
-import ssl, sys
+import logging, os, ssl, sys
 from websockets.sync.client import connect
+if os.environ.get("TERN_TEST_RUST_LOG"):
+    logging.basicConfig(level=logging.DEBUG, format="%(created).3f %(name)s %(message)s")
 ctx = ssl.create_default_context(cafile=sys.argv[2])
 # Uncompressed, so the log's byte counts show the messages; Hypercorn
 # leaves the stream open after the closing handshake, so the client,
 # waiting for the server to close first, gives up after close_timeout.
 with connect(sys.argv[1], ssl=ctx, ping_interval=None, compression=None,
-             close_timeout=1) as ws:
+             close_timeout=1, open_timeout=float(sys.argv[3])) as ws:
     for name, value in ws.response.headers.raw_items():
         print(f"{name.lower()}: {value}")
     print("first:", ws.recv(timeout=20))
@@ -125,13 +136,14 @@ fn python_with_hypercorn_and_websockets() -> Option<&'static str> {
 }
 
 /// Runs the Python WebSocket client `script` against `served`'s `/ws`
-/// (argv: the wss:// URL and tern's CA file).
+/// (argv: the wss:// URL, tern's CA file and [`OPEN_TIMEOUT`] in seconds).
 fn run_python_client(python: &str, script: &str, served: &Served) -> ToolOutput {
     let url = format!("wss://localhost:{}/ws", served.addr.port());
     let ca = served.ca().ca_file().display().to_string();
+    let open_timeout = OPEN_TIMEOUT.as_secs().to_string();
     run_tool(
         python,
-        ["-c", script, &url, &ca],
+        ["-c", script, &url, &ca, &open_timeout],
         b"",
         Duration::from_secs(60),
     )
@@ -327,7 +339,8 @@ import ssl, sys
 from websockets.sync.client import connect
 from websockets.exceptions import ConnectionClosed
 ctx = ssl.create_default_context(cafile=sys.argv[2])
-with connect(sys.argv[1], ssl=ctx, ping_interval=None) as ws:
+with connect(sys.argv[1], ssl=ctx, ping_interval=None,
+             open_timeout=float(sys.argv[3])) as ws:
     ws.recv(timeout=20)
     try:
         ws.recv(timeout=30)

@@ -9,12 +9,19 @@
 #            message in a <p id="echo">, answering each with "ack"
 #   /wait    answered once "ack" arrived (the page's image: it holds the
 #            load event until the message is in the DOM, for --dump-dom)
-# Prints "listening PORT" once it accepts (PORT 0: a free one). Usage:
+# Prints "listening PORT" once Hypercorn serves the port (PORT 0: a free
+# one), not only once it is bound: a backend connection made before
+# that waits for the server's SETTINGS, within tern's connect timeout. With
+# TERN_TEST_RUST_LOG set (tern-testsupport passes stderr on then), logs
+# Hypercorn's debug lines and each request, timed, to stderr. Usage:
 # ws_h2_origin.py PORT [CERT KEY]
 import asyncio
+import logging
+import os
 import pathlib
 import socket
 import sys
+import time
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -26,6 +33,13 @@ PAGE = (pathlib.Path(__file__).parent.parent / "h2" / "ws_page.html").read_bytes
 
 acked = None
 
+LOG = os.environ.get("TERN_TEST_RUST_LOG") is not None
+
+
+def log(*what):
+    if LOG:
+        print(f"{time.time():.3f} ws_h2_origin:", *what, file=sys.stderr, flush=True)
+
 
 async def respond(send, status, body, content_type=b"text/plain"):
     await send({"type": "http.response.start", "status": status,
@@ -35,6 +49,7 @@ async def respond(send, status, body, content_type=b"text/plain"):
 
 async def app(scope, receive, send):
     global acked
+    log(scope["type"], scope.get("path"))
     if acked is None:
         acked = asyncio.Event()
     if scope["type"] == "lifespan":
@@ -80,6 +95,23 @@ async def app(scope, receive, send):
             await send({"type": "websocket.send", "bytes": message["bytes"]})
 
 
+class Serving(logging.Handler):
+    """Hypercorn's error log: says "listening PORT" on stdout once
+    Hypercorn says it runs (after its lifespan start-up, once asyncio
+    serves the socket), and passes each record on to stderr."""
+
+    def __init__(self, port):
+        super().__init__()
+        self.port = port
+        self.stderr = logging.StreamHandler(sys.stderr)
+
+    def emit(self, record):
+        if record.getMessage().startswith("Running on"):
+            print(f"listening {self.port}", flush=True)
+            log("listening")
+        self.stderr.emit(record)
+
+
 async def main():
     # Bound here, so the port printed is the one this process holds.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -91,9 +123,12 @@ async def main():
         config.certfile = sys.argv[2]
         config.keyfile = sys.argv[3]
     config.accesslog = None
-    task = asyncio.ensure_future(serve(app, config))
-    print(f"listening {sock.getsockname()[1]}", flush=True)
-    await task
+    errors = logging.getLogger("ws_h2_origin")
+    errors.addHandler(Serving(sock.getsockname()[1]))
+    errors.setLevel(logging.DEBUG if LOG else logging.INFO)
+    errors.propagate = False
+    config.errorlog = errors
+    await serve(app, config)
 
 
 asyncio.run(main())

@@ -147,7 +147,7 @@ pub(crate) async fn handle(
                     &worker,
                 );
                 let h3 = h3_setup(conn.clone(), &listener.config);
-                Box::pin(serve(conn, &ctx, Some(established), h3)).await;
+                tern_blocks::boxed(|| serve(conn, &ctx, Some(established), h3)).await;
                 return;
             }
             Err(connecting) => connecting,
@@ -155,16 +155,56 @@ pub(crate) async fn handle(
     } else {
         connecting
     };
+    let Ok((conn, accepted)) = connecting.into_0rtt() else {
+        return;
+    };
+    // One future from here to the close, written into one block
+    // (tern_blocks): the h3 setup and serve futures were boxed apart
+    // (4,296 and 3,008 bytes in a release build, both past glibc's
+    // per-thread cache of 1,032, so malloc's slow path both ways per
+    // connection). A future larger than a block gets one box of its own:
+    // one allocation, not two.
+    tern_blocks::boxed(|| handshake_then_serve(conn, accepted, peer, start, &listener, &worker))
+        .await;
+}
+
+/// Bytes of the future [`handshake_then_serve`] makes (the one block a
+/// QUIC connection without early data takes from its 0.5-RTT to its
+/// close), for [`super::task_sizes`]: release sizes differ from a test
+/// build's, and past `tern_blocks::BLOCK` the future gets a box of its own.
+pub(crate) fn connection_future_size() -> usize {
+    type Make<F> = fn(
+        quinn::Connection,
+        quinn::ZeroRttAccepted,
+        std::net::SocketAddr,
+        Instant,
+        &'static ListenerCtx,
+        &'static WorkerCtx,
+    ) -> F;
+    fn output_size<F>(_: Make<F>) -> usize {
+        std::mem::size_of::<F>()
+    }
+    output_size(handshake_then_serve)
+}
+
+/// A connection without early data, from its 0.5-RTT to its close: the
+/// handshake under its deadline, then HTTP/3.
+async fn handshake_then_serve(
+    conn: quinn::Connection,
+    accepted: quinn::ZeroRttAccepted,
+    peer: std::net::SocketAddr,
+    start: Instant,
+    listener: &ListenerCtx,
+    worker: &WorkerCtx,
+) {
     // HTTP/3's control and QPACK streams are opened now, from 0.5-RTT (a
     // server's into_0rtt always succeeds): their SETTINGS go out in the
     // padding of the handshake's first datagram, which quinn sends only
     // once this task waits, instead of in a datagram of their own after
     // the handshake. Nothing is read before the handshake ends: without
     // early data a client sends no request before it.
-    let Ok((conn, accepted)) = connecting.into_0rtt() else {
-        return;
-    };
-    let mut h3 = Box::pin(future::maybe_done(h3_setup(conn.clone(), &listener.config)));
+    let h3 = future::maybe_done(h3_setup(conn.clone(), &listener.config));
+    let mut h3 = std::pin::pin!(h3);
     let opened = std::future::poll_fn(|cx| {
         std::task::Poll::Ready(std::future::Future::poll(h3.as_mut(), cx).is_ready())
     })
@@ -177,38 +217,27 @@ pub(crate) async fn handle(
             None => Ok(()),
         }
     };
-    // The handshake and serve futures are boxed, as the TCP front's are:
-    // held inline they made this task's future ~9 KiB, which tokio copied
-    // six times per connection on spawn and completion (~54,000
-    // instructions per new QUIC connection, callgrind).
-    if Box::pin(super::under_deadline(
-        handshake,
-        peer,
-        &listener,
-        &worker,
-        "QUIC",
-        handshake_failure,
-    ))
-    .await
-    .is_none()
+    if super::under_deadline(handshake, peer, listener, worker, "QUIC", handshake_failure)
+        .await
+        .is_none()
     {
         return;
     }
     let handshake_us = start.elapsed().as_micros() as u64;
     let negotiated = negotiated(&conn);
-    if !super::client_cert_present_if_required(&listener, &negotiated, peer, &worker) {
+    if !super::client_cert_present_if_required(listener, &negotiated, peer, worker) {
         conn.close(H3_NO_ERROR, b"client certificate required");
         return;
     }
     worker.metrics.handshake(&negotiated, start.elapsed());
-    let ctx = ConnCtx::new(peer, negotiated, handshake_us, &listener, &worker);
+    let ctx = ConnCtx::new(peer, negotiated, handshake_us, listener, worker);
     let h3 = async move {
         h3.as_mut().await;
         h3.as_mut()
             .take_output()
             .unwrap_or_else(|| Err("h3 setup read twice".into()))
     };
-    Box::pin(serve(conn, &ctx, None, h3)).await;
+    serve(conn, &ctx, None, h3).await;
 }
 
 /// The server side of HTTP/3 on `conn`: opens the control and QPACK
