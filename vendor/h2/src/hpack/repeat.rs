@@ -14,7 +14,8 @@
 //!
 //! Sensitive values (request IDs, which differ on every response) and long
 //! fields are not kept: memory per connection stays within [`MAX_FIELDS`]
-//! entries of [`MAX_VALUE`] + [`MAX_ENCODED`] bytes each (about 2 KiB).
+//! entries of [`MAX_VALUE`] + [`MAX_ENCODED`] bytes each, and the entries'
+//! records (under 2.2 KiB).
 
 use http::header::{HeaderName, HeaderValue};
 
@@ -77,6 +78,8 @@ impl Repeats {
             return;
         }
         if position == self.entries.len() {
+            // Room for every position at once: no growth past it.
+            self.entries.reserve_exact(MAX_FIELDS - position);
             self.entries.push(Entry {
                 name: None,
                 changes: 0,
