@@ -349,7 +349,12 @@ with connect(sys.argv[1], ssl=ctx, ping_interval=None,
         print("closed by tern")
 "#;
     let out = run_python_client(python, script, &served);
-    assert!(out.stdout.contains("closed by tern"), "{}", out.all());
+    assert!(
+        out.stdout.contains("closed by tern"),
+        "{}\n--- tern:\n{}",
+        out.all(),
+        served.tern.stderr_text()
+    );
     let line = ws_line(&served);
     let total_us: u64 = log_field(&line, "total_us")
         .and_then(|v| v.parse().ok())
