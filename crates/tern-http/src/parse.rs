@@ -247,6 +247,28 @@ pub(crate) fn response_to(
 fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize, HttpError> {
     fits(raw)?;
     let text = head.fields.reset();
+    let line = status_line(raw)?;
+    let len = field_lines(raw, line.end, end, &mut head.fields)?;
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason;
+    head.fields.set_text(text)?;
+    head.fields.set_raw(&raw[..len]);
+    head.fields.response_read = true;
+    Ok(len)
+}
+
+/// The parts of a response's status line.
+struct StatusLine {
+    minor_version: u8,
+    status: u16,
+    reason: std::ops::Range<usize>,
+    /// Where the first field line starts.
+    end: usize,
+}
+
+/// Reads the status line (after any empty lines) at the start of `raw`.
+fn status_line(raw: &[u8]) -> Result<StatusLine, HttpError> {
     let start = skip_empty_lines(raw)?;
     let (minor_version, at) = version(raw, start)?;
     if raw.get(at) != Some(&b' ') {
@@ -270,14 +292,32 @@ fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize
         }
         at = end;
     }
-    let at = line_end(raw, at, "invalid status")?;
-    let len = field_lines(raw, at, end, &mut head.fields)?;
-    head.status = status;
-    head.minor_version = minor_version;
-    head.reason = reason;
-    head.fields.set_text(text)?;
-    head.fields.set_raw(&raw[..len]);
-    Ok(len)
+    let end = line_end(raw, at, "invalid status")?;
+    Ok(StatusLine {
+        minor_version,
+        status,
+        reason,
+        end,
+    })
+}
+
+/// The length of the response head `head` holds when `buf` starts with
+/// its bytes, `head` then being what [`response_to`] with [`End::First`]
+/// would make of `buf`: that parse reads no byte past the head's first
+/// empty line, and the head was read whole from exactly those bytes
+/// (`Fields::response_read`, cleared by every other parse). The status
+/// line is read again, its parts being fields a caller may set.
+pub(crate) fn response_again(buf: &[u8], head: &mut ResponseHead) -> Option<usize> {
+    let raw = head.fields.raw();
+    if !head.fields.response_read || raw.is_empty() || !buf.starts_with(raw) {
+        return None;
+    }
+    let len = raw.len();
+    let line = status_line(raw).ok()?;
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason;
+    Some(len)
 }
 
 /// Skips empty lines before the start line (RFC 9112 section 2.2 asks a
