@@ -219,10 +219,19 @@ pub struct Fields {
     /// not carry (most heads have no Transfer-Encoding, Upgrade, Expect...)
     /// returns at once instead of walking every field.
     pub(crate) kinds: u16,
-    /// Everything above is what the parser read from exactly `raw`, a
-    /// response head it accepted whole: the next response that starts
-    /// with the same bytes reads the same (`parse::response_again`).
-    pub(crate) response_read: bool,
+    /// Set when everything above is what the parser read from exactly
+    /// `raw`, a response head it accepted whole, with that head's status
+    /// line: the next response that starts with the same bytes reads the
+    /// same (`parse::response_again`).
+    pub(crate) response_read: Option<ResponseLine>,
+}
+
+/// A response's status line as the parser read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResponseLine {
+    pub(crate) status: u16,
+    pub(crate) minor_version: u8,
+    pub(crate) reason: Range<usize>,
 }
 
 impl Fields {
@@ -438,7 +447,7 @@ impl Fields {
     pub(crate) fn reset(&mut self) -> Vec<u8> {
         self.fields.clear();
         self.kinds = 0;
-        self.response_read = false;
+        self.response_read = None;
         let mut text = std::mem::take(&mut self.text).into_bytes();
         text.clear();
         text
@@ -455,7 +464,7 @@ impl Fields {
     pub(crate) fn forget(&mut self) {
         self.fields.clear();
         self.kinds = 0;
-        self.response_read = false;
+        self.response_read = None;
         self.raw.clear();
     }
 

@@ -28,7 +28,7 @@
 //! head          = *CRLF start-line *field-line CRLF
 //! ```
 
-use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, MAX_HEADERS};
+use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, ResponseLine, MAX_HEADERS};
 use crate::HttpError;
 
 /// A `tchar` (RFC 9110 section 5.6.2): method and field-name bytes.
@@ -254,7 +254,11 @@ fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize
     head.reason = line.reason;
     head.fields.set_text(text)?;
     head.fields.set_raw(&raw[..len]);
-    head.fields.response_read = true;
+    head.fields.response_read = Some(ResponseLine {
+        status: line.status,
+        minor_version: line.minor_version,
+        reason: head.reason.clone(),
+    });
     Ok(len)
 }
 
@@ -306,17 +310,18 @@ fn status_line(raw: &[u8]) -> Result<StatusLine, HttpError> {
 /// would make of `buf`: that parse reads no byte past the head's first
 /// empty line, and the head was read whole from exactly those bytes
 /// (`Fields::response_read`, cleared by every other parse). The status
-/// line is read again, its parts being fields a caller may set.
+/// line's parts are set again as the parse read them, being fields a
+/// caller may set.
 pub(crate) fn response_again(buf: &[u8], head: &mut ResponseHead) -> Option<usize> {
+    let line = head.fields.response_read.as_ref()?;
     let raw = head.fields.raw();
-    if !head.fields.response_read || raw.is_empty() || !buf.starts_with(raw) {
+    if raw.is_empty() || !buf.starts_with(raw) {
         return None;
     }
     let len = raw.len();
-    let line = status_line(raw).ok()?;
     head.status = line.status;
     head.minor_version = line.minor_version;
-    head.reason = line.reason;
+    head.reason = line.reason.clone();
     Some(len)
 }
 
