@@ -136,11 +136,25 @@ async fn accept_loop(
             incoming.refuse();
             continue;
         };
+        // Accepted here, not in the connection's task: quinn's Incoming
+        // (the first packet, its keys, the token) was in the task's
+        // future twice, as the spawned block's capture and as handle's
+        // argument, which made the task a 2,048-byte allocation (past
+        // glibc's per-thread cache: malloc's slow path both ways); a
+        // Connecting is a few words.
+        let start = std::time::Instant::now();
+        let connecting = match incoming.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(client = %peer, "QUIC connection refused: {e}");
+                continue;
+            }
+        };
         let worker = worker.clone();
         let handshake = handshakes.begin();
         tokio::task::spawn_local(async move {
             let _guard = (guard, slot);
-            crate::front::h3::handle(incoming, handshake, listener, worker).await;
+            crate::front::h3::handle(connecting, peer, start, handshake, listener, worker).await;
         });
     }
     // New connections now get CONNECTION_REFUSED; established ones finish

@@ -135,24 +135,18 @@ impl Drop for HandshakeUnderWay {
     }
 }
 
-/// Handles one incoming QUIC connection to the end: the handshake under a
-/// deadline (`handshake` is dropped when it is over), then HTTP/3 until the
-/// client leaves, idles out or tern stops.
+/// Handles one accepted QUIC connection from `peer` (accepted at `start`)
+/// to the end: the handshake under a deadline (`handshake` is dropped when
+/// it is over), then HTTP/3 until the client leaves, idles out or tern
+/// stops.
 pub(crate) async fn handle(
-    incoming: quinn::Incoming,
+    connecting: quinn::Connecting,
+    peer: std::net::SocketAddr,
+    start: Instant,
     handshake: HandshakeUnderWay,
     listener: std::rc::Rc<ListenerCtx>,
     worker: std::rc::Rc<WorkerCtx>,
 ) {
-    let peer = incoming.remote_address();
-    let start = Instant::now();
-    let connecting = match incoming.accept() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::debug!(client = %peer, "QUIC connection refused: {e}");
-            return;
-        }
-    };
     let early_data = listener.config.h3.as_ref().is_some_and(|h3| h3.early_data);
     let connecting = if early_data {
         // Serve from 0.5-RTT: requests a resuming client sent in 0-RTT are
