@@ -68,7 +68,11 @@ impl ClientTls {
         if let Some(buf) = conn.take_idle_read_buffer() {
             give_back_read_buffer(buf);
         }
-        let readable = tcp.0.readable().await;
+        // The socket's own read waker, as a read registers it: no waiter
+        // joins the readiness list (TcpStream::readable's future), about
+        // 300 instructions a request. One task reads this socket, so the
+        // one slot is enough.
+        let readable = std::future::poll_fn(|cx| tcp.0.poll_read_ready(cx)).await;
         if let Some(buf) = SPARE_READ.with(|spare| spare.borrow_mut().pop()) {
             conn.give_read_buffer(buf);
         }
