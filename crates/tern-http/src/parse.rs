@@ -28,7 +28,7 @@
 //! head          = *CRLF start-line *field-line CRLF
 //! ```
 
-use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, MAX_HEADERS};
+use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, ResponseLine, MAX_HEADERS};
 use crate::HttpError;
 
 /// A `tchar` (RFC 9110 section 5.6.2): method and field-name bytes.
@@ -247,6 +247,32 @@ pub(crate) fn response_to(
 fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize, HttpError> {
     fits(raw)?;
     let text = head.fields.reset();
+    let line = status_line(raw)?;
+    let len = field_lines(raw, line.end, end, &mut head.fields)?;
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason;
+    head.fields.set_text(text)?;
+    head.fields.set_raw(&raw[..len]);
+    head.fields.response_read = Some(ResponseLine {
+        status: line.status,
+        minor_version: line.minor_version,
+        reason: head.reason.clone(),
+    });
+    Ok(len)
+}
+
+/// The parts of a response's status line.
+struct StatusLine {
+    minor_version: u8,
+    status: u16,
+    reason: std::ops::Range<usize>,
+    /// Where the first field line starts.
+    end: usize,
+}
+
+/// Reads the status line (after any empty lines) at the start of `raw`.
+fn status_line(raw: &[u8]) -> Result<StatusLine, HttpError> {
     let start = skip_empty_lines(raw)?;
     let (minor_version, at) = version(raw, start)?;
     if raw.get(at) != Some(&b' ') {
@@ -270,14 +296,33 @@ fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize
         }
         at = end;
     }
-    let at = line_end(raw, at, "invalid status")?;
-    let len = field_lines(raw, at, end, &mut head.fields)?;
-    head.status = status;
-    head.minor_version = minor_version;
-    head.reason = reason;
-    head.fields.set_text(text)?;
-    head.fields.set_raw(&raw[..len]);
-    Ok(len)
+    let end = line_end(raw, at, "invalid status")?;
+    Ok(StatusLine {
+        minor_version,
+        status,
+        reason,
+        end,
+    })
+}
+
+/// The length of the response head `head` holds when `buf` starts with
+/// its bytes, `head` then being what [`response_to`] with [`End::First`]
+/// would make of `buf`: that parse reads no byte past the head's first
+/// empty line, and the head was read whole from exactly those bytes
+/// (`Fields::response_read`, cleared by every other parse). The status
+/// line's parts are set again as the parse read them, being fields a
+/// caller may set.
+pub(crate) fn response_again(buf: &[u8], head: &mut ResponseHead) -> Option<usize> {
+    let line = head.fields.response_read.as_ref()?;
+    let raw = head.fields.raw();
+    if raw.is_empty() || !buf.starts_with(raw) {
+        return None;
+    }
+    let len = raw.len();
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason.clone();
+    Some(len)
 }
 
 /// Skips empty lines before the start line (RFC 9112 section 2.2 asks a

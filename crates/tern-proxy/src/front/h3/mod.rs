@@ -18,7 +18,8 @@
 //! from a patch of quinn-proto (vendor/README.md): quinn keeps them to
 //! itself.
 
-mod gate;
+// Rewoken serves the HTTP/2 connection's task too (front::handle).
+pub(super) mod gate;
 mod stream;
 
 use std::cell::Cell;
