@@ -482,7 +482,11 @@ fn chromium_posts_over_h3() {
 /// TCP (h2), the Alt-Svc header on that response names tern's UDP port,
 /// and its next visit (same profile) goes over h3. Without the
 /// advertisement (`--alt-svc-max-age 0`) the next visit stays on h2: the
-/// switch is the header's doing, not the flags'.
+/// switch is the header's doing, not the flags'. Chromium races its QUIC
+/// attempt against a TCP one and takes whichever is ready first, so on a
+/// loaded machine a visit can go over h2 with the advertisement in place
+/// (seen at load 13-30): the switch gets three visits to show, and without
+/// the advertisement the next visit must still be h2.
 #[test]
 fn chromium_moves_from_h2_to_h3_on_alt_svc() {
     let Some(chromium) = tool(
@@ -500,7 +504,16 @@ fn chromium_moves_from_h2_to_h3_on_alt_svc() {
         let profile = TempDir::new("chromium-alt-svc");
         let flags = alt_svc_flags(&served.cert.leaf_der);
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        for (visit, want) in [(1, "h2"), (2, second_visit)] {
+        let mut seen = Vec::new();
+        for (visit, want) in [
+            (1, "h2"),
+            (2, second_visit),
+            (3, second_visit),
+            (4, second_visit),
+        ] {
+            if visit > 2 && seen.last() == Some(&second_visit) {
+                break;
+            }
             let path = format!("/echo?visit={visit}");
             let url = format!("https://localhost:{}{path}", served.addr.port());
             let out = dump_dom_in(
@@ -515,17 +528,24 @@ fn chromium_moves_from_h2_to_h3_on_alt_svc() {
                 .tern
                 .wait_stdout_lines(&format!(" path={path} "), 1, crate::LOG_WAIT)
                 .unwrap_or_else(|e| panic!("{args:?}, visit {visit}: {e}\n{}", out.all()));
+            let alpn = log_field(&logged[0], "alpn").unwrap_or("-");
             assert!(
-                logged[0].contains(&format!(" alpn={want} ")),
+                visit > 1 && want == "h3" && alpn == "h2" || alpn == want,
                 "{args:?}, visit {visit} should be {want}: {}",
                 logged[0]
             );
+            seen.push(if alpn == "h3" { "h3" } else { "h2" });
             // What the handshake chose is logged for QUIC as for TCP.
             for field in ["cipher", "group"] {
                 let value = log_field(&logged[0], field).unwrap_or("-");
                 assert_ne!(value, "-", "{field} missing: {}", logged[0]);
             }
         }
+        assert_eq!(
+            seen.last(),
+            Some(&second_visit),
+            "{args:?}: the visits went {seen:?}"
+        );
     }
 }
 
