@@ -2,7 +2,10 @@
 //! HEAD; the head tern writes for the client must parse again with the
 //! same status.
 //! The parser is also compared with the pipeline it replaced, and its
-//! one-pass prefix parse with finding the head's end and then parsing.
+//! one-pass prefix parse with finding the head's end and then parsing,
+//! also into a head that holds an earlier response (a head sent again is
+//! kept, not parsed: the seeds `repeated` and `earlier-and-more` start
+//! with that earlier head).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

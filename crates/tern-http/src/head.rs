@@ -219,6 +219,19 @@ pub struct Fields {
     /// not carry (most heads have no Transfer-Encoding, Upgrade, Expect...)
     /// returns at once instead of walking every field.
     pub(crate) kinds: u16,
+    /// Set when everything above is what the parser read from exactly
+    /// `raw`, a response head it accepted whole, with that head's status
+    /// line: the next response that starts with the same bytes reads the
+    /// same (`parse::response_again`).
+    pub(crate) response_read: Option<ResponseLine>,
+}
+
+/// A response's status line as the parser read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResponseLine {
+    pub(crate) status: u16,
+    pub(crate) minor_version: u8,
+    pub(crate) reason: Range<usize>,
 }
 
 impl Fields {
@@ -434,6 +447,7 @@ impl Fields {
     pub(crate) fn reset(&mut self) -> Vec<u8> {
         self.fields.clear();
         self.kinds = 0;
+        self.response_read = None;
         let mut text = std::mem::take(&mut self.text).into_bytes();
         text.clear();
         text
@@ -450,6 +464,7 @@ impl Fields {
     pub(crate) fn forget(&mut self) {
         self.fields.clear();
         self.kinds = 0;
+        self.response_read = None;
         self.raw.clear();
     }
 
@@ -520,17 +535,30 @@ pub fn parse_request_into(raw: &[u8], head: &mut RequestHead) -> Result<(), Http
 /// for its end before parsing it: a parser that reached the head's first
 /// empty line with every line ended by CRLF has found that end (the
 /// first LF followed by LF or CRLF). Empty lines before the start line are
-/// left to the two (find_head_end could take one for the end).
+/// left to the two (find_head_end could take one for the end). A head
+/// that repeats the one `head` holds byte for byte is not parsed again.
 pub fn parse_request_prefix(buf: &[u8], max: usize, head: &mut RequestHead) -> Option<usize> {
     prefix_allowed(buf)?;
+    if let Some(len) = crate::parse::request_again(buf, max, head) {
+        return Some(len);
+    }
     crate::parse::request_to(buf, crate::parse::End::First, head)
         .ok()
         .filter(|&len| len <= max)
 }
 
 /// [`parse_request_prefix`] for a response head ([`parse_response_into`]).
+///
+/// A backend that sends the same head again (a static file's within the
+/// second of its Date, a fixed API answer) is not parsed again: when `buf`
+/// starts with the bytes of the head `head` holds, `head` is what a parse
+/// would make of them, and it is kept (one comparison where the parse
+/// cost about 2,400 instructions for nginx's head).
 pub fn parse_response_prefix(buf: &[u8], max: usize, head: &mut ResponseHead) -> Option<usize> {
     prefix_allowed(buf)?;
+    if let Some(len) = crate::parse::response_again(buf, head) {
+        return Some(len).filter(|&len| len <= max);
+    }
     crate::parse::response_to(buf, crate::parse::End::First, head)
         .ok()
         .filter(|&len| len <= max)

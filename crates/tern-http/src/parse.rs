@@ -28,7 +28,7 @@
 //! head          = *CRLF start-line *field-line CRLF
 //! ```
 
-use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, MAX_HEADERS};
+use crate::head::{Field, FieldKind, Fields, RequestHead, ResponseHead, ResponseLine, MAX_HEADERS};
 use crate::HttpError;
 
 /// A `tchar` (RFC 9110 section 5.6.2): method and field-name bytes.
@@ -247,18 +247,38 @@ pub(crate) fn response_to(
 fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize, HttpError> {
     fits(raw)?;
     let text = head.fields.reset();
+    let line = status_line(raw)?;
+    let len = field_lines(raw, line.end, end, &mut head.fields)?;
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason;
+    head.fields.set_text(text)?;
+    head.fields.set_raw(&raw[..len]);
+    head.fields.response_read = Some(ResponseLine {
+        status: line.status,
+        minor_version: line.minor_version,
+        reason: head.reason.clone(),
+    });
+    Ok(len)
+}
+
+/// The parts of a response's status line.
+struct StatusLine {
+    minor_version: u8,
+    status: u16,
+    reason: std::ops::Range<usize>,
+    /// Where the first field line starts.
+    end: usize,
+}
+
+/// Reads the status line (after any empty lines) at the start of `raw`.
+fn status_line(raw: &[u8]) -> Result<StatusLine, HttpError> {
     let start = skip_empty_lines(raw)?;
     let (minor_version, at) = version(raw, start)?;
     if raw.get(at) != Some(&b' ') {
         return Err(fault(raw, at, "invalid HTTP version"));
     }
-    let digits = raw
-        .get(at + 1..at + 4)
-        .filter(|d| d.iter().all(u8::is_ascii_digit))
-        .ok_or(HttpError::Malformed("invalid status"))?;
-    let status = digits
-        .iter()
-        .fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    let status = status_code(raw, at + 1).ok_or(HttpError::Malformed("invalid status"))?;
     let mut at = at + 4;
     let mut reason = 0..0;
     if raw.get(at) == Some(&b' ') {
@@ -270,14 +290,68 @@ fn response_parts(raw: &[u8], end: End, head: &mut ResponseHead) -> Result<usize
         }
         at = end;
     }
-    let at = line_end(raw, at, "invalid status")?;
-    let len = field_lines(raw, at, end, &mut head.fields)?;
-    head.status = status;
+    let end = line_end(raw, at, "invalid status")?;
+    Ok(StatusLine {
+        minor_version,
+        status,
+        reason,
+        end,
+    })
+}
+
+/// The length of the response head `head` holds when `buf` starts with
+/// its bytes, `head` then being what [`response_to`] with [`End::First`]
+/// would make of `buf`: that parse reads no byte past the head's first
+/// empty line, and the head was read whole from exactly those bytes
+/// (`Fields::response_read`, cleared by every other parse). The status
+/// line's parts are set again as the parse read them, being fields a
+/// caller may set.
+pub(crate) fn response_again(buf: &[u8], head: &mut ResponseHead) -> Option<usize> {
+    let line = head.fields.response_read.as_ref()?;
+    let raw = head.fields.raw();
+    if raw.is_empty() || !buf.starts_with(raw) {
+        return None;
+    }
+    let len = raw.len();
+    head.status = line.status;
+    head.minor_version = line.minor_version;
+    head.reason = line.reason.clone();
+    Some(len)
+}
+
+/// The three digits of a status code at `at`.
+fn status_code(raw: &[u8], at: usize) -> Option<u16> {
+    let digits = raw
+        .get(at..at + 3)
+        .filter(|d| d.iter().all(u8::is_ascii_digit))?;
+    Some(
+        digits
+            .iter()
+            .fold(0u16, |n, d| n * 10 + u16::from(d - b'0')),
+    )
+}
+
+/// The length of the request head `head` holds when `buf` (whose first
+/// byte begins a start line) begins with that head's very bytes, within
+/// `max`: parsing them again would read the same parts, so nothing is
+/// parsed. Heads repeat byte for byte more often than not: a client's
+/// requests for its next resource, a backend's responses (nginx's differ
+/// in Date once a second). A head is refused before it fills `head` (a
+/// refused parse leaves it empty), so these bytes passed every rule. The
+/// version is read again from them: the one part a user of the head may
+/// have set since. Costs a comparison that usually ends at the first
+/// differing byte; `None` leaves the head to the parser.
+pub(crate) fn request_again(buf: &[u8], max: usize, head: &mut RequestHead) -> Option<usize> {
+    let raw = head.fields.raw();
+    if raw.is_empty() || raw.len() > max || !buf.starts_with(raw) {
+        return None;
+    }
+    // The start line began at the head's first byte (as `buf`'s does):
+    // `target` indexes the head itself.
+    let (minor_version, _) = version(raw, head.target.end + 1).ok()?;
+    let len = raw.len();
     head.minor_version = minor_version;
-    head.reason = reason;
-    head.fields.set_text(text)?;
-    head.fields.set_raw(&raw[..len]);
-    Ok(len)
+    Some(len)
 }
 
 /// Skips empty lines before the start line (RFC 9112 section 2.2 asks a

@@ -9,8 +9,8 @@
 //! Here the check starts after those empty lines, as the parser does.
 
 use crate::head::{
-    find_head_end, parse_request, parse_request_prefix, parse_response, parse_response_prefix,
-    Fields, RequestHead, ResponseHead, MAX_HEADERS,
+    find_head_end, parse_request, parse_request_prefix, parse_response, parse_response_into,
+    parse_response_prefix, Fields, RequestHead, ResponseHead, MAX_HEADERS,
 };
 use crate::syntax::check_head_syntax;
 use crate::HttpError;
@@ -51,32 +51,79 @@ pub fn check_response(raw: &[u8]) -> bool {
 /// one) with the one-pass prefix parse, and panics, naming the bytes,
 /// unless it read nothing or read what finding the head's end
 /// ([`find_head_end`], with `max`) and then parsing it reads: the same
-/// length, the same parts, the same Connection facts. Returns true when
-/// the prefix parse read a head.
+/// length, the same parts, the same Connection facts; and the same again
+/// into a head that already holds it (a repeated head is not parsed) or
+/// holds another. Returns true when the prefix parse read a head.
 pub fn check_request_prefix(buf: &[u8], max: usize) -> bool {
     let mut head = RequestHead::default();
     let Some(len) = parse_request_prefix(buf, max, &mut head) else {
+        let mut held = other_request();
+        assert_eq!(parse_request_prefix(buf, max, &mut held), None, "{buf:?}");
         return false;
     };
     let exact = parse_request(&buf[..exact_end(buf, max, len)])
         .unwrap_or_else(|e| panic!("prefix read a head the parser refuses ({e:?}): {buf:?}"));
     assert_eq!(request_parts(&head), request_parts(&exact), "{buf:?}");
     same_facts(&head.fields, &exact.fields, buf);
+    // Read again into the head that holds it (a repeat: not parsed) and
+    // into one that holds another head: the same.
+    for mut again in [head.clone(), other_request()] {
+        assert_eq!(
+            parse_request_prefix(buf, max, &mut again),
+            Some(len),
+            "{buf:?}"
+        );
+        assert_eq!(request_parts(&again), request_parts(&exact), "{buf:?}");
+        same_facts(&again.fields, &exact.fields, buf);
+    }
     true
 }
 
-/// [`check_request_prefix`] for a response head.
+/// A head that holds another request (a repeat of which `buf` may begin
+/// with).
+fn other_request() -> RequestHead {
+    let mut head = RequestHead::default();
+    let other = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let read = parse_request_prefix(other, other.len(), &mut head);
+    assert_eq!(read, Some(other.len()));
+    head
+}
+
+/// [`check_request_prefix`] for a response head. The bytes are also read
+/// into a head that holds an earlier response (read again from the same
+/// bytes when `buf` starts with them, not parsed: `parse_response_prefix`)
+/// and again into the head they filled: both must read as a fresh head.
 pub fn check_response_prefix(buf: &[u8], max: usize) -> bool {
+    let mut reused = ResponseHead::default();
+    parse_response_into(EARLIER_RESPONSE, &mut reused)
+        .unwrap_or_else(|e| panic!("the earlier response is refused: {e:?}"));
+    let over_earlier = parse_response_prefix(buf, max, &mut reused);
     let mut head = ResponseHead::default();
     let Some(len) = parse_response_prefix(buf, max, &mut head) else {
+        assert_eq!(over_earlier, None, "{buf:?}");
         return false;
     };
     let exact = parse_response(&buf[..exact_end(buf, max, len)])
         .unwrap_or_else(|e| panic!("prefix read a head the parser refuses ({e:?}): {buf:?}"));
     assert_eq!(response_parts(&head), response_parts(&exact), "{buf:?}");
     same_facts(&head.fields, &exact.fields, buf);
+    assert_eq!(over_earlier, Some(len), "{buf:?}");
+    assert_eq!(response_parts(&reused), response_parts(&exact), "{buf:?}");
+    same_facts(&reused.fields, &exact.fields, buf);
+    assert_eq!(
+        parse_response_prefix(buf, max, &mut head),
+        Some(len),
+        "{buf:?}"
+    );
+    assert_eq!(response_parts(&head), response_parts(&exact), "{buf:?}");
+    same_facts(&head.fields, &exact.fields, buf);
     true
 }
+
+/// A response head a head may hold before the next response is read
+/// into it; the fuzz target's dictionary starts inputs with it.
+pub const EARLIER_RESPONSE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nServer: nginx\r\nConnection: keep-alive\r\n\r\n";
 
 /// Where [`find_head_end`] ends the head in `buf`; panics unless at `len`.
 fn exact_end(buf: &[u8], max: usize, len: usize) -> usize {

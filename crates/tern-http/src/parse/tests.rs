@@ -185,6 +185,50 @@ fn a_refused_head_leaves_a_reused_head_empty_and_readable() {
     assert_eq!(resp.fields.iter().count(), 0);
 }
 
+/// A backend's head sent again is kept, not parsed; one that goes on
+/// past it, a refused one, and a status line a caller changed are read.
+#[test]
+fn a_response_head_sent_again_reads_as_the_first() {
+    use crate::head::{parse_response_prefix, ResponseHead};
+    let first: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 3\r\n\r\n";
+    let buf = [first, b"abc"].concat();
+    let mut head = ResponseHead::default();
+    assert_eq!(
+        parse_response_prefix(&buf, 1024, &mut head),
+        Some(first.len())
+    );
+    head.status = 500;
+    head.minor_version = 0;
+    assert_eq!(
+        parse_response_prefix(&buf, 1024, &mut head),
+        Some(first.len())
+    );
+    assert_eq!(
+        (head.status, head.minor_version, head.reason()),
+        (200, 1, &b"OK"[..])
+    );
+    assert_eq!(head.fields.get("content-length"), Some(&b"3"[..]));
+    assert_eq!(
+        parse_response_prefix(&buf, first.len() - 1, &mut head),
+        None,
+        "the limit holds for a head sent again"
+    );
+    let longer: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 3\r\nX-A: b\r\n\r\n";
+    assert_eq!(
+        parse_response_prefix(longer, 1024, &mut head),
+        Some(longer.len())
+    );
+    assert_eq!(head.fields.get("x-a"), Some(&b"b"[..]));
+    let refused: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nBad\0: v\r\n\r\n";
+    assert_eq!(parse_response_prefix(refused, 1024, &mut head), None);
+    assert_eq!(head.fields.iter().count(), 0);
+    assert_eq!(
+        parse_response_prefix(longer, 1024, &mut head),
+        Some(longer.len())
+    );
+    assert_eq!(head.fields.iter().count(), 3);
+}
+
 fn xorshift(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
     *seed ^= *seed >> 7;
@@ -247,7 +291,7 @@ fn the_parser_reads_what_the_old_pipeline_read() {
 /// that begin with empty lines or end past the limit.
 #[test]
 fn the_prefix_parse_reads_what_finding_the_end_then_parsing_reads() {
-    let heads: [&[u8]; 7] = [
+    let heads: [&[u8]; 8] = [
         b"GET /a?b HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, x-a\r\n\r\n",
         b"POST / HTTP/1.0\r\nContent-Length: 2\r\nX:\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 3\r\n\r\n",
@@ -255,6 +299,8 @@ fn the_prefix_parse_reads_what_finding_the_end_then_parsing_reads() {
         b"GET / HTTP/1.1\r\n\r\n",
         b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nA: b\n\r\n",
+        // What check_response_prefix reads each buffer over first.
+        reference::EARLIER_RESPONSE,
     ];
     let tails: [&[u8]; 7] = [
         b"",
@@ -297,4 +343,54 @@ fn the_prefix_parse_reads_what_finding_the_end_then_parsing_reads() {
         None,
         "a head past the limit is left to find_head_end"
     );
+}
+
+/// A head that repeats, byte for byte, the one a reused head holds reads
+/// as that head (its version and status as the bytes say, whatever was set
+/// since); a head that differs in one byte, or in its length, is parsed;
+/// a refused one leaves nothing to repeat.
+#[test]
+fn a_repeated_head_reads_as_the_held_one_and_a_changed_one_is_parsed() {
+    use crate::head::{parse_request_prefix, parse_response_prefix, RequestHead, ResponseHead};
+    let a: &[u8] =
+        b"HTTP/1.1 200 OK\r\nDate: Thu, 26 Nov 2026 16:27:00 GMT\r\nContent-Length: 3\r\n\r\nabc";
+    let b: &[u8] =
+        b"HTTP/1.1 200 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\r\nContent-Length: 3\r\n\r\nabc";
+    let c: &[u8] =
+        b"HTTP/1.0 404 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\r\nContent-Length: 3\r\n\r\n";
+    let mut head = ResponseHead::default();
+    assert_eq!(parse_response_prefix(a, 1024, &mut head), Some(a.len() - 3));
+    head.status = 500;
+    head.minor_version = 0;
+    assert_eq!(parse_response_prefix(a, 1024, &mut head), Some(a.len() - 3));
+    assert_eq!((head.status, head.minor_version), (200, 1));
+    assert_eq!(
+        parse_response_prefix(a, a.len() - 4, &mut head),
+        None,
+        "past the limit"
+    );
+    assert_eq!(parse_response_prefix(b, 1024, &mut head), Some(b.len() - 3));
+    assert_eq!(
+        head.fields.get("date"),
+        Some(&b"Thu, 26 Nov 2026 16:27:01 GMT"[..])
+    );
+    assert_eq!(parse_response_prefix(c, 1024, &mut head), Some(c.len()));
+    assert_eq!((head.status, head.minor_version), (404, 0));
+    // A bare LF where the held head has CRLF: refused, not read as it.
+    let bad = b"HTTP/1.0 404 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\nContent-Length: 3\r\n\r\n";
+    assert_eq!(parse_response_prefix(bad, 1024, &mut head), None);
+    assert!(head.fields.raw().is_empty());
+
+    let get: &[u8] = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n";
+    let mut req = RequestHead::default();
+    assert_eq!(parse_request_prefix(get, 1024, &mut req), Some(28));
+    req.minor_version = 0;
+    assert_eq!(parse_request_prefix(get, 1024, &mut req), Some(28));
+    assert_eq!(
+        (req.method(), req.target(), req.minor_version),
+        ("GET", "/a", 1)
+    );
+    let other: &[u8] = b"GET /b HTTP/1.0\r\nHost: x\r\n\r\n";
+    assert_eq!(parse_request_prefix(other, 1024, &mut req), Some(28));
+    assert_eq!((req.target(), req.minor_version), ("/b", 0));
 }

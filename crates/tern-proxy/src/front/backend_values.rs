@@ -3,7 +3,7 @@
 //! of a file served again), kept per worker thread so that an HTTP/2 or
 //! HTTP/3 response head can reuse them instead of making each again.
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
 /// Most positions [`BackendValues`] keeps a value for.
 const POSITIONS: usize = 64;
@@ -83,9 +83,179 @@ impl BackendValues {
     }
 }
 
+/// Longest response head [`LastHead`] keeps (a longer one is carried
+/// field by field every time).
+const LONGEST_HEAD: usize = 2048;
+
+/// Heads carried field by field, while the last one kept was never sent
+/// again, before the next is kept in its place: a backend whose heads
+/// never repeat costs a comparison per response and a copy per this many.
+const HEAD_PATIENCE: u16 = 16;
+
+/// The fields an HTTP/2 or HTTP/3 response carried for the last backend
+/// head kept, and what they were made from: a head sent again byte for
+/// byte (a static file's, within the second of its Date; a fixed API
+/// answer), with the same framing and the same names dropped by the
+/// rules, carries the same fields, cloned (a reference count each)
+/// instead of compared and found again one by one.
+#[derive(Debug)]
+pub(crate) struct LastHead {
+    /// The backend's head (empty: nothing kept).
+    raw: Vec<u8>,
+    /// Content-Length was left out (a chunked or close-delimited body).
+    no_length: bool,
+    /// The names the rules dropped.
+    drop: Vec<Box<str>>,
+    carried: Vec<(HeaderName, HeaderValue)>,
+    /// Whether `carried` served a head since it was kept.
+    found: bool,
+    /// Heads not kept since, while never found.
+    misses: u16,
+}
+
+impl LastHead {
+    pub(crate) const fn new() -> Self {
+        LastHead {
+            raw: Vec::new(),
+            no_length: false,
+            drop: Vec::new(),
+            carried: Vec::new(),
+            found: false,
+            misses: 0,
+        }
+    }
+
+    /// The fields carried for `raw` the last time, if it was kept with the
+    /// same framing and dropped names.
+    pub(crate) fn find(
+        &mut self,
+        raw: &[u8],
+        no_length: bool,
+        drop: &[Box<str>],
+    ) -> Option<&[(HeaderName, HeaderValue)]> {
+        if self.raw.is_empty()
+            || self.raw != raw
+            || self.no_length != no_length
+            || *self.drop != *drop
+        {
+            return None;
+        }
+        self.found = true;
+        Some(&self.carried)
+    }
+
+    /// Whether the head of `len` bytes, not found, is to be kept: the one
+    /// kept was found again, or had its patience; empties what was kept
+    /// (filled again by [`carry`](Self::carry) and [`keep`](Self::keep)).
+    pub(crate) fn start(&mut self, len: usize) -> bool {
+        if len > LONGEST_HEAD {
+            return false;
+        }
+        if !self.found && self.misses < HEAD_PATIENCE && !self.raw.is_empty() {
+            self.misses += 1;
+            return false;
+        }
+        self.raw.clear();
+        self.carried.clear();
+        true
+    }
+
+    /// Notes one field carried for the head being kept.
+    pub(crate) fn carry(&mut self, name: &HeaderName, value: &HeaderValue) {
+        if self.carried.len() < POSITIONS {
+            self.carried.push((name.clone(), value.clone()));
+        }
+    }
+
+    /// Keeps the fields carried since [`start`](Self::start) as those of
+    /// `raw`, unless there were more than this keeps.
+    pub(crate) fn keep(&mut self, raw: &[u8], no_length: bool, drop: &[Box<str>], fields: usize) {
+        if fields != self.carried.len() {
+            self.carried.clear();
+            return;
+        }
+        self.raw.extend_from_slice(raw);
+        self.no_length = no_length;
+        self.drop.clear();
+        self.drop.extend_from_slice(drop);
+        self.found = false;
+        self.misses = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn carried(last: &mut LastHead, raw: &[u8], no_length: bool) -> Option<Vec<String>> {
+        last.find(raw, no_length, &[]).map(|fields| {
+            fields
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().expect("text")))
+                .collect()
+        })
+    }
+
+    fn keep(last: &mut LastHead, raw: &[u8], fields: &[(&'static str, &'static str)]) -> bool {
+        if !last.start(raw.len()) {
+            return false;
+        }
+        for (n, v) in fields {
+            last.carry(&HeaderName::from_static(n), &HeaderValue::from_static(v));
+        }
+        last.keep(raw, false, &[], fields.len());
+        true
+    }
+
+    #[test]
+    fn a_head_sent_again_carries_what_it_carried_with_the_same_framing_and_rules() {
+        let mut last = LastHead::new();
+        let head = b"HTTP/1.1 200 OK\r\nServer: nginx\r\n\r\n";
+        assert_eq!(carried(&mut last, head, false), None);
+        assert!(keep(&mut last, head, &[("server", "nginx")]));
+        assert_eq!(
+            carried(&mut last, head, false),
+            Some(vec!["server: nginx".to_owned()])
+        );
+        assert_eq!(carried(&mut last, head, true), None, "another framing");
+        assert!(last.find(head, false, &["server".into()]).is_none());
+        assert_eq!(
+            carried(
+                &mut last,
+                b"HTTP/1.1 200 OK\r\nServer: nginy\r\n\r\n",
+                false
+            ),
+            None
+        );
+        // Found again: the next head not found is kept in its place.
+        let other = b"HTTP/1.1 404 Not Found\r\n\r\n";
+        assert!(keep(&mut last, other, &[]));
+        assert_eq!(carried(&mut last, other, false), Some(vec![]));
+        assert_eq!(carried(&mut last, head, false), None);
+    }
+
+    #[test]
+    fn heads_that_never_repeat_are_kept_once_per_patience_and_long_ones_never() {
+        let mut last = LastHead::new();
+        assert!(keep(
+            &mut last,
+            b"HTTP/1.1 200 OK\r\nA: 0\r\n\r\n",
+            &[("a", "0")]
+        ));
+        for _ in 0..HEAD_PATIENCE {
+            assert!(!last.start(30), "kept before its patience");
+        }
+        assert!(last.start(30));
+        assert!(!LastHead::new().start(LONGEST_HEAD + 1));
+        // More fields than it keeps: nothing kept.
+        let mut last = LastHead::new();
+        assert!(last.start(30));
+        for i in 0..=POSITIONS {
+            last.carry(&HeaderName::from_static("a"), &HeaderValue::from(i));
+        }
+        last.keep(b"HTTP/1.1 200 OK\r\n\r\n", false, &[], POSITIONS + 1);
+        assert!(last.find(b"HTTP/1.1 200 OK\r\n\r\n", false, &[]).is_none());
+    }
 
     #[test]
     fn a_repeated_value_is_found_again_and_a_new_one_replaces_it() {

@@ -11,7 +11,7 @@ use tern_http::BodyFraming;
 
 use crate::exchange::ListenerCtx;
 use crate::fault::Kind;
-use crate::front::backend_values::BackendValues;
+use crate::front::backend_values::{BackendValues, LastHead};
 use crate::message::{clean_trailer_map, ResponseHeadView, ResponseView, Step, Switched};
 
 /// The host a request that arrived over HTTP/2 or HTTP/3 names: its `:authority`,
@@ -339,7 +339,15 @@ fn from_h1<F: Fields>(
     // again among those the backend sent before.
     let mut raw: Option<Bytes> = None;
     let names_in_connection = head.fields.connection_names_fields();
+    let no_length = matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose);
     BACKEND_NAMES.with_borrow_mut(|names| {
+        if let Some(fields) = names.last.find(head.fields.raw(), no_length, edits.drop) {
+            for (name, value) in fields {
+                headers.append(name.clone(), value.clone());
+            }
+            return Some(());
+        }
+        let keep = names.last.start(head.fields.raw().len());
         // Position among the fields carried (the hint for the next name).
         let mut carried = 0;
         // Names as bytes: each is compared, never needed as text.
@@ -351,7 +359,7 @@ fn from_h1<F: Fields>(
             // body a GET would get); only a chunked or close-delimited
             // response has none to keep.
             if kind == FieldKind::ContentLength {
-                if matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose) {
+                if no_length {
                     continue;
                 }
             } else if names_in_connection
@@ -373,7 +381,15 @@ fn from_h1<F: Fields>(
                 }
             };
             carried += 1;
+            if keep {
+                names.last.carry(&name, &value);
+            }
             headers.append(name, value);
+        }
+        if keep {
+            names
+                .last
+                .keep(head.fields.raw(), no_length, edits.drop, carried);
         }
         Some(())
     })?;
@@ -387,6 +403,7 @@ thread_local! {
             std::cell::RefCell::new(BackendNames {
                 seen: Vec::new(),
                 values: BackendValues::new(),
+                last: LastHead::new(),
             })
         };
 }
@@ -405,6 +422,8 @@ struct BackendNames {
     seen: Vec<(Box<[u8]>, HeaderName)>,
     /// The values last carried at each position.
     values: BackendValues,
+    /// The fields carried for the last head kept.
+    last: LastHead,
 }
 
 impl BackendNames {
@@ -436,6 +455,7 @@ mod tests {
         let mut names = BackendNames {
             seen: Vec::new(),
             values: BackendValues::new(),
+            last: LastHead::new(),
         };
         let first = ["Server", "Content-Type", "X-Custom"];
         for (i, n) in first.iter().enumerate() {
@@ -462,6 +482,7 @@ mod tests {
         let mut names = BackendNames {
             seen: Vec::new(),
             values: BackendValues::new(),
+            last: LastHead::new(),
         };
         for i in 0..BACKEND_NAMES_KEPT * 2 {
             let name = format!("x-name-{i}");

@@ -106,9 +106,15 @@ pub(crate) async fn handle(
     // A task's future is allocated at its largest state for the whole
     // connection: boxed, the HTTP/2 and TCP front ends (the HTTP/2 one
     // holds a whole h2 connection) do not enlarge every HTTP/1.1
-    // connection, idle ones included.
+    // connection, idle ones included. An HTTP/2 connection's streams
+    // run inside its future and wake it while it is polled (a response
+    // queued wakes h2's writer; FuturesUnordered yields after polling
+    // each stream once): Rewoken polls it again at once rather than
+    // sending the task round tokio's scheduler (as HTTP/3's, h3/gate.rs).
     match listener.config.mode {
-        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => Box::pin(h2::serve(tls, &ctx)).await,
+        Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => {
+            h3::gate::Rewoken::new(Box::pin(h2::serve(tls, &ctx))).await
+        }
         Mode::Http => h1::serve(&mut tls, &ctx).await,
         Mode::Tcp { proxy_protocol } => Box::pin(tcp::serve(&mut tls, &ctx, proxy_protocol)).await,
     }
@@ -122,7 +128,7 @@ async fn accept(
     tcp: TcpStream,
     listener: &ListenerCtx,
 ) -> std::io::Result<tokio_rustls::server::TlsStream<client_tls::ClientSocket>> {
-    let tcp = client_tls::ClientSocket(tcp);
+    let tcp = client_tls::ClientSocket::new(tcp);
     match &listener.by_name {
         None => listener.acceptor.accept(tcp).await,
         Some(names) => {

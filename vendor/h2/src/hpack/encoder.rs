@@ -197,6 +197,10 @@ impl Encoder {
         // (`hpack::repeat`): the fields of a connection's responses repeat.
         for (position, (name, value)) in list.iter().enumerate() {
             let changes = self.table.changes();
+            if value.is_sensitive() {
+                self.encode_sensitive(position, name, value, changes, dst);
+                continue;
+            }
             if let Some(encoded) = self.repeats.find(position, name, value, changes) {
                 dst.extend_from_slice(encoded);
                 #[cfg(test)]
@@ -215,6 +219,51 @@ impl Encoder {
                 unchanged.then(|| (&dst[start..], changes)),
             );
         }
+    }
+
+    /// tern patch: a sensitive field of a list (a request ID, new on every
+    /// response) whose name is in the table is written as its name's index
+    /// (never indexed) and its value as a plain literal; the name's bytes
+    /// are kept at its position while the table does not change
+    /// (`hpack::repeat`), so the next response's ID skips the look-up of
+    /// its name. The same bytes `encode_field` writes.
+    fn encode_sensitive(
+        &mut self,
+        position: usize,
+        name: &HeaderName,
+        value: &HeaderValue,
+        changes: u64,
+        dst: &mut BytesMut,
+    ) {
+        if let Some(prefix) = self.repeats.find_name(position, name, changes) {
+            dst.extend_from_slice(prefix);
+            encode_plain_str(value.as_bytes(), dst);
+            #[cfg(test)]
+            {
+                self.repeated += 1;
+            }
+            return;
+        }
+        let header = HeaderRef::Field { name, value };
+        let index = self.table.index(header);
+        let start = dst.len();
+        let prefix = match index {
+            Index::Name(idx) if self.table.changes() == changes => {
+                encode_int(idx, 4, 0b10000, dst);
+                let end = dst.len();
+                encode_plain_str(value.as_bytes(), dst);
+                Some((start, end))
+            }
+            _ => {
+                encode_header(&index, header, dst);
+                None
+            }
+        };
+        self.repeats.keep_name(
+            position,
+            name,
+            prefix.map(|(start, end)| (&dst[start..end], changes)),
+        );
     }
 
     fn encode_field(&mut self, header: HeaderRef<'_>, dst: &mut BytesMut) -> Index {
@@ -1013,6 +1062,42 @@ mod test {
             assert_eq!(cached.table.size(), looked_up.table.size());
         }
         assert!(cached.repeated > 60, "only {} fields repeated", cached.repeated);
+        assert_eq!(looked_up.repeated, 0);
+    }
+
+    /// tern patch: a sensitive request ID whose name is in the table (one
+    /// ID sent indexable now and then, as tern does) is written after the
+    /// name's index kept from the last list, as the look-up writes it.
+    #[test]
+    fn a_sensitive_fields_name_index_is_kept_and_written_as_looked_up() {
+        let name = HeaderName::from_static("x-request-id");
+        let server = (
+            HeaderName::from_static("server"),
+            HeaderValue::from_static("nginx"),
+        );
+        let mut cached = Encoder::new(256, 0);
+        let mut looked_up = Encoder::new(256, 0);
+        let empty = HeaderMap::new();
+        for round in 0..30 {
+            if round == 15 {
+                cached.update_max_size(128);
+                looked_up.update_max_size(128);
+            }
+            let mut id = HeaderValue::from_str(&format!("id-{round:04}")).unwrap();
+            // Every seventh indexable: the name (and that value) enter
+            // the table, evicting older entries of the small table.
+            id.set_sensitive(round % 7 != 0);
+            let list = vec![server.clone(), (name.clone(), id)];
+            let status = StatusCode::OK;
+            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+            cached.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut a);
+            looked_up.repeats = Repeats::default();
+            looked_up.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut b);
+            assert_eq!(a, b, "round {round}");
+            assert_eq!(cached.table.size(), looked_up.table.size());
+        }
+        // The server field and most IDs' names were written from kept bytes.
+        assert!(cached.repeated > 35, "only {} fields repeated", cached.repeated);
         assert_eq!(looked_up.repeated, 0);
     }
 

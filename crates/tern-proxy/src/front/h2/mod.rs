@@ -14,12 +14,13 @@
 //! The h2 crate also bounds resets of streams not yet accepted
 //! (`max_pending_accept_reset_streams`) and locally caused resets.
 
+mod slots;
 mod stream;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::StreamExt;
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
@@ -63,7 +64,7 @@ where
     };
     // Declared before `streams`, whose futures borrow it.
     let shared = stream::Shared::default();
-    let mut streams = FuturesUnordered::new();
+    let mut streams = slots::Slots::new();
     let mut resets = ResetBudget::new(lim.max_resets_per_second);
     let mut refusals = super::RateRefusals::default();
     // Made once: a fresh `wait_for` per turn of the loop would register
@@ -85,9 +86,9 @@ where
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
-                // Boxed in place, as HTTP/3's: FuturesUnordered::push
-                // would otherwise copy the stream's future (the whole
-                // exchange) on its way into its task. The box is a block
+                // Boxed in place, as HTTP/3's: pushing the future itself
+                // would copy it (the whole exchange) on its way into its
+                // slot. The box is a block
                 // an earlier stream of the worker gave back (tern_blocks):
                 // the future is past malloc's per-thread cache.
                 Some(Ok((request, respond))) => {

@@ -92,7 +92,7 @@ impl WakeGate {
 /// request, two of them for these (callgrind, bench/instructions.sh
 /// MODE=h3). A wake-up from elsewhere (quinn's driver, a backend socket)
 /// reaches the task as before.
-pub(super) struct Rewoken<F> {
+pub(in crate::front) struct Rewoken<F> {
     fut: F,
     wake: Arc<SelfWake>,
     /// `wake` as a `Waker`, made once.
@@ -129,7 +129,7 @@ impl Wake for SelfWake {
 }
 
 impl<F> Rewoken<F> {
-    pub(super) fn new(fut: F) -> Rewoken<F> {
+    pub(in crate::front) fn new(fut: F) -> Rewoken<F> {
         let wake = Arc::new(SelfWake {
             polling: AtomicBool::new(false),
             woken: AtomicBool::new(false),
