@@ -1075,6 +1075,11 @@ impl State {
         max_datagrams: usize,
     ) -> io::Result<bool> {
         let mut transmits = 0;
+        // tern patch: the last transmit came from the connection in this
+        // loop, and nothing but its sending happened since: the next one is
+        // asked for with `poll_transmit_after`, which knows when the last
+        // call left nothing to send.
+        let mut after = false;
         loop {
             // Retry the last transmit, or get a new one.
             let t = match self.buffered_transmit.take() {
@@ -1082,10 +1087,18 @@ impl State {
                 None => {
                     self.send_buffer.clear();
                     self.send_buffer.reserve(self.inner.current_mtu() as usize);
-                    match self
-                        .inner
-                        .poll_transmit(now, max_datagrams, &mut self.send_buffer)
-                    {
+                    let polled = match after {
+                        true => self.inner.poll_transmit_after(
+                            now,
+                            max_datagrams,
+                            &mut self.send_buffer,
+                        ),
+                        false => self
+                            .inner
+                            .poll_transmit(now, max_datagrams, &mut self.send_buffer),
+                    };
+                    after = true;
+                    match polled {
                         Some(t) => {
                             transmits += match t.segment_size {
                                 None => 1,
@@ -1243,25 +1256,43 @@ impl State {
             return true;
         }
 
+        // tern patch: the timer is moved to an earlier deadline, never to a
+        // later one: one armed earlier than needed fires, and is moved on
+        // to the deadline then (below). The deadline changes at nearly
+        // every pass (the idle timeout restarts with each packet, the loss
+        // detection and ACK delay timers start and stop with each
+        // request), and moving a tokio timer costs ~200 instructions: two
+        // moves per HTTP/3 request before, one per early firing (about
+        // one max_ack_delay or probe timeout apart) now. A timer never
+        // fires late for it.
         match &mut self.timer {
-            // Avoid resetting the timer when the deadline is unchanged.
-            Some(delay) if self.timer_deadline != Some(deadline) => {
+            Some(delay) if self.timer_deadline.is_none_or(|armed| deadline < armed) => {
                 delay.as_mut().reset(deadline);
+                self.timer_deadline = Some(deadline);
             }
             None => {
                 self.timer = Some(self.runtime.new_timer(deadline));
+                self.timer_deadline = Some(deadline);
             }
             _ => {}
         }
-        self.timer_deadline = Some(deadline);
 
-        let delay = self
+        let mut delay = self
             .timer
             .as_mut()
             .expect("timer must exist in this state")
             .as_mut();
-        if delay.poll(cx).is_pending() {
+        if delay.as_mut().poll(cx).is_pending() {
             return false;
+        }
+        // tern patch: armed for an earlier deadline than the one due now:
+        // moved on to it.
+        if self.runtime.now() < deadline {
+            delay.as_mut().reset(deadline);
+            self.timer_deadline = Some(deadline);
+            if delay.poll(cx).is_pending() {
+                return false;
+            }
         }
 
         // The deadline elapsed in the window between the clock check and poll.

@@ -55,5 +55,5 @@ mod stream;
 pub use builder::builder;
 pub use builder::Builder;
 pub use connection::Connection;
-pub use request::RequestResolver;
+pub use request::{RequestResolver, ResolveNow, ResolvedRequest};
 pub use stream::RequestStream;

@@ -863,6 +863,102 @@ async fn graceful_shutdown_client() {
     tokio::join!(server_fut, client_fut);
 }
 
+// tern patch: the server polls the client's control stream only when it
+// woke the connection (ConnectionInner::poll_control); a GOAWAY the client
+// sends after its requests were answered, while the server's accept waits,
+// is still read.
+#[tokio::test]
+async fn goaway_from_client_after_requests_is_read() {
+    init_tracing();
+    let mut pair = Pair::default();
+    let mut server = pair.server();
+
+    let client_fut = async {
+        let (mut driver, mut send_request) = client::new(pair.client().await).await.unwrap();
+        let drive = async move {
+            for _ in 0..3 {
+                let response = request(&mut send_request).await.unwrap();
+                assert_eq!(response.status(), StatusCode::IM_A_TEAPOT);
+            }
+            driver.shutdown(0).await.unwrap();
+            future::poll_fn(|cx| driver.poll_close(cx)).await
+        };
+        assert_matches!(
+            drive.await,
+            ConnectionError::Remote(ConnectionErrorIncoming::ApplicationClose {
+                error_code: code,
+                ..
+            }) if code == Code::H3_NO_ERROR.value()
+        );
+    };
+
+    let server_fut = async {
+        let conn = server.next().await;
+        let mut incoming = server::Connection::new(conn).await.unwrap();
+        for _ in 0..3 {
+            let resolver = incoming.accept().await.unwrap().expect("a request");
+            let (_, stream) = resolver.resolve_request().await.unwrap();
+            response(stream).await;
+        }
+        assert!(incoming.accept().await.unwrap().is_none());
+    };
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(server_fut, client_fut)
+    })
+    .await
+    .expect("the server read the client's GOAWAY");
+}
+
+// tern patch: `resolve_request_now` gives a request whose head came with
+// its stream (a yield between tries, should it come in pieces).
+#[tokio::test]
+async fn resolve_request_now_resolves_a_head_that_came_with_its_stream() {
+    init_tracing();
+    let mut pair = Pair::default();
+    let mut server = pair.server();
+
+    let client_fut = async {
+        let (mut driver, mut send_request) = client::new(pair.client().await).await.unwrap();
+        let drive = async move {
+            let response = request(&mut send_request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::IM_A_TEAPOT);
+        };
+        tokio::select! {
+            _ = drive => (),
+            e = future::poll_fn(|cx| driver.poll_close(cx)) => panic!("closed: {e:?}"),
+        }
+    };
+
+    let server_fut = async {
+        let conn = server.next().await;
+        let mut incoming = server::Connection::new(conn).await.unwrap();
+        let mut resolver = incoming.accept().await.unwrap().expect("a request");
+        // The stream is accepted when its first bytes came; the rest of
+        // the head may come later: `NotYet` until it has.
+        let (request, stream) = loop {
+            match resolver.resolve_request_now() {
+                server::ResolveNow::Resolved(r) => break r.unwrap(),
+                server::ResolveNow::NotYet(r) => {
+                    resolver = r;
+                    tokio::task::yield_now().await;
+                }
+                server::ResolveNow::TooLarge(_) => panic!("a small head refused"),
+            }
+        };
+        assert_eq!(request.uri(), "http://no.way/");
+        response(stream).await;
+        // Open until the client has its response and closes.
+        let _ = incoming.accept().await;
+    };
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(server_fut, client_fut)
+    })
+    .await
+    .expect("the request was resolved");
+}
+
 #[tokio::test]
 // This test is to ensure that the server does still process requests even if a stream is started but has not sent any data
 async fn server_not_blocking_on_idle_request() {

@@ -1403,6 +1403,74 @@ async fn request_invalid_data_frame_length_too_short() {
     .await;
 }
 
+// tern patch: `resolve_request_now` gives the resolver back while the
+// request's HEADERS frame has not all come, and `resolve_request` then
+// waits for the rest.
+#[tokio::test]
+async fn resolve_request_now_gives_the_resolver_back_until_the_head_has_come() {
+    init_tracing();
+    let mut pair = Pair::default();
+    let mut server = pair.server();
+    let (not_yet_tx, not_yet_rx) = tokio::sync::oneshot::channel::<()>();
+
+    let client_fut = async {
+        let connection = pair.client_inner().await;
+        let (mut driver, send) = client::new(h3_quinn::Connection::new(connection.clone()))
+            .await
+            .unwrap();
+        let (mut req_send, mut req_recv) = connection.open_bi().await.unwrap();
+        let client = async move {
+            let mut buf = BytesMut::new();
+            request_encode(
+                &mut buf,
+                Request::get("http://localhost/later").body(()).unwrap(),
+            );
+            // The frame's first byte alone; the rest once the server has
+            // found the head incomplete.
+            req_send.write_all(&buf[..1]).await.unwrap();
+            not_yet_rx.await.unwrap();
+            req_send.write_all(&buf[1..]).await.unwrap();
+            req_send.finish().unwrap();
+            let mut answer = Vec::new();
+            while let Some(chunk) = req_recv.read_chunk(usize::MAX, true).await.unwrap() {
+                answer.extend_from_slice(&chunk.bytes);
+            }
+            drop(send);
+            answer
+        };
+        tokio::select! {
+            answer = client => assert!(!answer.is_empty(), "no response"),
+            e = future::poll_fn(|cx| driver.poll_close(cx)) => panic!("closed: {e:?}"),
+        }
+    };
+
+    let server_fut = async {
+        let conn = server.next().await;
+        let mut incoming = server::Connection::new(conn).await.unwrap();
+        let resolver = incoming.accept().await.unwrap().expect("a request");
+        let resolver = match resolver.resolve_request_now() {
+            server::ResolveNow::NotYet(resolver) => resolver,
+            _ => panic!("a request resolved from one byte of its head"),
+        };
+        not_yet_tx.send(()).unwrap();
+        let (request, mut stream) = resolver.resolve_request().await.unwrap();
+        assert_eq!(request.uri().path(), "/later");
+        stream
+            .send_response(Response::builder().status(StatusCode::OK).body(()).unwrap())
+            .await
+            .unwrap();
+        stream.finish().await.unwrap();
+        // Open until the client has its response and closes.
+        let _ = incoming.accept().await;
+    };
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(server_fut, client_fut)
+    })
+    .await
+    .expect("the request was resolved once its head came");
+}
+
 // Helpers
 
 fn request_encode<B: BufMut>(buf: &mut B, req: http::Request<()>) {

@@ -429,10 +429,14 @@ impl TestEndpoint {
                 while let Some(event) = conn.poll_endpoint_events() {
                     endpoint_events.push((*ch, event));
                 }
-                while let Some(transmit) = conn.poll_transmit(now, MAX_DATAGRAMS, &mut buf) {
+                // tern patch: polled again with `poll_transmit_after`, as
+                // quinn's driver does, so every test runs through it.
+                let mut polled = conn.poll_transmit(now, MAX_DATAGRAMS, &mut buf);
+                while let Some(transmit) = polled {
                     let size = transmit.size;
                     self.outbound.extend(split_transmit(transmit, &buf[..size]));
                     buf.clear();
+                    polled = conn.poll_transmit_after(now, MAX_DATAGRAMS, &mut buf);
                 }
                 self.timeout = conn.poll_timeout();
             }

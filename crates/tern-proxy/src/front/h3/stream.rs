@@ -3,7 +3,7 @@
 
 use bytes::{Buf, Bytes};
 use futures_util::FutureExt;
-use h3::server::{RequestResolver, RequestStream};
+use h3::server::{RequestResolver, RequestStream, ResolveNow};
 use tern_http::head::ResponseHead;
 use tern_http::rewrite::FieldEdits;
 
@@ -31,9 +31,16 @@ pub(super) async fn handle(
     // The turn's time, as log_request's end is (tern_deadline::now).
     let started = tern_deadline::now().into_std();
     let limits = &ctx.listener.config.limits;
-    // The head usually arrived with the stream: `within` arms no timer
-    // for a wait that is over at its first poll (four per request here).
-    let (request, stream) = match within(limits.header_timeout, resolver.resolve_request()).await {
+    // The head usually arrived with the stream: it is read and checked
+    // without a future (h3 patch 0015); else `within` waits for it.
+    let resolved = match resolver.resolve_request_now() {
+        ResolveNow::Resolved(r) => Some(r),
+        ResolveNow::NotYet(resolver) => {
+            within(limits.header_timeout, resolver.resolve_request()).await
+        }
+        ResolveNow::TooLarge(refused) => within(limits.header_timeout, refused.resolve()).await,
+    };
+    let (request, stream) = match resolved {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
             // Malformed or oversized heads: h3 has answered (431) or
