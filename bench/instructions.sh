@@ -22,7 +22,7 @@
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1|h3 N=20000 WARM=2000
 #          C=50 M=10 PLAN=keepalive TOP=30 TOML= REFUSED= TERN=target/release/tern
-#          BENCH_TERN=...)
+#          BENCH_TERN=... SERVER=tern)
 # e.g.   bench/instructions.sh --request-id-header off
 #        MODE=h3 C=20 M=1 bench/instructions.sh
 #        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
@@ -37,9 +37,17 @@
 # request costs, e.g.
 #        REFUSED=1 TOML=FILE bench/instructions.sh   (FILE: client_rate = "1/h",
 #        client_burst = 0, client_rate_close_after = 0)
+# SERVER=hitch (MODE=h1 keepalive only): hitch 1.7 (one worker, the same
+# TLS parameters, bench/lib.sh's hitch_conf) instead of tern, for what an
+# L4 terminator's user space does per request. hitch's worker is a forked
+# child that callgrind_control cannot reach (valgrind 3.19 gives forked
+# children no vgdb channel), so two runs are counted, WARM+N and WARM+N+N
+# requests, and the first is subtracted from the second.
 # Prints instructions per request, the TOP functions by their own
 # instructions per request (bench/callgrind_own.py) and the TOP by
-# inclusive count (KEEP=1 keeps the callgrind output for callgrind_annotate).
+# inclusive count, and the count split by layer (bench/callgrind_layers.py:
+# TLS read and write, AES-GCM, heads, tokio, tern's futures...; KEEP=1
+# keeps the callgrind output for callgrind_annotate).
 # Needs: valgrind, nginx, h2load, openssl, python3. Only 127.0.0.1 is a target.
 set -euo pipefail
 
@@ -57,6 +65,16 @@ TOP="${TOP:-30}"
 PLAN="${PLAN:-keepalive}"
 TERN="${TERN:-$root/target/release/tern}"
 BENCH_TERN="${BENCH_TERN:-$TERN}"
+SERVER="${SERVER:-tern}"
+case "$SERVER" in
+    tern) ;;
+    hitch)
+        need hitch
+        [[ "$MODE" == h1 && "$PLAN" == keepalive && -z "${TOML:-}" && $# -eq 0 ]] ||
+            die "SERVER=hitch: MODE=h1 PLAN=keepalive only, no ARGS or TOML"
+        ;;
+    *) die "SERVER must be tern or hitch" ;;
+esac
 for tool in valgrind callgrind_control callgrind_annotate nginx h2load openssl python3; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 [[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
@@ -89,11 +107,13 @@ if [[ -n "${TOML:-}" ]]; then
 else
     tern_serve_args "$port" "$backend_port"
 fi
-valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
-    "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
-tern_pid=$!
-pids+=("$tern_pid")
-wait_port_slow "$port" "$work/tern.log" "tern"
+if [[ "$SERVER" == tern ]]; then
+    valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
+        "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
+    tern_pid=$!
+    pids+=("$tern_pid")
+    wait_port_slow "$port" "$work/tern.log" "tern"
+fi
 
 # load COUNT: runs COUNT requests; prints "COUNT succeeded" when all did.
 load() {
@@ -119,6 +139,69 @@ PY
 # h2load counts a 4xx as failed: refused loads are checked as done.
 answered=succeeded
 [[ -n "${REFUSED:-}" ]] && answered=done
+
+# hitch_run NAME COUNT...: hitch under callgrind, WARM requests then a load
+# of each COUNT, stopped; prints its worker's callgrind output file. The
+# worker is forked (callgrind follows it) and valgrind 3.19 offers a
+# forked child no vgdb channel, so callgrind_control cannot zero it: the
+# caller subtracts one run from another.
+hitch_run() {
+    local dir="$work/cg-$1" hport count out
+    shift
+    # The worker drops to nobody and writes its own output file.
+    mkdir -m 777 "$dir"
+    hport="$(free_port)"
+    hitch_conf "$dir/hitch.conf" "$hport" "$backend_port"
+    valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out.%p" \
+        hitch --config="$dir/hitch.conf" 2> "$dir/log" > /dev/null &
+    local master=$!
+    pids+=("$master")
+    wait_port_slow "$hport" "$dir/log" "hitch" >&2
+    port="$hport"
+    for count in "$WARM" "$@"; do
+        out="$(load "$count")"
+        printf '%s\n' "$out" | grep -q "$count $answered" || { printf '%s\n' "$out" >&2; die "hitch: load failed"; }
+    done
+    local children
+    children="$(pgrep -P "$master" || true)"
+    kill "$master"
+    wait "$master" 2> /dev/null || true
+    # Each child writes its file as it exits.
+    for _ in $(seq 1 300); do
+        local alive=""
+        for child in $children; do [[ -d "/proc/$child" ]] && alive=1; done
+        [[ -z "$alive" ]] && break
+        sleep 0.1
+    done
+    # Its worker's file: the one that counted the most.
+    for f in "$dir"/callgrind.out.*; do
+        echo "$(awk '/^totals:/ {print $2}' "$f") $f"
+    done | sort -n | tail -1 | awk '{print $2}'
+}
+
+if [[ "$SERVER" == hitch ]]; then
+    chmod 755 "$work"
+    once="$(hitch_run once "$N")"
+    twice="$(hitch_run twice "$N" "$N")"
+    total=$(($(awk '/^totals:/ {print $2}' "$twice") - $(awk '/^totals:/ {print $2}' "$once")))
+    echo "SERVER=hitch MODE=$MODE PLAN=$PLAN N=$N C=$C load: $loader (a run of WARM+N+N requests minus one of WARM+N)"
+    echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $C handshakes included)"
+    echo
+    echo "Top functions by their own instructions, per request (the same difference):"
+    callgrind_annotate --threshold=100 --auto=no "$once" 2> /dev/null > "$work/once.txt"
+    callgrind_annotate --threshold=100 --auto=no "$twice" 2> /dev/null |
+        python3 "$here/callgrind_own.py" "$N" "$TOP" "$work/once.txt"
+    echo
+    echo "Top functions by inclusive instructions (the same difference):"
+    callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$once" 2> /dev/null > "$work/once-incl.txt"
+    callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$twice" 2> /dev/null |
+        INCLUSIVE=1 python3 "$here/callgrind_own.py" "$N" "$TOP" "$work/once-incl.txt"
+    echo
+    echo "By layer (bench/callgrind_layers.py, the same difference):"
+    python3 "$here/callgrind_layers.py" "$twice" "$N" hitch "$once"
+    [[ -z "${KEEP:-}" ]] || echo "callgrind output: $once $twice"
+    exit 0
+fi
 out="$(load "$WARM")"
 printf '%s\n' "$out" | grep -q "$WARM $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "warm-up failed"; }
 callgrind_control -z "$tern_pid" > /dev/null
@@ -149,4 +232,7 @@ callgrind_annotate --threshold=100 --auto=no "$dump.own" 2> /dev/null | python3 
 echo
 echo "Top functions by inclusive instructions:"
 callgrind_annotate --inclusive=yes --auto=no "$dump" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p"
+echo
+echo "By layer (bench/callgrind_layers.py; the $handshakes handshakes are one):"
+python3 "$here/callgrind_layers.py" "$dump" "$N"
 [[ -z "${KEEP:-}" ]] || echo "callgrind output: $dump"

@@ -368,6 +368,26 @@ CONF
     started "$port" "$dir/error.log"
 }
 
+# hitch_conf FILE PORT BACKEND_PORT: a hitch configuration (one worker,
+# the pinned TLS parameters, $work/both.pem) in FILE.
+hitch_conf() {
+    # hitch refuses to run as root; it reads the key before dropping to nobody.
+    cat > "$1" <<CONF
+frontend = "[127.0.0.1]:$2"
+backend = "[127.0.0.1]:$3"
+pem-file = "$work/both.pem"
+workers = 1
+backlog = 4096
+user = "nobody"
+daemon = off
+tls-protos = TLSv1.3
+ciphersuites = "$TLS_SUITE"
+ecdh-curve = "$TLS_GROUP"
+alpn-protos = "http/1.1"
+log-level = 1
+CONF
+}
+
 # start_server NAME PORT BACKEND_PORT: start tern, nginx, haproxy or hitch on
 # 127.0.0.1:PORT in front of 127.0.0.1:BACKEND_PORT, pinned to SERVER_CPU.
 # Sets STARTED_PID (the process whose children are counted too); returns 1,
@@ -518,21 +538,7 @@ CONF
             [[ "$alpn" == http/1.1 ]] || { echo "hitch: an L4 terminator in front of an HTTP/1.1 backend cannot serve h2; skipped" >&2; return 1; }
             [[ -z "${SRV_CLIENT_CA:-}" ]] || { echo "hitch: no client-certificate verification; skipped" >&2; return 1; }
             [[ -z "${SRV_MODERN:-}" ]] || { echo "hitch: SRV_MODERN is not written for hitch; skipped" >&2; return 1; }
-            # hitch refuses to run as root; it reads the key before dropping to nobody.
-            cat > "$dir/hitch.conf" <<CONF
-frontend = "[127.0.0.1]:$port"
-backend = "[127.0.0.1]:$backend"
-pem-file = "$work/both.pem"
-workers = 1
-backlog = 4096
-user = "nobody"
-daemon = off
-tls-protos = TLSv1.3
-ciphersuites = "$TLS_SUITE"
-ecdh-curve = "$TLS_GROUP"
-alpn-protos = "http/1.1"
-log-level = 1
-CONF
+            hitch_conf "$dir/hitch.conf" "$port" "$backend"
             taskset -c "$SERVER_CPU" hitch --config="$dir/hitch.conf" 2> "$dir/log" > /dev/null &
             ;;
         *)

@@ -535,9 +535,13 @@ pub fn parse_request_into(raw: &[u8], head: &mut RequestHead) -> Result<(), Http
 /// for its end before parsing it: a parser that reached the head's first
 /// empty line with every line ended by CRLF has found that end (the
 /// first LF followed by LF or CRLF). Empty lines before the start line are
-/// left to the two (find_head_end could take one for the end).
+/// left to the two (find_head_end could take one for the end). A head
+/// that repeats the one `head` holds byte for byte is not parsed again.
 pub fn parse_request_prefix(buf: &[u8], max: usize, head: &mut RequestHead) -> Option<usize> {
     prefix_allowed(buf)?;
+    if let Some(len) = crate::parse::request_again(buf, max, head) {
+        return Some(len);
+    }
     crate::parse::request_to(buf, crate::parse::End::First, head)
         .ok()
         .filter(|&len| len <= max)

@@ -51,18 +51,42 @@ pub fn check_response(raw: &[u8]) -> bool {
 /// one) with the one-pass prefix parse, and panics, naming the bytes,
 /// unless it read nothing or read what finding the head's end
 /// ([`find_head_end`], with `max`) and then parsing it reads: the same
-/// length, the same parts, the same Connection facts. Returns true when
-/// the prefix parse read a head.
+/// length, the same parts, the same Connection facts; and the same again
+/// into a head that already holds it (a repeated head is not parsed) or
+/// holds another. Returns true when the prefix parse read a head.
 pub fn check_request_prefix(buf: &[u8], max: usize) -> bool {
     let mut head = RequestHead::default();
     let Some(len) = parse_request_prefix(buf, max, &mut head) else {
+        let mut held = other_request();
+        assert_eq!(parse_request_prefix(buf, max, &mut held), None, "{buf:?}");
         return false;
     };
     let exact = parse_request(&buf[..exact_end(buf, max, len)])
         .unwrap_or_else(|e| panic!("prefix read a head the parser refuses ({e:?}): {buf:?}"));
     assert_eq!(request_parts(&head), request_parts(&exact), "{buf:?}");
     same_facts(&head.fields, &exact.fields, buf);
+    // Read again into the head that holds it (a repeat: not parsed) and
+    // into one that holds another head: the same.
+    for mut again in [head.clone(), other_request()] {
+        assert_eq!(
+            parse_request_prefix(buf, max, &mut again),
+            Some(len),
+            "{buf:?}"
+        );
+        assert_eq!(request_parts(&again), request_parts(&exact), "{buf:?}");
+        same_facts(&again.fields, &exact.fields, buf);
+    }
     true
+}
+
+/// A head that holds another request (a repeat of which `buf` may begin
+/// with).
+fn other_request() -> RequestHead {
+    let mut head = RequestHead::default();
+    let other = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let read = parse_request_prefix(other, other.len(), &mut head);
+    assert_eq!(read, Some(other.len()));
+    head
 }
 
 /// [`check_request_prefix`] for a response head. The bytes are also read

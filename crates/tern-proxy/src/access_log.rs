@@ -127,6 +127,11 @@ impl WorkerLog {
         }
     }
 
+    /// Whether records are written (the log is not off).
+    pub fn is_on(&self) -> bool {
+        self.sink.out.is_some()
+    }
+
     /// Appends one record.
     pub fn log(&self, r: &Record<'_>) {
         if self.sink.out.is_none() {

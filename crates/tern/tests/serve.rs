@@ -50,6 +50,8 @@ mod h3;
 mod h3_early;
 #[path = "serve/h3_packets.rs"]
 mod h3_packets;
+#[path = "serve/h3_retry.rs"]
+mod h3_retry;
 #[path = "serve/headers.rs"]
 mod headers;
 #[path = "serve/interop.rs"]

@@ -344,3 +344,53 @@ fn the_prefix_parse_reads_what_finding_the_end_then_parsing_reads() {
         "a head past the limit is left to find_head_end"
     );
 }
+
+/// A head that repeats, byte for byte, the one a reused head holds reads
+/// as that head (its version and status as the bytes say, whatever was set
+/// since); a head that differs in one byte, or in its length, is parsed;
+/// a refused one leaves nothing to repeat.
+#[test]
+fn a_repeated_head_reads_as_the_held_one_and_a_changed_one_is_parsed() {
+    use crate::head::{parse_request_prefix, parse_response_prefix, RequestHead, ResponseHead};
+    let a: &[u8] =
+        b"HTTP/1.1 200 OK\r\nDate: Thu, 26 Nov 2026 16:27:00 GMT\r\nContent-Length: 3\r\n\r\nabc";
+    let b: &[u8] =
+        b"HTTP/1.1 200 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\r\nContent-Length: 3\r\n\r\nabc";
+    let c: &[u8] =
+        b"HTTP/1.0 404 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\r\nContent-Length: 3\r\n\r\n";
+    let mut head = ResponseHead::default();
+    assert_eq!(parse_response_prefix(a, 1024, &mut head), Some(a.len() - 3));
+    head.status = 500;
+    head.minor_version = 0;
+    assert_eq!(parse_response_prefix(a, 1024, &mut head), Some(a.len() - 3));
+    assert_eq!((head.status, head.minor_version), (200, 1));
+    assert_eq!(
+        parse_response_prefix(a, a.len() - 4, &mut head),
+        None,
+        "past the limit"
+    );
+    assert_eq!(parse_response_prefix(b, 1024, &mut head), Some(b.len() - 3));
+    assert_eq!(
+        head.fields.get("date"),
+        Some(&b"Thu, 26 Nov 2026 16:27:01 GMT"[..])
+    );
+    assert_eq!(parse_response_prefix(c, 1024, &mut head), Some(c.len()));
+    assert_eq!((head.status, head.minor_version), (404, 0));
+    // A bare LF where the held head has CRLF: refused, not read as it.
+    let bad = b"HTTP/1.0 404 OK\r\nDate: Thu, 26 Nov 2026 16:27:01 GMT\nContent-Length: 3\r\n\r\n";
+    assert_eq!(parse_response_prefix(bad, 1024, &mut head), None);
+    assert!(head.fields.raw().is_empty());
+
+    let get: &[u8] = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n";
+    let mut req = RequestHead::default();
+    assert_eq!(parse_request_prefix(get, 1024, &mut req), Some(28));
+    req.minor_version = 0;
+    assert_eq!(parse_request_prefix(get, 1024, &mut req), Some(28));
+    assert_eq!(
+        (req.method(), req.target(), req.minor_version),
+        ("GET", "/a", 1)
+    );
+    let other: &[u8] = b"GET /b HTTP/1.0\r\nHost: x\r\n\r\n";
+    assert_eq!(parse_request_prefix(other, 1024, &mut req), Some(28));
+    assert_eq!((req.target(), req.minor_version), ("/b", 0));
+}

@@ -199,7 +199,7 @@ pub struct H3Settings {
     /// Request streams a client may have open at once
     /// (initial_max_streams_bidi).
     pub max_streams: u32,
-    /// New connections per second and worker past which unvalidated
+    /// QUIC handshakes under way per worker past which unvalidated
     /// clients get a stateless Retry (address validation). 0: always.
     pub retry_above: u32,
     /// The Alt-Svc field value added to HTTP/1.1 and HTTP/2 responses

@@ -87,7 +87,7 @@ pub mod defaults {
     /// `h3_max_streams`.
     pub const H3_MAX_STREAMS: u32 = 100;
     /// `quic_retry_above`.
-    pub const QUIC_RETRY_ABOVE: u32 = 200;
+    pub const QUIC_RETRY_ABOVE: u32 = 100;
     /// `quic_gso`.
     pub const QUIC_GSO: bool = true;
     /// `quic_early_data`.
@@ -433,10 +433,10 @@ pub struct ListenerOptions {
     #[arg(long, value_name = "N", default_value = shown(defaults::H3_MAX_STREAMS))]
     pub h3_max_streams: Option<u32>,
 
-    /// HTTP/3: new QUIC connections per second and worker past which
-    /// clients must first prove their address (a stateless Retry, one more
-    /// round trip), so a flood of spoofed Initials costs no handshakes.
-    /// 0: always.
+    /// HTTP/3: QUIC handshakes under way (begun, not yet over) per worker
+    /// past which new clients must first prove their address (a stateless
+    /// Retry, one more round trip), so a flood of spoofed Initials, whose
+    /// handshakes never end, costs no more handshakes. 0: always.
     #[arg(long, value_name = "N", default_value = shown(defaults::QUIC_RETRY_ABOVE))]
     pub quic_retry_above: Option<u32>,
 

@@ -416,7 +416,7 @@ fn announce(l: &ListenerConfig, config: &Config, generation: &Generation) {
             .as_deref()
             .unwrap_or("not advertised (alt_svc_max_age = 0)");
         tracing::info!(
-            "HTTP/3 (QUIC v1) on udp {}, max {} streams per connection, Retry above {} new connections/s per worker; Alt-Svc: {advertised}",
+            "HTTP/3 (QUIC v1) on udp {}, max {} streams per connection, Retry above {} handshakes under way per worker; Alt-Svc: {advertised}",
             l.listen,
             h3.max_streams,
             h3.retry_above

@@ -128,7 +128,7 @@ async fn accept(
     tcp: TcpStream,
     listener: &ListenerCtx,
 ) -> std::io::Result<tokio_rustls::server::TlsStream<client_tls::ClientSocket>> {
-    let tcp = client_tls::ClientSocket(tcp);
+    let tcp = client_tls::ClientSocket::new(tcp);
     match &listener.by_name {
         None => listener.acceptor.accept(tcp).await,
         Some(names) => {

@@ -295,7 +295,8 @@ impl Metrics {
     }
 
     /// A new QUIC connection was asked to prove its address first (a
-    /// stateless Retry: the listener was over `quic_retry_above`).
+    /// stateless Retry: more than `quic_retry_above` handshakes were under
+    /// way).
     pub(crate) fn quic_retry(&self) {
         self.scalars.add(Scalar::QUIC_RETRIES, 1);
     }

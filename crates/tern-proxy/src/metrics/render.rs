@@ -92,7 +92,7 @@ impl Metrics {
         e.family(
             "tern_quic_retries_total",
             Kind::Counter,
-            "New QUIC connections sent a stateless Retry (address validation) because new connections came faster than quic_retry_above.",
+            "New QUIC connections sent a stateless Retry (address validation) because more than quic_retry_above handshakes were under way.",
         );
         e.sample(
             "tern_quic_retries_total",

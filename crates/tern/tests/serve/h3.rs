@@ -1,8 +1,8 @@
 //! HTTP/3 (`--http3`): clients no one here wrote over QUIC (aioquic, a
 //! Python QUIC and HTTP/3 stack, and headless Chromium), the Alt-Svc
 //! advertisement on HTTP/1.1 and HTTP/2, and the abuse limits: request
-//! streams per connection, field-section size, address validation
-//! (Retry) under a burst of new connections.
+//! streams per connection, field-section size (address validation, Retry:
+//! h3_retry.rs).
 
 use std::path::Path;
 use std::time::Duration;
@@ -67,7 +67,7 @@ impl Default for H3Run<'_> {
 }
 
 /// Runs the aioquic client (one QUIC connection) against `served`.
-fn h3_client(python: &str, served: &Served, run: &H3Run<'_>) -> ToolOutput {
+pub(crate) fn h3_client(python: &str, served: &Served, run: &H3Run<'_>) -> ToolOutput {
     run_tool(python, h3_client_args(served, run), b"", CLIENT_TIMEOUT)
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn h3_client_args_named(
     .to_vec()
 }
 
-fn answers(out: &ToolOutput) -> Vec<Value> {
+pub(crate) fn answers(out: &ToolOutput) -> Vec<Value> {
     assert!(out.success(), "h3 client failed:\n{}", out.all());
     out.stdout
         .lines()
@@ -378,62 +378,6 @@ fn oversized_field_section_gets_431_and_the_next_request_is_served() {
     assert_eq!(big[0]["status"], 431, "{big:?}");
     let small = answers(&h3_client(&python, &served, &H3Run::default()));
     assert_eq!(small[0]["status"], 200, "{small:?}");
-}
-
-#[test]
-fn new_connections_past_the_retry_threshold_prove_their_address() {
-    let Some(python) = python_with_aioquic() else {
-        return;
-    };
-    // 0: every new connection gets a Retry first; aioquic answers it.
-    let served = Served::builder()
-        .args(&["--http3", "--quic-retry-above", "0"])
-        .admin()
-        .start();
-    let lines = answers(&h3_client(&python, &served, &H3Run::default()));
-    assert_eq!(lines[0]["status"], 200);
-    let scrape = served.scrape();
-    assert!(
-        scrape.sum("tern_quic_retries_total", &[]) >= 1.0,
-        "no Retry counted"
-    );
-    assert!(
-        scrape.sum(
-            "tern_http_requests_total",
-            &[("protocol", "h3"), ("code", "200")]
-        ) >= 1.0,
-        "h3 requests are counted under protocol=\"h3\""
-    );
-}
-
-#[test]
-fn a_burst_of_new_connections_gets_retries_and_every_client_is_served() {
-    let Some(python) = python_with_aioquic() else {
-        return;
-    };
-    // Thirty clients at once against a threshold of five new connections
-    // a second: the first few handshake at once, the rest prove their
-    // address first (one more round trip), and all are served.
-    let served = Served::builder()
-        .args(&["--http3", "--quic-retry-above", "5", "--workers", "1"])
-        .admin()
-        .start();
-    let lines = answers(&h3_client(
-        &python,
-        &served,
-        &H3Run {
-            connections: 30,
-            ..H3Run::default()
-        },
-    ));
-    assert_eq!(lines.len(), 30);
-    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
-    let retries = served.scrape().sum("tern_quic_retries_total", &[]);
-    assert!(retries >= 1.0, "no Retry in a burst of 30 connections");
-    assert!(
-        retries <= 25.0,
-        "{retries} Retries: the first five need none"
-    );
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! | `h3_max_streams` request streams at once (QUIC stream credit) | a client holding unbounded work in flight; stream floods |
 //! | field section size (`h2_max_header_list_size`, 431 past it) | QPACK bombs, oversized heads |
 //! | per-stream and per-connection receive windows (256 KiB, 1 MiB) | uploads tern cannot forward yet pinning memory |
-//! | `quic_retry_above` new connections per second → stateless Retry | floods of Initials from spoofed addresses costing handshakes |
+//! | `quic_retry_above` handshakes under way → stateless Retry | floods of Initials from spoofed addresses costing handshakes |
 //! | anti-amplification (3x before address validation, quinn) | tern used to reflect traffic at a spoofed address |
 //! | `max_connections`, `handshake_timeout`, `idle_timeout` | as for TCP |
 //!
@@ -107,22 +107,47 @@ pub(crate) fn endpoint_config() -> quinn::EndpointConfig {
     config
 }
 
-/// Handles one incoming QUIC connection to the end: the handshake under a
-/// deadline, then HTTP/3 until the client leaves, idles out or tern stops.
+/// The QUIC handshakes of a worker's endpoint under way: accepted, not yet
+/// over (done, failed or timed out). What a flood of spoofed Initials
+/// piles up (their handshakes never end), so the accept loop sends
+/// Retries past `quic_retry_above` of them.
+#[derive(Default)]
+pub(crate) struct Handshakes(Rc<Cell<u32>>);
+
+impl Handshakes {
+    /// Handshakes under way now.
+    pub(crate) fn under_way(&self) -> u32 {
+        self.0.get()
+    }
+
+    /// One more under way, until the returned mark is dropped.
+    pub(crate) fn begin(&self) -> HandshakeUnderWay {
+        self.0.set(self.0.get().saturating_add(1));
+        HandshakeUnderWay(self.0.clone())
+    }
+}
+
+/// One handshake counted in [`Handshakes`]; dropped when it is over.
+pub(crate) struct HandshakeUnderWay(Rc<Cell<u32>>);
+
+impl Drop for HandshakeUnderWay {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// Handles one accepted QUIC connection from `peer` (accepted at `start`)
+/// to the end: the handshake under a deadline (`handshake` is dropped when
+/// it is over), then HTTP/3 until the client leaves, idles out or tern
+/// stops.
 pub(crate) async fn handle(
-    incoming: quinn::Incoming,
+    connecting: quinn::Connecting,
+    peer: std::net::SocketAddr,
+    start: Instant,
+    handshake: HandshakeUnderWay,
     listener: std::rc::Rc<ListenerCtx>,
     worker: std::rc::Rc<WorkerCtx>,
 ) {
-    let peer = incoming.remote_address();
-    let start = Instant::now();
-    let connecting = match incoming.accept() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::debug!(client = %peer, "QUIC connection refused: {e}");
-            return;
-        }
-    };
     let early_data = listener.config.h3.as_ref().is_some_and(|h3| h3.early_data);
     let connecting = if early_data {
         // Serve from 0.5-RTT: requests a resuming client sent in 0-RTT are
@@ -135,6 +160,7 @@ pub(crate) async fn handle(
                 watch_handshake(
                     &conn,
                     accepted,
+                    handshake,
                     established.clone(),
                     &listener,
                     &worker,
@@ -171,7 +197,7 @@ pub(crate) async fn handle(
     // itself while polled (gate.rs) do not send its task round tokio's
     // scheduler again.
     gate::Rewoken::new(tern_blocks::boxed(|| {
-        handshake_then_serve(conn, accepted, peer, start, &listener, &worker)
+        handshake_then_serve(conn, accepted, handshake, peer, start, &listener, &worker)
     }))
     .await;
 }
@@ -184,6 +210,7 @@ pub(crate) fn connection_future_size() -> usize {
     type Make<F> = fn(
         quinn::Connection,
         quinn::ZeroRttAccepted,
+        HandshakeUnderWay,
         std::net::SocketAddr,
         Instant,
         &'static ListenerCtx,
@@ -200,6 +227,7 @@ pub(crate) fn connection_future_size() -> usize {
 async fn handshake_then_serve(
     conn: quinn::Connection,
     accepted: quinn::ZeroRttAccepted,
+    handshake: HandshakeUnderWay,
     peer: std::net::SocketAddr,
     start: Instant,
     listener: &ListenerCtx,
@@ -218,6 +246,7 @@ async fn handshake_then_serve(
     })
     .await;
     tracing::trace!(client = %peer, opened, "h3 streams opened in 0.5-RTT");
+    let under_way = handshake;
     let handshake = async {
         accepted.await;
         match conn.close_reason() {
@@ -225,10 +254,11 @@ async fn handshake_then_serve(
             None => Ok(()),
         }
     };
-    if super::under_deadline(handshake, peer, listener, worker, "QUIC", handshake_failure)
+    let over = super::under_deadline(handshake, peer, listener, worker, "QUIC", handshake_failure)
         .await
-        .is_none()
-    {
+        .is_some();
+    drop(under_way);
+    if !over {
         return;
     }
     let handshake_us = start.elapsed().as_micros() as u64;
@@ -312,6 +342,7 @@ fn negotiated(conn: &quinn::Connection) -> Negotiated {
 fn watch_handshake(
     conn: &quinn::Connection,
     accepted: quinn::ZeroRttAccepted,
+    under_way: HandshakeUnderWay,
     established: Rc<Cell<bool>>,
     listener: &ListenerCtx,
     worker: &Rc<WorkerCtx>,
@@ -321,6 +352,7 @@ fn watch_handshake(
     let worker = worker.clone();
     let deadline = listener.config.limits.handshake_timeout;
     tokio::task::spawn_local(async move {
+        let _under_way = under_way;
         if tokio::time::timeout(deadline, accepted).await.is_ok() {
             established.set(true);
             worker

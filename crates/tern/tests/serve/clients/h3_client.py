@@ -8,7 +8,8 @@
 #                     [PARALLEL] [HEADER_BYTES] [CONNECTIONS]
 # HEADER_BYTES adds a header of that size (to test the field-section limit);
 # CONNECTIONS opens that many QUIC connections at once, each making COUNT
-# requests (a burst of new connections). With HOLD_S in the environment,
+# requests (a burst of new connections; with SEQUENTIAL=1 in the
+# environment, one after another instead). With HOLD_S in the environment,
 # each connection then stays, sending a QUIC PING every 0.2 s, until the
 # server closes it or HOLD_S seconds pass, and prints {"closed_after_s": S}
 # (null when it stayed open). H3_CLIENT_CERT and H3_CLIENT_KEY present a
@@ -169,6 +170,10 @@ async def main():
     connections = int(sys.argv[11]) if len(sys.argv) > 11 else 1
     extra = [(b"x-big", b"b" * header_bytes)] if header_bytes else []
     body = b"x" * body_len
+    if os.environ.get("SEQUENTIAL") == "1":
+        for _ in range(connections):
+            await one_connection(host, port, name, ca, method, path, count, body, parallel, extra)
+        return
     await asyncio.gather(
         *[
             one_connection(host, port, name, ca, method, path, count, body, parallel, extra)
