@@ -29,8 +29,13 @@ use futures_util::Stream;
 const KEEP_IDLE: usize = 16;
 
 /// Polls at most in one call beyond one per stream, then the task yields:
-/// streams that keep waking themselves do not hold the worker.
+/// streams woken again and again do not hold the worker.
 const EXTRA_POLLS: usize = 16;
+
+/// Streams that woke themselves while polled (tokio's budget spent, a
+/// yield) before the task yields, as `FuturesUnordered` does: polled again
+/// within the same task poll, they would be pending again.
+const SELF_WAKES: usize = 2;
 
 /// The futures of one task, each polled when woken.
 pub(super) struct Slots<F> {
@@ -139,6 +144,7 @@ impl<F: Future + Unpin> Stream for Slots<F> {
         }
         this.shared.task.register(cx.waker());
         let mut polls = 0;
+        let mut self_wakes = 0;
         loop {
             let Some(index) = this.local.pop() else {
                 std::mem::swap(
@@ -176,7 +182,10 @@ impl<F: Future + Unpin> Stream for Slots<F> {
                 return Poll::Ready(Some(out));
             }
             polls += 1;
-            if polls >= this.len + EXTRA_POLLS {
+            if slot.wake.queued.load(Ordering::Acquire) {
+                self_wakes += 1;
+            }
+            if self_wakes >= SELF_WAKES || polls >= this.len + EXTRA_POLLS {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
@@ -361,13 +370,13 @@ mod tests {
         assert!(set.poll_next_unpin(&mut cx).is_pending());
         assert_eq!(
             polls.get(),
-            1 + EXTRA_POLLS,
-            "polled a bounded number of times"
+            SELF_WAKES,
+            "polled again only while it may help"
         );
         // Woken by its own wake-up (once: the waker is taken) and by the
         // yield, so the task comes back to it.
         assert_eq!(count.0.load(Ordering::SeqCst), 2);
         assert!(set.poll_next_unpin(&mut cx).is_pending());
-        assert_eq!(polls.get(), 2 * (1 + EXTRA_POLLS));
+        assert_eq!(polls.get(), 2 * SELF_WAKES);
     }
 }
