@@ -283,52 +283,46 @@ impl ConnCtx<'_> {
     /// one never answered is logged 499 (the client left first).
     pub(crate) fn log_request(&self, method: &str, path: &str, o: &Outcome, started: Instant) {
         let status = if o.status == 0 { 499 } else { o.status };
-        if !self.worker.log.is_on() && o.grpc_status.is_none() {
-            // Nothing reads the record or the total time: only counted
-            // (the record's request ID check and time arithmetic were
-            // about 300 instructions of a keepalive request).
-            self.count_request(status, o.bytes_in, o.bytes_out);
-            if let Some(e) = o.error {
-                self.worker.metrics.request_error(e);
-            }
+        self.count_request(status, o.bytes_in, o.bytes_out);
+        if let Some(e) = o.error {
+            self.worker.metrics.request_error(e);
+        }
+        let log_on = self.worker.log.is_on();
+        if !log_on && o.grpc_status.is_none() {
+            // Nothing reads the record or the total time (building the
+            // record, its request-ID check and the clock read were about
+            // 300 instructions of a keepalive request).
             return;
         }
         let took = tern_deadline::since(started);
-        self.log(&Record {
-            client: self.peer,
-            tls: &self.tls,
-            handshake_us: self.handshake_us,
-            early: o.early,
-            method,
-            path,
-            status,
-            bytes_in: o.bytes_in,
-            bytes_out: o.bytes_out,
-            backend: o.backend,
-            backend_us: o.backend_us,
-            total_us: took.as_micros() as u64,
-            error: o.error.map(ExchangeError::label),
-            request_id: o
-                .request_id
-                .as_deref()
-                .and_then(|id| std::str::from_utf8(id).ok()),
-            grpc_status: o.grpc_status,
-            retry: o.retry.as_deref(),
-        });
-        if let Some(e) = o.error {
-            self.worker.metrics.request_error(e);
+        if log_on {
+            self.worker.log.log(&Record {
+                client: self.peer,
+                tls: &self.tls,
+                handshake_us: self.handshake_us,
+                early: o.early,
+                method,
+                path,
+                status,
+                bytes_in: o.bytes_in,
+                bytes_out: o.bytes_out,
+                backend: o.backend,
+                backend_us: o.backend_us,
+                total_us: took.as_micros() as u64,
+                error: o.error.map(ExchangeError::label),
+                request_id: o
+                    .request_id
+                    .as_deref()
+                    .and_then(|id| std::str::from_utf8(id).ok()),
+                grpc_status: o.grpc_status,
+                retry: o.retry.as_deref(),
+            });
         }
         if let Some(code) = o.grpc_status {
             self.worker
                 .metrics
                 .grpc_call(code, took, o.bytes_in, o.bytes_out);
         }
-    }
-
-    /// Writes an access-log record and counts the request.
-    pub fn log(&self, r: &Record<'_>) {
-        self.count_request(r.status, r.bytes_in, r.bytes_out);
-        self.worker.log.log(r);
     }
 
     /// Counts a request in the metrics.

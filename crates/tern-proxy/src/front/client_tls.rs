@@ -35,12 +35,19 @@ use tokio_rustls::server::TlsStream;
 /// and a read error met after a read had bytes to return, for the next
 /// read.
 #[derive(Debug)]
-pub(crate) struct ClientTls(TlsStream<ClientSocket>, Option<io::Error>);
+pub(crate) struct ClientTls {
+    tls: TlsStream<ClientSocket>,
+    /// A read error met after a read had bytes to return, for the next read.
+    read_error: Option<io::Error>,
+}
 
 impl ClientTls {
     /// Wraps a stream whose handshake is done.
     pub(crate) fn new(inner: TlsStream<ClientSocket>) -> Self {
-        ClientTls(inner, None)
+        ClientTls {
+            tls: inner,
+            read_error: None,
+        }
     }
 
     /// tokio-rustls's `TlsStream::poll_read`, but one that does not read
@@ -59,22 +66,22 @@ impl ClientTls {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         use tokio::io::AsyncBufRead;
-        if let Some(err) = self.1.take() {
+        if let Some(err) = self.read_error.take() {
             return Poll::Ready(Err(err));
         }
         let mut first = true;
         while buf.remaining() > 0 {
             if !first {
-                let (socket, conn) = self.0.get_ref();
-                if conn.wants_read() && socket.1 {
+                let (socket, conn) = self.tls.get_ref();
+                if conn.wants_read() && socket.last_read_short {
                     break;
                 }
             }
-            let data = match Pin::new(&mut self.0).poll_fill_buf(cx) {
+            let data = match Pin::new(&mut self.tls).poll_fill_buf(cx) {
                 Poll::Ready(Ok(data)) => data,
                 Poll::Ready(Err(err)) if first => return Poll::Ready(Err(err)),
                 Poll::Ready(Err(err)) => {
-                    self.1 = Some(err);
+                    self.read_error = Some(err);
                     break;
                 }
                 Poll::Pending if first => return Poll::Pending,
@@ -85,7 +92,7 @@ impl ClientTls {
                 break;
             }
             buf.put_slice(&data[..len]);
-            Pin::new(&mut self.0).consume(len);
+            Pin::new(&mut self.tls).consume(len);
             first = false;
         }
         Poll::Ready(Ok(()))
@@ -93,14 +100,14 @@ impl ClientTls {
 
     /// The socket and the rustls connection.
     pub(crate) fn get_ref(&self) -> (&TcpStream, &rustls::ServerConnection) {
-        let (socket, conn) = self.0.get_ref();
-        (&socket.0, conn)
+        let (socket, conn) = self.tls.get_ref();
+        (&socket.tcp, conn)
     }
 
     /// The socket and the rustls connection, mutably.
     pub(crate) fn get_mut(&mut self) -> (&mut TcpStream, &mut rustls::ServerConnection) {
-        let (socket, conn) = self.0.get_mut();
-        (&mut socket.0, conn)
+        let (socket, conn) = self.tls.get_mut();
+        (&mut socket.tcp, conn)
     }
 
     /// Waits until a read would find something (decrypted bytes already
@@ -110,7 +117,7 @@ impl ClientTls {
     /// to the worker's spare list and one comes back from it when bytes
     /// arrive (a wait that is dropped leaves rustls to allocate its own).
     pub(crate) async fn readable(&mut self) -> io::Result<()> {
-        let (tcp, conn) = self.0.get_mut();
+        let (tcp, conn) = self.tls.get_mut();
         if !conn.wants_read() {
             // Plaintext (or a close) is buffered in rustls already.
             return Ok(());
@@ -122,7 +129,7 @@ impl ClientTls {
         // joins the readiness list (TcpStream::readable's future), about
         // 300 instructions a request. One task reads this socket, so the
         // one slot is enough.
-        let readable = std::future::poll_fn(|cx| tcp.0.poll_read_ready(cx)).await;
+        let readable = std::future::poll_fn(|cx| tcp.tcp.poll_read_ready(cx)).await;
         if let Some(buf) = SPARE_READ.with(|spare| spare.borrow_mut().pop()) {
             conn.give_read_buffer(buf);
         }
@@ -141,11 +148,18 @@ impl ClientTls {
 /// for: tokio then clears the socket's readiness), for
 /// [`ClientTls::read_records`].
 #[derive(Debug)]
-pub(crate) struct ClientSocket(pub(crate) TcpStream, bool);
+pub(crate) struct ClientSocket {
+    pub(crate) tcp: TcpStream,
+    /// Its last read came back short (see above).
+    last_read_short: bool,
+}
 
 impl ClientSocket {
     pub(crate) fn new(tcp: TcpStream) -> Self {
-        ClientSocket(tcp, false)
+        ClientSocket {
+            tcp,
+            last_read_short: false,
+        }
     }
 }
 
@@ -156,9 +170,10 @@ impl AsyncRead for ClientSocket {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let room = buf.remaining();
-        let read = Pin::new(&mut self.0).poll_read(cx, buf);
+        let read = Pin::new(&mut self.tcp).poll_read(cx, buf);
         // Pending and errors count as short: nothing more to read now.
-        self.1 = !matches!(read, Poll::Ready(Ok(()))) || buf.remaining() > 0 && room > 0;
+        self.last_read_short =
+            !matches!(read, Poll::Ready(Ok(()))) || buf.remaining() > 0 && room > 0;
         read
     }
 }
@@ -169,7 +184,7 @@ impl AsyncWrite for ClientSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -179,8 +194,8 @@ impl AsyncWrite for ClientSocket {
     ) -> Poll<io::Result<usize>> {
         let mut pieces = bufs.iter().filter(|b| !b.is_empty());
         match (pieces.next(), pieces.next()) {
-            (Some(one), None) => Pin::new(&mut self.0).poll_write(cx, one),
-            _ => Pin::new(&mut self.0).poll_write_vectored(cx, bufs),
+            (Some(one), None) => Pin::new(&mut self.tcp).poll_write(cx, one),
+            _ => Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -189,11 +204,11 @@ impl AsyncWrite for ClientSocket {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        Pin::new(&mut self.tcp).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
 }
 
@@ -228,7 +243,7 @@ impl AsyncRead for ClientTls {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let read = self.read_records(cx, buf);
-        let conn = self.0.get_mut().1;
+        let conn = self.tls.get_mut().1;
         if read.is_pending() && !conn.is_handshaking() {
             // About to wait for the client, which may be waiting for the
             // KeyUpdate answer rustls keeps for the next write: an empty
@@ -241,7 +256,7 @@ impl AsyncRead for ClientTls {
             // Pending registers the socket's write readiness with this
             // task: the next poll flushes the rest. An error shows on the
             // next read or write.
-            let _ = Pin::new(&mut self.0).poll_flush(cx);
+            let _ = Pin::new(&mut self.tls).poll_flush(cx);
         }
         read
     }
@@ -253,7 +268,7 @@ impl AsyncWrite for ClientTls {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
+        Pin::new(&mut self.tls).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -261,25 +276,25 @@ impl AsyncWrite for ClientTls {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.tls).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        self.tls.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        Pin::new(&mut self.tls).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let (tcp, conn) = self.0.get_mut();
+        let (tcp, conn) = self.tls.get_mut();
         // rustls's writer reports the connection's fatal error, if any: the
         // read that met it sent the alert; only the TCP close is left.
         if conn.writer().flush().is_err() {
             return Pin::new(tcp).poll_shutdown(cx);
         }
-        Pin::new(&mut self.0).poll_shutdown(cx)
+        Pin::new(&mut self.tls).poll_shutdown(cx)
     }
 }
 
