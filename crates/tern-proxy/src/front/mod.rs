@@ -8,6 +8,7 @@
 
 mod backend_values;
 mod client_tls;
+mod gate;
 mod h1;
 pub(crate) mod h2;
 pub(crate) mod h3;
@@ -108,12 +109,12 @@ pub(crate) async fn handle(
     // holds a whole h2 connection) do not enlarge every HTTP/1.1
     // connection, idle ones included. An HTTP/2 connection's streams
     // run inside its future and wake it while it is polled (a response
-    // queued wakes h2's writer; FuturesUnordered yields after polling
-    // each stream once): Rewoken polls it again at once rather than
-    // sending the task round tokio's scheduler (as HTTP/3's, h3/gate.rs).
+    // queued wakes h2's writer; the stream slots yield after streams
+    // that woke themselves, front/h2/slots.rs): Rewoken polls it again at once rather than
+    // sending the task round tokio's scheduler (as HTTP/3's; front/gate.rs).
     match listener.config.mode {
         Mode::Http if ctx.tls.alpn.as_deref() == Some("h2") => {
-            h3::gate::Rewoken::new(Box::pin(h2::serve(tls, &ctx))).await
+            gate::Rewoken::new(Box::pin(h2::serve(tls, &ctx))).await
         }
         Mode::Http => h1::serve(&mut tls, &ctx).await,
         Mode::Tcp { proxy_protocol } => Box::pin(tcp::serve(&mut tls, &ctx, proxy_protocol)).await,

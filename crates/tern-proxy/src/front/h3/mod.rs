@@ -18,9 +18,9 @@
 //! from a patch of quinn-proto (vendor/README.md): quinn keeps them to
 //! itself.
 
-// Rewoken serves the HTTP/2 connection's task too (front::handle).
-pub(super) mod gate;
 mod stream;
+
+use super::gate;
 
 use std::cell::Cell;
 use std::rc::Rc;

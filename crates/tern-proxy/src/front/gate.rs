@@ -10,6 +10,10 @@
 //! bench/instructions.sh MODE=h3); the shutdown watch cost ~1,100 per
 //! request the same way. The gate hands its future a waker of its own and
 //! lets the next poll through only once that waker has fired.
+//!
+//! [`Rewoken`] is the other way round: it keeps the wake-ups a connection's
+//! future gives itself while polled (HTTP/3's and HTTP/2's) from sending
+//! its task round tokio's scheduler again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
