@@ -23,7 +23,9 @@
 # HTTP/2, medians over the runs.
 #
 # Usage: bench/h3-peers.sh   (env: NGINX_BIN=... HAPROXY_BIN=... DURATION=5
-#          ROUNDS=3 RUNS=3 C=20 TERN=target/release/tern SERVERS="tern nginx haproxy")
+#          ROUNDS=3 RUNS=3 C=20 TERN=target/release/tern SERVERS="tern nginx haproxy"
+#          BENCH_TERN=...: the tern that runs the load, default TERN; set it
+#          to compare two tern servers under one client)
 # Needs: nginx (the backend), openssl, python3, taskset. Only 127.0.0.1 is
 # ever a target; everything stops by itself.
 set -euo pipefail
@@ -38,6 +40,7 @@ ROUNDS="${ROUNDS:-3}"
 RUNS="${RUNS:-3}"
 C="${C:-20}"
 TERN="${TERN:-$root/target/release/tern}"
+BENCH_TERN="${BENCH_TERN:-$TERN}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
 SERVER_CPU=0
 LOAD_CPU=1
@@ -48,6 +51,7 @@ SRV_POOL=256
 SRV_H3=1
 for tool in nginx openssl python3 taskset; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+[[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
 
 # A server without QUIC would fail every HTTP/3 request: leave it out, say so.
 wanted=()
@@ -74,7 +78,7 @@ for run in $(seq 1 "$RUNS"); do
             compare=()
             [[ ${#urls[@]} -gt 1 ]] && compare=(--compare --rounds "$ROUNDS")
             json="$work/run$run-$size-$proto.json"
-            taskset -c "$LOAD_CPU" "$TERN" bench "--$proto" "${compare[@]}" -z "${DURATION}s" \
+            taskset -c "$LOAD_CPU" "$BENCH_TERN" bench "--$proto" "${compare[@]}" -z "${DURATION}s" \
                 -c "$C" -m 1 -k --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --sni localhost --host localhost \
                 --no-progress -o json "${urls[@]}" > "$json"
             python3 - "$json" "$run" "$size" "$proto" "${active[*]}" >> "$results" <<'PY'
@@ -97,6 +101,7 @@ done
 echo
 echo "HTTP/3 (and HTTP/2) through ${active[*]}: tern bench --h3|--h2 --rounds $ROUNDS -z ${DURATION}s -c $C -m 1, every server a target of the same run; TLS 1.3 $TLS_SUITE $TLS_GROUP; one worker and the nginx backend on CPU $SERVER_CPU, load on CPU $LOAD_CPU; $(nproc) CPUs, $(uname -r)"
 for server in "${active[@]}"; do echo "  $server: $(server_version "$server")"; done
+echo "  load: $BENCH_TERN bench ($("$BENCH_TERN" --version 2>/dev/null || echo "tern ?"))"
 python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
