@@ -27,15 +27,16 @@
 //!
 //! # How to add an option
 //!
-//! 1. Add a field to the table it belongs to: a doc comment (one paragraph:
-//!    what it does, units and bounds, never the default), `#[arg(long,
-//!    value_name = "…")]` (`#[arg(skip)]` for a TOML-only key of a flag
-//!    table), and an `Option<T>` type (`Vec<String>` for lists; `bool` for
+//! 1. Add a field to the table it belongs to (flag tables here, TOML-only
+//!    ones in `tables.rs`): a doc comment (one paragraph: what it does,
+//!    units and bounds, never the default), `#[arg(long, value_name =
+//!    "…")]` (`#[arg(skip)]` for a TOML-only key of a flag table), and an `Option<T>` type (`Vec<String>` for lists; `bool` for
 //!    a listener switch that is off by default, `Option<bool>` at the top
 //!    level). Nothing else is needed for `--config` to refuse a listener
 //!    flag or to let a top-level flag override the file.
-//! 2. If it has a default, add a constant to [`defaults`] (typed: `u32`,
-//!    `usize`, `bool`, `&str`, `Duration`; `[&str; N]` for a list) and
+//! 2. If it has a default, add a constant to [`defaults`] (`defaults.rs`;
+//!    typed: `u32`, `usize`, `bool`, `&str`, `Duration`; `[&str; N]` for a
+//!    list) and
 //!    name it in the attribute: `default_value = shown(defaults::X)`, or
 //!    `default_values = defaults::X` for a list. A default that is not one
 //!    value (e.g. "number of CPU cores") stays prose in the doc comment.
