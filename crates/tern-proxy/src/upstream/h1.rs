@@ -62,6 +62,8 @@ const SPARE_SCRATCH: usize = 256;
 const SCRATCH_KEEP_LIMIT: usize = 16 * 1024;
 
 thread_local! {
+    // Boxed on purpose: a take or give-back moves the box, not the set.
+    #[allow(clippy::vec_box)]
     static SPARE: RefCell<Vec<Box<H1Scratch>>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -257,6 +257,8 @@ const SPARE_HEADS: usize = 256;
 const HEAD_KEEP_LIMIT: usize = 8 * 1024;
 
 thread_local! {
+    // Boxed on purpose: a take or give-back moves the box, not the head.
+    #[allow(clippy::vec_box)]
     static SPARE_HEAD: std::cell::RefCell<Vec<Box<RequestHead>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
