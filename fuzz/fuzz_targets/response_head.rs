@@ -5,7 +5,8 @@
 //! one-pass prefix parse with finding the head's end and then parsing,
 //! also into a head that holds an earlier response (a head sent again is
 //! kept, not parsed: the seeds `repeated` and `earlier-and-more` start
-//! with that earlier head).
+//! with that earlier head). A head written again (its field lines kept
+//! from the last write) must be written as a fresh copy of it would be.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -38,6 +39,26 @@ fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     write_response_head(&head, false, &FieldEdits::NONE, &mut out);
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
+    // Written again, the field lines come from those kept at the last
+    // write (with the same rules) or are chosen afresh (other rules): the
+    // same head as a copy that never wrote it makes.
+    let mut repeated = Vec::new();
+    write_response_head(&head, false, &FieldEdits::NONE, &mut repeated);
+    assert_eq!(repeated, out, "a head written again differs");
+    if let Some((name, _, _)) = head.fields.iter_kinds().last() {
+        let drop: Vec<Box<str>> = vec![name.to_ascii_lowercase().into()];
+        let edits = FieldEdits {
+            drop: &drop,
+            add: Vec::new(),
+        };
+        let mut fresh = Vec::new();
+        write_response_head(&head.clone(), true, &edits, &mut fresh);
+        for _ in 0..2 {
+            let mut written = Vec::new();
+            write_response_head(&head, true, &edits, &mut written);
+            assert_eq!(written, fresh, "a head written again under a rule differs");
+        }
+    }
     let again = match parse_response(&out) {
         Ok(again) => again,
         // tern may add one field (Connection) to a head that already

@@ -12,6 +12,7 @@ use crate::edits::FieldEdits;
 pub use crate::syntax::{check_head_syntax, find_head_end};
 use crate::HttpError;
 
+mod kept;
 mod kind;
 pub(crate) use kind::length_bit;
 use kind::token_eq;
@@ -81,6 +82,9 @@ pub struct Fields {
     /// line: the next response that starts with the same bytes reads the
     /// same (`parse::response_again`).
     pub(crate) response_read: Option<ResponseLine>,
+    /// The field lines last written from this head, for writing it again
+    /// (forgotten whenever the head changes).
+    pub(crate) kept: kept::KeptLines,
 }
 
 /// A response's status line as the parser read it.
@@ -302,6 +306,7 @@ impl Fields {
     /// returns the text store as bytes, to be filled and handed back with
     /// [`Fields::set_text`].
     pub(crate) fn reset(&mut self) -> Vec<u8> {
+        self.kept.clear();
         self.fields.clear();
         self.kinds = 0;
         self.response_read = None;
@@ -319,6 +324,7 @@ impl Fields {
     /// Drops what a refused head left half-read: no field refers to a
     /// text store that was not handed back.
     pub(crate) fn forget(&mut self) {
+        self.kept.clear();
         self.fields.clear();
         self.kinds = 0;
         self.response_read = None;

@@ -256,6 +256,16 @@ impl ChunkVecBuffer {
             return Ok(0);
         }
 
+        // tern patch: one queued chunk (a response in one record, the
+        // usual case) is written as one slice, without filling the array
+        // of 64 below (a kilobyte set up per write).
+        if self.chunks.len() == 1 {
+            let only = [io::IoSlice::new(&self.chunks[0][self.prefix_used..])];
+            let available_bytes = only[0].len();
+            let used = wr.write_vectored(&only)?;
+            return self.consume_written(used, available_bytes);
+        }
+
         let mut prefix = self.prefix_used;
         let mut bufs = [io::IoSlice::new(&[]); 64];
         for (iov, chunk) in bufs.iter_mut().zip(self.chunks.iter()) {
@@ -266,7 +276,11 @@ impl ChunkVecBuffer {
         let bufs = &bufs[..len];
         let used = wr.write_vectored(bufs)?;
         let available_bytes = bufs.iter().map(|ch| ch.len()).sum();
+        self.consume_written(used, available_bytes)
+    }
 
+    /// tern patch: consumes what a write of `available_bytes` took.
+    fn consume_written(&mut self, used: usize, available_bytes: usize) -> io::Result<usize> {
         if used > available_bytes {
             // This is really unrecoverable, since the amount of data written
             // is now unknown.  Consume all the potentially-written data in

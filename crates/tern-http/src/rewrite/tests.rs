@@ -57,6 +57,62 @@ fn kept_field_lines_are_copied_as_received_around_dropped_ones() {
     }
 }
 
+#[test]
+fn a_head_written_again_gets_the_lines_its_rules_keep_and_a_new_head_its_own() {
+    let raw = b"HTTP/1.1 200 OK\r\nServer: x\r\nConnection: keep-alive\r\nX-Last: 1\r\n\r\n";
+    let mut head = parse_response(raw).unwrap();
+    let drop: Vec<Box<str>> = vec!["x-last".into()];
+    let same: Vec<Box<str>> = vec!["x-last".into()];
+    let other: Vec<Box<str>> = vec!["server".into()];
+    let write = |head: &ResponseHead, drop: &[Box<str>], close: bool| {
+        let edits = FieldEdits {
+            drop,
+            add: Vec::new(),
+        };
+        let mut out = b"prefix".to_vec();
+        write_response_head(head, close, &edits, &mut out);
+        String::from_utf8(out).unwrap()
+    };
+    let dropped = "prefixHTTP/1.1 200 OK\r\nServer: x\r\n\r\n";
+    assert_eq!(write(&head, &drop, false), dropped);
+    // Kept lines: the same rules by content (another list), the same
+    // lines; the close is not part of them.
+    assert_eq!(write(&head, &same, false), dropped);
+    assert_eq!(
+        write(&head, &drop, true),
+        "prefixHTTP/1.1 200 OK\r\nServer: x\r\nConnection: close\r\n\r\n"
+    );
+    // Other rules: chosen again, then the first rules' lines again.
+    assert_eq!(
+        write(&head, &other, false),
+        "prefixHTTP/1.1 200 OK\r\nX-Last: 1\r\n\r\n"
+    );
+    assert_eq!(write(&head, &drop, false), dropped);
+    assert_eq!(
+        write(&head, &[], false),
+        "prefixHTTP/1.1 200 OK\r\nServer: x\r\nX-Last: 1\r\n\r\n"
+    );
+    // The same value refilled by another head (and by a refused one):
+    // that head's lines, never the kept ones.
+    crate::head::parse_response_into(b"HTTP/1.1 404 No\r\nX-Last: 2\r\nVia: y\r\n\r\n", &mut head)
+        .unwrap();
+    assert_eq!(
+        write(&head, &drop, false),
+        "prefixHTTP/1.1 404 No\r\nVia: y\r\n\r\n"
+    );
+    assert!(
+        crate::head::parse_response_into(b"HTTP/1.1 200 OK\r\nA:\x00\r\n\r\n", &mut head).is_err()
+    );
+    assert_eq!(write(&head, &drop, false), "prefixHTTP/1.1 000 \r\n\r\n");
+    // A copy chooses its lines itself.
+    let head = parse_response(raw).unwrap();
+    assert_eq!(write(&head, &drop, false), dropped);
+    assert_eq!(
+        write(&head.clone(), &other, false),
+        "prefixHTTP/1.1 200 OK\r\nX-Last: 1\r\n\r\n"
+    );
+}
+
 fn rewrite(raw: &str, ip: &str, conn: BackendConnection) -> String {
     let head = parse_request(raw.as_bytes()).unwrap();
     let mut out = Vec::new();

@@ -68,6 +68,14 @@ pub(crate) trait Front {
     where
         Self: 'a;
 
+    /// False when [`Front::ResetWatch`] never resolves (HTTP/1.1: a
+    /// client cancels by closing, which the next read or write finds): the
+    /// exchange then waits for the backend alone, without racing the
+    /// watch (a `select!` moves the whole request future into its own
+    /// state, a copy of a few hundred bytes, and adds a poll layer, on
+    /// every request).
+    const CLIENT_CANCELS: bool = true;
+
     /// The request body, and a watch on the client cancelling, usable at
     /// the same time (until the response starts).
     fn split(&mut self) -> (&mut Self::Body, Self::ResetWatch<'_>);

@@ -47,7 +47,7 @@ async fn exchange_in<F: Front>(
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    let mut conn = {
+    let mut conn = if F::CLIENT_CANCELS {
         let (body, reset) = front.split();
         let mut body = edits.cap(body);
         let request = send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s);
@@ -58,6 +58,9 @@ async fn exchange_in<F: Front>(
             r = request => r?,
             () = reset => return Err(Kind::ClientGone),
         }
+    } else {
+        let mut body = edits.cap(front.split().0);
+        send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s).await?
     };
 
     if s.head.status == 101 {

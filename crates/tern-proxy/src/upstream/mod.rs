@@ -464,10 +464,12 @@ impl Backends {
     /// (those of removed servers are closed; requests running on them
     /// finish), balancing state restarts.
     fn refresh(&self) {
-        let current = self.shared.servers();
-        if current.generation == self.view.borrow().set.generation {
+        // Generations only grow; the set is stored before its generation,
+        // so a newer generation means a newer set is there to load.
+        if self.shared.generation() <= self.view.borrow().set.generation {
             return;
         }
+        let current = self.shared.servers();
         let set = arc_swap::Guard::into_inner(current);
         let mut view = self.view.borrow_mut();
         let moves: Vec<Option<usize>> = view

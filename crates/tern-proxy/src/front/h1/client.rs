@@ -102,7 +102,7 @@ where
     /// buffer, the response buffer goes back to the worker's spares.
     /// Returns true when the connection must close: asked for, or a request
     /// body not read to its end (the next bytes are not a request head).
-    pub(super) fn finish(mut self) -> bool {
+    pub(super) fn finish(&mut self) -> bool {
         self.cbuf.consume(std::mem::take(&mut self.handed));
         give_back_out(std::mem::take(&mut self.out));
         self.close || !self.pending.is_done()
@@ -230,6 +230,7 @@ where
         = std::future::Pending<()>
     where
         Self: 'a;
+    const CLIENT_CANCELS: bool = false;
 
     fn split(&mut self) -> (&mut Self, std::future::Pending<()>) {
         (self, std::future::pending())
