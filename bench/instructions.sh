@@ -26,6 +26,12 @@
 # e.g.   bench/instructions.sh --request-id-header off
 #        MODE=h3 C=20 M=1 bench/instructions.sh
 #        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
+# TIMEOUT=SECONDS: tern bench's per-request timeout (its -t; default 20):
+# on a loaded host the warm-up's first requests, behind their handshakes
+# under valgrind, can take longer, and a warm-up with a failure stops the
+# run.
+# WARM_FAILS_OK=1: a warm-up with failed requests goes on to the measured
+# load (whose requests must all succeed) instead of stopping the run.
 # TOML=FILE: tern reads the same settings from a config file instead
 # (bench/lib.sh's tern_config_file) with FILE's lines appended to its
 # listener, for rules that exist only in TOML (header rules); ARGS may then
@@ -121,7 +127,7 @@ load() {
         h2load -n "$1" -c "$C" "${load_flags[@]}" "https://127.0.0.1:$port/" 2>&1
         return
     fi
-    "$BENCH_TERN" bench "${bench_flags[@]}" --plan "$PLAN" -n "$1" -c "$C" -k \
+    "$BENCH_TERN" bench "${bench_flags[@]}" ${TIMEOUT:+-t "$TIMEOUT"} --plan "$PLAN" -n "$1" -c "$C" -k \
         --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
         "https://127.0.0.1:$port/" > "$work/load.json" 2> "$work/load.err" || true
     python3 - "$work/load.json" <<'PY'
@@ -203,7 +209,14 @@ if [[ "$SERVER" == hitch ]]; then
     exit 0
 fi
 out="$(load "$WARM")"
-printf '%s\n' "$out" | grep -q "$WARM $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "warm-up failed"; }
+if ! printf '%s\n' "$out" | grep -q "$WARM $answered"; then
+    printf '%s\n' "$out" >&2
+    cat "$work/load.err" >&2 2> /dev/null
+    # The counters are zeroed after the warm-up: its failures change
+    # nothing counted, only what was warmed.
+    [[ -n "${WARM_FAILS_OK:-}" ]] || die "warm-up failed"
+    echo "warm-up: some requests failed (WARM_FAILS_OK)" >&2
+fi
 callgrind_control -z "$tern_pid" > /dev/null
 out="$(load "$N")"
 printf '%s\n' "$out" | grep -q "$N $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "load failed"; }

@@ -33,6 +33,17 @@ impl<T: Buf> BufList<T> {
 }
 
 impl BufList<Bytes> {
+    /// tern patch: a HEADERS frame lying whole in the first buffer, split
+    /// off it without a copy (`Frame::split_headers`).
+    pub(crate) fn split_headers_frame(&mut self) -> Option<Bytes> {
+        let front = self.bufs.front_mut()?;
+        let payload = crate::proto::frame::Frame::<crate::proto::frame::PayloadLen>::split_headers(front)?;
+        if front.is_empty() {
+            self.bufs.pop_front();
+        }
+        Some(payload)
+    }
+
     pub fn take_first_chunk(&mut self) -> Option<Bytes> {
         self.bufs.pop_front()
     }

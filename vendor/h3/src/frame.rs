@@ -1,6 +1,6 @@
 use std::task::{Context, Poll};
 
-use bytes::Buf;
+use bytes::{Buf, Bytes};
 
 #[cfg(feature = "tracing")]
 use tracing::trace;
@@ -208,15 +208,25 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
-    fn decode<B: Buf>(
+    // tern patch: on the `Bytes` a stream's buffer holds (was generic),
+    // for a HEADERS frame split off its buffer without a copy.
+    fn decode(
         &mut self,
-        src: &mut BufList<B>,
+        src: &mut BufList<Bytes>,
     ) -> Result<Option<Frame<PayloadLen>>, FrameStreamError> {
         // Decode in a loop since we ignore unknown frames, and there may be
         // other frames already in our BufList.
         loop {
             if !src.has_remaining() {
                 return Ok(None);
+            }
+
+            // tern patch: a HEADERS frame lying whole in the first buffer
+            // (a request's head, as a rule) is split off it; any other
+            // frame, or one in pieces, is decoded below as before.
+            if let Some(payload) = src.split_headers_frame() {
+                self.expected = None;
+                return Ok(Some(Frame::Headers(payload)));
             }
 
             if let Some(min) = self.expected {
@@ -320,10 +330,35 @@ mod tests {
     fn one_frame() {
         let mut buf = BytesMut::with_capacity(16);
         Frame::headers(&b"salut"[..]).encode_with_payload(&mut buf);
-        let mut buf = BufList::from(buf);
+        let mut buf = BufList::from(buf.freeze());
 
         let mut decoder = FrameDecoder::default();
         assert_matches!(decoder.decode(&mut buf), Ok(Some(Frame::Headers(_))));
+    }
+
+    // tern patch: a HEADERS frame lying whole in one buffer comes out as
+    // a piece of that buffer (no copy), and what follows it stays.
+    #[test]
+    fn headers_frame_in_one_buffer_is_split_off_it() {
+        let mut buf = BytesMut::with_capacity(64);
+        Frame::headers(&b"salut"[..]).encode_with_payload(&mut buf);
+        Frame::Data(&b"body"[..]).encode_with_payload(&mut buf);
+        let buf = buf.freeze();
+        let start = buf.as_ptr() as usize;
+        let mut list = BufList::from(buf.clone());
+
+        let mut decoder = FrameDecoder::default();
+        let payload = match decoder.decode(&mut list) {
+            Ok(Some(Frame::Headers(payload))) => payload,
+            other => panic!("not a HEADERS frame: {other:?}"),
+        };
+        assert_eq!(&payload[..], b"salut");
+        assert_eq!(payload.as_ptr() as usize, start + 2, "not a copy");
+        assert_matches!(
+            decoder.decode(&mut list),
+            Ok(Some(Frame::Data(PayloadLen(4))))
+        );
+        assert_eq!(list.remaining(), 4);
     }
 
     #[test]
@@ -333,7 +368,7 @@ mod tests {
         let mut buf = BytesMut::with_capacity(16);
         frame.encode(&mut buf);
         buf.truncate(buf.len() - 1);
-        let mut buf = BufList::from(buf);
+        let mut buf = BufList::from(buf.freeze());
 
         let mut decoder = FrameDecoder::default();
         assert_matches!(decoder.decode(&mut buf), Ok(None));
@@ -345,8 +380,8 @@ mod tests {
         Frame::headers(&b"salut"[..]).encode_with_payload(&mut buf);
         let mut buf_list = BufList::new();
         // Cut buffer between type and length
-        buf_list.push(&buf[..1]);
-        buf_list.push(&buf[1..]);
+        buf_list.push(Bytes::copy_from_slice(&buf[..1]));
+        buf_list.push(Bytes::copy_from_slice(&buf[1..]));
 
         let mut decoder = FrameDecoder::default();
         assert_matches!(decoder.decode(&mut buf_list), Ok(Some(Frame::Headers(_))));
@@ -359,8 +394,8 @@ mod tests {
 
         let mut buf_list = BufList::new();
         // Cut buffer in the middle of length's varint
-        buf_list.push(&buf[..2]);
-        buf_list.push(&buf[2..]);
+        buf_list.push(Bytes::copy_from_slice(&buf[..2]));
+        buf_list.push(Bytes::copy_from_slice(&buf[2..]));
 
         let mut decoder = FrameDecoder::default();
         assert_matches!(decoder.decode(&mut buf_list), Ok(Some(Frame::Headers(_))));
@@ -374,7 +409,7 @@ mod tests {
         Frame::headers(&b"trailer"[..]).encode_with_payload(&mut buf);
 
         buf.truncate(buf.len() - 1);
-        let mut buf = BufList::from(buf);
+        let mut buf = BufList::from(buf.freeze());
 
         let mut decoder = FrameDecoder::default();
         assert_matches!(decoder.decode(&mut buf), Ok(Some(Frame::Headers(_))));

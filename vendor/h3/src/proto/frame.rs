@@ -78,6 +78,26 @@ impl From<usize> for PayloadLen {
 impl Frame<PayloadLen> {
     pub const MAX_ENCODED_SIZE: usize = VarInt::MAX_SIZE * 7;
 
+    /// tern patch: a HEADERS frame that lies whole at the start of `buf`,
+    /// split off it: its payload shares `buf`'s memory, where `decode`
+    /// copies it into a new buffer (`Take::copy_to_bytes`: an allocation,
+    /// a copy and a free per HTTP/3 request head). `None`, with `buf`
+    /// untouched, for any other frame or one not all there; `decode`
+    /// then reads it as before.
+    pub(crate) fn split_headers(buf: &mut Bytes) -> Option<Bytes> {
+        let mut peek = &buf[..];
+        if FrameType::decode(&mut peek).ok()? != FrameType::HEADERS {
+            return None;
+        }
+        let len = usize::try_from(peek.get_var().ok()?).ok()?;
+        if peek.len() < len {
+            return None;
+        }
+        let header = buf.len() - peek.len();
+        buf.advance(header);
+        Some(buf.split_to(len))
+    }
+
     /// Decodes a Frame from the stream according to <https://www.rfc-editor.org/rfc/rfc9114#section-7.1>
     pub fn decode<T: Buf>(buf: &mut T) -> Result<Self, FrameError> {
         let remaining = buf.remaining();

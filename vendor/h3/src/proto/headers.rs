@@ -236,10 +236,51 @@ impl Iterator for HeaderIter {
     }
 }
 
+// tern patch: the header maps of received heads, emptied, are kept per
+// thread and reused (with their capacity) for the next heads: a map was
+// two allocations (its indices and its entries) made and freed per
+// request. Bounded: at most `SPARE_MAX` maps per thread, none that grew
+// past `SPARE_CAPACITY_MAX` fields (h2 patch 0009 does the same).
+std::thread_local! {
+    static SPARE_MAPS: std::cell::RefCell<Vec<HeaderMap>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+const SPARE_MAX: usize = 256;
+const SPARE_CAPACITY_MAX: usize = 64;
+
+/// tern patch: a received head's fields once the caller is done with
+/// them, kept (emptied) for the next head this thread decodes.
+pub(crate) fn give_back_header_map(mut map: HeaderMap) {
+    if map.capacity() == 0 || map.capacity() > SPARE_CAPACITY_MAX {
+        return;
+    }
+    map.clear();
+    let _ = SPARE_MAPS.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARE_MAX {
+            s.push(map);
+        }
+    });
+}
+
+/// tern patch: an empty map with room for `len` fields, one a received
+/// head gave back when there is one.
+fn spare_header_map(len: usize) -> HeaderMap {
+    match SPARE_MAPS.try_with(|s| s.borrow_mut().pop()) {
+        Ok(Some(mut map)) => {
+            map.reserve(len);
+            map
+        }
+        _ => HeaderMap::with_capacity(len),
+    }
+}
+
 impl TryFrom<Vec<HeaderField>> for Header {
     type Error = HeaderError;
     fn try_from(headers: Vec<HeaderField>) -> Result<Self, Self::Error> {
-        let mut fields = HeaderMap::with_capacity(headers.len());
+        // tern patch: a map given back by an earlier head, when there is one.
+        let mut fields = spare_header_map(headers.len());
         let mut pseudo = Pseudo::default();
 
         for field in headers.into_iter() {

@@ -3,17 +3,20 @@
 //! The [`Connection`] struct manages a connection from the side of the HTTP/3 server
 
 use std::{
-    collections::HashSet,
     future::poll_fn,
     option::Option,
     result::Result,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
     task::{ready, Context, Poll},
 };
 
 use bytes::Buf;
+use futures_util::task::AtomicWaker;
 use quic::RecvStream;
 use quic::StreamId;
-use tokio::sync::mpsc;
 
 use crate::{
     connection::ConnectionInner,
@@ -48,11 +51,10 @@ where
     /// TODO: temporarily break encapsulation for `WebTransportSession`
     pub inner: ConnectionInner<C, B>,
     pub(super) max_field_section_size: u64,
-    // List of all incoming streams that are currently running.
-    pub(super) ongoing_streams: HashSet<StreamId>,
-    // Let the streams tell us when they are no longer running.
-    pub(super) request_end_recv: mpsc::UnboundedReceiver<StreamId>,
-    pub(super) request_end_send: mpsc::UnboundedSender<StreamId>,
+    // tern patch: how many accepted requests are still running, counted
+    // by their `RequestEnd` tokens (was a set of their stream IDs and a
+    // channel each request's end was sent on).
+    pub(super) ongoing: Arc<OngoingRequests>,
     // Has a GOAWAY frame been sent? If so, this StreamId is the last we are willing to accept.
     pub(super) sent_closing: Option<StreamId>,
     // Has a GOAWAY frame been received? If so, this is PushId the last the remote will accept.
@@ -146,7 +148,7 @@ where
     ) -> RequestResolver<C, B> {
         RequestResolver {
             frame_stream: stream,
-            request_end_send: self.request_end_send.clone(),
+            request_end: RequestEnd::new(&self.ongoing),
             send_grease_frame: self.inner.send_grease_frame,
             max_field_section_size: self.max_field_section_size,
             shared: self.inner.shared.clone(),
@@ -176,7 +178,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<C::BidiStream>, ConnectionError>> {
         let _ = self.poll_control(cx)?;
-        let _ = self.poll_requests_completion(cx);
+        // tern patch: no `poll_requests_completion` here. It drained the
+        // channel of ended requests (whose result was not looked at) and
+        // registered the task's waker on it at every accept; counted
+        // requests need no draining, and only a closing connection waits
+        // for them to end (the calls below).
         loop {
             let conn = self.inner.poll_accept_bi(cx)?;
             return match conn {
@@ -210,7 +216,8 @@ where
                         }
                     }
                     self.last_accepted_stream = Some(s.send_id());
-                    self.ongoing_streams.insert(s.send_id());
+                    // tern patch: counted when its resolver is made
+                    // (`create_resolver_internal`), in this same poll.
                     Poll::Ready(Ok(Some(s)))
                 }
             };
@@ -274,26 +281,17 @@ where
         Poll::Ready(Ok(frame))
     }
 
+    /// Ready when no accepted request is running any more; else pending,
+    /// and the end of the last one wakes the task (tern patch: the
+    /// waker is registered before the count is read, so an end between
+    /// the two still wakes it).
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     fn poll_requests_completion(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            match self.request_end_recv.poll_recv(cx) {
-                // The channel is closed
-                Poll::Ready(None) => return Poll::Ready(()),
-                // A request has completed
-                Poll::Ready(Some(id)) => {
-                    self.ongoing_streams.remove(&id);
-                }
-                Poll::Pending => {
-                    if self.ongoing_streams.is_empty() {
-                        // Tell the caller there is not more ongoing requests.
-                        // Still, the completion of future requests will wake us.
-                        return Poll::Ready(());
-                    } else {
-                        return Poll::Pending;
-                    }
-                }
-            }
+        self.ongoing.waker.register(cx.waker());
+        if self.ongoing.live.load(Ordering::Acquire) == 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -325,7 +323,52 @@ where
 //# parallelism, at least 100 request streams SHOULD be permitted at a
 //# time.
 
+/// tern patch: the requests of a connection still running. Each request
+/// was a stream ID inserted into a `HashSet` (SipHash) when accepted, an
+/// `Arc` made for its `RequestEnd`, and its ID sent on a tokio channel
+/// when it ended, which woke the connection's task to take it off the set
+/// (a poll of the whole connection per request, to find nothing to do
+/// unless it was closing). Now a count, and a wake-up only when it falls
+/// to zero with the connection's task waiting for that.
+#[derive(Default)]
+pub(super) struct OngoingRequests {
+    /// Live `RequestEnd` tokens: one per accepted request (in its
+    /// resolver, then its stream), one more for each half of a split
+    /// stream.
+    live: AtomicUsize,
+    /// The connection's task, once it has waited for the requests to end.
+    waker: AtomicWaker,
+}
+
+/// tern patch: one accepted request's share of [`OngoingRequests`],
+/// held by its resolver, then its stream (each half of a split stream
+/// holds one); the request has ended when its last token is dropped.
 pub(super) struct RequestEnd {
-    pub(super) request_end: mpsc::UnboundedSender<StreamId>,
-    pub(super) stream_id: StreamId,
+    ongoing: Arc<OngoingRequests>,
+}
+
+impl RequestEnd {
+    /// A token for one more running request (or half of one).
+    pub(super) fn new(ongoing: &Arc<OngoingRequests>) -> Self {
+        ongoing.live.fetch_add(1, Ordering::Relaxed);
+        RequestEnd {
+            ongoing: ongoing.clone(),
+        }
+    }
+}
+
+impl Clone for RequestEnd {
+    fn clone(&self) -> Self {
+        RequestEnd::new(&self.ongoing)
+    }
+}
+
+impl Drop for RequestEnd {
+    fn drop(&mut self) {
+        if self.ongoing.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Only a task that waits for the last request registered a
+            // waker; otherwise this finds none.
+            self.ongoing.waker.wake();
+        }
+    }
 }

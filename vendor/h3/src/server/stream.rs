@@ -12,7 +12,6 @@ use crate::{
 };
 
 use super::connection::RequestEnd;
-use std::sync::Arc;
 
 use std::{
     option::Option,
@@ -45,7 +44,9 @@ use tracing::{error, instrument};
 /// After sending the final response, call [`RequestStream::finish`] to close the stream.
 pub struct RequestStream<S, B> {
     pub(super) inner: crate::connection::RequestStream<S, B>,
-    pub(super) request_end: Arc<RequestEnd>,
+    // tern patch: a token of its own, not an `Arc` (one allocation per
+    // request); each half of a split stream holds one.
+    pub(super) request_end: RequestEnd,
 }
 
 impl<S, B> AsMut<crate::connection::RequestStream<S, B>> for RequestStream<S, B> {
@@ -266,14 +267,3 @@ where
     }
 }
 
-impl Drop for RequestEnd {
-    fn drop(&mut self) {
-        if let Err(_error) = self.request_end.send(self.stream_id) {
-            #[cfg(feature = "tracing")]
-            error!(
-                "failed to notify connection of request end: {} {}",
-                self.stream_id, _error
-            );
-        }
-    }
-}

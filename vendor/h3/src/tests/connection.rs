@@ -910,6 +910,66 @@ async fn goaway_from_client_after_requests_is_read() {
     .expect("the server read the client's GOAWAY");
 }
 
+// tern patch: a connection counts its running requests: after the
+// client's GOAWAY, the server's accept ends only once the last request's
+// stream is dropped, and that drop wakes it.
+#[tokio::test]
+async fn accept_ends_after_goaway_once_the_last_request_is_dropped() {
+    init_tracing();
+    let mut pair = Pair::default();
+    let mut server = pair.server();
+    let (answered, shut) = oneshot::channel::<()>();
+
+    let client_fut = async {
+        let (mut driver, mut send_request) = client::new(pair.client().await).await.unwrap();
+        let drive = async move {
+            let response = request(&mut send_request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::IM_A_TEAPOT);
+            driver.shutdown(0).await.unwrap();
+            answered.send(()).unwrap();
+            future::poll_fn(|cx| driver.poll_close(cx)).await
+        };
+        assert_matches!(
+            drive.await,
+            ConnectionError::Remote(ConnectionErrorIncoming::ApplicationClose {
+                error_code: code,
+                ..
+            }) if code == Code::H3_NO_ERROR.value()
+        );
+    };
+
+    let server_fut = async {
+        let conn = server.next().await;
+        let mut incoming: server::Connection<_, Bytes> =
+            server::Connection::new(conn).await.unwrap();
+        let resolver = incoming.accept().await.unwrap().expect("a request");
+        let (_, stream) = resolver.resolve_request().await.unwrap();
+        let mut stream = stream;
+        stream
+            .send_response(Response::builder().status(StatusCode::IM_A_TEAPOT).body(()).unwrap())
+            .await
+            .unwrap();
+        stream.finish().await.unwrap();
+        shut.await.unwrap();
+        // The client's GOAWAY is in, the request still held: accept waits.
+        let waited = Duration::from_millis(200);
+        assert!(tokio::time::timeout(waited, incoming.accept()).await.is_err());
+        let accept = async { incoming.accept().await.unwrap().is_none() };
+        let last_end = async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(stream);
+        };
+        let (ended, ()) = tokio::join!(accept, last_end);
+        assert!(ended, "no request after the GOAWAY");
+    };
+
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(server_fut, client_fut)
+    })
+    .await
+    .expect("the last request's end woke the accept");
+}
+
 // tern patch: `resolve_request_now` gives a request whose head came with
 // its stream (a yield between tries, should it come in pieces).
 #[tokio::test]

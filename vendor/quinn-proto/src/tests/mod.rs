@@ -422,6 +422,53 @@ fn finish_stream_simple() {
     let _ = chunks.finalize();
 }
 
+// tern patch: `Chunks::ended` tells an ordered reader that the chunk it
+// got was the last (the FIN is in and every byte read), and then the
+// stream reads as finished; before the FIN it says no and changes nothing.
+#[test]
+fn chunks_ended_after_the_last_chunk_once_the_fin_is_in() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, server_ch) = pair.connect();
+
+    let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+    const MSG: &[u8] = b"hello";
+    pair.client_send(client_ch, s).write(MSG).unwrap();
+    pair.drive();
+    assert_matches!(pair.server_streams(server_ch).accept(Dir::Uni), Some(stream) if stream == s);
+
+    // No FIN yet: not ended, and the stream still reads.
+    let mut recv = pair.server_recv(server_ch, s);
+    let mut chunks = recv.read(true).unwrap();
+    assert_matches!(
+        chunks.next(usize::MAX),
+        Ok(Some(chunk)) if chunk.offset == 0 && chunk.bytes == MSG
+    );
+    assert!(!chunks.ended());
+    assert_matches!(chunks.next(usize::MAX), Err(ReadError::Blocked));
+    let _ = chunks.finalize();
+
+    pair.client_send(client_ch, s).write(MSG).unwrap();
+    pair.client_send(client_ch, s).finish().unwrap();
+    pair.drive();
+
+    let mut recv = pair.server_recv(server_ch, s);
+    let mut chunks = recv.read(true).unwrap();
+    assert_matches!(
+        chunks.next(usize::MAX),
+        Ok(Some(chunk)) if chunk.offset == MSG.len() as u64 && chunk.bytes == MSG
+    );
+    assert!(chunks.ended());
+    assert!(chunks.ended(), "asked again: still ended");
+    assert_matches!(chunks.next(usize::MAX), Ok(None));
+    let _ = chunks.finalize();
+    // The stream is done with, as after a read that returned None.
+    assert_matches!(
+        pair.server_recv(server_ch, s).read(true).err(),
+        Some(ReadableError::ClosedStream)
+    );
+}
+
 #[test]
 fn reset_stream() {
     let _guard = subscribe();

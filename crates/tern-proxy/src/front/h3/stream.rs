@@ -124,6 +124,9 @@ pub(super) async fn handle(
             .slow_down;
     }
     front.finish().await;
+    // The request's fields, read, serve a later request head of this
+    // worker (h3 patch 0017).
+    h3::server::give_back_request_fields(parts.headers);
     slow_down.map(|seconds| (seconds, quic_id))
 }
 

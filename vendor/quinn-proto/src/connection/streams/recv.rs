@@ -337,6 +337,33 @@ impl<'a> Chunks<'a> {
         }
     }
 
+    /// tern patch: whether an ordered read has reached the stream's end:
+    /// its final size is known and every byte up to it has been read. If
+    /// so the stream is done with, as `next` returning `Ok(None)` makes
+    /// it, and `next` returns `Ok(None)` from now on; if not, nothing
+    /// changes. Lets a reader that got the last chunk know, without a
+    /// second read (a lock, a look-up and the stream taken out of its map
+    /// and put back, ~600 instructions per HTTP/3 request), that no more
+    /// will come.
+    pub fn ended(&mut self) -> bool {
+        let ChunksState::Readable(ref rs) = self.state else {
+            return matches!(self.state, ChunksState::Finished);
+        };
+        if !self.ordered {
+            return false;
+        }
+        match rs.state {
+            RecvState::Recv { size: Some(size) }
+                if size == rs.end && rs.assembler.bytes_read() == rs.end =>
+            {
+                // Nothing is left to read: `next` frees the stream's
+                // state and answers `Ok(None)`.
+                matches!(self.next(usize::MAX), Ok(None))
+            }
+            _ => false,
+        }
+    }
+
     /// Mark the read data as consumed from the stream.
     ///
     /// The number of read bytes will be released from the congestion window,
