@@ -931,9 +931,10 @@ impl Keys {
         const CLIENT_LABEL: &[u8] = b"client in";
         const SERVER_LABEL: &[u8] = b"server in";
         let salt = version.initial_salt();
+        // tern patch: the salt is fixed per version, its HMAC key kept.
         let hs_secret = suite
             .hkdf_provider
-            .extract_from_secret(Some(salt), client_dst_connection_id);
+            .extract_from_secret_with_static_salt(salt, client_dst_connection_id);
 
         let secrets = Secrets {
             version,

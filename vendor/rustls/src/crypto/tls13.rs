@@ -164,6 +164,19 @@ pub trait Hkdf: Send + Sync {
         ))
     }
 
+    /// tern patch: `HKDF-Extract(salt, secret)` for a salt that stays the
+    /// same for the life of the process (QUIC's Initial salts, RFC 9001
+    /// 5.2): an implementation may keep the salt's HMAC key prepared
+    /// instead of setting it up (two hash blocks) for every extraction.
+    /// The default is `extract_from_secret`; the output is the same.
+    fn extract_from_secret_with_static_salt(
+        &self,
+        salt: &'static [u8],
+        secret: &[u8],
+    ) -> Box<dyn HkdfExpander> {
+        self.extract_from_secret(Some(salt), secret)
+    }
+
     /// Build a `HkdfExpander` using `okm` as the secret PRK.
     fn expander_for_okm(&self, okm: &OkmBlock) -> Box<dyn HkdfExpander>;
 
