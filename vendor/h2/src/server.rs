@@ -374,6 +374,10 @@ where
     Builder::new().handshake(io)
 }
 
+/// tern patch: fields shared by response heads, see
+/// [`SendResponse::send_response_shared`].
+pub use crate::frame::SharedFields;
+
 /// An empty list for [`SendResponse::send_response_fields`]: one an
 /// earlier response head of this thread left once encoded (with its
 /// capacity), else a new one.
@@ -1306,8 +1310,30 @@ impl<B: Buf> SendResponse<B> {
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         end_of_stream: bool,
     ) -> Result<SendStream<B>, crate::Error> {
+        self.send_response_shared(status, None, fields, end_of_stream)
+    }
+
+    /// Send a response head whose fields are `shared` (if any), then
+    /// `fields`; otherwise as [`send_response_fields`].
+    ///
+    /// tern patch: a proxy relaying a backend head it saw before keeps the
+    /// fields it carried as one immutable `SharedFields` and hands every
+    /// response the same one (a reference count, not a clone per field).
+    /// The connection's HPACK encoder keeps the bytes the last shared
+    /// fields encoded to, and writes them again for the same `SharedFields`
+    /// (the same allocation) while its dynamic table has not changed: the
+    /// same bytes a field-by-field encoding would write, without it.
+    ///
+    /// [`send_response_fields`]: #method.send_response_fields
+    pub fn send_response_shared(
+        &mut self,
+        status: http::StatusCode,
+        shared: Option<SharedFields>,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        end_of_stream: bool,
+    ) -> Result<SendStream<B>, crate::Error> {
         self.inner
-            .send_response_fields(status, fields, end_of_stream)
+            .send_response_fields(status, shared, fields, end_of_stream)
             .map(|_| SendStream::new(self.inner.clone()))
             .map_err(Into::into)
     }
@@ -1327,8 +1353,23 @@ impl<B: Buf> SendResponse<B> {
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         body: B,
     ) -> Result<(), crate::Error> {
+        self.send_response_shared_with_body(status, None, fields, body)
+    }
+
+    /// tern patch: [`send_response_fields_with_body`] with `shared` fields
+    /// first, as [`send_response_shared`].
+    ///
+    /// [`send_response_fields_with_body`]: #method.send_response_fields_with_body
+    /// [`send_response_shared`]: #method.send_response_shared
+    pub fn send_response_shared_with_body(
+        &mut self,
+        status: http::StatusCode,
+        shared: Option<SharedFields>,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        body: B,
+    ) -> Result<(), crate::Error> {
         self.inner
-            .send_response_fields_with_body(status, fields, body)
+            .send_response_fields_with_body(status, shared, fields, body)
             .map_err(Into::into)
     }
 
