@@ -374,6 +374,10 @@ where
     Builder::new().handshake(io)
 }
 
+/// tern patch: fields shared by response heads, see
+/// [`SendResponse::send_response_shared`].
+pub use crate::frame::SharedFields;
+
 /// An empty list for [`SendResponse::send_response_fields`]: one an
 /// earlier response head of this thread left once encoded (with its
 /// capacity), else a new one.
@@ -1306,8 +1310,30 @@ impl<B: Buf> SendResponse<B> {
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         end_of_stream: bool,
     ) -> Result<SendStream<B>, crate::Error> {
+        self.send_response_shared(status, None, fields, end_of_stream)
+    }
+
+    /// Send a response head whose fields are `shared` (if any), then
+    /// `fields`; otherwise as [`send_response_fields`].
+    ///
+    /// tern patch: a proxy relaying a backend head it saw before keeps the
+    /// fields it carried as one immutable `SharedFields` and hands every
+    /// response the same one (a reference count, not a clone per field).
+    /// The connection's HPACK encoder keeps the bytes the last shared
+    /// fields encoded to, and writes them again for the same `SharedFields`
+    /// (the same allocation) while its dynamic table has not changed: the
+    /// same bytes a field-by-field encoding would write, without it.
+    ///
+    /// [`send_response_fields`]: #method.send_response_fields
+    pub fn send_response_shared(
+        &mut self,
+        status: http::StatusCode,
+        shared: Option<SharedFields>,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        end_of_stream: bool,
+    ) -> Result<SendStream<B>, crate::Error> {
         self.inner
-            .send_response_fields(status, fields, end_of_stream)
+            .send_response_fields(status, shared, fields, end_of_stream)
             .map(|_| SendStream::new(self.inner.clone()))
             .map_err(Into::into)
     }
@@ -1327,8 +1353,23 @@ impl<B: Buf> SendResponse<B> {
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         body: B,
     ) -> Result<(), crate::Error> {
+        self.send_response_shared_with_body(status, None, fields, body)
+    }
+
+    /// tern patch: [`send_response_fields_with_body`] with `shared` fields
+    /// first, as [`send_response_shared`].
+    ///
+    /// [`send_response_fields_with_body`]: #method.send_response_fields_with_body
+    /// [`send_response_shared`]: #method.send_response_shared
+    pub fn send_response_shared_with_body(
+        &mut self,
+        status: http::StatusCode,
+        shared: Option<SharedFields>,
+        fields: Vec<(http::HeaderName, http::HeaderValue)>,
+        body: B,
+    ) -> Result<(), crate::Error> {
         self.inner
-            .send_response_fields_with_body(status, fields, body)
+            .send_response_fields_with_body(status, shared, fields, body)
             .map_err(Into::into)
     }
 
@@ -1766,7 +1807,8 @@ impl proto::Peer for Peer {
         // A request translated from HTTP/1 must not include the :authority
         // header
         if let Some(authority) = pseudo.authority {
-            let maybe_authority = uri::Authority::from_maybe_shared(authority.clone().into_inner());
+            // tern patch: found again if the thread's last request named it.
+            let maybe_authority = parse_authority(&authority);
             parts.authority = Some(maybe_authority.or_else(|why| {
                 malformed!(
                     "malformed headers: malformed authority ({:?}): {}",
@@ -1831,6 +1873,64 @@ impl proto::Peer for Peer {
         *request.headers_mut() = fields;
 
         Ok(request)
+    }
+}
+
+// tern patch: the `:authority` the thread's last request named, parsed,
+// made from a copy of its bytes (a slice of a connection's read buffer
+// would pin that buffer). A client names the same authority on every
+// request of a connection, and a site's clients the same one: found again
+// it is a comparison and a reference count, where `Authority` parses
+// (checks every byte of) it again, ~220 instructions per request.
+std::thread_local! {
+    static LAST_AUTHORITY: std::cell::RefCell<Option<http::uri::Authority>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// tern patch: `authority` parsed, or the thread's last authority if it
+/// has the same bytes (the same bytes parse to the same `Authority`); a
+/// new one is parsed from a copy and kept in its place.
+fn parse_authority(
+    authority: &crate::hpack::BytesStr,
+) -> Result<http::uri::Authority, http::uri::InvalidUri> {
+    let bytes = authority.as_str().as_bytes();
+    let known = LAST_AUTHORITY
+        .try_with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|a| a.as_str().as_bytes() == bytes)
+                .cloned()
+        })
+        .ok()
+        .flatten();
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    let parsed = http::uri::Authority::from_maybe_shared(Bytes::copy_from_slice(bytes))?;
+    let _ = LAST_AUTHORITY.try_with(|last| *last.borrow_mut() = Some(parsed.clone()));
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod authority_tests {
+    use super::parse_authority;
+    use crate::hpack::BytesStr;
+
+    // tern patch: the same bytes give the kept authority (its very
+    // bytes), other bytes a new one kept in its place, and bad bytes an
+    // error that keeps the last one.
+    #[test]
+    fn an_authority_named_again_is_the_one_kept() {
+        let first = parse_authority(&BytesStr::from("example.com:443")).unwrap();
+        let again = parse_authority(&BytesStr::from("example.com:443")).unwrap();
+        assert_eq!(again.as_str(), "example.com:443");
+        assert!(std::ptr::eq(first.as_str(), again.as_str()));
+        let other = parse_authority(&BytesStr::from("EXAMPLE.com:443")).unwrap();
+        assert_eq!(other.as_str(), "EXAMPLE.com:443");
+        assert!(parse_authority(&BytesStr::from("a b")).is_err());
+        let kept = parse_authority(&BytesStr::from("EXAMPLE.com:443")).unwrap();
+        assert!(std::ptr::eq(other.as_str(), kept.as_str()));
+        assert_eq!(kept.port_u16(), Some(443));
     }
 }
 

@@ -3,6 +3,7 @@
 //! of a file served again), kept per worker thread so that an HTTP/2 or
 //! HTTP/3 response head can reuse them instead of making each again.
 
+use h2::server::SharedFields;
 use http::{HeaderName, HeaderValue};
 
 /// Most positions [`BackendValues`] keeps a value for.
@@ -96,18 +97,25 @@ const HEAD_PATIENCE: u16 = 16;
 /// head kept, and what they were made from: a head sent again byte for
 /// byte (a static file's, within the second of its Date; a fixed API
 /// answer), with the same framing and the same names dropped by the
-/// rules, carries the same fields, cloned (a reference count each)
+/// rules, carries the same fields (HTTP/2: the one shared list, a
+/// reference count; HTTP/3: each field cloned, a reference count each)
 /// instead of compared and found again one by one.
 #[derive(Debug)]
 pub(crate) struct LastHead {
-    /// The backend's head (empty: nothing kept).
+    /// The backend's head (`shared` None: nothing kept).
     raw: Vec<u8>,
     /// Content-Length was left out (a chunked or close-delimited body).
     no_length: bool,
     /// The names the rules dropped.
     drop: Vec<Box<str>>,
+    /// The fields carried for `raw`, as one immutable list that every
+    /// head sent again shares (a reference count, not a clone per field;
+    /// h2 writes the same list again as the bytes it encoded to:
+    /// `SendResponse::send_response_shared`).
+    shared: Option<SharedFields>,
+    /// The fields carried so far for the head being kept.
     carried: Vec<(HeaderName, HeaderValue)>,
-    /// Whether `carried` served a head since it was kept.
+    /// Whether `shared` served a head since it was kept.
     found: bool,
     /// Heads not kept since, while never found.
     misses: u16,
@@ -119,6 +127,7 @@ impl LastHead {
             raw: Vec::new(),
             no_length: false,
             drop: Vec::new(),
+            shared: None,
             carried: Vec::new(),
             found: false,
             misses: 0,
@@ -132,16 +141,13 @@ impl LastHead {
         raw: &[u8],
         no_length: bool,
         drop: &[Box<str>],
-    ) -> Option<&[(HeaderName, HeaderValue)]> {
-        if self.raw.is_empty()
-            || self.raw != raw
-            || self.no_length != no_length
-            || *self.drop != *drop
-        {
+    ) -> Option<&SharedFields> {
+        let shared = self.shared.as_ref()?;
+        if self.raw != raw || self.no_length != no_length || *self.drop != *drop {
             return None;
         }
         self.found = true;
-        Some(&self.carried)
+        Some(shared)
     }
 
     /// Whether the head of `len` bytes, not found, is to be kept: the one
@@ -151,11 +157,12 @@ impl LastHead {
         if len > LONGEST_HEAD {
             return false;
         }
-        if !self.found && self.misses < HEAD_PATIENCE && !self.raw.is_empty() {
+        if !self.found && self.misses < HEAD_PATIENCE && self.shared.is_some() {
             self.misses += 1;
             return false;
         }
         self.raw.clear();
+        self.shared = None;
         self.carried.clear();
         true
     }
@@ -174,6 +181,8 @@ impl LastHead {
             self.carried.clear();
             return;
         }
+        // Moved, not cloned: once per head kept.
+        self.shared = Some(std::mem::take(&mut self.carried).into());
         self.raw.extend_from_slice(raw);
         self.no_length = no_length;
         self.drop.clear();

@@ -63,9 +63,12 @@ pub(crate) fn for_h2_client(
     view: ResponseView<'_>,
     listener: &ListenerCtx,
     made: MadeValues,
-) -> Result<(StatusCode, FieldList), Kind> {
-    // A list an earlier head of this worker left (h2 patch 0009).
-    let mut fields = h2::server::spare_field_list();
+) -> Result<(StatusCode, H2Fields), Kind> {
+    let mut fields = H2Fields {
+        shared: None,
+        // A list an earlier head of this worker left (h2 patch 0009).
+        list: h2::server::spare_field_list(),
+    };
     let status = head_into(view, listener, made, &mut fields)?;
     Ok((status, fields))
 }
@@ -73,10 +76,48 @@ pub(crate) fn for_h2_client(
 /// A response head's fields as h2 and h3 send them from a list.
 pub(crate) type FieldList = Vec<(HeaderName, HeaderValue)>;
 
-/// Where a response head's fields go: a `HeaderMap`, or a [`FieldList`].
+/// A response head's fields as h2 sends them: the fields a backend head
+/// seen before carried, shared with every head that carries them
+/// (`LastHead`; h2 writes them as the bytes they encoded to last while its
+/// HPACK table has not changed, h2 patch 0015), then the head's own list.
+#[derive(Debug)]
+pub(crate) struct H2Fields {
+    pub(crate) shared: Option<h2::server::SharedFields>,
+    pub(crate) list: FieldList,
+}
+
+/// Where a response head's fields go: a `HeaderMap`, a [`FieldList`] or
+/// [`H2Fields`].
 trait Fields {
     fn reserve(&mut self, additional: usize);
     fn append(&mut self, name: HeaderName, value: HeaderValue);
+    /// Appends the fields of a backend head seen before.
+    fn append_shared(&mut self, shared: &h2::server::SharedFields) {
+        for (name, value) in shared.iter() {
+            self.append(name.clone(), value.clone());
+        }
+    }
+}
+
+impl Fields for H2Fields {
+    fn reserve(&mut self, additional: usize) {
+        self.list.reserve(additional);
+    }
+
+    fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        self.list.push((name, value));
+    }
+
+    fn append_shared(&mut self, shared: &h2::server::SharedFields) {
+        // Shared only as the first fields (h2 sends them before the list).
+        if self.shared.is_none() && self.list.is_empty() {
+            self.shared = Some(shared.clone());
+        } else {
+            for (name, value) in shared.iter() {
+                self.append(name.clone(), value.clone());
+            }
+        }
+    }
 }
 
 impl Fields for http::HeaderMap {
@@ -342,9 +383,7 @@ fn from_h1<F: Fields>(
     let no_length = matches!(framing, BodyFraming::Chunked | BodyFraming::UntilClose);
     BACKEND_NAMES.with_borrow_mut(|names| {
         if let Some(fields) = names.last.find(head.fields.raw(), no_length, edits.drop) {
-            for (name, value) in fields {
-                headers.append(name.clone(), value.clone());
-            }
+            headers.append_shared(fields);
             return Some(());
         }
         let keep = names.last.start(head.fields.raw().len());

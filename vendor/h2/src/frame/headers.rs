@@ -32,6 +32,13 @@ std::thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// tern patch: the fields a response head shares with other heads (a
+/// proxy's copy of a backend head sent again), immutable, sent before the
+/// head's own list. The HPACK encoder keeps what the last shared fields it
+/// wrote encoded to and writes the same bytes for the same fields while
+/// its table has not changed (`hpack::Encoder::encode_block`).
+pub type SharedFields = std::sync::Arc<[(HeaderName, HeaderValue)]>;
+
 const SPARE_MAX: usize = 256;
 const SPARE_CAPACITY_MAX: usize = 64;
 
@@ -160,6 +167,10 @@ struct HeaderBlock {
     /// their order. Empty in a received block.
     list: Vec<(HeaderName, HeaderValue)>,
 
+    /// tern patch: fields shared with other heads (`SharedFields`), sent
+    /// after `fields` and before `list`. None in a received block.
+    shared: Option<SharedFields>,
+
     /// Precomputed size of all of our header fields, for perf reasons
     field_size: usize,
 
@@ -199,6 +210,7 @@ impl Headers {
                 fields,
                 // tern patch: see the field.
                 list: Vec::new(),
+                shared: None,
                 is_over_size: false,
                 pseudo,
             }),
@@ -206,18 +218,20 @@ impl Headers {
         }
     }
 
-    /// A HEADERS frame whose fields come as a list, in the order they are
-    /// sent.
+    /// A HEADERS frame whose fields are `shared` (`SharedFields`) if any,
+    /// then `list`, in that order.
     ///
     /// tern patch: a response head made without a `HeaderMap` (see
-    /// `SendResponse::send_response_fields`).
-    pub fn with_list(
+    /// `SendResponse::send_response_fields` and `send_response_shared`).
+    pub fn with_shared_list(
         stream_id: StreamId,
         pseudo: Pseudo,
+        shared: Option<SharedFields>,
         list: Vec<(HeaderName, HeaderValue)>,
     ) -> Self {
         let mut headers = Headers::new(stream_id, pseudo, HeaderMap::new());
         headers.header_block.list = list;
+        headers.header_block.shared = shared;
         headers
     }
 
@@ -235,6 +249,7 @@ impl Headers {
                 fields,
                 // tern patch: see the field.
                 list: Vec::new(),
+                shared: None,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
             }),
@@ -303,6 +318,7 @@ impl Headers {
                 fields: spare_header_map(),
                 // tern patch: see the field.
                 list: Vec::new(),
+                shared: None,
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
@@ -372,9 +388,14 @@ impl Headers {
         self.header_block.fields
     }
 
-    /// tern patch: the fields given as a list (`with_list`).
+    /// tern patch: the fields given as a list (`with_shared_list`).
     pub fn field_list(&self) -> &[(HeaderName, HeaderValue)] {
         &self.header_block.list
+    }
+
+    /// tern patch: the shared fields (`with_shared_list`), empty if none.
+    pub fn shared_fields(&self) -> &[(HeaderName, HeaderValue)] {
+        self.header_block.shared.as_deref().unwrap_or(&[])
     }
 
     pub fn encode(
@@ -473,6 +494,7 @@ impl PushPromise {
                 fields,
                 // tern patch: see the field.
                 list: Vec::new(),
+                shared: None,
                 is_over_size: false,
                 pseudo,
             }),
@@ -517,6 +539,11 @@ impl PushPromise {
     /// with `fields` by the check of what is sent.
     pub fn field_list(&self) -> &[(HeaderName, HeaderValue)] {
         &self.header_block.list
+    }
+
+    /// tern patch: always empty, as `field_list`.
+    pub fn shared_fields(&self) -> &[(HeaderName, HeaderValue)] {
+        self.header_block.shared.as_deref().unwrap_or(&[])
     }
 
     #[cfg(feature = "unstable")]
@@ -572,6 +599,7 @@ impl PushPromise {
                 fields: HeaderMap::new(),
                 // tern patch: see the field.
                 list: Vec::new(),
+                shared: None,
                 field_size: 0,
                 is_over_size: false,
                 pseudo: Pseudo::default(),
@@ -1086,7 +1114,13 @@ impl HeaderBlock {
         hpack.clear();
         // tern patch: the fields are encoded borrowed (`encode_block`); the
         // block is dropped whole once written.
-        encoder.encode_block(self.pseudo.fields(), &self.fields, &self.list, &mut hpack);
+        encoder.encode_block(
+            self.pseudo.fields(),
+            &self.fields,
+            self.shared.as_ref(),
+            &self.list,
+            &mut hpack,
+        );
         // tern patch: the list is kept for the next head (`spare_field_list`).
         give_back_list(self.list);
 
@@ -1213,9 +1247,10 @@ mod test {
             HeaderValue::from_static("1"),
         ));
         let capacity = list.capacity();
-        let mut headers = Headers::with_list(
+        let mut headers = Headers::with_shared_list(
             StreamId::from(1),
             Pseudo::response(StatusCode::OK),
+            None,
             list,
         );
         headers.set_end_headers();

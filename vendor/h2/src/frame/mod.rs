@@ -55,7 +55,7 @@ pub use self::headers::{
     parse_u64, Continuation, Headers, Pseudo, PushPromise, PushPromiseHeaderError,
 };
 // tern patch: see `headers::spare_field_list`.
-pub use self::headers::{give_back_header_map, spare_field_list};
+pub use self::headers::{give_back_header_map, spare_field_list, SharedFields};
 pub use self::ping::Ping;
 pub use self::priority::{Priority, StreamDependency};
 pub use self::reason::Reason;

@@ -4,6 +4,7 @@ use super::table::{Index, Table};
 use super::Header;
 use super::huffman;
 use super::repeat::Repeats;
+use crate::frame::SharedFields;
 
 use bytes::{BufMut, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -24,10 +25,34 @@ pub struct Encoder {
     scratch: BytesMut,
     /// tern patch: what the last field list's fields encoded to.
     repeats: Repeats,
+    /// tern patch: what the last shared fields encoded to.
+    shared: Option<SharedKept>,
     /// Fields written from `repeats` (the tests check they are).
     #[cfg(test)]
     repeated: usize,
+    /// Blocks whose shared fields were written from `shared`.
+    #[cfg(test)]
+    shared_written: usize,
 }
+
+/// tern patch: the bytes the last shared fields (`SharedFields`) a block
+/// carried encoded to, while the table's change count was `changes`.
+///
+/// The fields are known by their allocation: held weakly, it is not freed
+/// (so not reused for other fields) while kept here, and the values it
+/// held are not pinned by a connection that has gone idle.
+#[derive(Debug)]
+struct SharedKept {
+    fields: std::sync::Weak<[(HeaderName, HeaderValue)]>,
+    changes: u64,
+    bytes: Vec<u8>,
+}
+
+/// tern patch: the longest encoding of shared fields kept. Fields that
+/// repeat are in the table after their first head (an index each, a byte
+/// or two); a head whose encoding stays longer than this is encoded field
+/// by field every time.
+const SHARED_MAX_ENCODED: usize = 256;
 
 #[derive(Debug, Copy, Clone, Eq, PartialEq)]
 enum SizeUpdate {
@@ -45,8 +70,11 @@ impl Encoder {
             size_update: None,
             scratch: BytesMut::new(),
             repeats: Repeats::default(),
+            shared: None,
             #[cfg(test)]
             repeated: 0,
+            #[cfg(test)]
+            shared_written: 0,
         }
     }
 
@@ -164,6 +192,7 @@ impl Encoder {
         &mut self,
         pseudo: P,
         fields: &'a HeaderMap,
+        shared: Option<&SharedFields>,
         list: &'a [(HeaderName, HeaderValue)],
         dst: &mut BytesMut,
     ) where
@@ -192,10 +221,70 @@ impl Encoder {
             last = Some((name, index));
         }
 
-        // tern patch: a field at the same position as in the last list,
-        // with the table unchanged since, is written as it was then
-        // (`hpack::repeat`): the fields of a connection's responses repeat.
-        for (position, (name, value)) in list.iter().enumerate() {
+        // tern patch: the shared fields, then the list, as one list (the
+        // list's positions follow the shared fields').
+        let mut first = 0;
+        if let Some(shared) = shared {
+            self.encode_shared(shared, dst);
+            first = shared.len();
+        }
+        self.encode_list(first, list, dst);
+    }
+
+    /// tern patch: writes `shared` as the bytes it encoded to last if it is
+    /// the same allocation and the table has not changed since (the same
+    /// fields encoded against the same table: the same bytes, and the table
+    /// left as the encoding would leave it); else field by field
+    /// (`encode_list`), keeping the bytes if that left the table unchanged.
+    fn encode_shared(&mut self, shared: &SharedFields, dst: &mut BytesMut) {
+        let changes = self.table.changes();
+        if let Some(kept) = &self.shared {
+            if kept.changes == changes && std::ptr::eq(kept.fields.as_ptr(), &**shared) {
+                dst.extend_from_slice(&kept.bytes);
+                #[cfg(test)]
+                {
+                    self.shared_written += 1;
+                }
+                return;
+            }
+        }
+        let start = dst.len();
+        self.encode_list(0, shared, dst);
+        let encoded = &dst[start..];
+        if self.table.changes() != changes || encoded.len() > SHARED_MAX_ENCODED {
+            self.shared = None;
+            return;
+        }
+        let fields = std::sync::Arc::downgrade(shared);
+        match &mut self.shared {
+            Some(kept) => {
+                kept.fields = fields;
+                kept.changes = changes;
+                kept.bytes.clear();
+                kept.bytes.extend_from_slice(encoded);
+            }
+            None => {
+                self.shared = Some(SharedKept {
+                    fields,
+                    changes,
+                    bytes: encoded.to_vec(),
+                })
+            }
+        }
+    }
+
+    /// tern patch: a field at the same position as in the last list (the
+    /// list's first at `first`), with the table unchanged since, is
+    /// written as it was then (`hpack::repeat`): the fields of a
+    /// connection's responses repeat.
+    fn encode_list(
+        &mut self,
+        first: usize,
+        list: &[(HeaderName, HeaderValue)],
+        dst: &mut BytesMut,
+    ) {
+        for (offset, (name, value)) in list.iter().enumerate() {
+            let position = first + offset;
             let changes = self.table.changes();
             if value.is_sensitive() {
                 self.encode_sensitive(position, name, value, changes, dst);
@@ -949,7 +1038,7 @@ mod test {
             let want = encode(&mut owned, items);
 
             let mut got = BytesMut::new();
-            borrowed.encode_block([HeaderRef::Status(&status)], &fields, &[], &mut got);
+            borrowed.encode_block([HeaderRef::Status(&status)], &fields, None, &[], &mut got);
 
             assert_eq!(got, want);
             assert_eq!(borrowed.table.len(), owned.table.len());
@@ -1001,6 +1090,7 @@ mod test {
             listed.encode_block(
                 [HeaderRef::Status(&status)],
                 &HeaderMap::new(),
+                None,
                 &list,
                 &mut got,
             );
@@ -1055,9 +1145,9 @@ mod test {
             let list = heads(dates[round / 7 % 2], &round.to_string(), 8 - round % 3);
             let status = StatusCode::OK;
             let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-            cached.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut a);
+            cached.encode_block([HeaderRef::Status(&status)], &empty, None, &list, &mut a);
             looked_up.repeats = Repeats::default();
-            looked_up.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut b);
+            looked_up.encode_block([HeaderRef::Status(&status)], &empty, None, &list, &mut b);
             assert_eq!(a, b, "round {round}");
             assert_eq!(cached.table.size(), looked_up.table.size());
         }
@@ -1090,15 +1180,87 @@ mod test {
             let list = vec![server.clone(), (name.clone(), id)];
             let status = StatusCode::OK;
             let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
-            cached.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut a);
+            cached.encode_block([HeaderRef::Status(&status)], &empty, None, &list, &mut a);
             looked_up.repeats = Repeats::default();
-            looked_up.encode_block([HeaderRef::Status(&status)], &empty, &list, &mut b);
+            looked_up.encode_block([HeaderRef::Status(&status)], &empty, None, &list, &mut b);
             assert_eq!(a, b, "round {round}");
             assert_eq!(cached.table.size(), looked_up.table.size());
         }
         // The server field and most IDs' names were written from kept bytes.
         assert!(cached.repeated > 35, "only {} fields repeated", cached.repeated);
         assert_eq!(looked_up.repeated, 0);
+    }
+
+    /// tern patch: shared fields written from the bytes kept for them are
+    /// the bytes the same fields given as a list encode to (a fresh
+    /// encoder's, with no kept bytes of any kind), through new dates
+    /// (insertions that evict), size updates, a second `SharedFields` with
+    /// equal fields and a list after the shared fields.
+    #[test]
+    fn shared_fields_encode_as_the_same_list_does() {
+        let field = |n: &str, v: &str| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+            )
+        };
+        let head = |date: &str| -> SharedFields {
+            vec![
+                field("server", "nginx/1.22.1"),
+                field("date", date),
+                field("content-type", "text/html"),
+                field("content-length", "100"),
+                field("etag", "\"6931f-64\""),
+            ]
+            .into()
+        };
+        let dates = ["Thu, 26 Nov 2026 13:40:00 GMT", "Thu, 26 Nov 2026 13:40:01 GMT"];
+        let mut heads: Vec<SharedFields> = dates.iter().map(|d| head(d)).collect();
+        let mut shared = Encoder::new(4096, 0);
+        let mut listed = Encoder::new(4096, 0);
+        let empty = HeaderMap::new();
+        let status = StatusCode::OK;
+        for round in 0..40 {
+            if round == 20 {
+                // Each head's fields no longer fit: inserted and evicted
+                // on every head.
+                shared.update_max_size(128);
+                listed.update_max_size(128);
+            }
+            if round == 27 {
+                shared.update_max_size(4096);
+                listed.update_max_size(4096);
+            }
+            if round == 30 {
+                // Equal fields in another allocation.
+                heads[0] = head(dates[0]);
+            }
+            let fields = &heads[round / 7 % 2];
+            let mut id = HeaderValue::from_str(&format!("id-{round:04}")).unwrap();
+            id.set_sensitive(true);
+            let list = vec![(HeaderName::from_static("x-request-id"), id)];
+            let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+            shared.encode_block(
+                [HeaderRef::Status(&status)],
+                &empty,
+                Some(fields),
+                &list,
+                &mut a,
+            );
+            let mut whole: Vec<_> = fields.to_vec();
+            whole.extend(list.iter().cloned());
+            listed.repeats = Repeats::default();
+            listed.encode_block([HeaderRef::Status(&status)], &empty, None, &whole, &mut b);
+            assert_eq!(a, b, "round {round}");
+            assert_eq!(shared.table.size(), listed.table.size());
+        }
+        // Written from kept bytes: the rounds after one that kept them (a
+        // round whose encoding left the table as it was) for the same
+        // allocation, the table unchanged since: 2-6, 9-13, 15-19 (20 on:
+        // size updates and evictions; 28 inserts the evicted date),
+        // 31-34 (30 kept the new allocation's) and 36-39.
+        assert_eq!(shared.shared_written, 5 + 5 + 5 + 4 + 4);
+        assert_eq!(listed.repeated, 0);
     }
 
     fn encode(e: &mut Encoder, hdrs: Vec<Header<Option<HeaderName>>>) -> BytesMut {

@@ -211,7 +211,7 @@ struct H2Client<'x, 'c> {
     respond: SendResponse<Bytes>,
     /// The response head, made and waiting for the first body piece (or a
     /// flush), so that a whole small body leaves with it in one call.
-    head: Option<(http::StatusCode, http_parts::FieldList)>,
+    head: Option<(http::StatusCode, http_parts::H2Fields)>,
     /// The response body's way down, once the head was sent.
     send: Option<SendStream<Bytes>>,
     ctx: &'x ConnCtx<'c>,
@@ -230,11 +230,11 @@ impl H2Client<'_, '_> {
     fn send_head(
         &mut self,
         status: http::StatusCode,
-        fields: http_parts::FieldList,
+        fields: http_parts::H2Fields,
     ) -> Result<(), Kind> {
         let send = self
             .respond
-            .send_response_fields(status, fields, false)
+            .send_response_shared(status, fields.shared, fields.list, false)
             .map_err(|_| Kind::ClientGone)?;
         self.send = Some(send);
         Ok(())
@@ -273,7 +273,7 @@ impl Front for H2Client<'_, '_> {
         self.status = view.status();
         if view.body == BodyFraming::Empty {
             self.respond
-                .send_response_fields(status, fields, true)
+                .send_response_shared(status, fields.shared, fields.list, true)
                 .map_err(|_| Kind::ClientGone)?;
         } else {
             self.head = Some((status, fields));
@@ -290,11 +290,15 @@ impl Front for H2Client<'_, '_> {
                 let n = piece.len() as u64;
                 let sent = if n == 0 {
                     self.respond
-                        .send_response_fields(status, fields, true)
+                        .send_response_shared(status, fields.shared, fields.list, true)
                         .map(drop)
                 } else {
-                    self.respond
-                        .send_response_fields_with_body(status, fields, piece.into_bytes())
+                    self.respond.send_response_shared_with_body(
+                        status,
+                        fields.shared,
+                        fields.list,
+                        piece.into_bytes(),
+                    )
                 };
                 sent.map_err(|_| Kind::ClientGone)?;
                 self.bytes_out += n;

@@ -77,9 +77,10 @@ impl Send {
         Ok(stream_id)
     }
 
-    fn check_headers(
+    fn check_headers<'a>(
         fields: &http::HeaderMap,
-        list: &[(http::HeaderName, http::HeaderValue)],
+        // tern patch: the shared fields, then the list (`Headers::with_shared_list`).
+        list: impl IntoIterator<Item = &'a (http::HeaderName, http::HeaderValue)>,
     ) -> Result<(), UserError> {
         // 8.1.2.2. Connection-Specific Header Fields
         //
@@ -96,7 +97,7 @@ impl Send {
             }
         }
         // tern patch: the same names refused in a block given as a list
-        // (`Headers::with_list`), and every `te` value but "trailers".
+        // (`Headers::with_shared_list`), and every `te` value but "trailers".
         for (name, value) in list {
             if Self::is_connection_specific(name, || Some(value)) {
                 tracing::debug!("illegal connection-specific headers found");
@@ -138,7 +139,10 @@ impl Send {
             self.init_window_sz
         );
 
-        Self::check_headers(frame.fields(), frame.field_list())?;
+        Self::check_headers(
+            frame.fields(),
+            frame.shared_fields().iter().chain(frame.field_list()),
+        )?;
 
         // Queue the frame for sending
         self.prioritize
@@ -161,7 +165,10 @@ impl Send {
             self.init_window_sz
         );
 
-        Self::check_headers(frame.fields(), frame.field_list())?;
+        Self::check_headers(
+            frame.fields(),
+            frame.shared_fields().iter().chain(frame.field_list()),
+        )?;
 
         let end_stream = frame.is_end_stream();
 
@@ -209,7 +216,10 @@ impl Send {
         );
 
         // Validate headers
-        Self::check_headers(frame.fields(), frame.field_list())?;
+        Self::check_headers(
+            frame.fields(),
+            frame.shared_fields().iter().chain(frame.field_list()),
+        )?;
 
         debug_assert!(frame.is_informational(),
             "Frame must be informational (1xx status code) at this point. Validation should happen at the public API boundary.");
@@ -350,7 +360,10 @@ impl Send {
         // caller cannot make this crate *generate* a message §8.2.2 forbids.
         // Checked before the state transition so a rejected call leaves the stream
         // untouched and still able to send valid trailers.
-        Self::check_headers(frame.fields(), frame.field_list())?;
+        Self::check_headers(
+            frame.fields(),
+            frame.shared_fields().iter().chain(frame.field_list()),
+        )?;
 
         // TODO: Should this logic be moved into state.rs?
         if !stream.state.is_send_streaming() {

@@ -1311,14 +1311,21 @@ impl<B> StreamRef<B> {
     /// tern patch: a response head given as its status and a list of
     /// fields, sent in that order without a `HeaderMap`
     /// (`SendResponse::send_response_fields`).
+    /// tern patch: `shared` fields first (`SendResponse::send_response_shared`).
     pub fn send_response_fields(
         &mut self,
         status: http::StatusCode,
+        shared: Option<frame::SharedFields>,
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         end_of_stream: bool,
     ) -> Result<(), UserError> {
         self.send_response_frame(|id| {
-            let mut frame = frame::Headers::with_list(id, frame::Pseudo::response(status), fields);
+            let mut frame = frame::Headers::with_shared_list(
+                id,
+                frame::Pseudo::response(status),
+                shared,
+                fields,
+            );
             if end_of_stream {
                 frame.set_end_stream();
             }
@@ -1333,6 +1340,7 @@ impl<B> StreamRef<B> {
     pub fn send_response_fields_with_body(
         &mut self,
         status: http::StatusCode,
+        shared: Option<frame::SharedFields>,
         fields: Vec<(http::HeaderName, http::HeaderValue)>,
         body: B,
     ) -> Result<(), UserError>
@@ -1348,7 +1356,12 @@ impl<B> StreamRef<B> {
         let send_buffer = &mut *send_buffer;
 
         me.counts.transition(stream, |counts, stream| {
-            let head = frame::Headers::with_list(stream.id, frame::Pseudo::response(status), fields);
+            let head = frame::Headers::with_shared_list(
+                stream.id,
+                frame::Pseudo::response(status),
+                shared,
+                fields,
+            );
             actions
                 .send
                 .send_headers(head, send_buffer, stream, counts, &mut actions.task)?;
