@@ -39,27 +39,23 @@ fuzz_target!(|data: &[u8]| {
         proto: "https",
         client_cert: None,
     };
+    let write = |out: &mut Vec<u8>| {
+        write_request_head(
+            &head,
+            &client,
+            ForwardedFields::default(),
+            BackendConnection::KeepAlive,
+            &FieldEdits::NONE,
+            out,
+        )
+    };
     let mut out = Vec::new();
-    write_request_head(
-        &head,
-        &client,
-        ForwardedFields::default(),
-        BackendConnection::KeepAlive,
-        &FieldEdits::NONE,
-        &mut out,
-    );
+    write(&mut out);
     check_head_syntax(&out).expect("tern wrote a head that breaks the syntax rules");
     // Written again (its field lines kept from the first write when it
     // carries a kind that stops): the same head.
     let mut repeated = Vec::new();
-    write_request_head(
-        &head,
-        &client,
-        ForwardedFields::default(),
-        BackendConnection::KeepAlive,
-        &FieldEdits::NONE,
-        &mut repeated,
-    );
+    write(&mut repeated);
     assert_eq!(repeated, out, "a head written again differs");
     let again = match parse_request(&out) {
         Ok(again) => again,
