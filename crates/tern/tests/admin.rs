@@ -169,12 +169,17 @@ fn scrape_counts_full_resumed_and_failed_handshakes() {
         .expect("write a record header");
     drop(quitter);
     // tern may not have accepted the quitter yet when it looks idle: wait
-    // (bounded) until both failures are counted.
+    // (bounded) until all four connections and both failures are counted.
+    // Both, because one scrape reads tern_connections_total before the
+    // failure counters: a quitter accepted and refused in between shows
+    // in the second and not in the first.
     let failures = "tern_tls_handshake_failures_total";
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(10);
     let after = loop {
         let after = t.scrape_when_idle();
-        if delta(&before, &after, failures, &[]) >= 2.0 || Instant::now() > deadline {
+        let counted = delta(&before, &after, failures, &[]) >= 2.0
+            && delta(&before, &after, "tern_connections_total", &[]) >= 4.0;
+        if counted || Instant::now() > deadline {
             break after;
         }
         std::thread::sleep(Duration::from_millis(20));
