@@ -20,6 +20,9 @@ path, ticks_per_second = sys.argv[1], int(sys.argv[2])
 floor_us = float(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else 0.0
 rates = defaultdict(list)
 cpu = defaultdict(list)
+# The same, by round: the paired ratios compare rounds taken minutes apart
+# at most, which a host whose speed drifts over a run needs.
+cpu_by_run = defaultdict(dict)
 backend = defaultdict(list)
 errors = defaultdict(int)
 servers, workloads = [], []
@@ -39,6 +42,7 @@ for line in open(path):
     if requests > 0:
         us = (int(after) - int(before)) * 1e6 / ticks_per_second / requests
         cpu[(workload, server)].append(us)
+        cpu_by_run[(workload, server)][_run] = us
         if backend_ticks is not None:
             backend[(workload, server)].append(backend_ticks * 1e6 / ticks_per_second / requests)
         counters = dict(f.split("=", 1) for f in fields[9:] if "=" in f)
@@ -207,6 +211,17 @@ if len(servers) >= 2:
         best = min(peer_cpu, key=peer_cpu.get)
         print(f"- {workload}: {base} CPU per request = {each}; "
               f"**{mine / peer_cpu[best]:.2f} x the best peer** ({best}, {peer_cpu[best]:.1f} µs)")
+        mine_by_run = cpu_by_run.get((workload, base), {})
+        paired = []
+        for p in peer_cpu:
+            theirs = cpu_by_run.get((workload, p), {})
+            pairs = [mine_by_run[r] / theirs[r] for r in mine_by_run if r in theirs and theirs[r] > 0]
+            if len(pairs) >= 2:
+                paired.append(f"{statistics.median(pairs):.2f} x {p} "
+                              f"({' / '.join(f'{x:.2f}' for x in pairs)})")
+        if paired:
+            print(f"- {workload}: paired, the median of each round's ratio to the peer's round "
+                  f"of the same run: " + ", ".join(paired))
         peer_rate = {p: med(rates.get((workload, p))) for p in peer_cpu}
         fastest = max(peer_rate, key=peer_rate.get)
         if mine_rate and peer_rate[fastest]:
