@@ -12,23 +12,33 @@ use tern_testsupport::tern::Served;
 /// Requests timed on one kept-alive connection (one backend connection).
 const REQUESTS: u32 = 20;
 
-/// Mean latency above which the responses waited for delayed ACKs: the
-/// stall is 40 ms a response, a loopback exchange well under 5 ms.
-const STALL_FREE: Duration = Duration::from_millis(20);
+/// Median latency above which the responses waited for delayed ACKs: a
+/// stall costs at least the delayed-ACK timer's minimum, 40 ms (Linux's
+/// TCP_DELACK_MIN), and a stalled path stalls every pooled response, so
+/// the median shows it; a loopback exchange takes well under 5 ms idle.
+/// The median, not the mean: on a loaded machine (the whole suite on two
+/// cores) a few exchanges wait for a CPU for tens of milliseconds, which
+/// once put the mean at 30 ms with no stall.
+const STALL_FREE: Duration = Duration::from_millis(30);
 
-fn mean_latency(served: &Served, path: &str) -> Duration {
+fn median_latency(served: &Served, path: &str) -> Duration {
     let mut conn = served.connect();
     // The first exchange opens the backend connection (in quick-ACK mode,
     // as every new connection is): the stall shows on the pooled ones.
     let first = conn.get("localhost", path).expect("first request");
     assert_eq!(first.status, 200, "{}", first.text());
-    let started = Instant::now();
-    for _ in 0..REQUESTS {
-        let r = conn.get("localhost", path).expect("request");
-        assert_eq!(r.status, 200, "{}", r.text());
-        assert!(r.text().len() == 100, "body: {:?}", r.text());
-    }
-    started.elapsed() / REQUESTS
+    let mut took: Vec<Duration> = (0..REQUESTS)
+        .map(|_| {
+            let started = Instant::now();
+            let r = conn.get("localhost", path).expect("request");
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert!(r.text().len() == 100, "body: {:?}", r.text());
+            started.elapsed()
+        })
+        .collect();
+    took.sort();
+    eprintln!("{path}: per request {took:?}");
+    took[took.len() / 2]
 }
 
 #[test]
@@ -38,10 +48,10 @@ fn backend_writing_head_and_body_apart_costs_no_delayed_ack() {
         .backend_addr(origin.addr())
         .admin()
         .start();
-    let mean = mean_latency(&served, "/split");
+    let median = median_latency(&served, "/split");
     assert!(
-        mean < STALL_FREE,
-        "mean {mean:?} per request through tern: the backend's body waited for a delayed ACK"
+        median < STALL_FREE,
+        "median {median:?} per request through tern: the backend's body waited for a delayed ACK"
     );
     // Seen, said, and counted: the fix belongs on the backend.
     served.wait_log(
@@ -69,9 +79,9 @@ fn backend_writing_head_and_body_apart_costs_no_delayed_ack() {
 fn backend_dribbling_chunks_costs_no_delayed_ack() {
     let origin = PythonOrigin::start();
     let served = Served::builder().backend_addr(origin.addr()).start();
-    let mean = mean_latency(&served, "/dribble");
+    let median = median_latency(&served, "/dribble");
     assert!(
-        mean < STALL_FREE,
-        "mean {mean:?} per request through tern: chunks waited for delayed ACKs"
+        median < STALL_FREE,
+        "median {median:?} per request through tern: chunks waited for delayed ACKs"
     );
 }
