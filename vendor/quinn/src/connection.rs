@@ -44,7 +44,7 @@ pub struct Connecting {
 impl Connecting {
     pub(crate) fn new(
         handle: ConnectionHandle,
-        conn: proto::Connection,
+        conn: Box<proto::Connection>,
         endpoint_events: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
         conn_events: EventReceiver,
         socket: Arc<dyn AsyncUdpSocket>,
@@ -921,7 +921,7 @@ impl ConnectionRef {
     #[allow(clippy::too_many_arguments)]
     fn new(
         handle: ConnectionHandle,
-        conn: proto::Connection,
+        conn: Box<proto::Connection>,
         endpoint_events: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
         conn_events: EventReceiver,
         on_handshake_data: oneshot::Sender<()>,
@@ -1013,7 +1013,8 @@ pub(crate) struct Shared {
 }
 
 pub(crate) struct State {
-    pub(crate) inner: proto::Connection,
+    /// tern patch: boxed, as quinn-proto made it (`accept_boxed`).
+    pub(crate) inner: Box<proto::Connection>,
     driver: Option<Waker>,
     handle: ConnectionHandle,
     on_handshake_data: Option<oneshot::Sender<()>>,

@@ -236,7 +236,7 @@ impl Endpoint {
         Ok(endpoint
             .recv_state
             .connections
-            .insert(ch, conn, socket, self.runtime.clone()))
+            .insert(ch, Box::new(conn), socket, self.runtime.clone()))
     }
 
     /// Switch to a new UDP socket
@@ -427,9 +427,11 @@ impl EndpointInner {
         let mut state = self.state.lock().unwrap();
         let mut response_buffer = Vec::new();
         let now = state.runtime.now();
+        // tern patch: the connection stays in the box quinn-proto built it
+        // in (`accept_boxed`): moved by value it was copied about ten times.
         match state
             .inner
-            .accept(incoming, now, &mut response_buffer, server_config)
+            .accept_boxed(incoming, now, &mut response_buffer, server_config)
         {
             Ok((handle, conn)) => {
                 state.stats.accepted_handshakes += 1;
@@ -610,7 +612,7 @@ impl ConnectionSet {
     fn insert(
         &mut self,
         handle: ConnectionHandle,
-        conn: proto::Connection,
+        conn: Box<proto::Connection>,
         socket: Arc<dyn AsyncUdpSocket>,
         runtime: Arc<dyn Runtime>,
     ) -> Connecting {
