@@ -2,6 +2,7 @@ pub use self::{
     decoder::{decode_stateless, Decoded, DecoderError},
     encoder::{encode_stateless, encode_stateless_fields, encode_stateless_header, EncoderError},
     field::HeaderField,
+    repeat::encode_stateless_field_list,
 };
 
 mod block;
@@ -16,6 +17,8 @@ mod decoder;
 mod encoder;
 
 mod prefix_int;
+// tern patch: response fields that repeat, written as kept.
+mod repeat;
 mod prefix_string;
 
 // tern patch: reached from tern's fuzz target (see the module's doc).
