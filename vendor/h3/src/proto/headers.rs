@@ -280,15 +280,17 @@ fn spare_header_map(len: usize) -> HeaderMap {
 
 impl TryFrom<Vec<HeaderField>> for Header {
     type Error = HeaderError;
-    fn try_from(headers: Vec<HeaderField>) -> Result<Self, Self::Error> {
+    fn try_from(mut headers: Vec<HeaderField>) -> Result<Self, Self::Error> {
         // tern patch: a map given back by an earlier head, when there is one.
         let mut fields = spare_header_map(headers.len());
         let mut pseudo = Pseudo::default();
         // tern patch: the names and authority of this thread's last head,
         // taken for this one and put back after it (`LastHead`).
         let mut last = LAST_HEAD.try_with(|l| l.take()).unwrap_or_default();
-        let parsed = parse_fields(headers, &mut fields, &mut pseudo, &mut last);
+        let parsed = parse_fields(&mut headers, &mut fields, &mut pseudo, &mut last);
         let _ = LAST_HEAD.try_with(|l| l.set(last));
+        // tern patch: the list, emptied, serves the thread's next head.
+        crate::qpack::give_back_field_list(headers);
         parsed?;
         Ok(Header { pseudo, fields })
     }
@@ -297,12 +299,12 @@ impl TryFrom<Vec<HeaderField>> for Header {
 /// tern patch: the body of `Header::try_from`, with the thread's
 /// `LastHead` at hand.
 fn parse_fields(
-    headers: Vec<HeaderField>,
+    headers: &mut Vec<HeaderField>,
     fields: &mut HeaderMap,
     pseudo: &mut Pseudo,
     last: &mut LastHead,
 ) -> Result<(), HeaderError> {
-    for (position, field) in headers.into_iter().enumerate() {
+    for (position, field) in headers.drain(..).enumerate() {
         let (name, value) = field.into_inner();
         match Field::parse(name, value, position, last)? {
             Field::Method(m) => {

@@ -1,3 +1,6 @@
+// tern patch: the field list `decode_stateless` takes per thread.
+pub(crate) use self::decoder::give_back_field_list;
+
 pub use self::{
     decoder::{decode_stateless, Decoded, DecoderError},
     encoder::{encode_stateless, encode_stateless_fields, encode_stateless_header, EncoderError},

@@ -13,9 +13,10 @@
 //!
 //! Kept per thread (the encoding depends on no connection): at most
 //! [`MAX_FIELDS`] positions of at most [`MAX_VALUE`] + [`MAX_ENCODED`]
-//! bytes each, room made once (under 2 KiB a thread). Sensitive values
-//! (request IDs, new on every response) and long values are encoded and
-//! not kept.
+//! bytes each, room made once (under 2 KiB a thread). Of a field whose
+//! value is new on every response (sensitive: a request ID) or long, only
+//! the name's part is kept, when the name is in no static entry (a
+//! literal, ~100 instructions to find and write); else nothing.
 
 use std::cell::RefCell;
 
@@ -25,6 +26,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use super::block::{HeaderPrefix, Indexed};
 use super::encoder::{encode_field_stateless, EncoderError};
 use super::static_::StaticTable;
+use super::prefix_string;
 
 /// Positions kept: the fields of a typical response head.
 const MAX_FIELDS: usize = 12;
@@ -48,25 +50,45 @@ struct Kept {
 struct Entry {
     /// None: nothing kept at this position.
     name: Option<HeaderName>,
-    /// The value's bytes, then the field line's encoded bytes.
+    /// The name's length (for the field's size, RFC 9204 4.2.2).
+    name_len: usize,
+    /// `bytes` holds only the name's part of the line: a name not in the
+    /// static table written as a literal, kept for a value that is new on
+    /// every head (a sensitive value: a request ID) or too long to keep;
+    /// the value is written after it.
+    name_only: bool,
+    /// The value's bytes, then the field line's encoded bytes (or the
+    /// name's part alone).
     bytes: Vec<u8>,
     value_len: usize,
 }
 
+/// What is kept at a position for a field.
+enum Found<'a> {
+    /// The field's whole line.
+    Line(&'a [u8]),
+    /// The line's name part (the value goes after it).
+    Name(&'a [u8]),
+}
+
 impl Kept {
-    /// The field line kept at `position` if it is `name: value`'s.
+    /// What is kept at `position` for `name: value`, and the field's size.
     #[inline]
-    fn find(&self, position: usize, name: &HeaderName, value: &HeaderValue) -> Option<&[u8]> {
+    fn find(&self, position: usize, name: &HeaderName, value: &HeaderValue) -> Option<(Found<'_>, usize)> {
         let e = self.entries.get(position)?;
         if e.name.as_ref() != Some(name) {
             return None;
         }
+        let size = e.name_len + value.len() + 32;
+        if e.name_only {
+            return Some((Found::Name(&e.bytes), size));
+        }
         let (kept, encoded) = e.bytes.split_at(e.value_len);
-        (kept == value.as_bytes()).then_some(encoded)
+        (kept == value.as_bytes()).then_some((Found::Line(encoded), size))
     }
 
-    /// Keeps `encoded` as `name: value`'s field line at `position` (or
-    /// nothing there, for a field not worth keeping).
+    /// Keeps `encoded` as `name: value`'s field line at `position` (or its
+    /// name part, or nothing, for a field whose line is not worth keeping).
     fn keep(&mut self, position: usize, name: &HeaderName, value: &HeaderValue, encoded: &[u8]) {
         if position > self.entries.len() || position >= MAX_FIELDS {
             return;
@@ -76,23 +98,42 @@ impl Kept {
             self.entries.reserve_exact(MAX_FIELDS - position);
             self.entries.push(Entry {
                 name: None,
+                name_len: 0,
+                name_only: false,
                 // Made once: a kept field never needs more.
                 bytes: Vec::with_capacity(MAX_VALUE + MAX_ENCODED),
                 value_len: 0,
             });
         }
         let e = &mut self.entries[position];
-        if value.is_sensitive() || value.len() > MAX_VALUE || encoded.len() > MAX_ENCODED {
+        let name_text = name.as_str().as_bytes();
+        let whole = !value.is_sensitive() && value.len() <= MAX_VALUE && encoded.len() <= MAX_ENCODED;
+        if !whole
+            && (name_text.len() > MAX_VALUE || StaticTable::find_name(name_text).is_some())
+        {
             e.name = None;
             return;
         }
         if e.name.as_ref() != Some(name) {
             e.name = Some(name.clone());
         }
+        e.name_len = name_text.len();
         e.bytes.clear();
-        e.bytes.extend_from_slice(value.as_bytes());
-        e.bytes.extend_from_slice(encoded);
-        e.value_len = value.len();
+        if whole {
+            e.name_only = false;
+            e.bytes.extend_from_slice(value.as_bytes());
+            e.bytes.extend_from_slice(encoded);
+            e.value_len = value.len();
+        } else {
+            // A name in no static entry: `encode_field_stateless` wrote it
+            // as a plain literal (no static pair has it either), then the
+            // value plainly; its part is written here the same way.
+            e.name_only = true;
+            if prefix_string::encode_plain(4, 0b0010, name_text, &mut e.bytes).is_err() {
+                e.name = None;
+            }
+            e.value_len = 0;
+        }
     }
 }
 
@@ -111,33 +152,46 @@ pub fn encode_stateless_field_list(
         None => encode_field_stateless(block, b":status", status_text)?,
     }
     // HeaderField::mem_size
-    let mut size = (b":status".len() + status_text.len() + 32) as u64;
-    for (name, value) in fields {
-        size += (name.as_str().len() + value.len() + 32) as u64;
-    }
+    let size = (b":status".len() + status_text.len() + 32) as u64;
     let kept = KEPT.try_with(|kept| {
         let mut kept = kept.borrow_mut();
+        let mut size = size;
         for (position, (name, value)) in fields.iter().enumerate() {
-            if let Some(line) = kept.find(position, name, value) {
-                block.put_slice(line);
-                continue;
+            match kept.find(position, name, value) {
+                Some((Found::Line(line), field)) => {
+                    block.put_slice(line);
+                    size += field as u64;
+                    continue;
+                }
+                Some((Found::Name(part), field)) => {
+                    block.put_slice(part);
+                    prefix_string::encode_plain(8, 0, value.as_bytes(), block)?;
+                    size += field as u64;
+                    continue;
+                }
+                None => {}
             }
+            let name_text = name.as_str().as_bytes();
             let start = block.len();
-            encode_field_stateless(block, name.as_str().as_bytes(), value.as_bytes())?;
+            encode_field_stateless(block, name_text, value.as_bytes())?;
             kept.keep(position, name, value, &block[start..]);
+            size += (name_text.len() + value.len() + 32) as u64;
         }
-        Ok::<(), EncoderError>(())
+        Ok::<u64, EncoderError>(size)
     });
     match kept {
-        Ok(written) => written?,
+        Ok(size) => size,
         // The thread is ending: encoded without its kept fields.
         Err(_) => {
+            let mut size = size;
             for (name, value) in fields {
-                encode_field_stateless(block, name.as_str().as_bytes(), value.as_bytes())?;
+                let name_text = name.as_str().as_bytes();
+                encode_field_stateless(block, name_text, value.as_bytes())?;
+                size += (name_text.len() + value.len() + 32) as u64;
             }
+            Ok(size)
         }
     }
-    Ok(size)
 }
 
 #[cfg(test)]
