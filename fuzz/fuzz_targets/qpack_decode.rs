@@ -9,7 +9,10 @@
 //! - the fields encoded again by h3's encoder decode to the same fields;
 //! - every decoded string Huffman-encodes and decodes to itself;
 //! - making a request of the fields (pseudo-header checks, URI) ends in a
-//!   request or an error.
+//!   request or an error, the same after the heads before as alone (h3
+//!   patch 0020 keeps the last head's names and authority per thread);
+//! - the fields that make a response head encode to the same bytes through
+//!   the fields kept from the heads before (h3 patch 0019) as without.
 //!
 //! The bytes are also decoded as one Huffman-coded string: where that
 //! decodes, encoding the result gives back the bytes exactly (padding is
@@ -23,8 +26,9 @@
 #![no_main]
 
 use h3::fuzz_bridge::{
-    decode_field_section, decode_field_section_in_two, encode_field_section, huffman_decode,
-    huffman_encode, request_parts, Refused,
+    decode_field_section, decode_field_section_in_two, encode_field_section,
+    encode_response_fields, huffman_decode, huffman_encode, request_parts, request_parts_alone,
+    Refused,
 };
 use libfuzzer_sys::fuzz_target;
 use tern_proxy::config::defaults::H2_MAX_HEADER_LIST_SIZE;
@@ -82,5 +86,17 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    let _ = request_parts(&section.fields);
+    // The names and authority kept from the inputs before (h3 patch
+    // 0020) change nothing.
+    assert_eq!(
+        request_parts(&section.fields),
+        request_parts_alone(&section.fields),
+        "after the heads before"
+    );
+
+    // A response head of the fields: the bytes kept from the heads before
+    // and from itself (h3 patch 0019) are the bytes encoding writes.
+    let (first, second, reference) = encode_response_fields(&section.fields);
+    assert_eq!(first, reference, "after the heads before");
+    assert_eq!(second, reference, "again");
 });

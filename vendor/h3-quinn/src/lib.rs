@@ -39,11 +39,14 @@ type BoxStreamSync<'a, T> = Pin<Box<dyn Stream<Item = T> + Sync + Send + 'a>>;
 /// A QUIC connection backed by Quinn
 ///
 /// Implements a [`quic::Connection`] backed by a [`quinn::Connection`].
+// tern patch: streams are accepted with quinn's `poll_accept_bi` and
+// `poll_accept_uni` (quinn patch 0012), not through a boxed stream of
+// `accept_bi()` / `accept_uni()` futures: each accept made a new future
+// and a tokio `Notified`, joined to and taken off the `Notify`'s waiters
+// under its lock (~500 instructions per HTTP/3 request, callgrind).
 pub struct Connection {
     conn: quinn::Connection,
-    incoming_bi: BoxStreamSync<'static, <AcceptBi<'static> as Future>::Output>,
     opening_bi: Option<BoxStreamSync<'static, <OpenBi<'static> as Future>::Output>>,
-    incoming_uni: BoxStreamSync<'static, <AcceptUni<'static> as Future>::Output>,
     opening_uni: Option<BoxStreamSync<'static, <OpenUni<'static> as Future>::Output>>,
 }
 
@@ -51,14 +54,8 @@ impl Connection {
     /// Create a [`Connection`] from a [`quinn::Connection`]
     pub fn new(conn: quinn::Connection) -> Self {
         Self {
-            conn: conn.clone(),
-            incoming_bi: Box::pin(stream::unfold(conn.clone(), |conn| async {
-                Some((conn.accept_bi().await, conn))
-            })),
+            conn,
             opening_bi: None,
-            incoming_uni: Box::pin(stream::unfold(conn.clone(), |conn| async {
-                Some((conn.accept_uni().await, conn))
-            })),
             opening_uni: None,
         }
     }
@@ -76,9 +73,8 @@ where
         &mut self,
         cx: &mut task::Context<'_>,
     ) -> Poll<Result<Self::BidiStream, ConnectionErrorIncoming>> {
-        let (send, recv) = ready!(self.incoming_bi.poll_next_unpin(cx))
-            .expect("self.incoming_bi BoxStream never returns None")
-            .map_err(|e| convert_connection_error(e))?;
+        let (send, recv) =
+            ready!(self.conn.poll_accept_bi(cx)).map_err(|e| convert_connection_error(e))?;
         Poll::Ready(Ok(Self::BidiStream {
             send: Self::SendStream::new(send),
             recv: Self::RecvStream::new(recv),
@@ -90,9 +86,8 @@ where
         &mut self,
         cx: &mut task::Context<'_>,
     ) -> Poll<Result<Self::RecvStream, ConnectionErrorIncoming>> {
-        let recv = ready!(self.incoming_uni.poll_next_unpin(cx))
-            .expect("self.incoming_uni BoxStream never returns None")
-            .map_err(|e| convert_connection_error(e))?;
+        let recv =
+            ready!(self.conn.poll_accept_uni(cx)).map_err(|e| convert_connection_error(e))?;
         Poll::Ready(Ok(Self::RecvStream::new(recv)))
     }
 

@@ -344,6 +344,32 @@ impl Connection {
         }
     }
 
+    /// tern patch: `accept_uni` as a poll: the task's waker is kept in the
+    /// connection's state (one a direction, the last caller's) and woken
+    /// when the peer opens a stream of that direction or the connection
+    /// closes. For one task that accepts every stream of a direction in a
+    /// loop (h3-quinn): `accept_uni` made a `Notified` per accept, which
+    /// locked the `Notify` to join its waiters and again to leave them,
+    /// and the driver's `notify_waiters` locked it once more (~800
+    /// instructions per HTTP/3 request with h3-quinn's stream around it,
+    /// callgrind).
+    pub fn poll_accept_uni(&self, cx: &mut Context<'_>) -> Poll<Result<RecvStream, ConnectionError>> {
+        let (conn, id, is_0rtt) = ready!(poll_accept_waker(cx, &self.0, Dir::Uni))?;
+        Poll::Ready(Ok(RecvStream::new(conn, id, is_0rtt)))
+    }
+
+    /// tern patch: `accept_bi` as a poll, as [`Connection::poll_accept_uni`].
+    pub fn poll_accept_bi(
+        &self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(SendStream, RecvStream), ConnectionError>> {
+        let (conn, id, is_0rtt) = ready!(poll_accept_waker(cx, &self.0, Dir::Bi))?;
+        Poll::Ready(Ok((
+            SendStream::new(conn.clone(), id, is_0rtt),
+            RecvStream::new(conn, id, is_0rtt),
+        )))
+    }
+
     /// Accept the next incoming bidirectional stream
     ///
     /// **Important Note**: The `Connection` that calls [`open_bi()`] must write to its [`SendStream`]
@@ -831,6 +857,31 @@ fn poll_accept<'a>(
     }
 }
 
+/// tern patch: `poll_accept` with the task's waker kept in the state
+/// (`State::accept_wakers`) instead of a `Notified`: under the state lock,
+/// as the driver's wake-ups are, so none is missed.
+fn poll_accept_waker(
+    ctx: &mut Context<'_>,
+    conn: &ConnectionRef,
+    dir: Dir,
+) -> Poll<Result<(ConnectionRef, StreamId, bool), ConnectionError>> {
+    let mut state = conn.state.lock("poll_accept_waker");
+    // As `poll_accept`: streams already received are drained before an
+    // error shows, and accepting wakes no driver.
+    if let Some(id) = state.inner.streams().accept(dir) {
+        let is_0rtt = state.inner.is_handshaking();
+        drop(state); // Release the lock so clone can take it
+        return Poll::Ready(Ok((conn.clone(), id, is_0rtt)));
+    } else if let Some(ref e) = state.error {
+        return Poll::Ready(Err(e.clone()));
+    }
+    match &mut state.accept_wakers[dir as usize] {
+        Some(w) if w.will_wake(ctx.waker()) => {}
+        slot => *slot = Some(ctx.waker().clone()),
+    }
+    Poll::Pending
+}
+
 pin_project! {
     /// Future produced by [`Connection::read_datagram`]
     pub struct ReadDatagram<'a> {
@@ -943,6 +994,7 @@ impl ConnectionRef {
                 endpoint_events,
                 blocked_writers: FxHashMap::default(),
                 blocked_readers: FxHashMap::default(),
+                accept_wakers: [None, None],
                 stopped: FxHashMap::default(),
                 error: None,
                 io_poller: socket.clone().create_io_poller(),
@@ -1026,6 +1078,10 @@ pub(crate) struct State {
     endpoint_events: mpsc::UnboundedSender<(ConnectionHandle, EndpointEvent)>,
     pub(crate) blocked_writers: FxHashMap<StreamId, Waker>,
     pub(crate) blocked_readers: FxHashMap<StreamId, Waker>,
+    /// tern patch: the task waiting in `poll_accept_uni` / `poll_accept_bi`
+    /// (by `Dir`), woken when the peer opens a stream of that direction or
+    /// the connection closes.
+    accept_wakers: [Option<Waker>; 2],
     pub(crate) stopped: FxHashMap<StreamId, Arc<Notify>>,
     /// Always set to Some before the connection becomes drained
     pub(crate) error: Option<ConnectionError>,
@@ -1216,9 +1272,11 @@ impl State {
                 }
                 Stream(StreamEvent::Writable { id }) => wake_stream(id, &mut self.blocked_writers),
                 Stream(StreamEvent::Opened { dir: Dir::Uni }) => {
+                    self.wake_acceptor(Dir::Uni);
                     shared.stream_incoming[Dir::Uni as usize].notify_waiters();
                 }
                 Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                    self.wake_acceptor(Dir::Bi);
                     shared.stream_incoming[Dir::Bi as usize].notify_waiters();
                 }
                 DatagramReceived => {
@@ -1302,6 +1360,14 @@ impl State {
         true
     }
 
+    /// tern patch: wakes the task waiting in `poll_accept_uni` /
+    /// `poll_accept_bi` for `dir`, if one is.
+    fn wake_acceptor(&mut self, dir: Dir) {
+        if let Some(w) = self.accept_wakers[dir as usize].take() {
+            w.wake();
+        }
+    }
+
     /// Wake up a blocked `Driver` task to process I/O
     pub(crate) fn wake(&mut self) {
         if let Some(x) = self.driver.take() {
@@ -1319,6 +1385,8 @@ impl State {
         wake_all(&mut self.blocked_readers);
         shared.stream_budget_available[Dir::Uni as usize].notify_waiters();
         shared.stream_budget_available[Dir::Bi as usize].notify_waiters();
+        self.wake_acceptor(Dir::Uni);
+        self.wake_acceptor(Dir::Bi);
         shared.stream_incoming[Dir::Uni as usize].notify_waiters();
         shared.stream_incoming[Dir::Bi as usize].notify_waiters();
         shared.datagram_received.notify_waiters();

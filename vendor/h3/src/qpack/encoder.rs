@@ -254,7 +254,7 @@ pub fn encode_stateless_fields<'a, W: BufMut>(
 /// the code is shorter, then coding, was 4,100 instructions of a 100 B
 /// HTTP/3 response's ~85,000 for ~40 bytes saved, which change no
 /// datagram count.
-fn encode_field_stateless<W: BufMut>(
+pub(super) fn encode_field_stateless<W: BufMut>(
     block: &mut W,
     name: &[u8],
     value: &[u8],

@@ -113,3 +113,43 @@ pub fn huffman_encode(value: &[u8]) -> Vec<u8> {
     prefix_string::encode_into(value, &mut buf);
     buf.to_vec()
 }
+
+/// `request_parts` as a thread that decoded no head before does it (h3
+/// patch 0020 keeps the last head's names and authority per thread).
+pub fn request_parts_alone(
+    fields: &[Field],
+) -> Result<(http::Method, http::Uri, http::HeaderMap), String> {
+    crate::proto::headers::without_last_head(|| request_parts(fields))
+}
+
+/// The fields that make a response head (valid names and values, not
+/// pseudo-header fields), as a 200's field section twice through
+/// `encode_stateless_field_list` (the second time from its kept fields,
+/// h3 patch 0019), and through `encode_stateless_fields`.
+pub fn encode_response_fields(fields: &[Field]) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let list = fields
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                http::HeaderName::from_bytes(name).ok()?,
+                http::HeaderValue::from_bytes(value).ok()?,
+            ))
+        })
+        .collect::<Vec<_>>();
+    let status = http::StatusCode::OK;
+    let mut first = BytesMut::new();
+    let mut second = BytesMut::new();
+    let mut reference = BytesMut::new();
+    let sizes = (
+        super::encode_stateless_field_list(&mut first, status, &list),
+        super::encode_stateless_field_list(&mut second, status, &list),
+        super::encode_stateless_fields(
+            &mut reference,
+            status,
+            list.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        ),
+    );
+    assert_eq!(sizes.0, sizes.2);
+    assert_eq!(sizes.1, sizes.2);
+    (first.to_vec(), second.to_vec(), reference.to_vec())
+}

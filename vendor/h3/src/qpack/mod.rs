@@ -1,7 +1,11 @@
+// tern patch: the field list `decode_stateless` takes per thread.
+pub(crate) use self::decoder::give_back_field_list;
+
 pub use self::{
     decoder::{decode_stateless, Decoded, DecoderError},
     encoder::{encode_stateless, encode_stateless_fields, encode_stateless_header, EncoderError},
     field::HeaderField,
+    repeat::encode_stateless_field_list,
 };
 
 mod block;
@@ -16,6 +20,8 @@ mod decoder;
 mod encoder;
 
 mod prefix_int;
+// tern patch: response fields that repeat, written as kept.
+mod repeat;
 mod prefix_string;
 
 // tern patch: reached from tern's fuzz target (see the module's doc).

@@ -17,6 +17,28 @@ impl StaticTable {
         }
     }
 
+    /// tern patch: `find_pair(b":status", code)` of a status code, by its
+    /// number (the entries 24-28 and 63-71).
+    pub fn find_status(code: u16) -> Option<usize> {
+        Some(match code {
+            103 => 24,
+            200 => 25,
+            304 => 26,
+            404 => 27,
+            503 => 28,
+            100 => 63,
+            204 => 64,
+            206 => 65,
+            302 => 66,
+            400 => 67,
+            403 => 68,
+            421 => 69,
+            425 => 70,
+            500 => 71,
+            _ => return None,
+        })
+    }
+
     pub fn find(field: &HeaderField) -> Option<usize> {
         Self::find_pair(&field.name, &field.value)
     }

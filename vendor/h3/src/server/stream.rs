@@ -147,13 +147,9 @@ where
     ) -> Result<(), StreamError> {
         let mut block = BytesMut::with_capacity(256);
         block.put_bytes(0, stream::HEADERS_ROOM);
-        let encoded = qpack::encode_stateless_fields(
-            &mut block,
-            status,
-            fields
-                .iter()
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
-        );
+        // tern patch: fields repeating the last head's at their position
+        // written as they were encoded then (qpack/repeat.rs).
+        let encoded = qpack::encode_stateless_field_list(&mut block, status, fields);
         self.send_response_block(block, encoded).await
     }
 
