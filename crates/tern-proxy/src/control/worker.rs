@@ -111,9 +111,6 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
             }
         })
     };
-    // Releases HTTP/2 streams' backend requests at the end of each turn
-    // (io::turn_end).
-    let turn_end = tokio::task::spawn_local(crate::io::turn_end::run());
     let mut shutdown = spec.shutdown;
     let mut updates = spec.updates;
     loop {
@@ -147,7 +144,6 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
         );
     }
     flusher.abort();
-    turn_end.abort();
     ctx.log.flush();
     Ok(())
 }

@@ -43,11 +43,6 @@ use crate::message::{
 /// A client's request body, as its front end delivers it, and what a
 /// front end can tell the client before the response.
 pub(crate) trait ClientBody {
-    /// True when a backend request is written at the end of the worker's
-    /// turn ([`crate::io::turn_end`]), after the turn's other ready
-    /// work: HTTP/2, whose connections bring many requests a turn.
-    const WRITE_AT_TURN_END: bool = false;
-
     /// The next piece of the request body (payload: chunked coding
     /// removed). Without `wait`, only what has already arrived
     /// ([`Step::NotYet`] when nothing has). A piece stays valid until the

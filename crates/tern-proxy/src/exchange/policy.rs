@@ -69,8 +69,6 @@ pub(crate) struct Capped<'b, B> {
 }
 
 impl<B: ClientBody> ClientBody for Capped<'_, B> {
-    const WRITE_AT_TURN_END: bool = B::WRITE_AT_TURN_END;
-
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         let edits = self.edits;
         let step = self.inner.step(wait).await?;

@@ -187,11 +187,6 @@ async fn send_request<B: ClientBody>(
         // The backend is reachable: let the client send its body.
         body.send_continue().await?;
     }
-    if B::WRITE_AT_TURN_END {
-        // After the turn's other client frames are read: the backend
-        // wakes once a turn, when the worker has nothing else at hand.
-        crate::io::turn_end::turn_end().await;
-    }
     let mut retried = false;
     loop {
         let sent = tern_deadline::now().into_std();

@@ -7,4 +7,3 @@ pub(crate) mod body;
 pub(crate) mod h2data;
 pub(crate) mod h2stream;
 pub(crate) mod iobuf;
-pub(crate) mod turn_end;

@@ -143,8 +143,6 @@ struct H2Body {
 }
 
 impl ClientBody for H2Body {
-    const WRITE_AT_TURN_END: bool = true;
-
     async fn step(&mut self, wait: bool) -> Result<Step<'_>, Kind> {
         let Some(recv) = self.recv.as_mut() else {
             return Ok(Step::End);
