@@ -1164,6 +1164,13 @@ impl Default for Builder {
 // ===== impl SendResponse =====
 
 impl<B: Buf> SendResponse<B> {
+    /// tern patch: drops this handle and `body`, the request body of the
+    /// same stream, together: what dropping both does, under one lock of
+    /// the connection's streams where the two drops took it three times.
+    pub fn drop_with_request_body(self, body: RecvStream) {
+        self.inner.drop_with_recv(body.into_opaque());
+    }
+
     /// Send an interim informational response (1xx status codes)
     ///
     /// This method can be called multiple times before calling `send_response()`

@@ -477,6 +477,20 @@ impl fmt::Debug for RecvStream {
     }
 }
 
+impl RecvStream {
+    /// tern patch: the stream reference, without this handle's drop (which
+    /// clears the received DATA under the streams' lock): the caller
+    /// clears it ([`proto::StreamRef::drop_with_recv`]).
+    pub(crate) fn into_opaque(self) -> proto::OpaqueStreamRef {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is a ManuallyDrop that is neither dropped nor used
+        // after this read, so the reference is moved out exactly once
+        // (`FlowControl` has no drop of its own to skip).
+        let flow: FlowControl = unsafe { std::ptr::read(&this.inner) };
+        flow.inner
+    }
+}
+
 impl Drop for RecvStream {
     fn drop(&mut self) {
         // Eagerly clear any received DATA frames now, since its no longer

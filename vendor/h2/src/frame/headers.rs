@@ -398,6 +398,11 @@ impl Headers {
         self.header_block.shared.as_deref().unwrap_or(&[])
     }
 
+    /// tern patch: the shared fields' list itself, if any.
+    pub fn shared(&self) -> Option<&SharedFields> {
+        self.header_block.shared.as_ref()
+    }
+
     pub fn encode(
         self,
         encoder: &mut hpack::Encoder,

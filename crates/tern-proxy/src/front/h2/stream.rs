@@ -119,6 +119,13 @@ pub(super) async fn handle(
         bytes_out: 0,
     };
     let finished = crate::exchange::run(&mut front, &req, ctx, started).await;
+    // The stream's two handles released together, under one lock of h2's
+    // streams (h2 patch 0017) where their drops took it three times.
+    let H2Client { body, respond, .. } = front;
+    match body.recv {
+        Some(recv) => respond.drop_with_request_body(recv),
+        None => drop(respond),
+    }
     // The request's fields, read, serve a later request head of this
     // worker (h2 patch 0009).
     h2::server::give_back_request_fields(parts.headers);

@@ -107,6 +107,37 @@ impl Send {
         Ok(())
     }
 
+    /// tern patch: checks shared fields (`SharedFields`) as `check_headers`
+    /// does, once per list: the thread keeps the last list that passed
+    /// (weakly: it pins that allocation, not its fields), and the same
+    /// list, immutable, passes again without a look. While the weak
+    /// reference lives its allocation cannot be reused, so the same
+    /// address is the same list.
+    fn check_shared(shared: Option<&frame::SharedFields>) -> Result<(), UserError> {
+        type Fields = [(http::HeaderName, http::HeaderValue)];
+        thread_local! {
+            static PASSED: std::cell::RefCell<Option<std::sync::Weak<Fields>>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        let Some(shared) = shared else {
+            return Ok(());
+        };
+        PASSED.with(|passed| {
+            let mut passed = passed.borrow_mut();
+            let same = passed.as_ref().is_some_and(|last| {
+                std::ptr::eq(
+                    last.as_ptr().cast::<u8>(),
+                    std::sync::Arc::as_ptr(shared).cast::<u8>(),
+                )
+            });
+            if !same {
+                Self::check_headers(&http::HeaderMap::new(), shared.iter())?;
+                *passed = Some(std::sync::Arc::downgrade(shared));
+            }
+            Ok(())
+        })
+    }
+
     /// tern patch: whether `name` may not be sent over HTTP/2; `te` gives
     /// the value a `te` field is judged by.
     fn is_connection_specific<'a>(
@@ -165,10 +196,9 @@ impl Send {
             self.init_window_sz
         );
 
-        Self::check_headers(
-            frame.fields(),
-            frame.shared_fields().iter().chain(frame.field_list()),
-        )?;
+        // tern patch: shared fields checked once per list (`check_shared`).
+        Self::check_headers(frame.fields(), frame.field_list())?;
+        Self::check_shared(frame.shared())?;
 
         let end_stream = frame.is_end_stream();
 
@@ -744,5 +774,21 @@ mod tests {
         let mut map = HeaderMap::new();
         map.insert(header::CONNECTION, HeaderValue::from_static("close"));
         assert!(Send::check_headers(&map, &fine).is_err());
+    }
+
+    #[test]
+    fn shared_fields_are_checked_once_per_list_and_refused_every_time() {
+        let fine: crate::frame::SharedFields = listed(&[("server", "x"), ("x-a", "1")]).into();
+        assert!(Send::check_shared(Some(&fine)).is_ok());
+        assert!(Send::check_shared(Some(&fine)).is_ok());
+        let bad: crate::frame::SharedFields =
+            listed(&[("server", "x"), ("connection", "close")]).into();
+        assert!(Send::check_shared(Some(&bad)).is_err());
+        // Refused again: a list that failed is not kept as passed.
+        assert!(Send::check_shared(Some(&bad)).is_err());
+        // Another list with the same fields as one that passed is checked.
+        let again: crate::frame::SharedFields = listed(&[("server", "x"), ("x-a", "1")]).into();
+        assert!(Send::check_shared(Some(&again)).is_ok());
+        assert!(Send::check_shared(None).is_ok());
     }
 }

@@ -1190,6 +1190,17 @@ where
 // ===== impl StreamRef =====
 
 impl<B> StreamRef<B> {
+    /// tern patch: drops this reference and the stream's request body
+    /// handle's (`recv`) under one lock ([`drop_recv_and_send`]).
+    pub(crate) fn drop_with_recv(self, recv: OpaqueStreamRef) {
+        let StreamRef {
+            opaque,
+            send_buffer,
+        } = self;
+        drop(send_buffer);
+        drop_recv_and_send(recv, opaque);
+    }
+
     pub fn send_data(&mut self, data: B, end_stream: bool) -> Result<(), UserError>
     where
         B: Buf,
@@ -1714,12 +1725,47 @@ impl Clone for OpaqueStreamRef {
 
 impl Drop for OpaqueStreamRef {
     fn drop(&mut self) {
-        drop_stream_ref(&self.inner, self.key);
+        drop_stream_refs(&self.inner, self.key, 1, false);
+    }
+}
+
+impl OpaqueStreamRef {
+    /// tern patch: the reference's parts, without its drop (which
+    /// releases the reference under the streams' lock): the caller
+    /// releases it.
+    fn into_parts(self) -> (Arc<Mutex<Inner>>, store::Key) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is a ManuallyDrop that is neither dropped nor used
+        // after this read, so its `Arc` is moved out exactly once: no
+        // count is lost or added. `key` is `Copy`.
+        let inner = unsafe { std::ptr::read(&this.inner) };
+        (inner, this.key)
+    }
+}
+
+/// tern patch: releases a stream's request body handle (`recv`, whose
+/// received DATA is cleared first, as `RecvStream`'s drop does) and its
+/// response handle (`send`) under one lock, where dropping them took it
+/// three times (the recv buffer, then each reference, each time with a
+/// transition of the stream's state, the first of which can find nothing
+/// to do: the other reference still holds the stream).
+pub(crate) fn drop_recv_and_send(recv: OpaqueStreamRef, send: OpaqueStreamRef) {
+    let (recv_inner, recv_key) = recv.into_parts();
+    let (send_inner, send_key) = send.into_parts();
+    if Arc::ptr_eq(&recv_inner, &send_inner) && recv_key == send_key {
+        drop_stream_refs(&send_inner, send_key, 2, true);
+    } else {
+        // Two streams: each released as its own drop would.
+        drop_stream_refs(&recv_inner, recv_key, 1, true);
+        drop_stream_refs(&send_inner, send_key, 1, false);
     }
 }
 
 // TODO: Move back in fn above
-fn drop_stream_ref(inner: &Mutex<Inner>, key: store::Key) {
+/// tern patch: releases `refs` references to the stream under one lock;
+/// with `clear_recv`, first clears its received DATA as `RecvStream`'s
+/// drop does (`OpaqueStreamRef::clear_recv_buffer`).
+fn drop_stream_refs(inner: &Mutex<Inner>, key: store::Key, refs: usize, clear_recv: bool) {
     let mut me = match inner.lock() {
         Ok(inner) => inner,
         Err(_) => {
@@ -1733,13 +1779,22 @@ fn drop_stream_ref(inner: &Mutex<Inner>, key: store::Key) {
     };
 
     let me = &mut *me;
-    me.refs -= 1;
+    me.refs -= refs;
     let mut stream = me.store.resolve(key);
 
     tracing::trace!("drop_stream_ref; stream={:?}", stream);
 
-    // decrement the stream's ref count by 1.
-    stream.ref_dec();
+    if clear_recv {
+        stream.is_recv = false;
+        me.actions
+            .recv
+            .clear_recv_buffer(&mut stream, &mut me.actions.task, &mut me.counts);
+    }
+
+    // decrement the stream's ref count by 1 per reference.
+    for _ in 0..refs {
+        stream.ref_dec();
+    }
 
     let actions = &mut me.actions;
 
