@@ -129,24 +129,7 @@ impl ClientTls {
         // joins the readiness list (TcpStream::readable's future), about
         // 300 instructions a request. One task reads this socket, so the
         // one slot is enough.
-        //
-        // Once it found nothing, the next poll is taken as the socket's
-        // wake-up and not asked again (tokio's readiness check, about 120
-        // instructions a kept-alive request): the read that follows asks
-        // anyway, and when the wake-up was another's (the connection's
-        // timer or the shutdown signal woke its task) that read finds
-        // nothing and waits on the same waker. The buffers are then held
-        // from that wake-up to the request, as for a wait that found bytes.
-        let mut waited = false;
-        let readable = std::future::poll_fn(|cx| {
-            if waited {
-                return Poll::Ready(Ok(()));
-            }
-            let ready = tcp.tcp.poll_read_ready(cx);
-            waited = ready.is_pending();
-            ready
-        })
-        .await;
+        let readable = std::future::poll_fn(|cx| tcp.tcp.poll_read_ready(cx)).await;
         if let Some(buf) = SPARE_READ.with(|spare| spare.borrow_mut().pop()) {
             conn.give_read_buffer(buf);
         }
@@ -464,27 +447,24 @@ mod tests {
         drop(client.await.unwrap());
     }
 
-    /// A rustls client over loopback that sends `first`, then `then` once
-    /// the returned sender fires; the server's side, `first` read.
-    async fn after_first(
-        then: &'static [u8],
-    ) -> (
-        ClientTls,
-        tokio::sync::oneshot::Sender<()>,
-        tokio::task::JoinHandle<tokio_rustls::client::TlsStream<TcpStream>>,
-    ) {
+    /// Over loopback with a rustls client: while the server side waits for
+    /// the next request its TLS read buffer sits in the worker's spare
+    /// list, and the connection takes it back when the request comes.
+    #[tokio::test]
+    async fn a_waiting_connection_lends_its_tls_read_buffer_to_the_spare_list() {
         let (acceptor, connector) = tls_pair();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
         let client = tokio::spawn(async move {
             let tcp = TcpStream::connect(addr).await.unwrap();
             let name = ServerName::try_from("localhost").unwrap();
             let mut tls = connector.connect(name, tcp).await.unwrap();
             tls.write_all(b"first").await.unwrap();
             tls.flush().await.unwrap();
-            go_rx.await.unwrap();
-            tls.write_all(then).await.unwrap();
+            // Until the server says it waits.
+            let mut ack = [0u8; 4];
+            tls.read_exact(&mut ack).await.unwrap();
+            tls.write_all(b"second").await.unwrap();
             tls.flush().await.unwrap();
             tls
         });
@@ -493,15 +473,6 @@ mod tests {
         let mut buf = [0u8; 16];
         let n = tls.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"first");
-        (tls, go_tx, client)
-    }
-
-    /// Over loopback with a rustls client: while the server side waits for
-    /// the next request its TLS read buffer sits in the worker's spare
-    /// list, and the connection takes it back when the request comes.
-    #[tokio::test]
-    async fn a_waiting_connection_lends_its_tls_read_buffer_to_the_spare_list() {
-        let (mut tls, go, client) = after_first(b"second").await;
         let before = spare_count();
         {
             let wait = tls.readable();
@@ -512,52 +483,15 @@ mod tests {
             );
             assert_eq!(spare_count(), before + 1, "the buffer went to the spares");
         }
-        go.send(()).unwrap();
+        tls.write_all(b"wait").await.unwrap();
+        tls.flush().await.unwrap();
         tokio::time::timeout(std::time::Duration::from_secs(10), tls.readable())
             .await
             .expect("the second message arrives")
             .unwrap();
         assert_eq!(spare_count(), before, "a buffer came back from the spares");
-        let mut buf = [0u8; 16];
         let n = tls.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"second");
-        drop(client.await.unwrap());
-    }
-
-    /// A wait that found the socket empty takes its next poll as the
-    /// socket's wake-up without asking tokio again; when the wake-up was
-    /// another's, the read that follows finds nothing and waits (it does
-    /// not fail), and gets the bytes when they come.
-    #[tokio::test]
-    async fn a_wait_woken_by_another_leaves_the_read_to_wait_for_the_bytes() {
-        let (mut tls, go, client) = after_first(b"late").await;
-        {
-            let wait = tls.readable();
-            tokio::pin!(wait);
-            assert!(
-                futures_util::FutureExt::now_or_never(&mut wait).is_none(),
-                "nothing sent yet"
-            );
-            // Polled again with nothing on the socket, as after a wake-up
-            // by the connection's timer: taken as ready.
-            let again = futures_util::FutureExt::now_or_never(&mut wait);
-            assert!(matches!(again, Some(Ok(()))), "{again:?}");
-        }
-        let mut buf = [0u8; 16];
-        {
-            let read = tls.read(&mut buf);
-            tokio::pin!(read);
-            assert!(
-                futures_util::FutureExt::now_or_never(&mut read).is_none(),
-                "the read finds nothing and waits"
-            );
-        }
-        go.send(()).unwrap();
-        let n = tokio::time::timeout(std::time::Duration::from_secs(10), tls.read(&mut buf))
-            .await
-            .expect("the bytes arrive")
-            .unwrap();
-        assert_eq!(&buf[..n], b"late");
         drop(client.await.unwrap());
     }
 }
