@@ -14,7 +14,9 @@
 //!   with a plain store: the timer fires at the deadline it was last armed
 //!   with and re-arms itself if the deadline has moved later since, so a
 //!   busy connection touches the timer wheel about once per timeout period
-//!   instead of once per wait.
+//!   instead of once per wait; and a wait of the same task while the timer
+//!   holds its waker does not poll the timer again (the timer wakes that
+//!   task when it fires, whichever wait it is in).
 //!
 //! - [`now`] is the time of the worker's current turn ([`Turns`]): the
 //!   clock is read once per turn, not once per deadline or duration.
@@ -26,7 +28,7 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -59,6 +61,12 @@ pub struct Watchdog {
     /// The deadline of the current wait (never before `armed` unless the
     /// timer was re-armed for it).
     deadline: Instant,
+    /// The waker the armed timer holds (set when it was polled, cleared
+    /// when it is re-armed or fires): while the timer holds the waker of
+    /// the task that waits and has not fired, polling it again would only
+    /// register that waker again (about 120 instructions, twice per
+    /// keepalive request).
+    holds: Option<Waker>,
 }
 
 impl Watchdog {
@@ -68,6 +76,7 @@ impl Watchdog {
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
             armed: deadline,
             deadline,
+            holds: None,
         }
     }
 
@@ -89,6 +98,7 @@ impl Watchdog {
         self.deadline = deadline;
         if deadline < self.armed {
             self.armed = deadline;
+            self.holds = None;
             self.sleep.as_mut().reset(deadline);
         }
     }
@@ -100,13 +110,29 @@ impl Watchdog {
             if let Poll::Ready(v) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(v));
             }
+            // The timer has this task's waker and has not fired (once it
+            // fires it is elapsed until re-armed): it will wake this task.
+            if !self.sleep.is_elapsed()
+                && self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
+            {
+                return Poll::Pending;
+            }
             loop {
                 match self.sleep.as_mut().poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(()) if self.armed >= self.deadline => return Poll::Ready(None),
+                    Poll::Pending => {
+                        if !self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            self.holds = Some(cx.waker().clone());
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(()) if self.armed >= self.deadline => {
+                        self.holds = None;
+                        return Poll::Ready(None);
+                    }
                     // Fired at an earlier deadline than the current one:
                     // re-arm for the current one and keep waiting.
                     Poll::Ready(()) => {
+                        self.holds = None;
                         self.armed = self.deadline;
                         self.sleep.as_mut().reset(self.deadline);
                     }
@@ -151,6 +177,41 @@ mod tests {
         let slow = dog.run(tokio::time::sleep(Duration::from_secs(60))).await;
         assert!(slow.is_none());
         assert_eq!(Instant::now() - start, Duration::from_secs(6));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_woken_by_its_own_work_still_ends_at_the_deadline() {
+        let start = Instant::now();
+        let mut dog = Watchdog::new(start + Duration::from_secs(2));
+        // Woken every 100 ms by another timer of the same task, as a
+        // connection by its socket: the watchdog's timer is not polled
+        // again, and still ends the wait.
+        let busy = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        assert!(dog.run(busy).await.is_none());
+        assert_eq!(Instant::now() - start, Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watchdog_handed_to_another_task_wakes_that_task() {
+        let start = Instant::now();
+        let mut dog = Watchdog::new(start + Duration::from_secs(3));
+        // The first task's wait ends first; its waker stays in the timer.
+        let quick = tokio::spawn(async move {
+            let done = dog.run(tokio::time::sleep(Duration::from_secs(1))).await;
+            (done.is_some(), dog)
+        });
+        let (done, mut dog) = quick.await.unwrap();
+        assert!(done);
+        // Moved later: no re-arm. The second task must get the wake-up.
+        dog.set(start + Duration::from_secs(4));
+        let slow = tokio::spawn(async move { dog.run(std::future::pending::<()>()).await });
+        let r = tokio::time::timeout(Duration::from_secs(60), slow).await;
+        assert!(matches!(r, Ok(Ok(None))), "{r:?}");
+        assert_eq!(Instant::now() - start, Duration::from_secs(4));
     }
 
     #[tokio::test(start_paused = true)]

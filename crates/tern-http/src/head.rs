@@ -32,8 +32,12 @@ const CONNECTION_NAMES_FIELDS: u16 = 1 << 15;
 /// The bit of [`Fields::kinds`] set when a Connection field lists `close`.
 const CONNECTION_CLOSE: u16 = 1 << 14;
 
-// The two bits above lie beyond every kind's ([`FieldKind::bit`]).
-const _: () = assert!((1 << (FieldKind::Other as u16)) < CONNECTION_CLOSE);
+/// The bit of [`Fields::kinds`] set when more than one Content-Length
+/// field came (refused by the framing rules, whatever their values).
+const CONTENT_LENGTH_TWICE: u16 = 1 << 13;
+
+// The bits above lie beyond every kind's ([`FieldKind::bit`]).
+const _: () = assert!((1 << (FieldKind::Other as u16)) < CONTENT_LENGTH_TWICE);
 
 /// A header field, by where its parts lie in [`Fields::raw`] (a head is
 /// far below 4 GiB: the parser refuses larger ones).
@@ -77,6 +81,10 @@ pub struct Fields {
     /// not carry (most heads have no Transfer-Encoding, Upgrade, Expect...)
     /// returns at once instead of walking every field.
     pub(crate) kinds: u16,
+    /// Where the first Content-Length field is in `fields` (meaningful
+    /// while `kinds` has [`FieldKind::ContentLength`]): the framing rules
+    /// read it without a walk of every field, twice, per head.
+    length_at: u8,
     /// Set when everything above is what the parser read from exactly
     /// `raw`, a response head it accepted whole, with that head's status
     /// line: the next response that starts with the same bytes reads the
@@ -208,14 +216,45 @@ impl Fields {
         self.kinds & CONNECTION_NAMES_FIELDS != 0
     }
 
-    /// Notes a field of `kind` with `value` in the set of kinds present
-    /// (and whether a Connection field names other fields: found once
-    /// while parsing, asked for by every head written from this one).
+    /// Notes a field of `kind` with `value`, about to be pushed as the
+    /// next of `fields`, in the set of kinds present (and whether a
+    /// Connection field names other fields, and where the Content-Length
+    /// is: found once while parsing, asked for by every head written from
+    /// this one).
     #[inline]
     pub(crate) fn note_kind(&mut self, kind: FieldKind, value: &[u8]) {
+        match kind {
+            FieldKind::Connection => self.note_connection(value),
+            FieldKind::ContentLength if self.has(kind) => self.kinds |= CONTENT_LENGTH_TWICE,
+            FieldKind::ContentLength => {
+                // A head has at most MAX_HEADERS (128) fields: the index fits.
+                self.length_at = u8::try_from(self.fields.len()).unwrap_or(u8::MAX);
+            }
+            _ => {}
+        }
         self.kinds |= kind.bit();
-        if kind == FieldKind::Connection {
-            self.note_connection(value);
+    }
+
+    /// The Content-Length field's value when the head has exactly one
+    /// (`Ok(None)`: none; `Err(())`: more than one), as the parser noted it.
+    pub(crate) fn only_content_length(&self) -> Result<Option<&[u8]>, ()> {
+        if !self.has(FieldKind::ContentLength) {
+            return Ok(None);
+        }
+        if self.kinds & CONTENT_LENGTH_TWICE != 0 {
+            return Err(());
+        }
+        match self.fields.get(usize::from(self.length_at)) {
+            Some(f) if f.kind == FieldKind::ContentLength => Ok(Some(&self.raw[f.value()])),
+            // Not where the parser noted it (cannot happen: the note and the
+            // fields are filled and cleared together): the walk decides.
+            _ => {
+                let mut all = self.all(FieldKind::ContentLength);
+                match (all.next(), all.next()) {
+                    (first, None) => Ok(first),
+                    _ => Err(()),
+                }
+            }
         }
     }
 

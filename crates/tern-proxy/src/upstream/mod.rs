@@ -236,7 +236,7 @@ impl Backends {
             return Err(ConnectError::AllDown(self.name().to_string()));
         };
         // Counted before connecting, so concurrent picks see it.
-        let in_flight = picked.server.begin();
+        let in_flight = picked.server.begin_owned();
         if let Some(stream) = self.pool.take(picked.index) {
             return Ok(pooled(stream, picked.index, in_flight));
         }
@@ -269,7 +269,7 @@ impl Backends {
                 return Err(error);
             };
             tries.connect_retries = tries.connect_retries.saturating_add(1);
-            (index, in_flight) = (next.index, next.server.begin());
+            (index, in_flight) = (next.index, next.server.begin_owned());
             if let Some(stream) = self.pool.take(index) {
                 return Ok(pooled(stream, index, in_flight));
             }
@@ -426,6 +426,18 @@ impl Backends {
                 allowed(s) && s.is_live() && (tries.tried.is_empty() || !tries.tried(s.addr))
             })
         };
+        // One server (a terminator in front of one application): round
+        // robin and least connections both answer it when it is eligible,
+        // whatever the weights (a pick of one leaves the round robin's
+        // scores as they were). Not hashing or cookies: their picks are
+        // answered by their own rules.
+        if servers.len() == 1 && matches!(config.balance, Balance::RoundRobin | Balance::LeastConn)
+        {
+            return eligible(0).then(|| Picked {
+                index: 0,
+                server: servers[0].clone(),
+            });
+        }
         let weights: &[u32] = if outlier::ramped_weights(set, config.outliers.slow_start, ramped) {
             ramped
         } else {

@@ -32,7 +32,10 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// a worker is single-threaded).
 #[derive(Debug)]
 pub(super) struct IdlePool {
-    /// Per server index: idle connections, least recently returned first.
+    /// Per server index: idle connections, least recently returned first,
+    /// each with the time past which it is too old to reuse (its return
+    /// plus [`MAX_IDLE_AGE`]: one addition when it is kept, where the age
+    /// took a subtraction at each look, two per request).
     idle: RefCell<Vec<VecDeque<(BackendStream, Instant)>>>,
     /// Most idle connections kept per server (`backend_pool_size`).
     max_idle: usize,
@@ -64,7 +67,11 @@ impl IdlePool {
             if list.len() >= self.max_idle {
                 list.pop_front();
             }
-            list.push_back((stream, now));
+            // An Instant this far ahead cannot overflow on any platform
+            // tern runs on; if it did, the connection is simply not kept.
+            if let Some(stale_after) = now.checked_add(MAX_IDLE_AGE) {
+                list.push_back((stream, stale_after));
+            }
         }
     }
 
@@ -74,8 +81,8 @@ impl IdlePool {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(server)?;
         let now = tern_deadline::now().into_std();
-        while let Some((stream, since)) = list.pop_back() {
-            if now.saturating_duration_since(since) > MAX_IDLE_AGE {
+        while let Some((stream, stale_after)) = list.pop_back() {
+            if now > stale_after {
                 // Everything below is older still.
                 list.clear();
                 return None;
@@ -131,7 +138,7 @@ impl IdlePool {
 fn trim(list: &mut VecDeque<(BackendStream, Instant)>, now: Instant) {
     while list
         .front()
-        .is_some_and(|(_, since)| now.saturating_duration_since(*since) > MAX_IDLE_AGE)
+        .is_some_and(|(_, stale_after)| now > *stale_after)
     {
         list.pop_front();
     }

@@ -230,10 +230,17 @@ impl Server {
 
     /// Counts a request on it until the guard drops.
     pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
+        self.clone().begin_owned()
+    }
+
+    /// [`Server::begin`] with a handle the caller has no further use for
+    /// (the one a pick cloned): the guard keeps it, no second clone (an
+    /// atomic increment, and a decrement when the pick's is dropped).
+    pub(crate) fn begin_owned(self: Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
         InFlight {
-            server: self.clone(),
+            server: self,
             counted: true,
         }
     }

@@ -346,3 +346,38 @@ async fn drained_and_disabled_servers_get_no_new_requests() {
     }
     assert!(picks.contains(&a), "{picks:?}");
 }
+
+#[tokio::test]
+async fn a_lone_server_is_picked_while_eligible_and_counted_in_flight() {
+    let (_l, addr) = listening().await;
+    for balance in [Balance::RoundRobin, Balance::LeastConn] {
+        let mut config = UpstreamConfig::simple("one".into(), vec![addr]);
+        config.balance = balance;
+        let shared = UpstreamShared::new(config);
+        let backends = Backends::new(shared.clone(), 4);
+        let server = shared.servers().find(addr.into()).cloned().expect("server");
+        let conn = backends
+            .get(&mut Tries::default(), CONNECT)
+            .await
+            .expect("the lone server");
+        assert_eq!(conn.addr, addr.into());
+        assert_eq!(server.in_flight(), 1, "{balance:?}");
+        drop(conn);
+        assert_eq!(server.in_flight(), 0, "{balance:?}");
+        server.set_admin(AdminState::Draining);
+        let drained = backends.get(&mut Tries::default(), CONNECT).await;
+        assert!(
+            matches!(drained, Err(ConnectError::AllDown(_))),
+            "{balance:?}: {drained:?}"
+        );
+        server.set_admin(AdminState::Enabled);
+        let mut tried = Tries::default();
+        tried.tried.push(addr.into());
+        let again = backends.get(&mut tried, CONNECT).await;
+        assert!(
+            matches!(again, Err(ConnectError::AllDown(_))),
+            "{balance:?}: a server already tried is not picked again: {again:?}"
+        );
+        assert!(backends.get(&mut Tries::default(), CONNECT).await.is_ok());
+    }
+}
