@@ -130,6 +130,37 @@ canary_median() {
     sort -n "$1" 2> /dev/null | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else printf "%.0f\n", (v[int((NR + 1) / 2)] + v[int((NR + 2) / 2)]) / 2 }'
 }
 
+# round_begin SERVER_PID BACKEND_PID / round_end SERVER_PID BACKEND_PID:
+# what moved in a round beside the server's CPU, for bench/h2.sh and
+# bench/terminators.sh: the server's and the backend's context switches
+# and queueing (proc_counters), what else ran on the server's CPU
+# (cpu_busy), the round's wall time and a canary on each CPU (canary.py: a
+# fixed piece of work timed every half second; a higher median means a
+# slower core in that round, a host effect no server caused). Reads the
+# caller's SERVER_CPU, LOAD_CPU, backend_cpu and work. round_end sets
+# ROUND_FIELDS (TSV NAME=VALUE fields for `record`); a caller that reads
+# its children's CPU (the load tool's) does so before round_end, which
+# reaps the canaries.
+round_begin() {
+    rb_server="$(proc_counters "$1")"
+    rb_backend="$(proc_counters "$2")"
+    read -r rb_cpu0 rb_steal0 <<< "$(cpu_busy "$SERVER_CPU")"
+    rb_wall="$EPOCHREALTIME"
+    canary_start "$SERVER_CPU" "$work/canary0"
+    canary_start "$LOAD_CPU" "$work/canary1"
+}
+round_end() {
+    local cpu0 steal0 wall_ms
+    read -r cpu0 steal0 <<< "$(cpu_busy "$SERVER_CPU")"
+    wall_ms="$(awk -v a="$rb_wall" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.0f", (b - a) * 1000}')"
+    canary_stop "$work/canary0"
+    canary_stop "$work/canary1"
+    ROUND_FIELDS="$(counters_delta "$rb_server" "$(proc_counters "$1")" "")	$(counters_delta "$rb_backend" "$(proc_counters "$2")" be_)"
+    ROUND_FIELDS+="	loadavg=$(cut -d' ' -f1 /proc/loadavg)	wall_ms=$wall_ms	be_on_server_cpu=$((backend_cpu == SERVER_CPU))"
+    ROUND_FIELDS+="	canary0_us=$(canary_median "$work/canary0")	canary1_us=$(canary_median "$work/canary1")"
+    ROUND_FIELDS+="	cpu0_ticks=$((cpu0 - rb_cpu0))	steal0_ticks=$((steal0 - rb_steal0))"
+}
+
 # isolate_rounds SCRIPT ARGS...: with ISOLATE=1, runs SCRIPT again (and
 # does not return) in a session of its own whose scheduler autogroup has
 # nice -20, so its servers, backend and load take CPU 0 and 1 ahead of

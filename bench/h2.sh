@@ -120,31 +120,22 @@ declare -A h2load_saw=()
 for run in $(seq 1 "$RUNS"); do
     for server in "${active[@]}"; do
         read -r accepts_before _ <<< "$(backend_status "$backend_port")"
-        server_counters="$(proc_counters "${server_pid[$server]}")"
-        backend_counters="$(proc_counters "$backend_pid")"
         if [[ -n "$SYSCALLS" ]]; then
             syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
             syscall_count_start "$work/syscalls.backend" "$backend_pid"
         fi
         children_cpu_ms load_before_ms
-        read -r cpu0_before steal0_before <<< "$(cpu_busy "$SERVER_CPU")"
-        wall_before="$EPOCHREALTIME"
-        canary_start "$SERVER_CPU" "$work/canary0"
-        canary_start "$LOAD_CPU" "$work/canary1"
+        round_begin "${server_pid[$server]}" "$backend_pid"
         before="$(cpu_ticks "${server_pid[$server]}")"
         backend_before="$(cpu_ticks "$backend_pid")"
         out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
         after="$(cpu_ticks "${server_pid[$server]}")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        read -r cpu0_after steal0_after <<< "$(cpu_busy "$SERVER_CPU")"
-        wall_ms="$(awk -v a="$wall_before" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.0f", (b - a) * 1000}')"
         children_cpu_ms load_after_ms
-        # After the load's CPU is read: the canaries' own is not h2load's.
-        canary_stop "$work/canary0"
-        canary_stop "$work/canary1"
+        # After the load's CPU is read: round_end reaps the canaries, whose
+        # CPU is not h2load's.
+        round_end "${server_pid[$server]}" "$backend_pid"
         load_ms=$((load_after_ms - load_before_ms))
-        server_counters="$(counters_delta "$server_counters" "$(proc_counters "${server_pid[$server]}")" "")"
-        backend_counters="$(counters_delta "$backend_counters" "$(proc_counters "$backend_pid")" be_)"
         read -r accepts_after open_after <<< "$(backend_status "$backend_port")"
         syscalls="sys=-"
         if [[ -n "$SYSCALLS" ]]; then
@@ -160,10 +151,8 @@ for run in $(seq 1 "$RUNS"); do
             /^TLS Protocol/ {p = $2} /^Cipher/ {c = $2} /^Server Temp Key/ {split($2, k, " "); g = k[1]}
             /^Application protocol/ {a = $2} END {print p, c, g, "alpn=" a}')"
         record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
-            "$server_counters" "$backend_counters" "be_opened=$((accepts_after - accepts_before - 1))" \
-            "be_open=$((open_after - 1))" "load_ms=$load_ms" "loadavg=$(cut -d' ' -f1 /proc/loadavg)" \
-            "wall_ms=$wall_ms" "be_on_server_cpu=$((backend_cpu == SERVER_CPU))" "canary0_us=$(canary_median "$work/canary0")" \
-            "canary1_us=$(canary_median "$work/canary1")" "cpu0_ticks=$((cpu0_after - cpu0_before))" "steal0_ticks=$((steal0_after - steal0_before))" "$syscalls"
+            "$ROUND_FIELDS" "be_opened=$((accepts_after - accepts_before - 1))" \
+            "be_open=$((open_after - 1))" "load_ms=$load_ms" "$syscalls"
     done
 done
 

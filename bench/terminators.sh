@@ -100,32 +100,6 @@ wrk_errors() {
         END { print s + 0 }'
 }
 
-# round_begin PID / round_end PID: what moved in a round beside the server's
-# CPU (as bench/h2.sh): the server's and the backend's context switches and
-# queueing (bench/counters.sh proc_counters), what else ran on the server's
-# CPU, and a canary on each CPU (bench/canary.py: a fixed piece of work timed
-# every half second; a higher median means a slower core in that round, a
-# host effect no server caused). round_end sets ROUND_FIELDS.
-round_begin() {
-    rb_server="$(proc_counters "$1")"
-    rb_backend="$(proc_counters "$backend_pid")"
-    read -r rb_cpu0 rb_steal0 <<< "$(cpu_busy "$SERVER_CPU")"
-    rb_wall="$EPOCHREALTIME"
-    canary_start "$SERVER_CPU" "$work/canary0"
-    canary_start "$LOAD_CPU" "$work/canary1"
-}
-round_end() {
-    local cpu0 steal0 wall_ms
-    read -r cpu0 steal0 <<< "$(cpu_busy "$SERVER_CPU")"
-    wall_ms="$(awk -v a="$rb_wall" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.0f", (b - a) * 1000}')"
-    canary_stop "$work/canary0"
-    canary_stop "$work/canary1"
-    ROUND_FIELDS="$(counters_delta "$rb_server" "$(proc_counters "$1")" "")	$(counters_delta "$rb_backend" "$(proc_counters "$backend_pid")" be_)"
-    ROUND_FIELDS+="	loadavg=$(cut -d' ' -f1 /proc/loadavg)	wall_ms=$wall_ms	be_on_server_cpu=$((backend_cpu == SERVER_CPU))"
-    ROUND_FIELDS+="	canary0_us=$(canary_median "$work/canary0")	canary1_us=$(canary_median "$work/canary1")"
-    ROUND_FIELDS+="	cpu0_ticks=$((cpu0 - rb_cpu0))	steal0_ticks=$((steal0 - rb_steal0))"
-}
-
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 results="$work/results.tsv"
 : > "$results"
@@ -137,7 +111,7 @@ for run in $(seq 1 "$RUNS"); do
         port="${server_port[$server]}"
         pid="${server_pid[$server]}"
 
-        round_begin "$pid"
+        round_begin "$pid" "$backend_pid"
         before="$(cpu_ticks "$pid")"
         backend_before="$(cpu_ticks "$backend_pid")"
         # -host: hey otherwise sends SNI "127.0.0.1:PORT" (not a DNS name); every
@@ -146,13 +120,13 @@ for run in $(seq 1 "$RUNS"); do
             -host localhost "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        round_end "$pid"
+        round_end "$pid" "$backend_pid"
         requests="$(printf '%s\n' "$out" | hey_ok)"
         errors="$(printf '%s\n' "$out" | hey_errors)"
         rate="$(printf '%s\n' "$out" | hey_rate)"
         record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors" "$backend_ticks" "$ROUND_FIELDS"
 
-        round_begin "$pid"
+        round_begin "$pid" "$backend_pid"
         before="$(cpu_ticks "$pid")"
         backend_before="$(cpu_ticks "$backend_pid")"
         # "Connection: keep-alive" with the space: wrk ignores a header without one.
@@ -160,7 +134,7 @@ for run in $(seq 1 "$RUNS"); do
             -H "Connection: keep-alive" "https://127.0.0.1:$port/")"
         after="$(cpu_ticks "$pid")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        round_end "$pid"
+        round_end "$pid" "$backend_pid"
         requests="$(printf '%s\n' "$out" | awk '/requests in/ {print $1; exit}')"
         rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
         record "$results" keepalive "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$(wrk_errors "$out")" "$backend_ticks" "$ROUND_FIELDS"
