@@ -10,8 +10,8 @@ use std::io::Write as _;
 
 pub use crate::edits::{owned_by_tern, FieldEdits, FieldValue};
 pub use crate::forwarding::{
-    forwarding_fields, is_client_forwarding_field, ClientCertFields, ClientFacts, ForwardedFields,
-    CLIENT_FORWARDING_FIELDS,
+    forwarding_fields, is_client_forwarding_field, ClientCertFields, ClientFacts, ClientIp,
+    ForwardedFields, CLIENT_FORWARDING_FIELDS,
 };
 use crate::head::{FieldKind, Fields, RequestHead, ResponseHead};
 
@@ -99,8 +99,13 @@ fn write_forwarding_fields(
     add: ForwardedFields,
     host: Option<&[u8]>,
 ) {
-    forwarding_fields(client, add, host, |name, value| {
-        put_field(out, name.as_bytes(), value)
+    forwarding_fields(client, add, host, |name, pieces| {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        for piece in pieces {
+            out.extend_from_slice(piece);
+        }
+        out.extend_from_slice(b"\r\n");
     });
 }
 

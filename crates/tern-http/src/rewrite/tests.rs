@@ -298,7 +298,7 @@ fn forwarding_fields_are_the_same_for_every_path() {
         &facts,
         ForwardedFields::default(),
         Some(b"h.test"),
-        |n, v| seen.push(format!("{n}: {}", String::from_utf8_lossy(v))),
+        |n, v| seen.push(format!("{n}: {}", String::from_utf8_lossy(&v.concat()))),
     );
     assert_eq!(
         seen,

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tern_http::rewrite::{ClientCertFields, ClientFacts, FieldValue};
+use tern_http::rewrite::{ClientCertFields, ClientFacts, ClientIp, FieldValue};
 use tern_tls::Negotiated;
 use tokio_rustls::TlsAcceptor;
 
@@ -162,6 +162,11 @@ pub(crate) struct ConnCtx<'a> {
     /// Field lists of finished exchanges, emptied, for the rules of the
     /// next ones to fill: no allocation per request.
     spare_fields: RefCell<Vec<FieldList<'a>>>,
+    /// The client's address as the forwarding fields carry it, made once.
+    client_ip: ClientIp,
+    /// The metrics' slot of the connection's request protocol (from its
+    /// ALPN), looked up once rather than per request.
+    protocol_slot: usize,
 }
 
 /// Fields a rule adds to one head.
@@ -188,6 +193,12 @@ impl<'a> ConnCtx<'a> {
             .client_cert
             .as_ref()
             .and_then(|c| ClientCertFields::new(c.chain.iter().map(|d| d.as_ref())));
+        let protocol = match tls.alpn.as_deref() {
+            Some("h2") => "h2",
+            Some("h3") => "h3",
+            _ => "http/1.1",
+        };
+        let protocol_slot = worker.metrics.protocol_slot(protocol);
         ConnCtx {
             peer,
             tls,
@@ -199,20 +210,27 @@ impl<'a> ConnCtx<'a> {
             h2_forwarding: Default::default(),
             bucket: RefCell::default(),
             spare_fields: RefCell::default(),
+            protocol_slot,
+            client_ip: ClientIp::new(peer.ip()),
         }
     }
 
-    /// An empty field list, a spare one when there is one.
-    pub(crate) fn field_list(&self) -> FieldList<'a> {
-        self.spare_fields.borrow_mut().pop().unwrap_or_default()
+    /// Two empty field lists (a request's and its response's), spare ones
+    /// when there are: one borrow of the spares for both.
+    pub(crate) fn field_lists(&self) -> (FieldList<'a>, FieldList<'a>) {
+        let mut spare = self.spare_fields.borrow_mut();
+        let first = spare.pop().unwrap_or_default();
+        (first, spare.pop().unwrap_or_default())
     }
 
-    /// Keeps `list` (emptied) for a later exchange of the connection.
-    pub(crate) fn give_back(&self, mut list: FieldList<'a>) {
-        list.clear();
+    /// Keeps `lists` (emptied) for a later exchange of the connection.
+    pub(crate) fn give_back(&self, lists: [FieldList<'a>; 2]) {
         let mut spare = self.spare_fields.borrow_mut();
-        if list.capacity() > 0 && spare.len() < SPARE_FIELD_LISTS {
-            spare.push(list);
+        for mut list in lists {
+            list.clear();
+            if list.capacity() > 0 && spare.len() < SPARE_FIELD_LISTS {
+                spare.push(list);
+            }
         }
     }
 
@@ -273,7 +291,7 @@ impl ConnCtx<'_> {
     /// What tern tells backends about the client of `req`.
     pub(crate) fn facts<'r>(&self, req: &Request<'r>) -> ClientFacts<'r> {
         ClientFacts {
-            ip: self.peer.ip(),
+            ip: self.client_ip,
             proto: "https",
             client_cert: req.client_cert,
         }
@@ -327,14 +345,9 @@ impl ConnCtx<'_> {
 
     /// Counts a request in the metrics.
     fn count_request(&self, status: u16, bytes_in: u64, bytes_out: u64) {
-        let protocol = match self.tls.alpn.as_deref() {
-            Some("h2") => "h2",
-            Some("h3") => "h3",
-            _ => "http/1.1",
-        };
         self.worker
             .metrics
-            .request(status, bytes_in, bytes_out, protocol);
+            .request_in(self.protocol_slot, status, bytes_in, bytes_out);
     }
 }
 

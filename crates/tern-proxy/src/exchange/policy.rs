@@ -29,7 +29,7 @@ pub(crate) struct Edits<'a> {
     /// answers).
     pub response: FieldEdits<'a>,
     /// The request's ID, for the access log (ASCII; shared with the
-    /// fields that carry it).
+    /// fields that carry it); None while the log is off.
     pub id: Option<Bytes>,
     /// `max_request_body`, checked as the body goes up.
     pub body_limit: Option<u64>,
@@ -158,12 +158,17 @@ pub(crate) fn admit(
 pub(crate) fn edits<'a>(req: &Request<'_>, ctx: &ConnCtx<'a>) -> Edits<'a> {
     let listener: &'a super::ListenerCtx = ctx.listener;
     let edge = &listener.config.edge;
-    let mut out = Edits {
-        body_limit: edge.max_request_body,
-        ..Edits::default()
+    // Built in place from its parts: filling a default `Edits` field by
+    // field dropped the lists it replaced (~70 instructions, callgrind).
+    let (request_add, response_add) = ctx.field_lists();
+    let mut request = FieldEdits {
+        drop: &edge.request_headers.drop,
+        add: request_add,
     };
-    out.request.add = ctx.field_list();
-    out.response.add = ctx.field_list();
+    let mut response = FieldEdits {
+        drop: &edge.response_headers.drop,
+        add: response_add,
+    };
     let id = edge.request_id.as_ref().map(|settings| {
         let trusted = ctx.listener.config.accept_proxy.is_some()
             || edge
@@ -179,34 +184,44 @@ pub(crate) fn edits<'a>(req: &Request<'_>, ctx: &ConnCtx<'a>) -> Edits<'a> {
         (&*settings.header, id)
     });
     let id_text = id.as_ref().map_or(&b""[..], |(_, v)| &v[..]);
-    render(&edge.request_headers, ctx, id_text, &mut out.request);
-    render(&edge.response_headers, ctx, id_text, &mut out.response);
+    // `render` is called for added fields only: the default rules drop
+    // the ID's field and add none, and two calls that found nothing to
+    // add were ~50 instructions of a request (callgrind).
+    if !edge.request_headers.add.is_empty() {
+        render(&edge.request_headers, ctx, id_text, &mut request);
+    }
+    if !edge.response_headers.add.is_empty() {
+        render(&edge.response_headers, ctx, id_text, &mut response);
+    }
+    let mut logged_id = None;
     if let Some((name, value)) = id {
         // The ID's field is among the rules' drops (config::edge): the
         // client's never passes, nor a backend's in the response. One
-        // copy of the value serves both heads and the log.
-        out.request
-            .add
-            .push((name, FieldValue::Made(value.clone())));
-        out.response
-            .add
-            .push((name, FieldValue::Made(value.clone())));
-        out.id = Some(value);
+        // copy of the value serves both heads and the log; with the log
+        // off nothing reads the log's (one clone and drop fewer).
+        if ctx.worker.log.is_on() {
+            logged_id = Some(value.clone());
+        }
+        request.add.push((name, FieldValue::Made(value.clone())));
+        response.add.push((name, FieldValue::Made(value)));
     }
-    out
+    Edits {
+        request,
+        response,
+        id: logged_id,
+        body_limit: edge.max_request_body,
+        body_seen: Cell::new(0),
+    }
 }
 
 /// Keeps the field lists of a finished exchange's `edits` for the next.
 pub(crate) fn give_back<'a>(edits: Edits<'a>, ctx: &ConnCtx<'a>) {
-    ctx.give_back(edits.request.add);
-    ctx.give_back(edits.response.add);
+    ctx.give_back([edits.request.add, edits.response.add]);
 }
 
+/// Appends the fields `rules` add to `out` (its drops are set by the
+/// caller).
 fn render<'c>(rules: &'c HeaderRules, ctx: &ConnCtx<'_>, id: &[u8], out: &mut FieldEdits<'c>) {
-    if rules.is_empty() {
-        return;
-    }
-    out.drop = &rules.drop;
     for (name, template) in &rules.add {
         let value = match template.literal() {
             Some(text) => FieldValue::Config(text.as_bytes()),

@@ -287,7 +287,18 @@ impl Metrics {
     /// A request was answered (`protocol` is "http/1.1" or "h2"); the
     /// bytes are what tern read from and wrote to the client for it.
     pub fn request(&self, status: u16, bytes_in: u64, bytes_out: u64, protocol: &'static str) {
-        let p = self.protocols.index(protocol);
+        self.request_in(self.protocol_slot(protocol), status, bytes_in, bytes_out);
+    }
+
+    /// The slot of request protocol `protocol` ("http/1.1", "h2", "h3"),
+    /// for [`Metrics::request_in`]: a connection looks it up once.
+    pub(crate) fn protocol_slot(&self, protocol: &str) -> usize {
+        self.protocols.index(protocol)
+    }
+
+    /// [`Metrics::request`] for the protocol in slot `p` (from
+    /// [`Metrics::protocol_slot`]): no name lookup per request.
+    pub(crate) fn request_in(&self, p: usize, status: u16, bytes_in: u64, bytes_out: u64) {
         self.requests
             .add(p * STATUS_SLOTS + status_index(status), 1);
         self.bytes_in.add(p, bytes_in);

@@ -149,9 +149,13 @@ impl Forwarding<'_> {
         }
         let mut fields = Vec::with_capacity(3);
         let mut whole = true;
-        forwarding_fields(self.facts, self.fields, host, |n, v| {
+        forwarding_fields(self.facts, self.fields, host, |n, pieces| {
             let name = forwarding_name(n).or_else(|| HeaderName::from_bytes(n.as_bytes()).ok());
-            match (name, HeaderValue::from_bytes(v)) {
+            let value = match pieces {
+                [one] => HeaderValue::from_bytes(one),
+                _ => HeaderValue::from_bytes(&pieces.concat()),
+            };
+            match (name, value) {
                 (Some(name), Ok(value)) => fields.push((name, value)),
                 _ => {
                     out.bad = Some(n.to_string());
