@@ -748,66 +748,7 @@ struct RecvState {
     incoming: VecDeque<proto::Incoming>,
     connections: ConnectionSet,
     recv_buf: Box<[u8]>,
-    /// tern patch: buffers full-sized datagrams are copied into (see
-    /// `DatagramBufs`).
-    datagram_bufs: DatagramBufs,
     recv_limiter: WorkLimiter,
-}
-
-/// tern patch: a datagram of `REUSED_MIN..=REUSED_BUF` bytes (a client's
-/// padded Initial, a full-sized packet) is copied into one of up to
-/// `REUSED_BUFS` buffers of `REUSED_BUF` bytes kept by the endpoint, the
-/// first that nothing holds any more (a datagram lives on in its
-/// connection's event queue, in an `Incoming` until it is accepted, and in
-/// the frames a stream keeps unread); a smaller or larger one, or one
-/// arriving while every buffer is held, gets an allocation of its own, as
-/// upstream. Such sizes are past glibc's per-thread cache (1,032 bytes),
-/// so each copy took malloc's slow path (its large-bin search, and
-/// `malloc_consolidate` whenever freed small chunks wait in the fast
-/// bins), and the copy was then made shared (a second allocation) when
-/// quinn-proto split its header off; a kept buffer is shared already. A
-/// buffer holds one datagram at a time (what is left after one is less
-/// than `REUSED_MIN`), so a datagram a stream keeps unread holds at most
-/// 2,048 bytes (1,216 upstream); the endpoint keeps at most 32 KiB.
-const REUSED_MIN: usize = 1024;
-const REUSED_BUF: usize = 2048;
-const REUSED_BUFS: usize = 16;
-
-#[derive(Default)]
-struct DatagramBufs {
-    bufs: Vec<BytesMut>,
-    /// The slot a new buffer takes when all are held.
-    next: usize,
-}
-
-impl DatagramBufs {
-    fn copy(&mut self, datagram: &[u8]) -> BytesMut {
-        let len = datagram.len();
-        if !(REUSED_MIN..=REUSED_BUF).contains(&len) {
-            return datagram.into();
-        }
-        // `try_reclaim` never allocates: it succeeds when no earlier
-        // datagram holds the buffer (or it is new), and then takes the
-        // buffer from its start. The room after a datagram is less than
-        // REUSED_MIN, so it never succeeds on that room alone.
-        let buf = match self.bufs.iter_mut().position(|b| b.try_reclaim(len)) {
-            Some(i) => &mut self.bufs[i],
-            None => {
-                let fresh = BytesMut::with_capacity(REUSED_BUF);
-                if self.bufs.len() < REUSED_BUFS {
-                    self.bufs.push(fresh);
-                    self.bufs.last_mut().expect("just pushed")
-                } else {
-                    let i = self.next;
-                    self.next = (i + 1) % REUSED_BUFS;
-                    self.bufs[i] = fresh;
-                    &mut self.bufs[i]
-                }
-            }
-        };
-        buf.extend_from_slice(datagram);
-        buf.split()
-    }
 }
 
 impl RecvState {
@@ -830,7 +771,6 @@ impl RecvState {
             },
             incoming: VecDeque::new(),
             recv_buf: recv_buf.into(),
-            datagram_bufs: DatagramBufs::default(),
             recv_limiter: WorkLimiter::new(RECV_TIME_BOUND),
         }
     }
@@ -861,7 +801,7 @@ impl RecvState {
                 Poll::Ready(Ok(msgs)) => {
                     self.recv_limiter.record_work(msgs);
                     for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
-                        let mut data = self.datagram_bufs.copy(&buf[0..meta.len]);
+                        let mut data: BytesMut = buf[0..meta.len].into();
                         while !data.is_empty() {
                             // tern patch: a datagram received alone (no GRO) is
                             // handed on whole; split_to made its copy shared (an
