@@ -50,7 +50,18 @@ async fn exchange_in<F: Front>(
     let mut conn = if F::CLIENT_CANCELS {
         let (body, reset) = front.split();
         let mut body = edits.cap(body);
-        let request = send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s);
+        // Pinned where it is made: select! would otherwise move the whole
+        // future (every await point of the request's send and head read)
+        // into its own tuple, a memcpy per request.
+        let request = std::pin::pin!(send_request(
+            &mut body,
+            req,
+            ctx,
+            (backends, tries),
+            &edits.request,
+            o,
+            s
+        ));
         tokio::select! {
             // The reset fires once: nothing to be fair to, so no random
             // start per poll.

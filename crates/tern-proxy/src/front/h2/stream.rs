@@ -72,11 +72,18 @@ pub(super) async fn handle(
     // The turn's time, as log_request's end is (tern_deadline::now).
     let started = tern_deadline::now().into_std();
     let (parts, recv) = request.into_parts();
-    // h2 has checked any content-length against the DATA already.
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok());
+    let ended = recv.is_end_stream();
+    // h2 has checked any content-length against the DATA already. A
+    // stream already ended (every GET) has no body to hold it to: the
+    // header map's look-up is spared.
+    let declared = if ended {
+        None
+    } else {
+        parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| tern_http::framing::parse_content_length(v.as_bytes()).ok())
+    };
     // Extended CONNECT for a WebSocket (RFC 8441): the stream becomes the
     // tunnel once the backend switched protocols; no body goes before.
     let websocket = parts.method == http::Method::CONNECT
@@ -85,7 +92,7 @@ pub(super) async fn handle(
             .get::<h2::ext::Protocol>()
             .is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"));
     let body = match declared {
-        _ if recv.is_end_stream() || websocket => BodyLen::Empty,
+        _ if ended || websocket => BodyLen::Empty,
         Some(n) => BodyLen::Length(n),
         None => BodyLen::Unknown,
     };
