@@ -18,17 +18,17 @@
 # older code is applied where function hashes still match and silently
 # ignored elsewhere: rebuild PROFDATA with the code it optimises.
 #
-# Usage: bench/pgo-build.sh   (env: GEN_TARGET=target-pgo-gen
-#          USE_TARGET=target-pgo-use PROFDATA=target-pgo-use/tern.profdata
-#          OUT=target-pgo-use/tern-pgo STEPS="gen train use"
+# Usage: bench/pgo-build.sh   (env: GEN_TARGET=target/pgo-gen
+#          USE_TARGET=target/pgo-use PROFDATA=target/pgo-use/tern.profdata
+#          OUT=target/pgo-use/tern-pgo STEPS="gen train use"
 #          BENCH_TERN=... (pgo-train's load; default: a plain release tern
 #          at target/release/tern, built when missing))
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-GEN_TARGET="${GEN_TARGET:-$root/target-pgo-gen}"
-USE_TARGET="${USE_TARGET:-$root/target-pgo-use}"
+GEN_TARGET="${GEN_TARGET:-$root/target/pgo-gen}"
+USE_TARGET="${USE_TARGET:-$root/target/pgo-use}"
 PROFDATA="${PROFDATA:-$USE_TARGET/tern.profdata}"
 OUT="${OUT:-$USE_TARGET/tern-pgo}"
 STEPS="${STEPS:-gen train use}"
