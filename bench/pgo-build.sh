@@ -12,11 +12,12 @@
 # with an existing PROFDATA). Each build compiles the whole dependency
 # tree again (RUSTFLAGS change every crate's hash): on a loaded 2-core host
 # about as long as a plain release build, each.
-# rustc warns (-Wprofile-instr-out-of-date, -Wprofile-instr-unprofiled
-# are off by default) only through LLVM remarks; a profile from another
-# LLVM version is an error (llvm-profdata's format version), a profile of
-# older code is applied where function hashes still match and silently
-# ignored elsewhere: rebuild PROFDATA with the code it optimises.
+# How rustc 1.95 takes a profile that does not fit (BENCHMARKS.md, pgo12):
+# a missing file is an error; an unreadable one (another LLVM's format,
+# bad magic) a warning, and the build goes on without PGO; a function
+# changed since the training a warning each ("hash mismatch"), the rest
+# applied; a new or renamed function (or a crate whose version changed)
+# silently unprofiled. Rebuild PROFDATA with the code it optimises.
 #
 # Usage: bench/pgo-build.sh   (env: GEN_TARGET=target/pgo-gen
 #          USE_TARGET=target/pgo-use PROFDATA=target/pgo-use/tern.profdata
