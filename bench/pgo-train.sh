@@ -21,7 +21,7 @@
 # still counts what ran); a load that times out is stopped.
 #
 # Usage: bench/pgo-train.sh INSTRUMENTED_TERN OUT.profdata
-#          (env: BENCH_TERN=/tmp/tern-base12 SCALE=1 LOAD_TIMEOUT=180
+#          (env: BENCH_TERN=target/release/tern SCALE=1 LOAD_TIMEOUT=180
 #           LLVM_PROFDATA=... (default: the one of rustc's llvm-tools))
 # Needs: nginx, openssl, python3, llvm-tools (rustup component add
 # llvm-tools); h2load optional.
@@ -35,7 +35,7 @@ source "$here/lib.sh"
 [[ $# -eq 2 ]] || die "usage: bench/pgo-train.sh INSTRUMENTED_TERN OUT.profdata"
 TERN="$1"
 OUT="$2"
-BENCH_TERN="${BENCH_TERN:-/tmp/tern-base12}"
+BENCH_TERN="${BENCH_TERN:-$root/target/release/tern}"
 SCALE="${SCALE:-1}"
 LOAD_TIMEOUT="${LOAD_TIMEOUT:-180}"
 LLVM_PROFDATA="${LLVM_PROFDATA:-$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | awk '/^host:/ {print $2}')/bin/llvm-profdata}"
