@@ -100,12 +100,7 @@ fn write_forwarding_fields(
     host: Option<&[u8]>,
 ) {
     forwarding_fields(client, add, host, |name, pieces| {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        for piece in pieces {
-            out.extend_from_slice(piece);
-        }
-        out.extend_from_slice(b"\r\n");
+        put_field_pieces(out, name.as_bytes(), pieces)
     });
 }
 
@@ -355,9 +350,16 @@ fn put_added(out: &mut Vec<u8>, edits: &FieldEdits<'_>) {
 }
 
 fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    put_field_pieces(out, name, &[value]);
+}
+
+/// [`put_field`] for a value given as its pieces, in order.
+fn put_field_pieces(out: &mut Vec<u8>, name: &[u8], pieces: &[&[u8]]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
+    for piece in pieces {
+        out.extend_from_slice(piece);
+    }
     out.extend_from_slice(b"\r\n");
 }
 

@@ -250,6 +250,11 @@ impl<'a> ConnCtx<'a> {
         }
     }
 
+    /// The client's address as text, made once for the connection.
+    pub(crate) fn client_ip_text(&self) -> &[u8] {
+        self.client_ip.text()
+    }
+
     /// The connection's value of `template` (which names no per-request
     /// variable), made by `make` the first time.
     pub(crate) fn rendered(&self, template: &Template, make: impl FnOnce() -> Bytes) -> Bytes {

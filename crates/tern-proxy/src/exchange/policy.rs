@@ -238,7 +238,7 @@ fn fill(template: &Template, ctx: &ConnCtx<'_>, id: &[u8]) -> Vec<u8> {
     for part in &template.0 {
         match part {
             Part::Text(t) => v.extend_from_slice(t.as_bytes()),
-            Part::Var(Var::ClientIp) => v.extend_from_slice(ctx.peer.ip().to_string().as_bytes()),
+            Part::Var(Var::ClientIp) => v.extend_from_slice(ctx.client_ip_text()),
             Part::Var(Var::RequestId) => v.extend_from_slice(id),
             Part::Var(Var::TlsVersion) => v.extend_from_slice(ctx.tls.version.as_bytes()),
             Part::Var(Var::Sni) => {
