@@ -66,6 +66,9 @@ pub struct SpeedFigures {
 /// `tern speed`'s report.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedReport {
+    /// The measuring binary's version and build (set by the caller: a
+    /// library cannot know how the executable was built).
+    pub binary: Option<String>,
     pub cpu_model: Option<String>,
     /// CPU features present that the provider can use.
     pub cpu_features: Vec<&'static str>,
@@ -302,6 +305,7 @@ pub fn run(budget: Duration, child_args: Option<&[OsString]>) -> Result<SpeedRep
             .push("this CPU has no AES-GCM acceleration: expect AES-GCM far below ChaCha20".into());
     }
     Ok(SpeedReport {
+        binary: None,
         cpu_model: tern_tls::cpu::cpu_model(),
         cpu_features: features.names(),
         with_features,
@@ -341,6 +345,9 @@ impl SpeedReport {
     pub fn to_text(&self) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
+        if let Some(binary) = &self.binary {
+            let _ = writeln!(o, "Binary: {binary}");
+        }
         let _ = writeln!(o, "CPU: {}", self.cpu_model.as_deref().unwrap_or("unknown"));
         let feats = if self.cpu_features.is_empty() {
             "none".to_string()

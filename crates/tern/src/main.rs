@@ -2,6 +2,7 @@
 //! tool in one binary. This file only parses the command line and hands the
 //! typed result to the library crates; no behaviour lives here.
 
+mod build_info;
 mod cli;
 
 use std::process::ExitCode;

@@ -385,6 +385,12 @@ fn speed_json_reports_every_figure_with_and_without_cpu_features() {
     let out = tern(&["speed", "--json", "--seconds", "0.05"]);
     assert_eq!(code(&out), Some(0), "{}", out.stderr);
     let report = json(&out);
+    // The measuring binary's build is part of the report.
+    let binary = report["binary"].as_str().expect("binary");
+    assert!(
+        binary.starts_with("tern 0.") && binary.contains(" build"),
+        "{binary}"
+    );
     let with = &report["with_features"];
     for (key, n) in [
         ("bulk_mb_per_s", 3),

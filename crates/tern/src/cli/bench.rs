@@ -265,6 +265,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(if usage { 2 } else { 1 });
         }
     };
+    // The load tool's build is a condition of the run (a debug or
+    // PGO-instrumented client caps its own rate).
+    report.tool = format!("tern {}", crate::build_info::VERSION);
     tern_bench::threshold::apply(&args.thresholds, &mut report);
     let json = match report.to_json() {
         Ok(j) => j,

@@ -12,7 +12,12 @@ use clap::{ArgMatches, Args, Command as ClapCommand, FromArgMatches, Parser, Sub
 
 /// tern: TLS front-end for HTTP, honest TLS benchmark, TLS diagnosis.
 #[derive(Debug, Parser)]
-#[command(name = "tern", version, about, propagate_version = true)]
+#[command(
+    name = "tern",
+    version = crate::build_info::VERSION,
+    about,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

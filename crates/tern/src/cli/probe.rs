@@ -110,7 +110,19 @@ pub fn run_speed(args: SpeedArgs) -> ExitCode {
     .map(OsString::from)
     .into();
     let child = (!args.no_masked).then_some(child.as_slice());
-    match tern_probe::speed::run(budget, child) {
+    let report = tern_probe::speed::run(budget, child).map(|mut report| {
+        report.binary = Some(format!("tern {}", crate::build_info::VERSION));
+        if crate::build_info::pgo_instrumented() {
+            report.notes.push(
+                "this tern is instrumented to train a PGO profile: the crypto figures (aws-lc's C \
+                 and assembly) are not affected, but its own code is: never serve or measure \
+                 with it"
+                    .into(),
+            );
+        }
+        report
+    });
+    match report {
         Ok(report) if args.json => {
             println!("{}", report.to_json());
             ExitCode::SUCCESS

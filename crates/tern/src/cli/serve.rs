@@ -138,6 +138,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_tracing(config.log_format);
+    tracing::info!("tern {}", crate::build_info::VERSION);
+    if crate::build_info::pgo_instrumented() {
+        tracing::warn!(
+            "this binary is instrumented to train a PGO profile (bench/pgo-build.sh): it runs \
+             slower and writes its profile at exit; serve with a release or PGO build"
+        );
+    }
     // SIGHUP re-reads the same sources: the file, or the command line's
     // certificate, key and ticket files.
     let reload: tern_proxy::Reloader = match args.config.clone() {

@@ -39,6 +39,18 @@ fn forced_cipher_and_group_show_up_in_the_disclosure() {
         .as_str()
         .unwrap()
         .contains("verified against"));
+    // The load tool states its own build: a debug or PGO-instrumented
+    // client caps the rate it can drive.
+    let build = if cfg!(debug_assertions) {
+        "(debug build"
+    } else {
+        "(release build"
+    };
+    let tool = report["tool"].as_str().unwrap();
+    assert!(
+        tool.starts_with("tern 0.") && tool.contains(build),
+        "{tool}"
+    );
     let machine = &report["machines"][0];
     assert!(machine["load_before"].is_array() && machine["load_after"].is_array());
     assert!(machine["firewall"].as_str().unwrap().contains("nftables"));
