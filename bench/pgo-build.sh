@@ -8,8 +8,10 @@
 #      benchmarks use and merges its profile into PROFDATA;
 #   3. the optimised release build (RUSTFLAGS=-Cprofile-use=PROFDATA) in
 #      USE_TARGET, copied to OUT.
-# Each step is skipped when its output exists (STEPS=use: step 3 only,
-# with an existing PROFDATA). Each build compiles the whole dependency
+# A RUSTFLAGS of the caller's (-Ctarget-cpu=...) goes to both builds, so
+# the profile is trained on the code it optimises.
+# STEPS picks the steps (STEPS=use: step 3 only, with an existing
+# PROFDATA). Each build compiles the whole dependency
 # tree again (RUSTFLAGS change every crate's hash): on a loaded 2-core host
 # about as long as a plain release build, each.
 # How rustc 1.95 takes a profile that does not fit (BENCHMARKS.md, pgo12):
@@ -42,7 +44,7 @@ for step in $STEPS; do
         gen)
             # Raw profiles go where pgo-train.sh says (LLVM_PROFILE_FILE);
             # this folder is only the default of a run without it.
-            CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="-Cprofile-generate=$GEN_TARGET/profraw" \
+            CARGO_TARGET_DIR="$GEN_TARGET" RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Cprofile-generate=$GEN_TARGET/profraw" \
                 cargo build --release -p tern
             ;;
         train)
@@ -51,10 +53,13 @@ for step in $STEPS; do
             ;;
         use)
             [[ -r "$PROFDATA" ]] || { echo "pgo-build: no profile at $PROFDATA (STEPS=train)" >&2; exit 1; }
-            CARGO_TARGET_DIR="$USE_TARGET" RUSTFLAGS="-Cprofile-use=$PROFDATA" \
+            # rustc lists the profile in its dep-info (rust-lang/rust#100801),
+            # so a new training at the same path rebuilds every crate.
+            CARGO_TARGET_DIR="$USE_TARGET" RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Cprofile-use=$PROFDATA" \
                 cargo build --release -p tern
             cp "$USE_TARGET/release/tern" "$OUT"
             echo "PGO build: $OUT (profile $PROFDATA)"
+            "$OUT" --version
             ;;
         *) echo "pgo-build: STEPS are gen, train, use" >&2; exit 1 ;;
     esac
