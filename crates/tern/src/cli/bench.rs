@@ -268,6 +268,13 @@ pub fn run(args: BenchArgs) -> ExitCode {
     // The load tool's build is a condition of the run (a debug or
     // PGO-instrumented client caps its own rate).
     report.tool = format!("tern {}", crate::build_info::VERSION);
+    if crate::build_info::pgo_instrumented() {
+        report.warnings.push(
+            "this tern bench is instrumented to train a PGO profile: its client runs slower \
+             and may cap the rate it drives; measure with a release or PGO build"
+                .into(),
+        );
+    }
     tern_bench::threshold::apply(&args.thresholds, &mut report);
     let json = match report.to_json() {
         Ok(j) => j,
