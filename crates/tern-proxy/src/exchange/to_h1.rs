@@ -203,7 +203,9 @@ async fn send_request<B: ClientBody>(
         let sent = tern_deadline::now().into_std();
         let mut wrote = h1::write(&mut conn.stream, &s.out, t).await.is_ok();
         if wrote && !whole {
-            send_rest(body, &mut conn.stream, s, chunked, t).await?;
+            // Out of the hot code (crate::cold): a body that did not come
+            // with its head is large or slow next to the box this costs.
+            crate::cold::cold(send_rest(body, &mut conn.stream, s, chunked, t)).await?;
             wrote = true;
         }
         let head = if wrote {
