@@ -42,6 +42,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access_log;
+mod cold;
 pub mod config;
 mod control;
 mod error;

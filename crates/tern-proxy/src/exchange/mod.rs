@@ -186,7 +186,7 @@ pub(crate) async fn run<F: Front>(
         .listener
         .misdirected(ctx.tls.sni.as_deref(), req.authority)
     {
-        front.answer(421, &FieldEdits::NONE).await;
+        crate::cold::cold(front.answer(421, &FieldEdits::NONE)).await;
         o.status = front.status();
         ctx.log_request(req.method, req.target, &o, started);
         return Finished {
@@ -208,16 +208,7 @@ pub(crate) async fn run<F: Front>(
     }
     let result = match admitted {
         Err(refusal) => {
-            if let Some(after) = refusal.retry_after {
-                edits.response.add.push(policy::retry_after(after));
-                if req.is_grpc() {
-                    edits.response.add.push(policy::grpc_pushback(after));
-                }
-                slow_down = refusal.by_address.then_some(after);
-                if refusal.by_address {
-                    front.refused_for_rate();
-                }
-            }
+            slow_down = refused(front, req, &mut edits, &refusal);
             Err(refusal.kind)
         }
         // tern is a reverse proxy: a CONNECT names a destination the
@@ -236,36 +227,20 @@ pub(crate) async fn run<F: Front>(
         Ok(()) => to_h1::exchange(front, req, ctx, (backends, &mut tries), &edits, &mut o).await,
     };
     if tries.any() {
-        ctx.worker.metrics.retries(
-            backends.name(),
-            u64::from(tries.connect_retries),
-            u64::from(tries.status_retry.is_some()),
-            tries.denied,
-        );
-        o.retry = tries.log_value();
+        count_retries(ctx, backends, &tries, &mut o);
     }
     let error = result.err().map(ExchangeError::new);
     if let Some(e) = error {
-        match e.side() {
-            Side::Client => tracing::debug!(client = %ctx.peer, error = %e, "request failed"),
-            _ => tracing::warn!(client = %ctx.peer, backend = ?o.backend,
-                upstream = %backends.name(), error = %e, "request failed"),
-        }
-        match (front.status(), e.kind().status()) {
-            (0, Some(status)) if req.is_grpc() => {
-                let code = grpc_code_for(status);
-                o.grpc_status = Some(code);
-                let message = crate::fault::answer_text(status).1.trim_end();
-                front
-                    .answer_grpc(code, message, status, &edits.response)
-                    .await
-            }
-            (0, Some(status)) => front.answer(status, &edits.response).await,
-            (0, None) => {}
-            // The status line is out: all that is left is to mark the
-            // response incomplete.
-            (_, _) => front.abort(),
-        }
+        crate::cold::cold(answer_failure(
+            front,
+            req,
+            ctx,
+            backends,
+            e,
+            &edits.response,
+            &mut o,
+        ))
+        .await;
     }
     if req.is_grpc()
         && o.grpc_status.is_none()
@@ -283,6 +258,78 @@ pub(crate) async fn run<F: Front>(
     ctx.log_request(req.method, req.target, &o, started);
     policy::give_back(edits, ctx);
     Finished { error, slow_down }
+}
+
+/// A refused request: the Retry-After (and gRPC pushback) fields its
+/// answer carries; the refusal's Retry-After when it was for the rate of
+/// the connection's own address. Out of line: a rare path.
+#[cold]
+#[inline(never)]
+fn refused<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    edits: &mut policy::Edits<'_>,
+    refusal: &policy::Refusal,
+) -> Option<u32> {
+    let after = refusal.retry_after?;
+    edits.response.add.push(policy::retry_after(after));
+    if req.is_grpc() {
+        edits.response.add.push(policy::grpc_pushback(after));
+    }
+    if refusal.by_address {
+        front.refused_for_rate();
+    }
+    refusal.by_address.then_some(after)
+}
+
+/// Counts and logs an exchange's retries. Out of line: a rare path.
+#[cold]
+#[inline(never)]
+fn count_retries(
+    ctx: &ConnCtx<'_>,
+    backends: &crate::upstream::Backends,
+    tries: &crate::upstream::Tries,
+    o: &mut Outcome,
+) {
+    ctx.worker.metrics.retries(
+        backends.name(),
+        u64::from(tries.connect_retries),
+        u64::from(tries.status_retry.is_some()),
+        tries.denied,
+    );
+    o.retry = tries.log_value();
+}
+
+/// Logs a failed exchange and answers it with its status when the client
+/// has had none (a gRPC call the gRPC way), or marks the response
+/// incomplete when its head is out. Awaited through [`crate::cold::cold`].
+async fn answer_failure<F: Front>(
+    front: &mut F,
+    req: &Request<'_>,
+    ctx: &ConnCtx<'_>,
+    backends: &crate::upstream::Backends,
+    e: ExchangeError,
+    edits: &FieldEdits<'_>,
+    o: &mut Outcome,
+) {
+    match e.side() {
+        Side::Client => tracing::debug!(client = %ctx.peer, error = %e, "request failed"),
+        _ => tracing::warn!(client = %ctx.peer, backend = ?o.backend,
+            upstream = %backends.name(), error = %e, "request failed"),
+    }
+    match (front.status(), e.kind().status()) {
+        (0, Some(status)) if req.is_grpc() => {
+            let code = grpc_code_for(status);
+            o.grpc_status = Some(code);
+            let message = crate::fault::answer_text(status).1.trim_end();
+            front.answer_grpc(code, message, status, edits).await
+        }
+        (0, Some(status)) => front.answer(status, edits).await,
+        (0, None) => {}
+        // The status line is out: all that is left is to mark the
+        // response incomplete.
+        (_, _) => front.abort(),
+    }
 }
 
 /// Records that the backend at `addr` answered the request head after

@@ -84,9 +84,9 @@ async fn exchange_in<F: Front>(
             edits: &edits.response,
             accept: None,
         };
-        let result = front
-            .upgrade(switched, &mut conn.stream, &s.bbuf.filled()[..early])
-            .await;
+        let result =
+            crate::cold::cold(front.upgrade(switched, &mut conn.stream, &s.bbuf.filled()[..early]))
+                .await;
         s.bbuf.clear();
         return result;
     }
@@ -196,14 +196,16 @@ async fn send_request<B: ClientBody>(
     o.backend = Some(conn.addr);
     if req.expects_continue && !whole {
         // The backend is reachable: let the client send its body.
-        body.send_continue().await?;
+        crate::cold::cold(body.send_continue()).await?;
     }
     let mut retried = false;
     loop {
         let sent = tern_deadline::now().into_std();
         let mut wrote = h1::write(&mut conn.stream, &s.out, t).await.is_ok();
         if wrote && !whole {
-            send_rest(body, &mut conn.stream, s, chunked, t).await?;
+            // Out of the hot code (crate::cold): a body that did not come
+            // with its head is large or slow next to the box this costs.
+            crate::cold::cold(send_rest(body, &mut conn.stream, s, chunked, t)).await?;
             wrote = true;
         }
         let head = if wrote {
@@ -222,9 +224,8 @@ async fn send_request<B: ClientBody>(
                 if whole && req.is_idempotent() && backends.retry_status(tries, conn.addr, status) {
                     // Not relayed: the request goes to another server
                     // (this connection, its response unread, is closed).
-                    tracing::debug!(backend = %conn.addr, "answered {status}; retrying on another server");
-                    conn = backends
-                        .get(tries, limits.backend_connect_timeout)
+                    note_retry(conn.addr, Some(status));
+                    conn = crate::cold::cold(backends.get(tries, limits.backend_connect_timeout))
                         .await
                         .map_err(|e| e.kind())?;
                     o.backend = Some(conn.addr);
@@ -239,11 +240,11 @@ async fn send_request<B: ClientBody>(
             // is still in hand.
             Err(e) if e.untouched && conn.reused && whole && !retried => {
                 retried = true;
-                tracing::debug!(backend = %conn.addr, "pooled connection was closed; retrying on a new one");
-                conn = backends
-                    .connect(conn.addr, limits.backend_connect_timeout)
-                    .await
-                    .map_err(|e| e.kind())?;
+                note_retry(conn.addr, None);
+                conn =
+                    crate::cold::cold(backends.connect(conn.addr, limits.backend_connect_timeout))
+                        .await
+                        .map_err(|e| e.kind())?;
                 s.bbuf.clear();
             }
             Err(e) => {
@@ -252,6 +253,22 @@ async fn send_request<B: ClientBody>(
                 }
                 return Err(e.kind);
             }
+        }
+    }
+}
+
+/// Logs a retry: after the backend answered with a retried `status`, or
+/// (`None`) on a pooled connection the backend had closed. Out of line:
+/// a rare path.
+#[cold]
+#[inline(never)]
+fn note_retry(addr: crate::config::BackendAddr, status: Option<u16>) {
+    match status {
+        Some(status) => {
+            tracing::debug!(backend = %addr, "answered {status}; retrying on another server")
+        }
+        None => {
+            tracing::debug!(backend = %addr, "pooled connection was closed; retrying on a new one")
         }
     }
 }

@@ -456,10 +456,7 @@ impl ResponseBody {
             )
             .map_err(|_| Kind::Body)?;
         if !raw_trailers.is_empty() {
-            self.trailers = clean_trailer_section(&raw_trailers).map_err(|e| {
-                tracing::debug!("backend trailers refused: {e}");
-                Kind::Body
-            })?;
+            self.trailers = clean_trailer_section(&raw_trailers).map_err(trailers_refused)?;
         }
         // With trailers to come, the last piece does not end the body.
         let last = self.pending.is_done() && self.trailers.is_none();
@@ -476,4 +473,13 @@ impl ResponseBody {
             }
         })
     }
+}
+
+/// Logs a backend's trailer section refused for `e`. Out of line: a rare
+/// path in code every response body step runs.
+#[cold]
+#[inline(never)]
+fn trailers_refused(e: impl std::fmt::Display) -> Kind {
+    tracing::debug!("backend trailers refused: {e}");
+    Kind::Body
 }

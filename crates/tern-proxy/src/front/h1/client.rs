@@ -113,7 +113,9 @@ where
     async fn write(&mut self, bytes: &[u8], last: bool) -> Result<(), Kind> {
         if last && self.close {
             let t = self.ctx.listener.config.limits.idle_timeout;
-            match within(t, self.client.write_last(bytes)).await {
+            // Once a connection (its close): out of the hot code, which
+            // awaits this write at several places.
+            match crate::cold::cold(within(t, self.client.write_last(bytes))).await {
                 Some(Ok(())) => {}
                 _ => return Err(Kind::ClientGone),
             }
@@ -151,6 +153,15 @@ pub(super) async fn write_client<C: AsyncWrite + Unpin>(
     }
 }
 
+/// Logs a request body refused for `e` (`what` says which part).
+/// Out of line: a rare path in code every request body step runs.
+#[cold]
+#[inline(never)]
+fn body_refused(ctx: &ConnCtx<'_>, what: &str, e: &dyn std::fmt::Display) -> Kind {
+    tracing::debug!(client = %ctx.peer, "{what}: {e}");
+    Kind::BadBody
+}
+
 impl<C> ClientBody for H1Client<'_, '_, C>
 where
     C: AsyncRead + AsyncWrite + Unpin + ClientStream,
@@ -180,15 +191,10 @@ where
                 &mut self.payload,
                 &mut raw_trailers,
             )
-            .map_err(|e| {
-                tracing::debug!(client = %self.ctx.peer, "bad request body: {e}");
-                Kind::BadBody
-            })?;
+            .map_err(|e| body_refused(self.ctx, "bad request body", &e))?;
         if !raw_trailers.is_empty() {
-            self.trailers = clean_trailer_section(&raw_trailers).map_err(|e| {
-                tracing::debug!(client = %self.ctx.peer, "request trailers refused: {e}");
-                Kind::BadBody
-            })?;
+            self.trailers = clean_trailer_section(&raw_trailers)
+                .map_err(|e| body_refused(self.ctx, "request trailers refused", &e))?;
         }
         // With trailers to come, the last piece does not end the body.
         let last = self.pending.is_done() && self.trailers.is_none();

@@ -127,7 +127,7 @@ where
                     client.readable().await?;
                     buf.fill_from(client).await
                 };
-                match tokio::time::timeout(DRAIN_IDLE_GRACE, next).await {
+                match crate::cold::cold(tokio::time::timeout(DRAIN_IDLE_GRACE, next)).await {
                     Ok(Ok(n)) if n > 0 => {}
                     _ => break,
                 }
@@ -162,7 +162,7 @@ where
                 // close`; a truly idle client is closed after it.
                 _ = std::future::poll_fn(|cx| shutdown_gate.poll(cx, |cx| shutdown.as_mut().poll(cx))),
                     if !first => {
-                    tokio::time::timeout(DRAIN_IDLE_GRACE, &mut next).await.ok()
+                    crate::cold::cold(tokio::time::timeout(DRAIN_IDLE_GRACE, &mut next)).await.ok()
                 }
             };
             match read {
@@ -187,14 +187,14 @@ where
                 break;
             }
             Err(HeadReadError::Invalid(e)) => {
-                reject(client, ctx, &e, buf.len() as u64, started).await;
+                crate::cold::cold(reject(client, ctx, &e, buf.len() as u64, started)).await;
                 break;
             }
         };
         let head_len = found.len;
         if !found.parsed {
             if let Err(e) = parse_request_into(&buf.filled()[..head_len], &mut head) {
-                reject(client, ctx, &e, head_len as u64, started).await;
+                crate::cold::cold(reject(client, ctx, &e, head_len as u64, started)).await;
                 break;
             }
         }
@@ -202,7 +202,7 @@ where
             match tern_http::check_host(&head).and_then(|()| framing::request_framing(&head)) {
                 Ok(f) => f,
                 Err(e) => {
-                    reject(client, ctx, &e, head_len as u64, started).await;
+                    crate::cold::cold(reject(client, ctx, &e, head_len as u64, started)).await;
                     break;
                 }
             };
