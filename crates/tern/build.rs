@@ -2,8 +2,8 @@
 //! log line, `tern bench` reports and `tern speed`: a figure taken with a
 //! debug build, or with a binary instrumented to train a PGO profile, is
 //! not a figure of tern, and a PGO build and a plain one differ by 11-26 %
-//! of CPU per small request (BENCHMARKS.md). Nothing here changes what the
-//! binary does.
+//! of instructions per small request (BENCHMARKS.md). Nothing here changes
+//! what the binary does.
 
 use std::env;
 use std::process::Command;
