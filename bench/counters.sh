@@ -98,6 +98,67 @@ backend_status() {
         awk 'NR == 1 {active = $3} NR == 3 {accepts = $1} END {print accepts + 0, active + 0}'
 }
 
+# backend_requests PORT: requests the backend nginx on 127.0.0.1:PORT has
+# read so far (its stub_status), this query's own included.
+backend_requests() {
+    curl -sS --max-time 5 "http://127.0.0.1:$1/bench-status" | awk 'NR == 3 {print $3 + 0}'
+}
+
+# A load tool's run holds more than its requests: it opens its connections
+# (CONNS full TLS handshakes) at the start and closes them at the end, and
+# what that costs differs between servers far more than a request does
+# (tern's handshake is a third of hitch's). Over a 3-second keepalive round
+# of ~45,000 requests, 50 handshakes are 1.0 % of tern's CPU and 2.6 % of
+# hitch's: a ratio taken over the whole run would read ~1.6 % in tern's
+# favour. So the figures of a kept-alive load are taken over a window inside
+# the run instead: the load starts with DURATION + LOAD_MARGIN_S seconds to
+# run, the window opens once all its connections are established and have
+# settled, and closes DURATION seconds later, before the load ends; requests
+# are the backend's over the window (every server forwards each request to
+# it, and nothing else does), CPU the server's over the same window.
+LOAD_MARGIN_S="${LOAD_MARGIN_S:-3}"
+LOAD_SETTLE_S="${LOAD_SETTLE_S:-0.5}"
+
+# load_start OUT CMD...: runs CMD (the load tool) in the background, its
+# stdout and stderr to OUT; sets LOAD_PID.
+load_start() {
+    local out="$1"
+    shift
+    "$@" > "$out" 2>&1 &
+    LOAD_PID=$!
+}
+
+# load_wait_settled PORT CONNS: waits until CONNS connections to PORT are
+# established (the load tool's, seen from the server's side of the socket),
+# then LOAD_SETTLE_S more for their handshakes and first requests; dies if
+# the load tool exits or they are not all up within LOAD_MARGIN_S - 1 s.
+load_wait_settled() {
+    local port="$1" conns="$2" deadline now up
+    deadline=$((${EPOCHREALTIME/./} + (LOAD_MARGIN_S - 1) * 1000000))
+    while :; do
+        kill -0 "$LOAD_PID" 2> /dev/null || die "the load tool ended before its $conns connections to port $port were up"
+        up="$(ss -Htn state established "( sport = :$port )" | wc -l)"
+        ((up >= conns)) && break
+        now="${EPOCHREALTIME/./}"
+        ((now < deadline)) || die "only $up of $conns connections to port $port up after $((LOAD_MARGIN_S - 1)) s (raise LOAD_MARGIN_S)"
+        sleep 0.02
+    done
+    sleep "$LOAD_SETTLE_S"
+}
+
+# load_window_closed: dies unless the load tool is still running when a
+# window closes (the window must lie inside its run); call it right after
+# the window's last reading.
+load_window_closed() {
+    kill -0 "$LOAD_PID" 2> /dev/null ||
+        die "the load tool ended before the measuring window closed (raise LOAD_MARGIN_S)"
+}
+
+# load_finish: waits for the load tool to end; returns its status.
+load_finish() {
+    wait "$LOAD_PID"
+}
+
 # children_cpu_ms VAR: sets VAR to the user+system CPU ms of this shell's
 # finished children (bash's `times`, second line): the load tool's CPU, by
 # difference around a run (the few helpers in between add a millisecond or

@@ -11,9 +11,12 @@
 # (http-reuse always): the tuning the peers need, written here.
 # h2load runs on CPU 1; the backend on CPU 1 (BACKEND_CPU=load, default) or,
 # in the strict layout, on CPU 0 with the server (BACKEND_CPU=server).
-# Workload: h2load -c50 -m10 (10 concurrent streams per connection) for
-# DURATION seconds. Reports requests/s and server CPU µs per request
-# (utime+stime of all the server's processes from /proc), median of RUNS
+# Workload: h2load -c50 -m10 (10 concurrent streams per connection),
+# measured over a window of DURATION seconds inside its run, once its 50
+# connections are up (no handshake in the window, bench/counters.sh "A load
+# tool's run"); with REQUESTS=N, over whole runs of N requests. Reports
+# requests/s (the backend's requests over the window) and server CPU µs per
+# request (utime+stime of all the server's processes from /proc), median of RUNS
 # interleaved rounds, and ratios of tern against each peer and the best peer.
 # Beside each round's CPU, counters read from /proc before and after it (no
 # tracer; bench/lib.sh proc_counters): the server's and the backend's
@@ -117,25 +120,54 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 results="$work/results.tsv"
 : > "$results"
 declare -A h2load_saw=()
+# The round's readings, before (measure_begin) and after (measure_end) its
+# span: the whole h2load run (REQUESTS=N) or a window inside it (timed).
+measure_begin() {
+    read -r accepts_before _ <<< "$(backend_status "$backend_port")"
+    if [[ -n "$SYSCALLS" ]]; then
+        syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
+        syscall_count_start "$work/syscalls.backend" "$backend_pid"
+    fi
+    round_begin "${server_pid[$server]}" "$backend_pid"
+    before="$(cpu_ticks "${server_pid[$server]}")"
+    backend_before="$(cpu_ticks "$backend_pid")"
+    requests_before="$(backend_requests "$backend_port")"
+    wall_before="$EPOCHREALTIME"
+}
+measure_end() {
+    after="$(cpu_ticks "${server_pid[$server]}")"
+    backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
+    requests_after="$(backend_requests "$backend_port")"
+    wall_after="$EPOCHREALTIME"
+}
 for run in $(seq 1 "$RUNS"); do
     for server in "${active[@]}"; do
-        read -r accepts_before _ <<< "$(backend_status "$backend_port")"
-        if [[ -n "$SYSCALLS" ]]; then
-            syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
-            syscall_count_start "$work/syscalls.backend" "$backend_pid"
+        url="https://127.0.0.1:${server_port[$server]}/"
+        if [[ -n "$REQUESTS" ]]; then
+            # The whole run: its handshakes and the load's start and end in it.
+            children_cpu_ms load_before_ms
+            measure_begin
+            out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "$url" 2>&1)"
+            measure_end
+            children_cpu_ms load_after_ms
+            load_ms=$((load_after_ms - load_before_ms))
+        else
+            # A window of DURATION s inside a longer run, once its 50
+            # connections are up (bench/counters.sh, "A load tool's run").
+            load_start "$work/h2load.out" taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$((DURATION + LOAD_MARGIN_S))" "$url"
+            load_wait_settled "${server_port[$server]}" 50
+            load_ticks_before="$(cpu_ticks "$LOAD_PID")"
+            measure_begin
+            sleep "$DURATION"
+            measure_end
+            load_ms=$((($(cpu_ticks "$LOAD_PID") - load_ticks_before) * 1000 / $(getconf CLK_TCK)))
+            load_window_closed
+            load_finish || die "h2load failed against $server: $(cat "$work/h2load.out")"
+            out="$(cat "$work/h2load.out")"
         fi
-        children_cpu_ms load_before_ms
-        round_begin "${server_pid[$server]}" "$backend_pid"
-        before="$(cpu_ticks "${server_pid[$server]}")"
-        backend_before="$(cpu_ticks "$backend_pid")"
-        out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "https://127.0.0.1:${server_port[$server]}/" 2>&1)"
-        after="$(cpu_ticks "${server_pid[$server]}")"
-        backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        children_cpu_ms load_after_ms
         # After the load's CPU is read: round_end reaps the canaries, whose
         # CPU is not h2load's.
         round_end "${server_pid[$server]}" "$backend_pid"
-        load_ms=$((load_after_ms - load_before_ms))
         read -r accepts_after open_after <<< "$(backend_status "$backend_port")"
         syscalls="sys=-"
         if [[ -n "$SYSCALLS" ]]; then
@@ -143,9 +175,16 @@ for run in $(seq 1 "$RUNS"); do
             syscall_count_stop "$work/syscalls.backend"
             syscalls="$(syscall_count_read "$work/syscalls.server" "")	$(syscall_count_read "$work/syscalls.backend" be_)"
         fi
-        done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
         failed="$(printf '%s\n' "$out" | awk '/^requests:/ {print $10 + $12}')"
-        rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
+        if [[ -n "$REQUESTS" ]]; then
+            done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
+            rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
+        else
+            # The backend's requests over the window, less the status query
+            # that closed it.
+            done_n=$((requests_after - requests_before - 1))
+            rate="$(awk -v n="$done_n" -v a="$wall_before" -v b="$wall_after" 'BEGIN {printf "%.1f", n / (b - a)}')"
+        fi
         # What h2load itself negotiated in this run.
         h2load_saw[$server]="$(printf '%s\n' "$out" | awk -F': ' '
             /^TLS Protocol/ {p = $2} /^Cipher/ {c = $2} /^Server Temp Key/ {split($2, k, " "); g = k[1]}
@@ -158,6 +197,12 @@ done
 
 {
     echo "## HTTP/2, 100-byte body, h2load -c50 -m10, $span_text x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
+    echo
+    if [[ -n "$REQUESTS" ]]; then
+        echo "Each round's figures span the whole h2load run: its 50 handshakes and the streams in flight at its end in them."
+    else
+        echo "Each round's figures span a ${DURATION}-s window inside a $((DURATION + LOAD_MARGIN_S))-s h2load run, opened ${LOAD_SETTLE_S} s after its 50 connections were up: no handshake in them. Requests are the backend's over the window (nginx's stub_status), CPU the server's over the same window."
+    fi
     echo
     echo "Negotiated (\`openssl s_client -alpn h2,http/1.1\`):"
     echo
@@ -189,7 +234,11 @@ done
     if [[ -n "${BENCH_ISOLATED:-}" ]]; then
         echo "- ISOLATE=1: every process of the run in one scheduler autogroup, $(cat /proc/self/autogroup 2> /dev/null || echo '?'), ahead of the host's other work"
     fi
-    echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 ${span[*]} https://127.0.0.1:PORT/"
+    if [[ -n "$REQUESTS" ]]; then
+        echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 ${span[*]} https://127.0.0.1:PORT/"
+    else
+        echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $((DURATION + LOAD_MARGIN_S)) https://127.0.0.1:PORT/, measured over a ${DURATION}-s window inside it"
+    fi
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
     echo "- idle backend connections: tern its defaults (the pool follows demand), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"
     echo "- backend: nginx serving a 100-byte file over HTTP/1.1 on 127.0.0.1:$backend_port, one worker pinned to CPU $backend_cpu"

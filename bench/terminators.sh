@@ -14,7 +14,11 @@
 # Workloads:
 #   handshake  full TLS handshake + 1 request per connection (hey -disable-keepalive;
 #              hey never resumes sessions)
-#   keepalive  100-byte responses over kept-alive connections (wrk -c50)
+#   keepalive  100-byte responses over kept-alive connections (wrk -c50),
+#              measured over a window of DURATION s inside wrk's run once its
+#              connections are up, so its handshakes are not in it (their cost
+#              differs between servers far more than a request's; bench/counters.sh
+#              "A load tool's run"); requests are the backend's over the window
 # For each: requests/s and server CPU µs per request (utime+stime of all the
 # server's processes from /proc, after minus before, divided by requests),
 # median of RUNS interleaved rounds (tern, nginx, haproxy, hitch, tern, ...),
@@ -23,6 +27,7 @@
 # else ran on the server's CPU) and a canary per CPU, as bench/h2.sh.
 #
 # Usage: bench/terminators.sh   (env: DURATION=10 RUNS=3 CONNS=50 KEY=ecdsa|rsa
+#          WORKLOADS="handshake keepalive"
 #          TERN=target/release/tern SERVERS="tern nginx haproxy hitch" BACKEND_CPU=load|server)
 # Needs: nginx (nginx-light), haproxy, hitch, wrk, hey (go install
 #        github.com/rakyll/hey@latest), openssl, curl, python3, taskset.
@@ -37,6 +42,12 @@ source "$here/lib.sh"
 DURATION="${DURATION:-10}"
 RUNS="${RUNS:-3}"
 CONNS="${CONNS:-50}"
+# WORKLOADS="keepalive": that one only, so each server's rounds follow one
+# another closely (a pair of rounds DURATION s apart, not 2 x DURATION).
+WORKLOADS="${WORKLOADS:-handshake keepalive}"
+for w in $WORKLOADS; do
+    [[ "$w" == handshake || "$w" == keepalive ]] || die "WORKLOADS: '$w' is neither handshake nor keepalive"
+done
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy hitch}"
 KEY="${KEY:-ecdsa}"
@@ -111,32 +122,48 @@ for run in $(seq 1 "$RUNS"); do
         port="${server_port[$server]}"
         pid="${server_pid[$server]}"
 
-        round_begin "$pid" "$backend_pid"
-        before="$(cpu_ticks "$pid")"
-        backend_before="$(cpu_ticks "$backend_pid")"
-        # -host: hey otherwise sends SNI "127.0.0.1:PORT" (not a DNS name); every
-        # server gets the same valid name.
-        out="$(taskset -c "$LOAD_CPU" "$HEY" -z "${DURATION}s" -c "$CONNS" -disable-keepalive \
-            -host localhost "https://127.0.0.1:$port/")"
-        after="$(cpu_ticks "$pid")"
-        backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        round_end "$pid" "$backend_pid"
-        requests="$(printf '%s\n' "$out" | hey_ok)"
-        errors="$(printf '%s\n' "$out" | hey_errors)"
-        rate="$(printf '%s\n' "$out" | hey_rate)"
-        record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors" "$backend_ticks" "$ROUND_FIELDS"
+        if [[ " $WORKLOADS " == *" handshake "* ]]; then
+            round_begin "$pid" "$backend_pid"
+            before="$(cpu_ticks "$pid")"
+            backend_before="$(cpu_ticks "$backend_pid")"
+            # -host: hey otherwise sends SNI "127.0.0.1:PORT" (not a DNS name); every
+            # server gets the same valid name.
+            out="$(taskset -c "$LOAD_CPU" "$HEY" -z "${DURATION}s" -c "$CONNS" -disable-keepalive \
+                -host localhost "https://127.0.0.1:$port/")"
+            after="$(cpu_ticks "$pid")"
+            backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
+            round_end "$pid" "$backend_pid"
+            requests="$(printf '%s\n' "$out" | hey_ok)"
+            errors="$(printf '%s\n' "$out" | hey_errors)"
+            rate="$(printf '%s\n' "$out" | hey_rate)"
+            record "$results" handshake "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$errors" "$backend_ticks" "$ROUND_FIELDS"
+        fi
 
+        [[ " $WORKLOADS " == *" keepalive "* ]] || continue
+        # A window of DURATION s inside a longer wrk run, once its CONNS
+        # connections are up: no handshake in it (bench/counters.sh, "A load
+        # tool's run"); requests are the backend's over the window.
+        # "Connection: keep-alive" with the space: wrk ignores a header without one.
+        load_start "$work/wrk.out" taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$((DURATION + LOAD_MARGIN_S))s" \
+            -H "Connection: keep-alive" "https://127.0.0.1:$port/"
+        load_wait_settled "$port" "$CONNS"
         round_begin "$pid" "$backend_pid"
         before="$(cpu_ticks "$pid")"
         backend_before="$(cpu_ticks "$backend_pid")"
-        # "Connection: keep-alive" with the space: wrk ignores a header without one.
-        out="$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" \
-            -H "Connection: keep-alive" "https://127.0.0.1:$port/")"
+        requests_before="$(backend_requests "$backend_port")"
+        wall_before="$EPOCHREALTIME"
+        sleep "$DURATION"
         after="$(cpu_ticks "$pid")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
+        requests_after="$(backend_requests "$backend_port")"
+        wall_after="$EPOCHREALTIME"
+        load_window_closed
         round_end "$pid" "$backend_pid"
-        requests="$(printf '%s\n' "$out" | awk '/requests in/ {print $1; exit}')"
-        rate="$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2; exit}')"
+        load_finish || die "wrk failed against $server: $(cat "$work/wrk.out")"
+        out="$(cat "$work/wrk.out")"
+        # Less the status query that closed the window.
+        requests=$((requests_after - requests_before - 1))
+        rate="$(awk -v n="$requests" -v a="$wall_before" -v b="$wall_after" 'BEGIN {printf "%.1f", n / (b - a)}')"
         record "$results" keepalive "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$(wrk_errors "$out")" "$backend_ticks" "$ROUND_FIELDS"
     done
 done
@@ -163,7 +190,7 @@ done
     echo "- tree at $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'); $(openssl version); wrk $(wrk --version 2>&1 | awk 'NR==1 {print $2}'); hey (GODEBUG=tlsmlkem=0)"
     echo "- runs: $RUNS interleaved, ${DURATION}s each, $CONNS connections; certificate $key_name (self-signed)"
     echo "- handshake: GODEBUG=tlsmlkem=0 taskset -c $LOAD_CPU hey -z ${DURATION}s -c $CONNS -disable-keepalive -host localhost https://127.0.0.1:PORT/"
-    echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c$CONNS -d${DURATION}s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/"
+    echo "- keepalive: taskset -c $LOAD_CPU wrk -t1 -c$CONNS -d$((DURATION + LOAD_MARGIN_S))s -H \"Connection: keep-alive\" https://127.0.0.1:PORT/, measured over a ${DURATION}-s window inside it opened ${LOAD_SETTLE_S} s after its $CONNS connections were up (no handshake in it); requests are the backend's over the window (nginx stub_status)"
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, access log off; configs in bench/lib.sh (start_server)"
     echo "- tern: --workers 1 --tls-versions TLSv1.3 --ciphers $TLS_SUITE --groups $TLS_GROUP --alpn http/1.1 --forwarded x-forwarded-for,x-forwarded-proto --access-log off (backend pool: its default)"
     echo "- nginx: worker_processes 1, upstream keepalive $SRV_POOL; haproxy: nbthread 1, http-reuse always; hitch: workers 1 (no pooling: one backend connection per client connection)"
