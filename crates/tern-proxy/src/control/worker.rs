@@ -99,7 +99,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
     };
     worker.apply(spec.first)?;
     tracing::debug!(
-        bytes = ?crate::front::task_sizes(),
+        bytes = ?crate::front::task_sizes::<ConnGuard>(),
         "memory each connection's task holds for its life"
     );
     let flusher = {
@@ -341,10 +341,7 @@ async fn accept_loop(
             continue;
         };
         let worker = worker.clone();
-        tokio::task::spawn_local(async move {
-            let _guard = guard;
-            handle(tcp, peer, listener, worker).await;
-        });
+        tokio::task::spawn_local(handle(tcp, peer, listener, worker, guard));
     }
 }
 

@@ -384,7 +384,20 @@ impl Backends {
 
     /// The `Set-Cookie` value to send with a response from `server`, when
     /// the group is sticky and the request's cookie did not name it.
+    /// Inline, for the groups that are not sticky (most): the call and
+    /// the view's borrow out of line were 27 instructions and 5
+    /// simulated I1 misses of every response (callgrind).
+    #[inline]
     pub(crate) fn set_cookie(&self, tries: &Tries, server: BackendAddr) -> Option<String> {
+        if !matches!(self.shared.config.balance, Balance::StickyCookie) {
+            return None;
+        }
+        self.sticky_set_cookie(tries, server)
+    }
+
+    /// [`Backends::set_cookie`] for a sticky group.
+    #[inline(never)]
+    fn sticky_set_cookie(&self, tries: &Tries, server: BackendAddr) -> Option<String> {
         let view = self.view.borrow();
         if view.cookies.is_empty() {
             return None;
@@ -475,12 +488,24 @@ impl Backends {
     /// connections and sessions follow their server to its new index
     /// (those of removed servers are closed; requests running on them
     /// finish), balancing state restarts.
+    ///
+    /// Inline, the check alone: it runs twice a request (the pick and
+    /// the connection's return to the pool), and out of line its return
+    /// was laid out past the rare reload's code (56 instructions and 6
+    /// simulated I1 misses a keepalive request, callgrind).
+    #[inline]
     fn refresh(&self) {
         // Generations only grow; the set is stored before its generation,
         // so a newer generation means a newer set is there to load.
         if self.shared.generation() <= self.view.borrow().set.generation {
             return;
         }
+        self.load_view();
+    }
+
+    /// [`Backends::refresh`] once the group's set has changed.
+    #[inline(never)]
+    fn load_view(&self) {
         let current = self.shared.servers();
         let set = arc_swap::Guard::into_inner(current);
         let mut view = self.view.borrow_mut();
