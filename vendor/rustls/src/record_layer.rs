@@ -102,9 +102,7 @@ impl RecordLayer {
     /// middle of that path.
     #[cold]
     #[inline(never)]
-    fn plaintext_incoming(
-        encr: InboundOpaqueMessage<'_>,
-    ) -> Result<Option<Decrypted<'_>>, Error> {
+    fn plaintext_incoming(encr: InboundOpaqueMessage<'_>) -> Result<Option<Decrypted<'_>>, Error> {
         // tern patch: RFC 8446 5.1 (and RFC 5246 6.2.1): a plaintext
         // record longer than 2^14 bytes is a `record_overflow`.
         if encr.payload.len() > MAX_FRAGMENT_LEN {
