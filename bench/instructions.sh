@@ -30,6 +30,8 @@
 # on a loaded host the warm-up's first requests, behind their handshakes
 # under valgrind, can take longer, and a warm-up with a failure stops the
 # run.
+# BODY_BYTES=N: nginx serves N bytes instead of 100 (the large-body
+# check: BODY_BYTES=1048576 MODE=h1 N=200 WARM=40 C=8 M=1).
 # WARM_FAILS_OK=1: a warm-up with failed requests goes on to the measured
 # load (whose requests must all succeed) instead of stopping the run.
 # TOML=FILE: tern reads the same settings from a config file instead
@@ -102,7 +104,7 @@ loader=h2load
 bench_workdir tern-instructions
 make_cert ecdsa
 mkdir -p "$work/www"
-head -c 100 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+head -c "${BODY_BYTES:-100}" /dev/zero | tr '\0' 'x' > "$work/www/index.html"
 backend_port="$(free_port)"
 start_backend "$backend_port" 0
 port="$(free_port)"

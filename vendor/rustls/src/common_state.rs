@@ -442,6 +442,20 @@ impl CommonState {
             .pre_encrypt_action(add)
         {
             PreEncryptAction::Nothing => true,
+            // tern patch: the remedies, out of line and cold (see
+            // `pre_encrypt_remedy`).
+            action => self.pre_encrypt_remedy(action),
+        }
+    }
+
+    /// tern patch: the arms of `check_pre_encrypt_action` that act, out of
+    /// line and cold: checked twice for every record written, and taken
+    /// only near the end of a key's sequence numbers.
+    #[cold]
+    #[inline(never)]
+    fn pre_encrypt_remedy(&mut self, action: PreEncryptAction) -> bool {
+        match action {
+            PreEncryptAction::Nothing => true,
 
             // Close connection once we start to run out of
             // sequence space.
@@ -656,6 +670,9 @@ impl CommonState {
         )
     }
 
+    // tern patch: cold, so that every path that ends a connection with an
+    // alert is laid out away from the record path it branches off.
+    #[cold]
     pub(crate) fn send_fatal_alert(
         &mut self,
         desc: AlertDescription,

@@ -11,6 +11,7 @@ use crate::common_state::{CommonState, Context, DEFAULT_BUFFER_LIMIT, IoState, S
 use crate::enums::{AlertDescription, ContentType, ProtocolVersion};
 use crate::error::{Error, PeerMisbehaved};
 use crate::log::trace;
+use crate::msgs::base::Payload;
 use crate::msgs::deframer::DeframerIter;
 use crate::msgs::deframer::buffers::{BufferProgress, DeframerVecBuffer, Delocator, Locator};
 use crate::msgs::deframer::handshake::HandshakeDeframer;
@@ -934,10 +935,8 @@ impl<Data> ConnectionCore<Data> {
     ) -> Result<IoState, Error> {
         let mut state = match mem::replace(&mut self.state, Err(Error::HandshakeNotComplete)) {
             Ok(state) => state,
-            Err(e) => {
-                self.state = Err(e.clone());
-                return Err(e);
-            }
+            // tern patch: out of line (see `fail_processing`).
+            Err(e) => return Err(self.fail_processing(e, None)),
         };
 
         let mut buffer_progress = self.hs_deframer.progress();
@@ -952,9 +951,8 @@ impl<Data> ConnectionCore<Data> {
             let opt_msg = match res {
                 Ok(opt_msg) => opt_msg,
                 Err(e) => {
-                    self.state = Err(e.clone());
-                    deframer_buffer.discard(buffer_progress.take_discard());
-                    return Err(e);
+                    let discard = buffer_progress.take_discard();
+                    return Err(self.fail_processing(e, Some((deframer_buffer, discard))));
                 }
             };
 
@@ -965,9 +963,8 @@ impl<Data> ConnectionCore<Data> {
             match self.process_msg(msg, state, Some(sendable_plaintext)) {
                 Ok(new) => state = new,
                 Err(e) => {
-                    self.state = Err(e.clone());
-                    deframer_buffer.discard(buffer_progress.take_discard());
-                    return Err(e);
+                    let discard = buffer_progress.take_discard();
+                    return Err(self.fail_processing(e, Some((deframer_buffer, discard))));
                 }
             }
 
@@ -988,6 +985,33 @@ impl<Data> ConnectionCore<Data> {
         deframer_buffer.discard(buffer_progress.take_discard());
         self.state = Ok(state);
         Ok(self.common_state.current_io_state())
+    }
+
+    /// tern patch: the error arms of `process_new_packets`, out of line
+    /// and cold: the connection keeps `e` as its state (a clone of an
+    /// `Error`, a large match), and what was processed of the buffer is
+    /// discarded. Inline, they spread the per-record loop over more cache
+    /// lines than the loop itself needs.
+    #[cold]
+    #[inline(never)]
+    fn fail_processing(
+        &mut self,
+        e: Error,
+        processed: Option<(&mut DeframerVecBuffer, usize)>,
+    ) -> Error {
+        self.state = Err(e.clone());
+        if let Some((deframer_buffer, discard)) = processed {
+            deframer_buffer.discard(discard);
+        }
+        e
+    }
+
+    /// tern patch: the `close_notify` sent when the peer nears the end of
+    /// its sequence numbers, out of line and cold (see `fail_processing`).
+    #[cold]
+    #[inline(never)]
+    fn close_before_decrypt(&mut self) {
+        self.common_state.send_close_notify();
     }
 
     /// Pull a message out of the deframer and send any messages that need to be sent as a result.
@@ -1099,7 +1123,8 @@ impl<Data> ConnectionCore<Data> {
                 } = message;
 
                 if want_close_before_decrypt {
-                    self.common_state.send_close_notify();
+                    // tern patch: out of line (see `close_before_decrypt`).
+                    self.close_before_decrypt();
                 }
 
                 break (plaintext, iter.bytes_consumed());
@@ -1179,6 +1204,9 @@ impl<Data> ConnectionCore<Data> {
         }
     }
 
+    // tern patch: cold and out of line (see `fail_processing`).
+    #[cold]
+    #[inline(never)]
     fn handle_deframe_error(&mut self, error: Error, state: Option<&dyn State<Data>>) -> Error {
         match error {
             error @ Error::InvalidMessage(_) => {
@@ -1220,6 +1248,25 @@ impl<Data> ConnectionCore<Data> {
         state: Box<dyn State<Data>>,
         sendable_plaintext: Option<&mut ChunkVecBuffer>,
     ) -> Result<Box<dyn State<Data>>, Error> {
+        // tern patch: an application-data record once traffic flows, the
+        // record of every request, goes straight to the received
+        // plaintext. From then on the state is `ExpectTraffic` (TLS 1.2
+        // or 1.3, client or server; `start_traffic` is called only on the
+        // way into it, and it stays), whose `handle` does just this with
+        // such a record; QUIC carries no records here. The way round went
+        // through the message parse, the renegotiation check and two
+        // dynamic calls on the state (about 120 instructions per record).
+        if msg.typ == ContentType::ApplicationData
+            && self
+                .common_state
+                .may_receive_application_data
+            && !self.common_state.is_quic()
+        {
+            self.common_state
+                .take_received_plaintext(Payload::Borrowed(msg.payload));
+            return Ok(state);
+        }
+
         // Drop CCS messages during handshake in TLS1.3
         if msg.typ == ContentType::ChangeCipherSpec
             && !self

@@ -62,15 +62,8 @@ impl RecordLayer {
         encr: InboundOpaqueMessage<'a>,
     ) -> Result<Option<Decrypted<'a>>, Error> {
         if self.decrypt_state != DirectionState::Active {
-            // tern patch: RFC 8446 5.1 (and RFC 5246 6.2.1): a plaintext
-            // record longer than 2^14 bytes is a `record_overflow`.
-            if encr.payload.len() > MAX_FRAGMENT_LEN {
-                return Err(Error::PeerSentOversizedRecord);
-            }
-            return Ok(Some(Decrypted {
-                want_close_before_decrypt: false,
-                plaintext: encr.into_plain_message(),
-            }));
+            // tern patch: out of line (see `plaintext_incoming`).
+            return Self::plaintext_incoming(encr);
         }
 
         // Set to `true` if the peer appears to getting close to encrypting
@@ -98,11 +91,45 @@ impl RecordLayer {
                     plaintext,
                 }))
             }
-            Err(Error::DecryptError) if self.doing_trial_decryption(encrypted_len) => {
+            // tern patch: out of line (see `decrypt_failed`).
+            Err(err) => self.decrypt_failed(err, encrypted_len),
+        }
+    }
+
+    /// tern patch: a record read before its direction's keys are in use
+    /// (the handshake's first records), out of line and cold: every
+    /// record after the handshake is decrypted, and this arm sat in the
+    /// middle of that path.
+    #[cold]
+    #[inline(never)]
+    fn plaintext_incoming(encr: InboundOpaqueMessage<'_>) -> Result<Option<Decrypted<'_>>, Error> {
+        // tern patch: RFC 8446 5.1 (and RFC 5246 6.2.1): a plaintext
+        // record longer than 2^14 bytes is a `record_overflow`.
+        if encr.payload.len() > MAX_FRAGMENT_LEN {
+            return Err(Error::PeerSentOversizedRecord);
+        }
+        Ok(Some(Decrypted {
+            want_close_before_decrypt: false,
+            plaintext: encr.into_plain_message(),
+        }))
+    }
+
+    /// tern patch: a record that did not decrypt, out of line and cold
+    /// (see `plaintext_incoming`): dropped while trial decryption goes
+    /// on, an error otherwise.
+    #[cold]
+    #[inline(never)]
+    fn decrypt_failed<'a>(
+        &mut self,
+        err: Error,
+        encrypted_len: usize,
+    ) -> Result<Option<Decrypted<'a>>, Error> {
+        match err {
+            Error::DecryptError if self.doing_trial_decryption(encrypted_len) => {
                 trace!("Dropping undecryptable message after aborted early_data");
                 Ok(None)
             }
-            Err(err) => Err(err),
+            err => Err(err),
         }
     }
 
