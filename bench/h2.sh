@@ -42,7 +42,7 @@
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
 #                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US=)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
-# python3; perf for SYSCALLS=1.
+# python3, ss (iproute2); perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
@@ -77,7 +77,7 @@ case "$BACKEND_CPU" in
 esac
 SRV_POOL=512
 SRV_ALPN=h2
-for tool in nginx h2load openssl curl python3 taskset; do need "$tool"; done
+for tool in nginx h2load openssl curl python3 taskset ss; do need "$tool"; done
 [[ -z "$SYSCALLS" ]] || need perf
 
 bench_workdir tern-h2bench

@@ -30,7 +30,7 @@
 #          WORKLOADS="handshake keepalive"
 #          TERN=target/release/tern SERVERS="tern nginx haproxy hitch" BACKEND_CPU=load|server)
 # Needs: nginx (nginx-light), haproxy, hitch, wrk, hey (go install
-#        github.com/rakyll/hey@latest), openssl, curl, python3, taskset.
+#        github.com/rakyll/hey@latest), openssl, curl, python3, taskset, ss (iproute2).
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
@@ -65,7 +65,7 @@ esac
 SRV_POOL=256
 SRV_ALPN=http/1.1
 
-for tool in wrk openssl curl python3 taskset nginx; do
+for tool in wrk openssl curl python3 taskset nginx ss; do
     need "$tool"
 done
 [[ -x "$HEY" ]] || die "hey not found (go install github.com/rakyll/hey@latest)"
