@@ -68,7 +68,8 @@ SRV_ALPN=http/1.1
 for tool in wrk openssl curl python3 taskset nginx ss; do
     need "$tool"
 done
-[[ -x "$HEY" ]] || die "hey not found (go install github.com/rakyll/hey@latest)"
+[[ " $WORKLOADS " != *" handshake "* || -x "$HEY" ]] ||
+    die "hey not found (go install github.com/rakyll/hey@latest), needed for the handshake workload"
 
 bench_workdir tern-bench
 

@@ -17,6 +17,8 @@ use tern_testsupport::tools::{run_command, ToolOutput};
 
 #[path = "scripts/h3.rs"]
 mod h3;
+#[path = "scripts/kept_alive.rs"]
+mod kept_alive;
 
 fn script(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
