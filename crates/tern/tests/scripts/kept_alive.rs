@@ -7,6 +7,12 @@
 
 use super::{installed, run_script};
 
+/// Whether every one of `tools` is installed (the first missing one is
+/// said, or fails the test in CI).
+fn all_installed(tools: &[&str]) -> bool {
+    tools.iter().all(|tool| installed(tool))
+}
+
 /// The cells of the per-round row of `workload` for tern in round 1.
 fn round_row<'a>(stdout: &'a str, workload: &str) -> Vec<&'a str> {
     stdout
@@ -26,10 +32,8 @@ fn assert_counted(cells: &[&str], all: &str) {
 
 #[test]
 fn terminators_script_keepalive_window_short_form() {
-    for tool in ["nginx", "wrk", "taskset", "ss"] {
-        if !installed(tool) {
-            return;
-        }
+    if !all_installed(&["nginx", "wrk", "taskset", "ss"]) {
+        return;
     }
     let out = run_script(
         "terminators.sh",
@@ -60,10 +64,8 @@ fn terminators_script_keepalive_window_short_form() {
 
 #[test]
 fn h2_script_window_short_form() {
-    for tool in ["nginx", "h2load", "taskset", "ss"] {
-        if !installed(tool) {
-            return;
-        }
+    if !all_installed(&["nginx", "h2load", "taskset", "ss"]) {
+        return;
     }
     let out = run_script(
         "h2.sh",
