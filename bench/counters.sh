@@ -146,12 +146,25 @@ load_wait_settled() {
     sleep "$LOAD_SETTLE_S"
 }
 
-# load_window_closed: dies unless the load tool is still running when a
-# window closes (the window must lie inside its run); call it right after
-# the window's last reading.
-load_window_closed() {
+# window_begin BACKEND_PORT / window_end BACKEND_PORT: the window's own
+# readings, after the caller's CPU readings at each end (so the two spans
+# are shifted alike): the backend's request count and the wall clock.
+# window_end dies unless the load tool is still running (the window must
+# lie inside its run) and sets WINDOW_REQUESTS (less the status query that
+# closed the window) and WINDOW_RATE (requests per second over it).
+window_begin() {
+    window_requests_before="$(backend_requests "$1")"
+    window_wall_before="$EPOCHREALTIME"
+}
+window_end() {
+    local requests_after wall_after
+    requests_after="$(backend_requests "$1")"
+    wall_after="$EPOCHREALTIME"
     kill -0 "$LOAD_PID" 2> /dev/null ||
         die "the load tool ended before the measuring window closed (raise LOAD_MARGIN_S)"
+    WINDOW_REQUESTS=$((requests_after - window_requests_before - 1))
+    WINDOW_RATE="$(awk -v n="$WINDOW_REQUESTS" -v a="$window_wall_before" -v b="$wall_after" \
+        'BEGIN {printf "%.1f", n / (b - a)}')"
 }
 
 # load_finish: waits for the load tool to end; returns its status.

@@ -131,14 +131,10 @@ measure_begin() {
     round_begin "${server_pid[$server]}" "$backend_pid"
     before="$(cpu_ticks "${server_pid[$server]}")"
     backend_before="$(cpu_ticks "$backend_pid")"
-    requests_before="$(backend_requests "$backend_port")"
-    wall_before="$EPOCHREALTIME"
 }
 measure_end() {
     after="$(cpu_ticks "${server_pid[$server]}")"
     backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-    requests_after="$(backend_requests "$backend_port")"
-    wall_after="$EPOCHREALTIME"
 }
 for run in $(seq 1 "$RUNS"); do
     for server in "${active[@]}"; do
@@ -158,10 +154,11 @@ for run in $(seq 1 "$RUNS"); do
             load_wait_settled "${server_port[$server]}" 50
             load_ticks_before="$(cpu_ticks "$LOAD_PID")"
             measure_begin
+            window_begin "$backend_port"
             sleep "$DURATION"
             measure_end
+            window_end "$backend_port"
             load_ms=$((($(cpu_ticks "$LOAD_PID") - load_ticks_before) * 1000 / $(getconf CLK_TCK)))
-            load_window_closed
             load_finish || die "h2load failed against $server: $(cat "$work/h2load.out")"
             out="$(cat "$work/h2load.out")"
         fi
@@ -180,10 +177,8 @@ for run in $(seq 1 "$RUNS"); do
             done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
             rate="$(printf '%s\n' "$out" | awk '/^finished in/ {print $4}')"
         else
-            # The backend's requests over the window, less the status query
-            # that closed it.
-            done_n=$((requests_after - requests_before - 1))
-            rate="$(awk -v n="$done_n" -v a="$wall_before" -v b="$wall_after" 'BEGIN {printf "%.1f", n / (b - a)}')"
+            done_n="$WINDOW_REQUESTS"
+            rate="$WINDOW_RATE"
         fi
         # What h2load itself negotiated in this run.
         h2load_saw[$server]="$(printf '%s\n' "$out" | awk -F': ' '

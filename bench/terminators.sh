@@ -151,21 +151,15 @@ for run in $(seq 1 "$RUNS"); do
         round_begin "$pid" "$backend_pid"
         before="$(cpu_ticks "$pid")"
         backend_before="$(cpu_ticks "$backend_pid")"
-        requests_before="$(backend_requests "$backend_port")"
-        wall_before="$EPOCHREALTIME"
+        window_begin "$backend_port"
         sleep "$DURATION"
         after="$(cpu_ticks "$pid")"
         backend_ticks=$(($(cpu_ticks "$backend_pid") - backend_before))
-        requests_after="$(backend_requests "$backend_port")"
-        wall_after="$EPOCHREALTIME"
-        load_window_closed
+        window_end "$backend_port"
         round_end "$pid" "$backend_pid"
         load_finish || die "wrk failed against $server: $(cat "$work/wrk.out")"
         out="$(cat "$work/wrk.out")"
-        # Less the status query that closed the window.
-        requests=$((requests_after - requests_before - 1))
-        rate="$(awk -v n="$requests" -v a="$wall_before" -v b="$wall_after" 'BEGIN {printf "%.1f", n / (b - a)}')"
-        record "$results" keepalive "$server" "$run" "${requests:-0}" "$rate" "$before" "$after" "$(wrk_errors "$out")" "$backend_ticks" "$ROUND_FIELDS"
+        record "$results" keepalive "$server" "$run" "$WINDOW_REQUESTS" "$WINDOW_RATE" "$before" "$after" "$(wrk_errors "$out")" "$backend_ticks" "$ROUND_FIELDS"
     done
 done
 

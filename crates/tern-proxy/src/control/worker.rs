@@ -99,7 +99,7 @@ async fn serve(spec: WorkerSpec) -> std::io::Result<()> {
     };
     worker.apply(spec.first)?;
     tracing::debug!(
-        bytes = ?crate::front::task_sizes::<ConnGuard>(),
+        bytes = ?crate::front::task_sizes(),
         "memory each connection's task holds for its life"
     );
     let flusher = {
@@ -382,7 +382,7 @@ impl ConnCounter {
 }
 
 /// Counts a connection while it lives (also if its task is dropped).
-pub(super) struct ConnGuard {
+pub(crate) struct ConnGuard {
     active: Rc<Cell<usize>>,
     open: Arc<AtomicUsize>,
     freed: Rc<Notify>,

@@ -48,12 +48,12 @@ pub(crate) const CONNECTION_WINDOW: u32 = 1024 * 1024;
 /// more future for every poll of the connection's task to pass through
 /// (53 instructions and 4 simulated I1 misses a keepalive request,
 /// callgrind) and held the arguments a second time.
-pub(crate) async fn handle<H>(
+pub(crate) async fn handle(
     mut tcp: TcpStream,
     mut peer: SocketAddr,
     listener: Rc<ListenerCtx>,
     worker: Rc<WorkerCtx>,
-    _held: H,
+    _held: crate::control::worker::ConnGuard,
 ) {
     // Before the handshake: the server flight must not wait on Nagle.
     nodelay_unless_inherited(&tcp, peer);
@@ -400,14 +400,12 @@ pub(crate) async fn refuse_overloaded(tcp: TcpStream, peer: SocketAddr, listener
 /// (a future is as large as its largest state, whatever it waits for),
 /// and of its larger parts: logged at start-up (debug) for memory work on
 /// release builds, where sizes differ from a test build's.
-/// `H` is what the connection's task holds for its life (the worker's
-/// count of it).
-pub(crate) fn task_sizes<H>() -> [(&'static str, usize); 5] {
+pub(crate) fn task_sizes() -> [(&'static str, usize); 5] {
     fn future_of<A, B, C, D, E, F: std::future::Future>(_: fn(A, B, C, D, E) -> F) -> usize {
         std::mem::size_of::<F>()
     }
     [
-        ("connection", future_of(handle::<H>)),
+        ("connection", future_of(handle)),
         ("http1", h1::serve_size()),
         ("client_tls", std::mem::size_of::<client_tls::ClientTls>()),
         ("conn_ctx", std::mem::size_of::<ConnCtx<'static>>()),
@@ -427,7 +425,7 @@ mod tests {
 
     #[test]
     fn a_connection_task_stays_small() {
-        let sizes = super::task_sizes::<()>();
+        let sizes = super::task_sizes();
         let (_, connection) = sizes[0];
         assert!(
             connection <= CONNECTION_TASK_MAX,

@@ -13,21 +13,25 @@ fn all_installed(tools: &[&str]) -> bool {
     tools.iter().all(|tool| installed(tool))
 }
 
-/// The cells of the per-round row of `workload` for tern in round 1.
-fn round_row<'a>(stdout: &'a str, workload: &str) -> Vec<&'a str> {
-    stdout
+/// Runs `script` with `env` (tern alone, one round): it must end well,
+/// say how its window was taken (`window`), and record a round of
+/// `workload` whose requests per second (cell 4) and server CPU µs per
+/// request (cell 5) are figures above zero. Returns its stdout.
+fn run_windowed(script: &str, env: &[(&str, &str)], window: &str, workload: &str) -> String {
+    let out = run_script(script, env);
+    let all = out.all();
+    assert!(out.success(), "{all}");
+    assert!(out.stdout.contains(window), "{all}");
+    let cells: Vec<&str> = out
+        .stdout
         .lines()
         .find(|l| l.starts_with(&format!("| {workload} | tern | 1 |")))
         .map(|l| l.split('|').map(str::trim).collect())
-        .unwrap_or_else(|| panic!("no round row for {workload}:\n{stdout}"))
-}
-
-/// Requests per second (cell 4) and server CPU µs per request (cell 5) of
-/// a round row: both must be figures above zero.
-fn assert_counted(cells: &[&str], all: &str) {
+        .unwrap_or_else(|| panic!("no round row for {workload}:\n{all}"));
     let rate: f64 = cells[4].parse().unwrap_or(0.0);
     let cpu: f64 = cells[5].parse().unwrap_or(0.0);
     assert!(rate > 0.0 && cpu > 0.0, "{cells:?}\n{all}");
+    out.stdout
 }
 
 #[test]
@@ -35,7 +39,7 @@ fn terminators_script_keepalive_window_short_form() {
     if !all_installed(&["nginx", "wrk", "taskset", "ss"]) {
         return;
     }
-    let out = run_script(
+    let stdout = run_windowed(
         "terminators.sh",
         &[
             ("SERVERS", "tern"),
@@ -44,22 +48,11 @@ fn terminators_script_keepalive_window_short_form() {
             ("RUNS", "1"),
             ("CONNS", "10"),
         ],
-    );
-    assert!(out.success(), "{}", out.all());
-    assert!(
-        out.stdout.contains(
-            "measured over a 1-s window inside it opened 0.5 s after its 10 connections were up"
-        ),
-        "{}",
-        out.all()
+        "measured over a 1-s window inside it opened 0.5 s after its 10 connections were up",
+        "keepalive",
     );
     // WORKLOADS=keepalive: no handshake round.
-    assert!(
-        !out.stdout.contains("| handshake | tern |"),
-        "{}",
-        out.all()
-    );
-    assert_counted(&round_row(&out.stdout, "keepalive"), &out.all());
+    assert!(!stdout.contains("| handshake | tern |"), "{stdout}");
 }
 
 #[test]
@@ -67,16 +60,10 @@ fn h2_script_window_short_form() {
     if !all_installed(&["nginx", "h2load", "taskset", "ss"]) {
         return;
     }
-    let out = run_script(
+    run_windowed(
         "h2.sh",
         &[("SERVERS", "tern"), ("DURATION", "1"), ("RUNS", "1")],
+        "Each round's figures span a 1-s window inside a 4-s h2load run",
+        "h2",
     );
-    assert!(out.success(), "{}", out.all());
-    assert!(
-        out.stdout
-            .contains("Each round's figures span a 1-s window inside a 4-s h2load run"),
-        "{}",
-        out.all()
-    );
-    assert_counted(&round_row(&out.stdout, "h2"), &out.all());
 }
