@@ -7,8 +7,14 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TERN_BU
 
 /// Built with `-Cprofile-generate`: counters on every branch of tern's
 /// Rust code, for training a PGO profile, never for serving or measuring.
+///
+/// The mode is read through `black_box` so the comparison is not folded:
+/// folded, it is a branch in the instrumented build and none in the
+/// optimised one, and rustc then discards the profile of every function
+/// that calls this (`cli::serve::run`, `cli::bench::run`, `main`: "hash
+/// mismatch ... count discarded" in bench/pgo-build.sh's output).
 pub fn pgo_instrumented() -> bool {
-    env!("TERN_BUILD_PGO") == "generate"
+    std::hint::black_box(env!("TERN_BUILD_PGO")) == "generate"
 }
 
 /// The build script itself, for its flag parser's tests.
