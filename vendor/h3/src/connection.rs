@@ -278,12 +278,14 @@ where
         }
     }
 
-    /// Initiates the connection and opens a control stream
+    /// Initiates the connection and opens a control stream, and the QPACK
+    /// encoder and decoder streams when `open_qpack_streams` (tern patch)
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     pub async fn new(
         mut conn: C,
         shared: Arc<SharedState>,
         config: Config,
+        open_qpack_streams: bool,
     ) -> Result<Self, ConnectionError> {
         //= https://www.rfc-editor.org/rfc/rfc9114#section-6.2
         //# Endpoints SHOULD create the HTTP control stream as well as the
@@ -291,11 +293,29 @@ where
         //# QPACK encoder and decoder streams) first, and then create additional
 
         // start streams
-        let (control_send, qpack_encoder, qpack_decoder) = (
-            future::poll_fn(|cx| conn.poll_open_send(cx)).await,
-            future::poll_fn(|cx| conn.poll_open_send(cx)).await,
-            future::poll_fn(|cx| conn.poll_open_send(cx)).await,
-        );
+        // tern patch: a server opens only the control stream. This QPACK
+        // never uses a dynamic table (its encoder and decoder are
+        // stateless, and the SETTINGS leave QPACK_MAX_TABLE_CAPACITY at 0),
+        // so its encoder and decoder streams would carry their type byte
+        // and nothing else. A client still opens them (as browsers do), so
+        // that tern bench loads a server as they would.
+        //= https://www.rfc-editor.org/rfc/rfc9204#section-4.2
+        //# An endpoint MAY avoid creating an encoder stream if it will not be
+        //# used (for example, if its encoder does not wish to use the dynamic
+        //# table or if the maximum size of the dynamic table permitted by the
+        //# peer is zero).
+        //#
+        //# An endpoint MAY avoid creating a decoder stream if its decoder sets
+        //# the maximum capacity of the dynamic table to zero.
+        let control_send = future::poll_fn(|cx| conn.poll_open_send(cx)).await;
+        let (qpack_encoder, qpack_decoder) = if open_qpack_streams {
+            (
+                future::poll_fn(|cx| conn.poll_open_send(cx)).await.ok(),
+                future::poll_fn(|cx| conn.poll_open_send(cx)).await.ok(),
+            )
+        } else {
+            (None, None)
+        };
 
         let control_send = match control_send {
             Err(StreamErrorIncoming::ConnectionErrorIncoming { connection_error }) => {
@@ -328,9 +348,9 @@ where
         };
 
         let qpack_streams = QpackStreams {
-            decoder_send: qpack_decoder.ok(),
+            decoder_send: qpack_decoder,
             decoder_recv: None,
-            encoder_send: qpack_encoder.ok(),
+            encoder_send: qpack_encoder,
             encoder_recv: None,
         };
 

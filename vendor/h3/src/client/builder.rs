@@ -126,7 +126,7 @@ impl Builder {
 
         let conn_state = Arc::new(shared);
 
-        let inner = ConnectionInner::new(quic, conn_state.clone(), self.config).await?;
+        let inner = ConnectionInner::new(quic, conn_state.clone(), self.config, true).await?;
         let send_request = SendRequest {
             open,
             conn_state,

@@ -129,7 +129,8 @@ impl Builder {
         let shared = SharedState::default();
 
         Ok(Connection {
-            inner: ConnectionInner::new(conn, Arc::new(shared), self.config).await?,
+            // tern patch: no QPACK encoder and decoder streams (connection.rs)
+            inner: ConnectionInner::new(conn, Arc::new(shared), self.config, false).await?,
             max_field_section_size: self.config.settings.max_field_section_size,
             // tern patch: a count of running requests, not a set and a channel.
             ongoing: Default::default(),
