@@ -84,6 +84,7 @@ impl Request<'_> {
     /// True for the methods RFC 9110 section 9.2.2 makes idempotent
     /// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE): sending one twice does
     /// what sending it once does, so it may go to another server.
+    #[inline]
     pub(crate) fn is_idempotent(&self) -> bool {
         matches!(
             self.method,

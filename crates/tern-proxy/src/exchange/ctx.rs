@@ -48,23 +48,35 @@ impl ListenerCtx {
     }
 
     /// The upstream group for a request, and the route that chose it (none
-    /// for the default group).
+    /// for the default group). Inline for a listener without routes (its
+    /// call was 26 instructions a request, callgrind); the walk out of line.
+    #[inline]
     pub fn route_of(&self, sni: Option<&str>, host: Option<&[u8]>) -> (&Backends, Option<&Route>) {
-        let routes = &self.config.routes;
-        if !routes.is_empty() {
-            let host = host.map(strip_port);
-            for r in routes {
-                let hit = |name: &[u8]| host_matches(&r.host, name);
-                if host.is_some_and(hit)
-                    || (host.is_none() && sni.is_some_and(|s| hit(s.as_bytes())))
-                {
-                    if let Some(b) = self.upstreams.get(r.upstream) {
-                        return (b, Some(r));
-                    }
-                }
+        if !self.config.routes.is_empty() {
+            if let Some(routed) = self.routed(sni, host) {
+                return routed;
             }
         }
         (&self.upstreams[self.default_upstream], None)
+    }
+
+    /// The route of [`ListenerCtx::route_of`] that matches, if any.
+    #[inline(never)]
+    fn routed(
+        &self,
+        sni: Option<&str>,
+        host: Option<&[u8]>,
+    ) -> Option<(&Backends, Option<&Route>)> {
+        let host = host.map(strip_port);
+        for r in &self.config.routes {
+            let hit = |name: &[u8]| host_matches(&r.host, name);
+            if host.is_some_and(hit) || (host.is_none() && sni.is_some_and(|s| hit(s.as_bytes()))) {
+                if let Some(b) = self.upstreams.get(r.upstream) {
+                    return Some((b, Some(r)));
+                }
+            }
+        }
+        None
     }
 }
 

@@ -90,7 +90,10 @@ impl IoBuf {
     }
 
     /// Gives an empty buffer's memory back (to the worker's spare list when
-    /// it has the spare size); the next read takes memory again.
+    /// it has the spare size); the next read takes memory again. Inlined
+    /// (forced: `#[inline]` left the call), once per request: its call
+    /// was 45 instructions (callgrind).
+    #[inline(always)]
     pub fn release(&mut self) {
         if !self.is_empty() || self.data.is_empty() {
             return;
@@ -108,7 +111,9 @@ impl IoBuf {
         }
     }
 
-    /// Memory for a buffer that has none.
+    /// Memory for a buffer that has none. Inlined into its one caller
+    /// (forced: `#[inline]` left the call of 43 instructions a request).
+    #[inline(always)]
     fn take_memory(&mut self) {
         let spare = if self.initial == SPARE_SIZE {
             SPARE.with(|spare| spare.borrow_mut().pop())

@@ -68,7 +68,9 @@ thread_local! {
 }
 
 impl H1Scratch {
-    /// A spare set, or a new one.
+    /// A spare set, or a new one. Inlined into its one caller (forced:
+    /// `#[inline]` left the call, 21 instructions a request, callgrind).
+    #[inline(always)]
     pub(crate) fn take() -> Box<H1Scratch> {
         SPARE
             .with(|spare| spare.borrow_mut().pop())
@@ -86,6 +88,8 @@ impl H1Scratch {
     }
 
     /// Keeps the set for the next exchange, unless it grew too large.
+    /// Inlined into its one caller, as [`H1Scratch::take`].
+    #[inline(always)]
     pub(crate) fn give_back(mut self: Box<Self>) {
         if self.bbuf.capacity() > SCRATCH_KEEP_LIMIT
             || self.out.capacity() > SCRATCH_KEEP_LIMIT

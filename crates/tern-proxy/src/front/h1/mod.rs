@@ -60,8 +60,11 @@ impl ClientStream for crate::front::client_tls::ClientTls {
         let _ = socket2::SockRef::from(self.get_ref().0).set_tcp_quickack(true);
     }
 
-    async fn readable(&mut self) -> std::io::Result<()> {
-        crate::front::client_tls::ClientTls::readable(self).await
+    // The client's own future, not an `async fn` around it: one future
+    // fewer on each wait for a request (23 instructions a request,
+    // callgrind).
+    fn readable(&mut self) -> impl std::future::Future<Output = std::io::Result<()>> {
+        crate::front::client_tls::ClientTls::readable(self)
     }
 
     async fn write_last(&mut self, bytes: &[u8]) -> std::io::Result<()> {
