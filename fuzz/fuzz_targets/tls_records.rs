@@ -355,11 +355,26 @@ impl Session {
         match op {
             Op::Write(n) if !self.closed && self.sent.len() + n <= MAX_WRITTEN => {
                 let data = pattern(n, self.sent.len());
-                match self.client.writer().write_all(&data) {
-                    Ok(()) => self.sent.extend_from_slice(&data),
-                    // A client that took the server's fatal alert writes
-                    // no more.
-                    Err(e) => assert!(self.client_failed, "client refused plaintext: {e}"),
+                let mut rest = &data[..];
+                while !rest.is_empty() {
+                    match self.client.writer().write(rest) {
+                        Ok(0) => {
+                            // The client's buffer of records is full
+                            // (rustls's 64 KiB limit): they go on the wire.
+                            assert!(self.client.wants_write(), "a client that takes nothing");
+                            self.take_client_records();
+                        }
+                        Ok(k) => {
+                            self.sent.extend_from_slice(&rest[..k]);
+                            rest = &rest[k..];
+                        }
+                        // A client that took the server's fatal alert
+                        // writes no more.
+                        Err(e) => {
+                            assert!(self.client_failed, "client refused plaintext: {e}");
+                            break;
+                        }
+                    }
                 }
             }
             Op::Write(_) => {}
@@ -413,8 +428,21 @@ impl Session {
             }
             Op::Answer(n) if !self.server_failed && self.answered.len() + n <= MAX_WRITTEN => {
                 let data = pattern(n, self.answered.len() + 1);
-                if self.server.writer().write_all(&data).is_ok() {
-                    self.answered.extend_from_slice(&data);
+                let mut rest = &data[..];
+                let mut stuck = false;
+                while !rest.is_empty() {
+                    match self.server.writer().write(rest) {
+                        Ok(0) if stuck => break,
+                        Ok(k) => {
+                            self.answered.extend_from_slice(&rest[..k]);
+                            rest = &rest[k..];
+                            // A full buffer of records goes to the client
+                            // (a client that failed takes none: stuck).
+                            stuck = k == 0;
+                            self.answer_back();
+                        }
+                        Err(_) => break,
+                    }
                 }
                 self.answer_back();
             }
