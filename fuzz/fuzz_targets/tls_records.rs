@@ -285,8 +285,9 @@ struct Session {
     server: ServerConnection,
     /// The client's records not yet delivered to the server.
     wire: Vec<u8>,
-    /// Raw bytes were injected or record bytes lost: the server may refuse
-    /// the stream and read less than was written.
+    /// Raw bytes were injected or record bytes lost (or more KeyUpdates
+    /// in a row than rustls takes): the server may refuse the stream and
+    /// read less than was written.
     tainted: bool,
     /// The server refused the stream: nothing more reaches it.
     server_failed: bool,
@@ -298,6 +299,8 @@ struct Session {
     got_answer: Vec<u8>,
     closed: bool,
     reads: usize,
+    /// KeyUpdate requests the client sent since it last sent data.
+    key_updates_in_a_row: u32,
 }
 
 impl Session {
@@ -367,6 +370,7 @@ impl Session {
                         Ok(k) => {
                             self.sent.extend_from_slice(&rest[..k]);
                             rest = &rest[k..];
+                            self.key_updates_in_a_row = 0;
                         }
                         // A client that took the server's fatal alert
                         // writes no more.
@@ -419,7 +423,13 @@ impl Session {
             }
             Op::KeyUpdate => {
                 // TLS 1.2 has none: rustls says so, nothing else happens.
-                let _ = self.client.refresh_traffic_keys();
+                if self.client.refresh_traffic_keys().is_ok() {
+                    self.key_updates_in_a_row += 1;
+                    // rustls refuses more than 32 KeyUpdate requests with
+                    // no application data between them (BoringSSL's
+                    // kMaxKeyUpdates): a refusal the server may make.
+                    self.tainted |= self.key_updates_in_a_row > 32;
+                }
             }
             Op::IdleBuffer => {
                 if let Some(buf) = self.server.take_idle_read_buffer() {
@@ -487,6 +497,7 @@ fuzz_target!(|data: &[u8]| {
         got_answer: Vec::new(),
         closed: false,
         reads: 0,
+        key_updates_in_a_row: 0,
     };
     for op in Ops(ops) {
         s.run(op);
