@@ -12,7 +12,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 seconds="${1:-60}"
-targets="${TARGETS:-request_head response_head chunked proxy_header config_toml ticket_keys server_hello h2_frames proxy_v2_ssl client_cert grpc_health cookie targets_file probe_target qpack_decode}"
+targets="${TARGETS:-request_head response_head chunked proxy_header config_toml ticket_keys server_hello h2_frames proxy_v2_ssl client_cert grpc_health cookie targets_file probe_target qpack_decode tls_records}"
 cd "$here"
 
 command -v cargo-fuzz >/dev/null 2>&1 || { echo "fuzz/run.sh: cargo-fuzz is not installed (cargo install cargo-fuzz)" >&2; exit 2; }

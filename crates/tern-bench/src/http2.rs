@@ -103,28 +103,47 @@ impl H2Request {
 
 /// Runs the HTTP/2 preface on `stream` and drives the connection on the
 /// current `LocalSet`.
-pub async fn handshake(stream: Stream) -> Result<h2::client::SendRequest<Bytes>, RequestError> {
+pub async fn handshake(stream: Stream) -> Result<H2Handshake, RequestError> {
     match stream {
         plain @ Stream::Plain(_) => start(PriorKnowledge::new(plain)).await,
         tls @ Stream::Tls(_) => start(tls).await,
     }
 }
 
-async fn start<T>(io: T) -> Result<h2::client::SendRequest<Bytes>, RequestError>
+async fn start<T>(io: T) -> Result<H2Handshake, RequestError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let (send, connection) = h2::client::Builder::new()
+    let (send, mut connection) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .handshake(io)
         .await
         .map_err(|e| h2_error(&e).0)?;
+    let ping = connection.ping_pong();
     tokio::task::spawn_local(async move {
         // Errors surface on the streams; nothing more to say here.
         let _ = connection.await;
     });
-    Ok(send)
+    Ok(H2Handshake { send, ping })
+}
+
+/// A client connection whose preface is sent, its driver running.
+pub struct H2Handshake {
+    /// Where requests are sent.
+    pub send: h2::client::SendRequest<Bytes>,
+    /// The connection's one handle for PINGs; `None` if h2 gave none.
+    pub ping: Option<h2::PingPong>,
+}
+
+/// Waits for a PING's answer: the server has then read the client's
+/// preface and SETTINGS (frames are read in order) and sent its own
+/// SETTINGS before it (its preface comes first).
+pub async fn settings_exchanged(ping: &mut h2::PingPong) -> Result<(), RequestError> {
+    ping.ping(h2::Ping::opaque())
+        .await
+        .map(|_pong| ())
+        .map_err(|e| h2_error(&e).0)
 }
 
 /// Sends one request on a new stream and reads the whole response. On

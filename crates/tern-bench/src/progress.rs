@@ -5,7 +5,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, Weak};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,9 @@ pub type LiveShard = Arc<Mutex<Histogram<u64>>>;
 #[derive(Debug, Default)]
 pub struct LiveLatency {
     on: AtomicBool,
-    shards: Mutex<Vec<Weak<Mutex<Histogram<u64>>>>>,
+    /// Every worker's shard; the view holds one reference, the worker the
+    /// other until it ends.
+    shards: Mutex<Vec<LiveShard>>,
 }
 
 impl LiveLatency {
@@ -41,7 +43,7 @@ impl LiveLatency {
         }
         let shard = Arc::new(Mutex::new(new_histogram()));
         if let Ok(mut shards) = self.shards.lock() {
-            shards.push(Arc::downgrade(&shard));
+            shards.push(shard.clone());
         }
         Some(shard)
     }
@@ -51,15 +53,15 @@ impl LiveLatency {
         let Ok(mut shards) = self.shards.lock() else {
             return;
         };
-        shards.retain(|weak| match weak.upgrade() {
-            Some(shard) => {
-                if let Ok(mut h) = shard.lock() {
-                    let _ = into.add(&*h);
-                    h.reset();
-                }
-                true
+        shards.retain(|shard| {
+            if let Ok(mut h) = shard.lock() {
+                let _ = into.add(&*h);
+                h.reset();
             }
-            None => false,
+            // A worker that has ended is forgotten once its last
+            // latencies are taken (a weak reference lost them: a round
+            // ending just before a tick showed an empty last second).
+            Arc::strong_count(shard) > 1
         });
     }
 }
@@ -262,8 +264,12 @@ mod tests {
         live.drain_into(&mut window);
         assert_eq!(window.len(), 2);
         assert!(a.lock().unwrap().is_empty());
+        // A worker that ends between two ticks: what it recorded since the
+        // last one still counts, then it is forgotten.
+        b.lock().unwrap().record(7_000).unwrap();
         drop(b);
         live.drain_into(&mut window);
+        assert_eq!(window.len(), 3, "a finished worker's last latencies");
         assert_eq!(
             live.shards.lock().unwrap().len(),
             1,

@@ -13,7 +13,7 @@ use crate::report::{
 };
 use crate::server::ServerMeter;
 use crate::stats::Stats;
-use crate::worker::{run_target, Control};
+use crate::worker::{run_target, run_target_metered, Control};
 
 /// Runs the benchmark described by `config` and returns its report. Ctrl-C
 /// stops it early; the report then holds what was measured so far and says
@@ -211,10 +211,14 @@ impl Runner {
         config: &Arc<BenchConfig>,
         stop: StopCondition,
     ) -> Result<(Stats, Option<f64>), BenchError> {
-        self.servers[i].before();
         let start = self.run_start.elapsed();
-        let round = run_target(config, &self.config.targets[i], stop, &self.control)?;
-        let cpu = self.servers[i].after();
+        let (round, cpu) = run_target_metered(
+            config,
+            &self.config.targets[i],
+            stop,
+            &self.control,
+            &mut self.servers[i],
+        )?;
         self.place(i, start, &round);
         Ok((round, cpu))
     }
@@ -228,15 +232,14 @@ impl Runner {
         config: &Arc<BenchConfig>,
         stages: &[crate::stages::Stage],
     ) -> Result<(Stats, Vec<Stats>, Option<f64>), BenchError> {
-        self.servers[i].before();
         let start = self.run_start.elapsed();
-        let (whole, parts) = crate::worker::run_target_shaped(
+        let (whole, parts, cpu) = crate::worker::run_target_shaped(
             config,
             &self.config.targets[i],
             stages,
             &self.control,
+            &mut self.servers[i],
         )?;
-        let cpu = self.servers[i].after();
         self.place(i, start, &whole);
         Ok((whole, parts, cpu))
     }
@@ -477,6 +480,7 @@ fn plan_info(config: &BenchConfig) -> PlanInfo {
         },
         request_mix: config.mix.as_ref().map(crate::mix::RequestMix::describe),
         stage_levels: config.stages.iter().map(|s| s.level).collect(),
+        measured_after_set_up: crate::worker::measured_after_set_up(config),
         tls_offer: format!(
             "{}; {}",
             if offer.is_empty() {

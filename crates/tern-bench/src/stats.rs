@@ -103,6 +103,13 @@ pub struct Stats {
     pub body_bytes: u64,
     /// Connections opened (TCP connects that succeeded).
     pub connections: u64,
+    /// Of those, set up before a round's clock started (a round that keeps
+    /// its connections alive): their set-up is outside every figure but
+    /// these counts.
+    pub set_up: u64,
+    /// Connections that failed or timed out while being set up before a
+    /// round's clock (their slots opened another inside the round).
+    pub set_up_failed: u64,
     /// TLS handshakes completed.
     pub handshakes: u64,
     /// Of those, resumed (abbreviated) handshakes.
@@ -139,6 +146,8 @@ impl Default for Stats {
             errors: BTreeMap::new(),
             body_bytes: 0,
             connections: 0,
+            set_up: 0,
+            set_up_failed: 0,
             handshakes: 0,
             resumed: 0,
             handshake_bytes: 0,
@@ -246,6 +255,8 @@ impl Stats {
         }
         self.body_bytes += other.body_bytes;
         self.connections += other.connections;
+        self.set_up += other.set_up;
+        self.set_up_failed += other.set_up_failed;
         self.handshakes += other.handshakes;
         self.resumed += other.resumed;
         self.handshake_bytes += other.handshake_bytes;

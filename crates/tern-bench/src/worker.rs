@@ -25,12 +25,20 @@ use crate::tls;
 mod h1;
 mod h2;
 mod h3;
+mod lines;
 mod pace;
 mod record;
 mod slot;
 
+use lines::{Lines, Passage};
 use pace::{pace, Pacer, Shape};
 use record::{Opened, Setup, SlotCtx};
+
+/// How long a kept-alive round waits, once every connection is set up,
+/// before it reads the server's CPU and starts its clock: the server's
+/// answer to the last client Finished (its session tickets; HTTP/1.1 has
+/// no round trip to wait on, HTTP/2 and HTTP/3 waited on one) goes out.
+const SETTLE: Duration = Duration::from_millis(10);
 
 /// Run-wide controls shared by all threads: Ctrl-C and progress.
 #[derive(Debug)]
@@ -76,7 +84,8 @@ struct Budget {
     numbered: bool,
     /// Run time from the start, for a run that stops after a duration.
     duration: Option<Duration>,
-    /// Set once every worker is ready (see [`Job::start`]).
+    /// Set once every worker is ready and, in a kept-alive round, every
+    /// connection set up (see `run_job`): nothing before reads it.
     start: OnceLock<Instant>,
     control: Arc<Control>,
 }
@@ -147,8 +156,14 @@ struct Job {
     /// Open loop: time between two sends of one slot (connection or stream).
     slot_interval: Option<Duration>,
     slots_total: usize,
+    /// Streams each connection carries at once (1 unless multiplexed and
+    /// kept alive).
+    streams: usize,
     /// A load shape run as this one job; its stages are recorded apart.
     shape: Option<Arc<Shape>>,
+    /// A round that keeps its connections alive: opened before its clock
+    /// starts, closed after it ends (see [`lines`]).
+    lines: Option<Arc<Lines>>,
 }
 
 impl Job {
@@ -211,19 +226,41 @@ pub fn run_target(
     stop: StopCondition,
     control: &Arc<Control>,
 ) -> Result<Stats, BenchError> {
-    let (merged, _) = run_job(config, target, stop, control, None)?;
+    let (merged, _, _) = run_job(config, target, stop, control, None, None)?;
     Ok(merged)
+}
+
+/// Like [`run_target`], reading the server's CPU (`server`) at the edges
+/// of the measured window; returns the merged stats and the server CPU
+/// seconds spent inside the window, when known.
+pub(crate) fn run_target_metered(
+    config: &Arc<BenchConfig>,
+    target: &Target,
+    stop: StopCondition,
+    control: &Arc<Control>,
+    server: &mut crate::server::ServerMeter,
+) -> Result<(Stats, Option<f64>), BenchError> {
+    let (merged, _, cpu) = run_job(config, target, stop, control, None, Some(server))?;
+    Ok((merged, cpu))
+}
+
+/// Whether a round of `config` measures its requests alone, its connections
+/// set up before its clock starts: plans that keep connections alive,
+/// except a load shape (whose stages open connections as they reach them).
+pub fn measured_after_set_up(config: &BenchConfig) -> bool {
+    config.plan == ConnectionPlan::KeepAlive && config.stages.is_empty()
 }
 
 /// Runs `target` through the load shape `stages` as one job (connections
 /// kept from stage to stage) for the stages' whole length; returns the
 /// merged stats and each stage's.
-pub fn run_target_shaped(
+pub(crate) fn run_target_shaped(
     config: &Arc<BenchConfig>,
     target: &Target,
     stages: &[crate::stages::Stage],
     control: &Arc<Control>,
-) -> Result<(Stats, Vec<Stats>), BenchError> {
+    server: &mut crate::server::ServerMeter,
+) -> Result<(Stats, Vec<Stats>, Option<f64>), BenchError> {
     let held = stages.iter().map(|s| s.duration).sum();
     run_job(
         config,
@@ -231,16 +268,23 @@ pub fn run_target_shaped(
         StopCondition::Duration(held),
         control,
         Some(Arc::new(Shape::new(stages))),
+        Some(server),
     )
 }
 
+/// Runs one target with all workers. The measured window, in which the
+/// clock runs and `server`'s CPU is read, starts once every worker is
+/// ready and, in a round that keeps its connections alive, once every
+/// connection is set up; it ends when the last request has finished
+/// (before a kept-alive round closes its connections).
 fn run_job(
     config: &Arc<BenchConfig>,
     target: &Target,
     stop: StopCondition,
     control: &Arc<Control>,
     shape: Option<Arc<Shape>>,
-) -> Result<(Stats, Vec<Stats>), BenchError> {
+    mut server: Option<&mut crate::server::ServerMeter>,
+) -> Result<(Stats, Vec<Stats>, Option<f64>), BenchError> {
     let workers = config.workers.clamp(1, config.connections.max(1));
     let http = target.http.unwrap_or(config.http);
     let streams = match config.plan {
@@ -291,8 +335,13 @@ fn run_job(
         ready: Barrier::new(workers + 1),
         slot_interval,
         slots_total,
+        streams,
+        lines: (shape.is_none() && config.plan == ConnectionPlan::KeepAlive)
+            .then(|| Arc::new(Lines::new(workers))),
         shape,
     });
+    let mut spent = None;
+    let mut ended = None;
     let results: Vec<Result<Vec<Stats>, BenchError>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         let mut first_conn = 0;
@@ -320,6 +369,9 @@ fn run_job(
             let first = first_conn;
             first_conn += conns;
             handles.push(scope.spawn(move || {
+                // Made first: a worker that fails from here on still
+                // arrives at every line when it is dropped.
+                let passage = job.lines.clone().map(|l| Passage::new(l, conns));
                 crate::warmup::warm_crypto();
                 if https {
                     crate::warmup::warm_tls(tls_options);
@@ -331,13 +383,27 @@ fn run_job(
                     h3_tls.map(|t| (t, sni)),
                     first,
                     conns,
-                    streams,
                     control,
+                    passage,
                 )
             }));
         }
         job.ready.wait();
+        if let Some(lines) = &job.lines {
+            lines.wait_set_up();
+            std::thread::sleep(SETTLE);
+        }
+        if let Some(server) = server.as_deref_mut() {
+            server.before();
+        }
         job.budget.start();
+        if let Some(lines) = &job.lines {
+            lines.start();
+            lines.wait_finished();
+            ended = Some(Instant::now());
+            spent = server.as_deref_mut().and_then(|s| s.after());
+            lines.release();
+        }
         handles
             .into_iter()
             .map(|h| {
@@ -348,6 +414,11 @@ fn run_job(
                 })
             })
             .collect()
+    });
+    let ended = ended.unwrap_or_else(|| {
+        // A connection per request: closing each is part of the work.
+        spent = server.and_then(|s| s.after());
+        Instant::now()
     });
     let mut parts: Vec<Stats> = Vec::new();
     for r in results {
@@ -365,8 +436,8 @@ fn run_job(
         }
     }
     merged.tickets = tickets.load(Ordering::Relaxed);
-    merged.elapsed = job.budget.start().elapsed();
-    Ok((merged, parts))
+    merged.elapsed = ended.saturating_duration_since(job.budget.start());
+    Ok((merged, parts, spent))
 }
 
 fn run_worker(
@@ -375,8 +446,8 @@ fn run_worker(
     h3_tls: Option<(Arc<rustls::ClientConfig>, String)>,
     first_conn: usize,
     conns: usize,
-    streams: usize,
     control: Arc<Control>,
+    passage: Option<Passage>,
 ) -> Result<Vec<Stats>, BenchError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -403,26 +474,24 @@ fn run_worker(
             stats: slot_stats,
             live: control.live.shard(),
             control: control.clone(),
+            passage: passage.map(Rc::new),
         });
         let mut handles = Vec::with_capacity(conns);
         for c in first_conn..first_conn + conns {
             let ctx = ctx.clone();
-            let pacers: Vec<Option<Pacer>> = (0..streams)
-                .map(|s| Pacer::new(&job, c * streams + s, c))
-                .collect();
             handles.push(tokio::task::spawn_local(async move {
                 use slot::{multiplexed_slot, serial_slot};
                 let keepalive = ctx.job.config.plan == ConnectionPlan::KeepAlive;
                 match ctx.job.http {
                     HttpVersion::Http2 if keepalive => {
-                        multiplexed_slot(ctx, h2::H2::default(), pacers).await
+                        multiplexed_slot(ctx, h2::H2::default(), c).await
                     }
-                    HttpVersion::Http2 => serial_slot(ctx, h2::H2::default(), pacers).await,
+                    HttpVersion::Http2 => serial_slot(ctx, h2::H2::default(), c).await,
                     HttpVersion::Http3 if keepalive => {
-                        multiplexed_slot(ctx, h3::H3::default(), pacers).await
+                        multiplexed_slot(ctx, h3::H3::default(), c).await
                     }
-                    HttpVersion::Http3 => serial_slot(ctx, h3::H3::default(), pacers).await,
-                    HttpVersion::Http1 => serial_slot(ctx, h1::H1::default(), pacers).await,
+                    HttpVersion::Http3 => serial_slot(ctx, h3::H3::default(), c).await,
+                    HttpVersion::Http1 => serial_slot(ctx, h1::H1::default(), c).await,
                 }
             }));
         }

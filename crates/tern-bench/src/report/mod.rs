@@ -122,6 +122,14 @@ pub struct PlanInfo {
     /// then the largest, which the run's connections are opened for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stage_levels: Vec<f64>,
+    /// Each round (and search step) measured its requests alone: its
+    /// connections were set up (handshake done, HTTP/2 and HTTP/3 settings
+    /// exchanged) before its clock and its server CPU reading started, and
+    /// closed after both ended. False for a connection per request, whose
+    /// set-up is the measured work, for a load shape, and in reports of
+    /// older versions (whose kept-alive rounds held their set-up).
+    #[serde(default)]
+    pub measured_after_set_up: bool,
 }
 
 /// Figures of one target in one round (compare mode spread).
@@ -245,6 +253,15 @@ pub struct Summary {
     pub body_bytes: u64,
     /// Connections opened.
     pub connections: u64,
+    /// Of those, set up before their round's clock started (a round that
+    /// keeps its connections alive): no figure but the counts holds their
+    /// set-up. 0 in reports of older versions, whose rounds held it.
+    #[serde(default)]
+    pub connections_set_up: u64,
+    /// Connections that failed or timed out while being set up before
+    /// their round's clock (their slots opened another inside the round).
+    #[serde(default)]
+    pub set_up_failed: u64,
     /// TLS handshakes.
     pub handshakes: u64,
     /// Resumed handshakes.
@@ -345,6 +362,8 @@ impl Summary {
                 .collect(),
             body_bytes: s.body_bytes,
             connections: s.connections,
+            connections_set_up: s.set_up,
+            set_up_failed: s.set_up_failed,
             handshakes: s.handshakes,
             resumed: s.resumed,
             cert_compressed: s.cert_compressed.clone(),

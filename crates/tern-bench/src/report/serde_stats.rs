@@ -22,6 +22,12 @@ struct Repr {
     errors: BTreeMap<String, u64>,
     body_bytes: u64,
     connections: u64,
+    /// Absent in reports of older versions.
+    #[serde(default)]
+    set_up: u64,
+    /// Absent in reports of older versions.
+    #[serde(default)]
+    set_up_failed: u64,
     handshakes: u64,
     resumed: u64,
     handshake_bytes: u64,
@@ -85,6 +91,8 @@ pub fn serialize<S: serde::Serializer>(stats: &Stats, ser: S) -> Result<S::Ok, S
         errors: stats.errors.clone(),
         body_bytes: stats.body_bytes,
         connections: stats.connections,
+        set_up: stats.set_up,
+        set_up_failed: stats.set_up_failed,
         handshakes: stats.handshakes,
         resumed: stats.resumed,
         handshake_bytes: stats.handshake_bytes,
@@ -128,6 +136,8 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Stats, D::
     stats.errors = repr.errors;
     stats.body_bytes = repr.body_bytes;
     stats.connections = repr.connections;
+    stats.set_up = repr.set_up;
+    stats.set_up_failed = repr.set_up_failed;
     stats.handshakes = repr.handshakes;
     stats.resumed = repr.resumed;
     stats.handshake_bytes = repr.handshake_bytes;

@@ -184,6 +184,7 @@ fn disclosure(out: &mut String, r: &Report) {
             s.handshake_bytes_mean,
             s.tickets_per_handshake
         );
+        set_up(out, s);
         if t.http.unwrap_or(r.plan.http) != HttpVersion::Http3 {
             let full = s.handshakes - s.resumed;
             let compressed: u64 = s.cert_compressed.values().sum();
@@ -248,6 +249,7 @@ fn disclosure(out: &mut String, r: &Report) {
         p.stop,
         p.rounds
     );
+    let _ = writeln!(out, "  Rounds hold:  {}", round_holds(p));
     if let Some(mix) = &p.request_mix {
         let _ = writeln!(out, "  Requests:     {mix}");
     }
@@ -281,6 +283,42 @@ fn disclosure(out: &mut String, r: &Report) {
         let _ = writeln!(out, "  Server CPU:   {which}{}", server.describe());
     }
     out.push('\n');
+}
+
+/// What the figures of a round (its clock, its server CPU) hold.
+fn round_holds(p: &crate::report::PlanInfo) -> String {
+    if p.measured_after_set_up {
+        let what = if p.plain_http {
+            "TCP connect"
+        } else {
+            "handshake"
+        };
+        format!(
+            "requests only: each round's {} connections were set up ({what}, HTTP/2 and HTTP/3 settings exchanged) before its clock and server CPU reading started, and closed after they ended",
+            p.connections
+        )
+    } else if p.keepalive && !p.stage_levels.is_empty() {
+        "requests, and each connection's set-up as its stage opens it".to_string()
+    } else if p.keepalive {
+        "requests, and each round's connection set-up (a report of an older version)".to_string()
+    } else {
+        "requests, each with its connection's set-up and close (a new connection per request)"
+            .to_string()
+    }
+}
+
+/// The target's connections set up before the rounds' clocks, when any were.
+fn set_up(out: &mut String, s: &crate::report::Summary) {
+    if s.connections_set_up == 0 && s.set_up_failed == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "    Set-up:     {} connections set up before the rounds' clocks, {} failed or timed out then; {} opened inside the rounds",
+        s.connections_set_up,
+        s.set_up_failed,
+        s.connections.saturating_sub(s.connections_set_up)
+    );
 }
 
 fn machine(out: &mut String, m: &Machine) {

@@ -15,13 +15,17 @@ type SendRequest = h2::client::SendRequest<Bytes>;
 
 /// HTTP/2 as one slot runs it.
 #[derive(Default)]
-pub(super) struct H2(KeyCache);
+pub(super) struct H2 {
+    keys: KeyCache,
+    /// The PING handle of the connection last opened.
+    ping: Option<h2::PingPong>,
+}
 
 impl Protocol for H2 {
     type Conn = SendRequest;
 
     async fn open(&mut self, ctx: &SlotCtx) -> Result<(SendRequest, Setup), RequestError> {
-        let est = ctx.connector.connect(&mut self.0).await?;
+        let est = ctx.connector.connect(&mut self.keys).await?;
         let setup = ctx.record_setup(est.opened());
         if let Some(neg) = &est.negotiated {
             if neg.alpn != "h2" {
@@ -31,7 +35,18 @@ impl Protocol for H2 {
                 )));
             }
         }
-        Ok((http2::handshake(est.stream).await?, setup))
+        let h = http2::handshake(est.stream).await?;
+        self.ping = h.ping;
+        Ok((h.send, setup))
+    }
+
+    /// A PING's round trip: the server has read the client's SETTINGS and
+    /// sent its own.
+    async fn settle(&mut self, _conn: &mut SendRequest) -> Result<(), RequestError> {
+        match self.ping.take() {
+            Some(mut ping) => http2::settings_exchanged(&mut ping).await,
+            None => Ok(()),
+        }
     }
 
     async fn send(
@@ -53,8 +68,10 @@ impl Protocol for H2 {
 impl Multiplexed for H2 {
     type Streams = SendRequest;
 
-    /// The connection ends when its last handle is dropped: none is kept.
+    /// The connection ends when its last handle is dropped: one is kept
+    /// until [`Protocol::close`], so a kept-alive round's connections
+    /// close after its end.
     fn share(conn: SendRequest) -> (SendRequest, Option<SendRequest>) {
-        (conn, None)
+        (conn.clone(), Some(conn))
     }
 }

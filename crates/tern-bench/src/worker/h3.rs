@@ -67,6 +67,27 @@ impl Protocol for H3 {
         Ok((est, setup))
     }
 
+    /// Waits for the server's HANDSHAKE_DONE (it has read the client's
+    /// Finished, and sent its session tickets before) and the first data
+    /// of its streams (its control stream: its SETTINGS, sent at the
+    /// connection's start). HTTP/3 has no acknowledgement of the client's
+    /// SETTINGS; they went out with the client's first 1-RTT packets. A
+    /// server slow to open its control stream is waited on for at most
+    /// [`SETTINGS_WAIT`], then the connection is used all the same.
+    async fn settle(&mut self, conn: &mut H3Established) -> Result<(), RequestError> {
+        let give_up = tokio::time::Instant::now() + SETTINGS_WAIT;
+        loop {
+            if let Some(reason) = conn.conn.close_reason() {
+                return Err(RequestError::Connect(format!("QUIC: {reason}")));
+            }
+            let rx = conn.conn.stats().frame_rx;
+            if (rx.handshake_done > 0 && rx.stream > 0) || tokio::time::Instant::now() >= give_up {
+                return Ok(());
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+
     async fn send(
         &mut self,
         _ctx: &SlotCtx,
@@ -95,6 +116,12 @@ impl Multiplexed for H3 {
         (conn.send.clone(), Some(conn))
     }
 }
+
+/// The longest [`H3::settle`] waits for the server's settings.
+const SETTINGS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often [`H3::settle`] looks (quinn has no event for it).
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// HTTP/3's "no error" application code (RFC 9114, 8.1).
 const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);

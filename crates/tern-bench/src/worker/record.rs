@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Control, Job, Prepared};
+use super::{Control, Job, Passage, Prepared};
 use crate::conn::{Connector, Established};
 use crate::error::RequestError;
 use crate::http1::Exchange;
@@ -66,6 +66,9 @@ pub(super) struct SlotCtx {
     /// The live view's shard of this worker, while a view is drawn.
     pub(super) live: Option<LiveShard>,
     pub(super) control: Arc<Control>,
+    /// The worker's way past the start and finish lines of a round that
+    /// keeps its connections alive; `None` in other rounds.
+    pub(super) passage: Option<Rc<Passage>>,
 }
 
 impl SlotCtx {
@@ -75,6 +78,18 @@ impl SlotCtx {
             shape.stage_at(at.saturating_duration_since(self.job.budget.start()))
         });
         std::cell::RefMut::map(self.stats.borrow_mut(), |all| &mut all[k])
+    }
+
+    /// Counts a connection set up before the round's clock started, or
+    /// one that failed or timed out then.
+    pub(super) fn record_set_up(&self, ok: bool) {
+        // Before the clock: no stage yet (a load shape sets up nothing).
+        let mut s = self.stats.borrow_mut();
+        if ok {
+            s[0].set_up += 1;
+        } else {
+            s[0].set_up_failed += 1;
+        }
     }
 
     /// Counts one opened connection, whatever the protocol, and returns its

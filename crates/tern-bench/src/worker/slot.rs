@@ -1,13 +1,17 @@
 //! The slot loop, once for every protocol: take a ticket from the budget,
 //! pace, run one request under the slot's watchdog, record it, stop when
-//! the budget is spent. What differs per protocol is behind [`Protocol`]
+//! the budget is spent. In a round that keeps its connections alive, a
+//! slot opens its connection before the round's clock starts and closes
+//! it after the round's end (see `lines`). What differs per protocol is
+//! behind [`Protocol`]
 //! (open a connection, send one request on it, close it) and, for the
 //! protocols that multiplex, [`Multiplexed`] (the handle every stream loop
 //! sends on).
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::lines::SlotPass;
 use super::{pace, Pacer, Prepared, Setup, SlotCtx, Watchdog};
 use crate::error::RequestError;
 use crate::http1::Exchange;
@@ -22,6 +26,13 @@ pub(super) trait Protocol {
 
     /// Opens a connection and records its set-up.
     async fn open(&mut self, ctx: &SlotCtx) -> Result<(Self::Conn, Setup), RequestError>;
+
+    /// Waits, on a connection just opened before a round's clock starts,
+    /// for what the server still does to set it up (HTTP/2 and HTTP/3:
+    /// the settings exchange).
+    async fn settle(&mut self, _conn: &mut Self::Conn) -> Result<(), RequestError> {
+        Ok(())
+    }
 
     /// Sends `req` on `conn` and reads the whole response.
     async fn send(
@@ -86,13 +97,9 @@ impl Streams for crate::http3::H3Send {
 /// One request at a time on one connection, opened when there is none and
 /// kept while the plan and the server allow (HTTP/1.1, and every protocol
 /// with a new connection per request).
-pub(super) async fn serial_slot<P: Protocol>(
-    ctx: Rc<SlotCtx>,
-    mut proto: P,
-    mut pacers: Vec<Option<Pacer>>,
-) {
-    let mut pacer = pacers.pop().flatten();
-    let mut conn: Option<P::Conn> = None;
+pub(super) async fn serial_slot<P: Protocol>(ctx: Rc<SlotCtx>, mut proto: P, slot: usize) {
+    let (mut conn, pass) = before_start(&ctx, &mut proto).await;
+    let mut pacer = Pacer::new(&ctx.job, slot, slot);
     let per_request = ctx.job.config.plan.connection_per_request();
     let mut watchdog = Watchdog::new(ctx.job.config.timeout);
     loop {
@@ -133,23 +140,33 @@ pub(super) async fn serial_slot<P: Protocol>(
             }
         }
     }
+    after_end(&ctx, &mut proto, conn, pass).await;
 }
 
-/// One connection at a time, each carrying a stream loop per pacer;
-/// reconnects when the connection dies.
-pub(super) async fn multiplexed_slot<P: Multiplexed>(
-    ctx: Rc<SlotCtx>,
-    mut proto: P,
-    mut pacers: Vec<Option<Pacer>>,
-) {
+/// One connection at a time (connection `conn` of the run), each carrying
+/// the job's streams; reconnects when the connection dies.
+pub(super) async fn multiplexed_slot<P: Multiplexed>(ctx: Rc<SlotCtx>, mut proto: P, conn: usize) {
+    let streams = ctx.job.streams;
+    let (mut ready, pass) = before_start(&ctx, &mut proto).await;
+    let mut pacers: Vec<Option<Pacer>> = (0..streams)
+        .map(|s| Pacer::new(&ctx.job, conn * streams + s, conn))
+        .collect();
     let mut watchdog = Watchdog::new(ctx.job.config.timeout);
+    let mut last: Option<P::Conn> = None;
     while !ctx.job.budget.exhausted() {
+        if let Some(dead) = last.take() {
+            proto.close(&ctx, dead);
+        }
         let attempt = Instant::now();
-        let connected = watchdog
-            .run(proto.open(&ctx), || RequestError::Timeout)
-            .await;
+        let connected = match ready.take() {
+            Some(conn) => Ok(conn),
+            None => watchdog
+                .run(proto.open(&ctx), || RequestError::Timeout)
+                .await
+                .map(|(conn, _)| conn),
+        };
         let (send, kept) = match connected {
-            Ok((conn, _)) => P::share(conn),
+            Ok(conn) => P::share(conn),
             Err(e) => {
                 if ctx.job.budget.take().is_none() {
                     break;
@@ -173,9 +190,61 @@ pub(super) async fn multiplexed_slot<P: Multiplexed>(
                 pacers.push(p);
             }
         }
-        if let Some(conn) = kept {
-            proto.close(&ctx, conn);
-        }
+        last = kept;
+    }
+    // Set up but never used: the budget was spent before it sent.
+    let last = last.or_else(|| ready.and_then(|conn| P::share(conn).1));
+    after_end(&ctx, &mut proto, last, pass).await;
+}
+
+/// The longest a kept-alive round waits for a connection's set-up when
+/// requests have no timeout (`-t 0`): a dead target must not hold it.
+const SET_UP_LIMIT: Duration = Duration::from_secs(crate::config::defaults::TIMEOUT_S);
+
+/// In a round that keeps its connections alive: opens the slot's
+/// connection, waits for the settings exchange, and waits for the round's
+/// clock to start. A connection that fails or times out is counted as such
+/// and the slot opens another inside the round, as it would have without
+/// a start line (its failure is then a request's, as before). Returns
+/// the connection and the slot's pass to the finish line; nothing, at
+/// once, in other rounds.
+async fn before_start<P: Protocol>(
+    ctx: &SlotCtx,
+    proto: &mut P,
+) -> (Option<P::Conn>, Option<SlotPass>) {
+    let Some(passage) = ctx.passage.as_ref() else {
+        return (None, None);
+    };
+    let mut pass = passage.slot();
+    let limit = ctx.job.config.timeout.unwrap_or(SET_UP_LIMIT);
+    let set_up = async {
+        let (mut conn, _) = proto.open(ctx).await?;
+        proto.settle(&mut conn).await?;
+        Ok(conn)
+    };
+    let conn = Watchdog::new(Some(limit))
+        .run(set_up, || RequestError::Timeout)
+        .await
+        .ok();
+    ctx.record_set_up(conn.is_some());
+    pass.set_up().await;
+    (conn, Some(pass))
+}
+
+/// After the slot's last request: in a round that keeps its connections
+/// alive, waits until the round's end was read, then closes the slot's
+/// connection (its close is no part of the round).
+async fn after_end<P: Protocol>(
+    ctx: &SlotCtx,
+    proto: &mut P,
+    conn: Option<P::Conn>,
+    pass: Option<SlotPass>,
+) {
+    if let Some(mut pass) = pass {
+        pass.finished().await;
+    }
+    if let Some(conn) = conn {
+        proto.close(ctx, conn);
     }
 }
 

@@ -15,6 +15,9 @@ fn refused_connections_are_counted() {
         report["targets"][0]["stats"]["errors"]["connect: connection refused"],
         20
     );
+    // Both connections failed before the clock too; the requests' errors
+    // are counted as they were.
+    assert_eq!(num(s, "set_up_failed"), 2.0, "{s}");
 }
 
 #[test]
@@ -199,4 +202,29 @@ fn http_to_a_tls_port_says_which_mismatch_it_is() {
             && error.ends_with("(use https://)"),
         "{error}"
     );
+}
+
+/// A kept-alive round sets its connections up before its clock: a target
+/// that takes the TCP connection but never answers the handshake must not
+/// hold the round. Each set-up times out (-t), is counted, and the round
+/// then runs as before: its requests fail with today's errors.
+#[test]
+fn a_silent_target_ends_a_kept_alive_round_with_errors_in_bounded_time() {
+    // The kernel completes TCP handshakes into the backlog; nothing reads.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}/", silent.local_addr().unwrap());
+    let started = std::time::Instant::now();
+    let report = bench_json_failed(&["-n", "4", "-c", "2", "-t", "1", &url]);
+    let took = started.elapsed();
+    // 1 s of set-up, then two timed-out requests of 1 s on each slot.
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    let s = summary(&report, 0);
+    assert_eq!(num(s, "set_up_failed"), 2.0, "{s}");
+    assert_eq!(num(s, "connections_set_up"), 0.0, "{s}");
+    assert_eq!(num(s, "failed"), 4.0, "{s}");
+    assert_eq!(
+        report["targets"][0]["stats"]["errors"]["timeout: no complete response in time"],
+        4
+    );
+    drop(silent);
 }

@@ -3,6 +3,7 @@
 //! listening on the target's port.
 
 use serde_json::Value;
+use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::tern::Served;
 
 use crate::support::{artifact, bench, bench_json, merge_json, num, summary};
@@ -101,5 +102,72 @@ fn server_cpu_is_unknown_with_a_reason_when_the_given_pid_does_not_exist() {
             .unwrap()
             .contains("/proc/4000000000/stat"),
         "{cpu}"
+    );
+}
+
+/// The server CPU seconds of target 0 and the ticks they rest on.
+fn cpu_and_ticks(report: &Value) -> (f64, f64) {
+    let cpu = server_cpu(report);
+    (num(cpu, "cpu_s"), num(cpu, "ticks"))
+}
+
+/// A kept-alive round measures its requests alone: its connections are set
+/// up before its clock and its server CPU reading start. With one request
+/// per connection and RSA-2048 handshakes (each costs the server far more
+/// than a 100-byte request), the kept-alive round's server CPU must come
+/// out far under the new-connection round's, which holds one handshake per
+/// request; rounds that held their set-up made the two about equal.
+#[test]
+fn a_kept_alive_rounds_server_cpu_leaves_out_its_connections_set_up() {
+    let mut ca = TestCa::new();
+    let cert = ca.leaf(&["127.0.0.1", "localhost"], KeyKind::Rsa2048);
+    let served = Served::builder().cert(ca, cert).start();
+    let url = format!("https://{}/bytes/100", served.addr);
+    // One request per connection; enough connections that their
+    // handshakes cost the server well over 10 ticks even in a release
+    // build (0.17 s for 160 in tern's fat-LTO build of 4cbabc8, whose
+    // kept-alive round held them: 0.16 s).
+    let n = "160";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["-n", n, "-c", n];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        bench_json(&args)
+    };
+    let kept = run(&[]);
+    let new = run(&["-disable-keepalive"]);
+
+    let (kept_cpu, _) = cpu_and_ticks(&kept);
+    let (new_cpu, new_ticks) = cpu_and_ticks(&new);
+    assert!(
+        new_ticks >= 10.0,
+        "{n} RSA-2048 handshakes should cost the server 10 ticks or more: {}",
+        server_cpu(&new)
+    );
+    assert!(
+        kept_cpu * 3.0 < new_cpu,
+        "kept-alive {kept_cpu} s vs new connections {new_cpu} s of server CPU for the same {n} requests: the kept-alive round still holds its handshakes"
+    );
+
+    assert_eq!(kept["plan"]["measured_after_set_up"], true);
+    assert_eq!(new["plan"]["measured_after_set_up"], false);
+    let s = summary(&kept, 0);
+    assert_eq!(num(s, "completed"), 160.0, "{s}");
+    // Every connection was set up before the clock, none in the round.
+    assert_eq!(num(s, "connections_set_up"), 160.0, "{s}");
+    assert_eq!(num(s, "connections"), 160.0, "{s}");
+    assert_eq!(num(s, "set_up_failed"), 0.0, "{s}");
+    assert_eq!(num(summary(&new, 0), "connections_set_up"), 0.0);
+
+    // The text report says what a round holds.
+    let out = bench(&["-n", "8", "-c", "4", "--no-progress", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Rounds hold:  requests only: each round's 4 connections were set up"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Set-up:     4 connections set up before the rounds' clocks, 0 failed"),
+        "{text}"
     );
 }
