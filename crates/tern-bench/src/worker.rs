@@ -336,8 +336,9 @@ fn run_job(
         slot_interval,
         slots_total,
         streams,
-        lines: (shape.is_none() && config.plan == ConnectionPlan::KeepAlive)
-            .then(|| Arc::new(Lines::new(workers))),
+        // The report's `measured_after_set_up` and the lines come from one
+        // rule (a shaped job has stages, so it gets none).
+        lines: measured_after_set_up(config).then(|| Arc::new(Lines::new(workers))),
         shape,
     });
     let mut spent = None;
