@@ -161,7 +161,13 @@ impl TransportParameters {
             max_udp_payload_size: endpoint_config.max_udp_payload_size,
             max_idle_timeout: config.max_idle_timeout.unwrap_or(VarInt(0)),
             disable_active_migration: server_config.is_some_and(|c| !c.migration),
-            active_connection_id_limit: if cid_gen.cid_len() == 0 {
+            // tern patch: a server that refuses migration asks for no spare connection IDs
+            // beyond the default two (RFC 9000 18.2 allows 2): it drops packets from a new
+            // address, so a client's spare IDs could only be read, stored and never used.
+            // quinn's client then issues one NEW_CONNECTION_ID instead of four.
+            active_connection_id_limit: if cid_gen.cid_len() == 0
+                || server_config.is_some_and(|c| !c.migration)
+            {
                 2 // i.e. default, i.e. unsent
             } else {
                 CidQueue::LEN as u32

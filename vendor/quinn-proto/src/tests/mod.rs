@@ -1758,6 +1758,28 @@ fn no_spare_cids_without_migration() {
     }
 }
 
+/// tern patch: a server that refuses migration advertises active_connection_id_limit 2, so the
+/// client issues it one spare connection ID, not four; one that allows migration asks for more.
+#[test]
+fn one_client_cid_without_migration() {
+    let _guard = subscribe();
+    for migration in [false, true] {
+        let mut config = server_config();
+        config.migration(migration);
+        let mut pair = Pair::new(Arc::new(EndpointConfig::default()), config);
+        let (client_ch, server_ch) = pair.connect();
+        pair.drive();
+        let sent = pair.client_conn_mut(client_ch).stats().frame_tx.new_connection_id;
+        let received = pair.server_conn_mut(server_ch).stats().frame_rx.new_connection_id;
+        assert_eq!(sent, received, "migration {migration}");
+        if migration {
+            assert!(sent > 1, "migration on: {sent} issued");
+        } else {
+            assert_eq!(sent, 1, "migration off: {sent} issued");
+        }
+    }
+}
+
 /// tern patch: a server that refuses migration keeps the client's first connection ID (no
 /// RETIRE_CONNECTION_ID, so the client issues no replacement), one that allows it moves to a
 /// client-issued one at once; data flows either way.
