@@ -106,40 +106,75 @@ impl Watchdog {
     /// Runs `fut` until it completes (`Some`) or the deadline passes (`None`).
     pub async fn run<F: Future>(&mut self, fut: F) -> Option<F::Output> {
         let mut fut = pin!(fut);
-        poll_fn(|cx| {
-            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-                return Poll::Ready(Some(v));
-            }
-            // The timer has this task's waker and has not fired (once it
-            // fires it is elapsed until re-armed): it will wake this task.
-            if !self.sleep.is_elapsed()
-                && self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
-            {
-                return Poll::Pending;
-            }
-            loop {
-                match self.sleep.as_mut().poll(cx) {
-                    Poll::Pending => {
-                        if !self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                            self.holds = Some(cx.waker().clone());
-                        }
-                        return Poll::Pending;
+        self.run_pinned(fut.as_mut()).await
+    }
+
+    /// [`Watchdog::run`] for a future the caller has pinned already (or
+    /// that needs no pinning). A hand-written future ([`RunPinned`]), not
+    /// an `async fn`: its poll goes into the caller's, where an `async
+    /// fn`'s is a call of its own each time (stable Rust does not inline
+    /// it, rust-lang/rust#129347), on every wait for a keepalive request.
+    #[inline]
+    pub fn run_pinned<F: Future + Unpin>(&mut self, fut: F) -> RunPinned<'_, F> {
+        RunPinned { dog: self, fut }
+    }
+
+    /// Ready when the deadline has passed; else the timer will wake the
+    /// task of `cx`. For a hand-written wait that polls its operation
+    /// first and this after it, as [`Watchdog::run`] does (see
+    /// tern-proxy's `IoBuf::poll_head`).
+    // Forced: a plain `#[inline]` left it a call (callgrind), twice a
+    // keepalive request.
+    #[inline(always)]
+    pub fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        // The timer has this task's waker and has not fired (once it
+        // fires it is elapsed until re-armed): it will wake this task.
+        if !self.sleep.is_elapsed() && self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            return Poll::Pending;
+        }
+        loop {
+            match self.sleep.as_mut().poll(cx) {
+                Poll::Pending => {
+                    if !self.holds.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        self.holds = Some(cx.waker().clone());
                     }
-                    Poll::Ready(()) if self.armed >= self.deadline => {
-                        self.holds = None;
-                        return Poll::Ready(None);
-                    }
-                    // Fired at an earlier deadline than the current one:
-                    // re-arm for the current one and keep waiting.
-                    Poll::Ready(()) => {
-                        self.holds = None;
-                        self.armed = self.deadline;
-                        self.sleep.as_mut().reset(self.deadline);
-                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(()) if self.armed >= self.deadline => {
+                    self.holds = None;
+                    return Poll::Ready(());
+                }
+                // Fired at an earlier deadline than the current one:
+                // re-arm for the current one and keep waiting.
+                Poll::Ready(()) => {
+                    self.holds = None;
+                    self.armed = self.deadline;
+                    self.sleep.as_mut().reset(self.deadline);
                 }
             }
-        })
-        .await
+        }
+    }
+}
+
+/// The future of [`Watchdog::run_pinned`].
+#[derive(Debug)]
+pub struct RunPinned<'a, F> {
+    dog: &'a mut Watchdog,
+    fut: F,
+}
+
+impl<F: Future + Unpin> Future for RunPinned<'_, F> {
+    type Output = Option<F::Output>;
+
+    // Forced: its callers are `async` polls, which nothing inlines anyway.
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(v) = Pin::new(&mut this.fut).poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        this.dog.poll_expired(cx).map(|()| None)
     }
 }
 
@@ -174,7 +209,9 @@ mod tests {
         let quick = dog.run(tokio::time::sleep(Duration::from_secs(1))).await;
         assert!(quick.is_some());
         dog.set(Instant::now() + Duration::from_secs(5));
-        let slow = dog.run(tokio::time::sleep(Duration::from_secs(60))).await;
+        let slow = dog
+            .run_pinned(pin!(tokio::time::sleep(Duration::from_secs(60))))
+            .await;
         assert!(slow.is_none());
         assert_eq!(Instant::now() - start, Duration::from_secs(6));
     }
@@ -191,7 +228,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        assert!(dog.run(busy).await.is_none());
+        assert!(dog.run_pinned(pin!(busy)).await.is_none());
         assert_eq!(Instant::now() - start, Duration::from_secs(2));
     }
 

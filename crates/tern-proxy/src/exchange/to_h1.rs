@@ -189,10 +189,16 @@ async fn send_request<B: ClientBody>(
         }
     }
 
-    let mut conn = backends
-        .get(tries, limits.backend_connect_timeout)
-        .await
-        .map_err(|e| e.kind())?;
+    // A pooled connection without a future; connecting (the rare path
+    // under keepalive) out of the hot code.
+    let mut conn = match backends.get_pooled(tries) {
+        Ok(conn) => conn,
+        Err(next) => {
+            crate::cold::cold(backends.connect_next(tries, next, limits.backend_connect_timeout))
+                .await
+                .map_err(|e| e.kind())?
+        }
+    };
     o.backend = Some(conn.addr);
     if req.expects_continue && !whole {
         // The backend is reachable: let the client send its body.
@@ -210,7 +216,16 @@ async fn send_request<B: ClientBody>(
         }
         let head = if wrote {
             let deadline = tokio::time::Instant::from_std(sent) + t;
-            final_head(body, &mut conn.stream, s, deadline, req.expects_continue).await
+            // The final head, most often the first: interim ones (and
+            // the rest of the wait) out of the hot code.
+            match h1::read_head(&mut conn.stream, s, deadline).await {
+                Ok(()) if s.head.is_interim() => {
+                    let relay =
+                        after_interim(body, &mut conn.stream, s, deadline, req.expects_continue);
+                    crate::cold::cold(relay).await
+                }
+                read => read,
+            }
         } else {
             Err(h1::HeadError {
                 kind: Kind::Closed,
@@ -306,27 +321,26 @@ async fn send_rest<B: ClientBody>(
     }
 }
 
-/// Reads response heads until the final one, relaying interim ones; a
-/// backend's own `100 Continue` is dropped when the client had one.
-async fn final_head<B: ClientBody>(
+/// Relays the interim response head in `s.head` and reads heads until the
+/// final one, relaying interim ones; a backend's own `100 Continue` is
+/// dropped when the client had one.
+async fn after_interim<B: ClientBody>(
     body: &mut B,
     conn: &mut BackendStream,
     s: &mut H1Scratch,
     deadline: tokio::time::Instant,
     sent_continue: bool,
 ) -> Result<(), h1::HeadError> {
-    loop {
-        h1::read_head(conn, s, deadline).await?;
-        if !s.head.is_interim() {
-            return Ok(());
-        }
+    while s.head.is_interim() {
         if !(s.head.status == 100 && sent_continue) {
             body.interim(&s.head).await.map_err(|kind| h1::HeadError {
                 kind,
                 untouched: false,
             })?;
         }
+        h1::read_head(conn, s, deadline).await?;
     }
+    Ok(())
 }
 
 /// An HTTP/1.1 response body as steps.

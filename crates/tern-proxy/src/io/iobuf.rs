@@ -1,12 +1,14 @@
 //! A read buffer with a hard size bound.
 
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use tern_http::head::find_head_end;
 
-use tern_deadline::Watchdog;
 use tern_http::HttpError;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::Instant;
 
 /// Why no complete message head arrived.
@@ -32,12 +34,12 @@ pub struct FoundHead {
     pub parsed: bool,
 }
 
-/// What bounds a wait for a head.
-enum Until<'w> {
-    /// A deadline of its own (the timer is armed only if the wait is real).
-    At(Instant),
-    /// The connection's watchdog, already set to the deadline.
-    Watched(&'w mut Watchdog),
+/// Where a wait for a head stands between reads: how far the search for
+/// its end went, and whether the parser had the bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HeadScan {
+    scanned: usize,
+    offered: bool,
 }
 
 /// Bytes read but not yet used, in a buffer that never grows past its bound.
@@ -182,7 +184,7 @@ impl IoBuf {
         max: usize,
         deadline: Instant,
     ) -> Result<usize, HeadWaitError> {
-        self.read_head_until(r, max, Until::At(deadline), |_| None)
+        self.read_head_from(r, max, deadline, HeadScan::default(), |_| None)
             .await
             .map(|found| found.len)
     }
@@ -192,79 +194,93 @@ impl IoBuf {
     /// such as `tern_http::head::parse_request_prefix`): when it reads
     /// one, no search for the head's end is made. Offered once, when the
     /// first bytes are in: a head that trickles in is found as by
-    /// [`IoBuf::read_head`], and parsed by the caller.
-    pub async fn read_head_parsing<R, P>(
+    /// [`IoBuf::read_head`], and parsed by the caller. Goes on from
+    /// `scan`, where [`IoBuf::head_at_hand`] left off.
+    pub async fn read_head_from<R, P>(
         &mut self,
         r: &mut R,
         max: usize,
         deadline: Instant,
-        parse: P,
-    ) -> Result<FoundHead, HeadWaitError>
-    where
-        R: AsyncRead + Unpin + ?Sized,
-        P: FnMut(&[u8]) -> Option<usize>,
-    {
-        self.read_head_until(r, max, Until::At(deadline), parse)
-            .await
-    }
-
-    /// Like [`IoBuf::read_head_parsing`], bounded by a connection's
-    /// watchdog (for waits that happen on every request, such as a
-    /// backend's response).
-    pub async fn read_head_watched_parsing<R, P>(
-        &mut self,
-        r: &mut R,
-        max: usize,
-        watchdog: &mut Watchdog,
-        parse: P,
-    ) -> Result<FoundHead, HeadWaitError>
-    where
-        R: AsyncRead + Unpin + ?Sized,
-        P: FnMut(&[u8]) -> Option<usize>,
-    {
-        self.read_head_until(r, max, Until::Watched(watchdog), parse)
-            .await
-    }
-
-    async fn read_head_until<R, P>(
-        &mut self,
-        r: &mut R,
-        max: usize,
-        mut until: Until<'_>,
+        mut scan: HeadScan,
         mut parse: P,
     ) -> Result<FoundHead, HeadWaitError>
     where
         R: AsyncRead + Unpin + ?Sized,
         P: FnMut(&[u8]) -> Option<usize>,
     {
-        let mut scanned = 0;
-        let mut offered = false;
         loop {
-            if !offered && !self.is_empty() {
-                offered = true;
-                if let Some(len) = parse(self.filled()) {
-                    return Ok(FoundHead { len, parsed: true });
-                }
-            }
-            match find_head_end(self.filled(), &mut scanned, max) {
-                Ok(Some(len)) => return Ok(FoundHead { len, parsed: false }),
-                Ok(None) => {}
-                Err(e) => return Err(HeadWaitError::Invalid(e)),
-            }
-            if self.is_full() {
-                return Err(HeadWaitError::Invalid(HttpError::HeadTooLarge));
+            if let Some(found) = self.head_at_hand(&mut scan, max, &mut parse) {
+                return found;
             }
             let any_bytes = !self.is_empty();
-            let filled = match &mut until {
-                Until::At(deadline) => tokio::time::timeout_at(*deadline, self.fill_from(r))
-                    .await
-                    .ok(),
-                Until::Watched(watchdog) => watchdog.run(self.fill_from(r)).await,
-            };
-            match filled {
-                None => return Err(HeadWaitError::TimedOut),
-                Some(Ok(0)) | Some(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
-                Some(Ok(_)) => {}
+            match tokio::time::timeout_at(deadline, self.fill_from(r)).await {
+                Err(_) => return Err(HeadWaitError::TimedOut),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// The head at the start of the buffer, without reading: `Some` when
+    /// the bytes in hold a whole one (offered to `parse` first, once per
+    /// `scan`) or cannot start a valid one, `None` when more must come.
+    /// The first step of every wait for a head, and the whole of it for a
+    /// keepalive request that came in one read: a plain function, so that
+    /// such a request runs no future for it.
+    #[inline]
+    pub fn head_at_hand<P>(
+        &self,
+        scan: &mut HeadScan,
+        max: usize,
+        parse: &mut P,
+    ) -> Option<Result<FoundHead, HeadWaitError>>
+    where
+        P: FnMut(&[u8]) -> Option<usize>,
+    {
+        if !scan.offered && !self.is_empty() {
+            scan.offered = true;
+            if let Some(len) = parse(self.filled()) {
+                return Some(Ok(FoundHead { len, parsed: true }));
+            }
+        }
+        match find_head_end(self.filled(), &mut scan.scanned, max) {
+            Ok(Some(len)) => return Some(Ok(FoundHead { len, parsed: false })),
+            Ok(None) => {}
+            Err(e) => return Some(Err(HeadWaitError::Invalid(e))),
+        }
+        if self.is_full() {
+            return Some(Err(HeadWaitError::Invalid(HttpError::HeadTooLarge)));
+        }
+        None
+    }
+
+    /// Reads until the buffer starts with a complete head, as
+    /// [`IoBuf::read_head_from`] without its deadline: the poll of a
+    /// hand-written wait that bounds it itself (a backend's response head
+    /// under the connection's watchdog, polled in place by its caller
+    /// rather than through three nested `async fn`s and tokio's read
+    /// future, each a call per poll).
+    #[inline(always)]
+    pub fn poll_head<R, P>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: &mut R,
+        max: usize,
+        scan: &mut HeadScan,
+        parse: &mut P,
+    ) -> Poll<Result<FoundHead, HeadWaitError>>
+    where
+        R: AsyncRead + Unpin + ?Sized,
+        P: FnMut(&[u8]) -> Option<usize>,
+    {
+        loop {
+            if let Some(found) = self.head_at_hand(scan, max, parse) {
+                return Poll::Ready(found);
+            }
+            let any_bytes = !self.is_empty();
+            match ready!(self.poll_fill_from(cx, r)) {
+                Ok(0) | Err(_) => return Poll::Ready(Err(HeadWaitError::Closed { any_bytes })),
+                Ok(_) => {}
             }
         }
     }
@@ -272,10 +288,28 @@ impl IoBuf {
     /// Reads more bytes from `r`, compacting or growing (up to the bound)
     /// as needed. Returns the number read; 0 means end of stream (or a full
     /// buffer, which callers check with [`IoBuf::is_full`] first).
-    pub async fn fill_from<R: AsyncRead + Unpin + ?Sized>(
+    ///
+    /// A hand-written future ([`FillFrom`]), not an `async fn` around
+    /// tokio's `read`: two futures, each a call per poll, on every wait
+    /// for a keepalive request.
+    #[inline]
+    pub fn fill_from<'a, R: AsyncRead + Unpin + ?Sized>(
+        &'a mut self,
+        r: &'a mut R,
+    ) -> FillFrom<'a, R> {
+        FillFrom { buf: self, r }
+    }
+
+    /// [`IoBuf::fill_from`]'s poll. Making room is idempotent, so a poll
+    /// after `Pending` finds the room made and reads into it. Forced
+    /// inline: a plain `#[inline]` left it a call (callgrind), twice a
+    /// keepalive request.
+    #[inline(always)]
+    pub fn poll_fill_from<R: AsyncRead + Unpin + ?Sized>(
         &mut self,
+        cx: &mut Context<'_>,
         r: &mut R,
-    ) -> io::Result<usize> {
+    ) -> Poll<io::Result<usize>> {
         if self.data.is_empty() {
             self.take_memory();
         }
@@ -288,12 +322,31 @@ impl IoBuf {
                 let grown = (self.data.len() * 2).max(4096).min(self.max);
                 self.data.resize(grown, 0);
             } else {
-                return Ok(0);
+                return Poll::Ready(Ok(0));
             }
         }
-        let n = r.read(&mut self.data[self.end..]).await?;
+        let mut read = ReadBuf::new(&mut self.data[self.end..]);
+        ready!(Pin::new(r).poll_read(cx, &mut read))?;
+        let n = read.filled().len();
         self.end += n;
-        Ok(n)
+        Poll::Ready(Ok(n))
+    }
+}
+
+/// The future of [`IoBuf::fill_from`].
+pub struct FillFrom<'a, R: ?Sized> {
+    buf: &'a mut IoBuf,
+    r: &'a mut R,
+}
+
+impl<R: AsyncRead + Unpin + ?Sized> Future for FillFrom<'_, R> {
+    type Output = io::Result<usize>;
+
+    // Forced: its callers are `async` polls, which nothing inlines anyway.
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.buf.poll_fill_from(cx, this.r)
     }
 }
 

@@ -7,3 +7,4 @@ pub(crate) mod body;
 pub(crate) mod h2data;
 pub(crate) mod h2stream;
 pub(crate) mod iobuf;
+pub(crate) mod write;

@@ -7,6 +7,7 @@
 //! can stall on Nagle + delayed ACK.
 
 use std::cell::RefCell;
+use std::task::{ready, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -17,14 +18,15 @@ use tern_http::rewrite::{
     FieldEdits, H1BodyFraming,
 };
 use tern_http::BodyFraming;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use super::BackendStream;
 use crate::fault::Kind;
 use crate::io::body::{encode_chunk, Pending, Taken, LAST_CHUNK};
-use crate::io::iobuf::{HeadWaitError, IoBuf};
+use crate::io::iobuf::{HeadScan, HeadWaitError, IoBuf};
+use crate::io::write::WriteWithin;
 use crate::message::{clean_trailer_section, BodyLen, Piece, Request, RequestView, Step, Trailers};
-use tern_deadline::{within, Watchdog};
+use tern_deadline::Watchdog;
 
 /// Body bytes sent in the same write as a head (request or response).
 /// Larger bodies follow in further writes.
@@ -223,12 +225,15 @@ pub(crate) fn push_body(out: &mut Vec<u8>, data: &[u8], chunked: bool, last: boo
     }
 }
 
-/// Writes `bytes` to the backend within `t`.
-pub(crate) async fn write(conn: &mut BackendStream, bytes: &[u8], t: Duration) -> Result<(), Kind> {
-    match within(t, conn.write_all(bytes)).await {
-        Some(Ok(())) => Ok(()),
-        _ => Err(Kind::Upload),
-    }
+/// Writes `bytes` to the backend within `t`. A hand-written future
+/// ([`WriteWithin`]), not an `async fn` around `within` and tokio's
+/// `write_all`: three polls, a call each, once per request.
+pub(crate) fn write<'a>(
+    conn: &'a mut BackendStream,
+    bytes: &'a [u8],
+    t: Duration,
+) -> WriteWithin<'a, BackendStream, Kind> {
+    WriteWithin::new(conn, bytes, false, t, Kind::Upload)
 }
 
 /// Why no response head came.
@@ -243,24 +248,67 @@ pub(crate) struct HeadError {
 
 /// Reads the next response head (interim or final) into `s.head`,
 /// consuming it from `s.bbuf`, bounded by `deadline`.
-pub(crate) async fn read_head(
-    conn: &mut BackendStream,
-    s: &mut H1Scratch,
+///
+/// A hand-written future ([`ReadHead`]: [`IoBuf::poll_head`] and the
+/// watchdog's own poll), not an `async fn`: every keepalive request polls
+/// this wait twice (the response is not there yet when the request has
+/// just gone out), and as `async fn`s and tokio's read future it was six
+/// nested polls, a call each, every time (callgrind, BENCHMARKS.md "the
+/// hot futures written by hand").
+pub(crate) fn read_head<'a>(
+    conn: &'a mut BackendStream,
+    s: &'a mut H1Scratch,
     deadline: tokio::time::Instant,
-) -> Result<(), HeadError> {
-    let watchdog = Watchdog::set_in(&mut s.wait, deadline);
-    let fail = |kind| HeadError {
-        kind,
-        untouched: false,
-    };
-    let head = &mut s.head;
-    let found = s
-        .bbuf
-        .read_head_watched_parsing(conn, MAX_RESPONSE_HEAD, watchdog, |b| {
-            parse_response_prefix(b, MAX_RESPONSE_HEAD, head)
-        })
-        .await
-        .map_err(|e| match e {
+) -> ReadHead<'a> {
+    let H1Scratch {
+        bbuf, head, wait, ..
+    } = s;
+    ReadHead {
+        conn,
+        bbuf,
+        head,
+        watchdog: Watchdog::set_in(wait, deadline),
+        scan: HeadScan::default(),
+    }
+}
+
+/// The future of [`read_head`].
+pub(crate) struct ReadHead<'a> {
+    conn: &'a mut BackendStream,
+    bbuf: &'a mut IoBuf,
+    head: &'a mut ResponseHead,
+    watchdog: &'a mut Watchdog,
+    scan: HeadScan,
+}
+
+impl std::future::Future for ReadHead<'_> {
+    type Output = Result<(), HeadError>;
+
+    // Forced: a plain `#[inline]` left it a call (callgrind), and its
+    // callers are `async fn` polls, which nothing inlines anyway.
+    #[inline(always)]
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let ReadHead {
+            conn,
+            bbuf,
+            head,
+            watchdog,
+            scan,
+        } = self.get_mut();
+        let fail = |kind| HeadError {
+            kind,
+            untouched: false,
+        };
+        let mut parse = |b: &[u8]| parse_response_prefix(b, MAX_RESPONSE_HEAD, head);
+        // The read first, then the deadline, as `Watchdog::run`.
+        let found = match bbuf.poll_head(cx, *conn, MAX_RESPONSE_HEAD, scan, &mut parse) {
+            Poll::Ready(found) => found,
+            Poll::Pending => {
+                ready!(watchdog.poll_expired(cx));
+                Err(HeadWaitError::TimedOut)
+            }
+        };
+        let found = found.map_err(|e| match e {
             HeadWaitError::Invalid(_) => fail(Kind::Invalid),
             HeadWaitError::TimedOut => fail(Kind::Timeout),
             HeadWaitError::Closed { any_bytes } => HeadError {
@@ -268,12 +316,13 @@ pub(crate) async fn read_head(
                 untouched: !any_bytes,
             },
         })?;
-    if !found.parsed {
-        parse_response_into(&s.bbuf.filled()[..found.len], &mut s.head)
-            .map_err(|_| fail(Kind::Invalid))?;
+        if !found.parsed {
+            parse_response_into(&bbuf.filled()[..found.len], head)
+                .map_err(|_| fail(Kind::Invalid))?;
+        }
+        bbuf.consume(found.len);
+        Poll::Ready(Ok(()))
     }
-    s.bbuf.consume(found.len);
-    Ok(())
 }
 
 /// Whether a backend connection may go back to the pool after a response

@@ -16,6 +16,7 @@ use crate::exchange::{ClientBody, ConnCtx, Front};
 use crate::fault::{answer_text, Kind};
 use crate::io::body::{encode_chunk, tunnel, Pending, Taken, LAST_CHUNK};
 use crate::io::iobuf::IoBuf;
+use crate::io::write::WriteWithin;
 use crate::message::{
     clean_trailer_section, BodyForm, Piece, ResponseHeadView, ResponseView, Step, Switched,
     Trailers,
@@ -126,31 +127,39 @@ where
         Ok(())
     }
 
+    /// Writes the response bytes in `self.out` (then clears it), as
+    /// [`H1Client::write`] does; a write that keeps the connection open
+    /// goes to [`write_client`] directly, one future fewer on each
+    /// response (a call per poll).
     async fn write_out(&mut self, last: bool) -> Result<(), Kind> {
-        let out = std::mem::take(&mut self.out);
-        let result = self.write(&out, last).await;
-        self.out = out;
+        let result = if last && self.close {
+            let out = std::mem::take(&mut self.out);
+            let result = self.write(&out, last).await;
+            self.out = out;
+            result
+        } else {
+            let result = write_client(self.client, &self.out, self.ctx).await;
+            if result.is_ok() {
+                self.bytes_out += self.out.len() as u64;
+            }
+            result
+        };
         self.out.clear();
         result
     }
 }
 
-/// Writes and flushes `bytes` to the client within the idle timeout.
-pub(super) async fn write_client<C: AsyncWrite + Unpin>(
-    client: &mut C,
-    bytes: &[u8],
+/// Writes and flushes `bytes` to the client within the idle timeout. A
+/// hand-written future ([`WriteWithin`]), not an `async fn` around
+/// `within`, an `async` block, tokio's `write_all` and `flush`: five
+/// polls, a call each, on every response.
+pub(super) fn write_client<'a, C: AsyncWrite + Unpin>(
+    client: &'a mut C,
+    bytes: &'a [u8],
     ctx: &ConnCtx<'_>,
-) -> Result<(), Kind> {
+) -> WriteWithin<'a, C, Kind> {
     let t = ctx.listener.config.limits.idle_timeout;
-    match within(t, async {
-        client.write_all(bytes).await?;
-        client.flush().await
-    })
-    .await
-    {
-        Some(Ok(())) => Ok(()),
-        _ => Err(Kind::ClientGone),
-    }
+    WriteWithin::new(client, bytes, true, t, Kind::ClientGone)
 }
 
 /// Logs a request body refused for `e` (`what` says which part).

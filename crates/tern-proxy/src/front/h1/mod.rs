@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::exchange::ConnCtx;
 use crate::fault::{answer_text, Kind};
-use crate::io::iobuf::{FoundHead, HeadWaitError, IoBuf};
+use crate::io::iobuf::{FoundHead, HeadScan, HeadWaitError, IoBuf};
 use crate::message::{BodyLen, Request, RequestView};
 use client::H1Client;
 use tern_deadline::Watchdog;
@@ -158,7 +158,7 @@ where
                 // In this order: no random start per poll (tokio's
                 // fairness, for branches that could starve each other).
                 biased;
-                r = watchdog.run(&mut next) => r,
+                r = watchdog.run_pinned(&mut next) => r,
                 // A busy keepalive client may have its next request on the
                 // way already; closing under it would fail that request.
                 // It gets a moment to arrive, answered with `Connection:
@@ -182,7 +182,15 @@ where
         // The turn's time: the bytes were there when it began.
         let started = tern_deadline::now().into_std();
         let mut head = take_head();
-        let found = match read_head(client, &mut buf, ctx, started, &mut head).await {
+        let mut scan = HeadScan::default();
+        let found = match head_at_hand(&buf, ctx, &mut head, &mut scan) {
+            Some(found) => found,
+            // A head split over reads: the wait is the rare path.
+            None => {
+                crate::cold::cold(read_head(client, &mut buf, ctx, started, &mut head, scan)).await
+            }
+        };
+        let found = match found {
             Ok(found) => found,
             Err(HeadReadError::Closed) => break,
             Err(HeadReadError::TimedOut) => {
@@ -295,14 +303,35 @@ enum HeadReadError {
     Invalid(HttpError),
 }
 
-/// Reads until `buf` starts with a complete head (begun at `started`);
-/// returns its length, and whether `head` holds it parsed already.
+/// The request head at the start of `buf` when the bytes in hold it whole
+/// (or cannot start a valid one); `None` when more must come, `scan`
+/// saying where the search stopped. A plain function, the fast path of
+/// [`read_head`]: a keepalive request's head comes in the read that ended
+/// the wait for it, and is found here without running a future (the
+/// three nested `async fn`s of the wait were a call each, callgrind).
+#[inline]
+fn head_at_hand(
+    buf: &IoBuf,
+    ctx: &ConnCtx<'_>,
+    head: &mut RequestHead,
+    scan: &mut HeadScan,
+) -> Option<Result<FoundHead, HeadReadError>> {
+    let max = ctx.listener.config.limits.max_head_bytes;
+    let mut parse = |b: &[u8]| parse_request_prefix(b, max, head);
+    buf.head_at_hand(scan, max, &mut parse)
+        .map(|found| found.map_err(head_read_error))
+}
+
+/// Reads until `buf` starts with a complete head (begun at `started`),
+/// going on from where [`head_at_hand`] left `scan`; returns its length,
+/// and whether `head` holds it parsed already.
 async fn read_head<S>(
     client: &mut S,
     buf: &mut IoBuf,
     ctx: &ConnCtx<'_>,
     started: Instant,
     head: &mut RequestHead,
+    scan: HeadScan,
 ) -> Result<FoundHead, HeadReadError>
 where
     S: AsyncRead + Unpin,
@@ -311,13 +340,18 @@ where
     let max = limits.max_head_bytes;
     let deadline = tokio::time::Instant::from_std(started) + limits.header_timeout;
     let parse = |b: &[u8]| parse_request_prefix(b, max, head);
-    match buf.read_head_parsing(client, max, deadline, parse).await {
-        Ok(found) => Ok(found),
-        Err(HeadWaitError::Invalid(e)) => Err(HeadReadError::Invalid(e)),
+    buf.read_head_from(client, max, deadline, scan, parse)
+        .await
+        .map_err(head_read_error)
+}
+
+fn head_read_error(e: HeadWaitError) -> HeadReadError {
+    match e {
+        HeadWaitError::Invalid(e) => HeadReadError::Invalid(e),
         // Closed mid-head, read error, or too slow (slowloris): there is
         // no one to answer, or no reason to wait.
-        Err(HeadWaitError::TimedOut) => Err(HeadReadError::TimedOut),
-        Err(HeadWaitError::Closed { .. }) => Err(HeadReadError::Closed),
+        HeadWaitError::TimedOut => HeadReadError::TimedOut,
+        HeadWaitError::Closed { .. } => HeadReadError::Closed,
     }
 }
 
