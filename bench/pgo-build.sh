@@ -9,7 +9,12 @@
 #   3. the optimised release build (RUSTFLAGS=-Cprofile-use=PROFDATA) in
 #      USE_TARGET, copied to OUT.
 # A RUSTFLAGS of the caller's (-Ctarget-cpu=...) goes to both builds, so
-# the profile is trained on the code it optimises.
+# the profile is trained on the code it optimises. RUSTFLAGS replaces
+# .cargo/config.toml's rustflags (its inline threshold 500): the PGO
+# build keeps LLVM's own thresholds (250, and 3,000 for the call sites
+# its profile calls hot), the setting its figures were measured with;
+# RUSTFLAGS=-Cllvm-args=-inline-threshold=500 gives it both (not
+# measured).
 # STEPS picks the steps (STEPS=use: step 3 only, with an existing
 # PROFDATA). Each build compiles the whole dependency
 # tree again (RUSTFLAGS change every crate's hash): on a loaded 2-core host

@@ -2,7 +2,9 @@
 //! `tern serve` logs it at start, `tern bench` reports and `tern speed`
 //! state it, so a figure says which build it was taken with.
 
-/// `0.1.0 (release build, PGO, opt-level 3, rustc 1.95.0)`.
+/// `0.1.0 (release build, PGO, opt-level 3, rustc 1.95.0)`; a build with
+/// `-Cllvm-args=-inline-threshold=N` says `, inline threshold N` after the
+/// opt-level.
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TERN_BUILD"), ")");
 
 /// Built with `-Cprofile-generate`: counters on every branch of tern's
@@ -25,7 +27,7 @@ mod build_script;
 
 #[cfg(test)]
 mod tests {
-    use super::build_script::pgo_mode;
+    use super::build_script::{inline_thresholds, pgo_mode};
 
     #[test]
     fn pgo_mode_reads_both_spellings_of_the_codegen_flag() {
@@ -42,6 +44,26 @@ mod tests {
             pgo_mode("-Cprofile-use=/p\x1f-Cprofile-generate=/r"),
             "generate"
         );
+    }
+
+    #[test]
+    fn inline_thresholds_are_read_from_llvm_args() {
+        assert_eq!(inline_thresholds(""), "");
+        assert_eq!(inline_thresholds("-Copt-level=3"), "");
+        assert_eq!(
+            inline_thresholds("-Cllvm-args=-inline-threshold=500"),
+            ", inline threshold 500"
+        );
+        assert_eq!(
+            inline_thresholds("-C\x1fllvm-args=-inline-threshold=500 -inlinehint-threshold=900"),
+            ", inline threshold 500, inline hint threshold 900"
+        );
+        // Another LLVM option, or the words outside llvm-args, say nothing.
+        assert_eq!(
+            inline_thresholds("-Cllvm-args=-pgo-warn-missing-function"),
+            ""
+        );
+        assert_eq!(inline_thresholds("--cfg\x1finline-threshold=5"), "");
     }
 
     #[test]
