@@ -9,10 +9,10 @@
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::certs::{KeyKind, TestCa};
-use crate::tern::{free_addr, wait_until};
+use crate::tern::free_addr;
 
 /// How a Pebble instance behaves.
 #[derive(Clone, Debug)]
@@ -99,7 +99,30 @@ pub fn require() -> Option<(PathBuf, PathBuf)> {
 
 impl Pebble {
     /// Starts the DNS server and Pebble and waits until both accept.
+    ///
+    /// Their ports are picked free and released before they bind them, so
+    /// another test's socket can take one in between (a listener, or the
+    /// local end of a connection): the server then exits at once. That is
+    /// seen and the start tried again on fresh ports, up to three times;
+    /// any other failure panics with their log.
     pub fn start(binaries: &(PathBuf, PathBuf), options: &PebbleOptions) -> Pebble {
+        let mut exits = Vec::new();
+        for _ in 0..3 {
+            match Pebble::try_start(binaries, options) {
+                Ok(started) => return started,
+                Err(log) => exits.push(log),
+            }
+        }
+        panic!(
+            "pebble or pebble-challtestsrv exited at start three times; their logs:\n{}",
+            exits.join("\n---\n")
+        );
+    }
+
+    /// One start on fresh ports: the running pair once every port accepts;
+    /// `Err(log)` when one of them exited first. Panics (with the log) when
+    /// they neither listen nor exit within 20 s.
+    fn try_start(binaries: &(PathBuf, PathBuf), options: &PebbleOptions) -> Result<Pebble, String> {
         let mut wfe_ca = TestCa::new();
         let wfe = wfe_ca.leaf(&["127.0.0.1", "localhost"], KeyKind::EcdsaP256);
         let listen = free_addr();
@@ -164,7 +187,7 @@ impl Pebble {
             .stderr(log_file())
             .spawn()
             .expect("start pebble");
-        let started = Pebble {
+        let mut started = Pebble {
             pebble,
             dns: dns_child,
             directory: format!("https://{listen}/dir"),
@@ -173,14 +196,25 @@ impl Pebble {
             _wfe_ca: wfe_ca,
             log,
         };
+        let deadline = Instant::now() + Duration::from_secs(20);
         for addr in [listen, management, dns] {
-            wait_until(
-                &format!("pebble listening on {addr}"),
-                Duration::from_secs(20),
-                || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
-            );
+            while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+                let exited = [&mut started.pebble, &mut started.dns]
+                    .into_iter()
+                    .any(|child| !matches!(child.try_wait(), Ok(None)));
+                if exited {
+                    started.stop();
+                    return Err(started.log());
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "timed out after 20s waiting for pebble listening on {addr}; its log:\n{}",
+                    started.log()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
-        started
+        Ok(started)
     }
 
     /// Stops Pebble and its DNS server (the CA becomes unreachable); the
