@@ -208,17 +208,12 @@ impl IoBuf {
         R: AsyncRead + Unpin + ?Sized,
         P: FnMut(&[u8]) -> Option<usize>,
     {
-        loop {
-            if let Some(found) = self.head_at_hand(&mut scan, max, &mut parse) {
-                return found;
-            }
-            let any_bytes = !self.is_empty();
-            match tokio::time::timeout_at(deadline, self.fill_from(r)).await {
-                Err(_) => return Err(HeadWaitError::TimedOut),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(HeadWaitError::Closed { any_bytes }),
-                Ok(Ok(_)) => {}
-            }
-        }
+        // The wait of `poll_head`, bounded by `deadline`: tokio's timeout
+        // polls it before the timer, so a head at hand is taken even late.
+        let wait = std::future::poll_fn(|cx| self.poll_head(cx, r, max, &mut scan, &mut parse));
+        tokio::time::timeout_at(deadline, wait)
+            .await
+            .unwrap_or(Err(HeadWaitError::TimedOut))
     }
 
     /// The head at the start of the buffer, without reading: `Some` when
