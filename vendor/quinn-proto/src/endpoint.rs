@@ -1,5 +1,5 @@
 use std::{
-    collections::{HashMap, hash_map},
+    collections::{HashMap, VecDeque, hash_map},
     convert::TryFrom,
     fmt, mem,
     net::{IpAddr, SocketAddr},
@@ -56,6 +56,10 @@ pub struct Endpoint {
     /// Buffered Initial and 0-RTT messages for pending incoming connections
     incoming_buffers: Slab<IncomingBuffer>,
     all_incoming_buffers_total_bytes: u64,
+    /// tern patch: connections that drained at once on their peer's CONNECTION_CLOSE, in the
+    /// order they did, with the end of their draining period; until then their connection IDs
+    /// stay routed to their handle, and what comes for them is dropped.
+    drained: VecDeque<(Instant, ConnectionHandle)>,
 }
 
 impl Endpoint {
@@ -90,6 +94,7 @@ impl Endpoint {
             last_stateless_reset: None,
             incoming_buffers: Slab::new(),
             all_incoming_buffers_total_bytes: 0,
+            drained: VecDeque::new(),
         }
     }
 
@@ -130,7 +135,14 @@ impl Endpoint {
                     }
                 }
             }
-            Drained => {
+            Drained(Some(route_until)) => match self.connections.get_mut(ch.0) {
+                Some(meta) => {
+                    meta.drained = true;
+                    self.drained.push_back((route_until, ch));
+                }
+                None => error!(id = ch.0, "unknown connection drained"),
+            },
+            Drained(None) => {
                 if let Some(conn) = self.connections.try_remove(ch.0) {
                     self.index.remove(&conn);
                 } else {
@@ -154,6 +166,7 @@ impl Endpoint {
         data: BytesMut,
         buf: &mut Vec<u8>,
     ) -> Option<DatagramEvent> {
+        self.forget_drained(now);
         // Partially decode packet or short-circuit if unable
         let datagram_len = data.len();
         let event = match PartialDecode::new(
@@ -239,6 +252,10 @@ impl Endpoint {
                         self.all_incoming_buffers_total_bytes += datagram_len as u64;
                     }
 
+                    None
+                }
+                RouteDatagramTo::Connection(ch) if self.connections[ch].drained => {
+                    trace!(id = ch.0, "dropping a datagram for a drained connection");
                     None
                 }
                 RouteDatagramTo::Connection(ch) => Some(DatagramEvent::ConnectionEvent(
@@ -710,7 +727,7 @@ impl Endpoint {
             }
             Err(e) => {
                 debug!("handshake failed: {}", e);
-                self.handle_event(ch, EndpointEvent(EndpointEventInner::Drained));
+                self.handle_event(ch, EndpointEvent(EndpointEventInner::Drained(None)));
                 // tern patch: the Initial keys went to the connection;
                 // a failed first packet (rare) derives them again.
                 let keys = crypto_config.initial_keys(version, &dst_cid).ok();
@@ -895,6 +912,7 @@ impl Endpoint {
             addresses,
             side,
             reset_token: None,
+            drained: false,
         });
         debug_assert_eq!(id, ch.0, "connection handle allocation out of sync");
 
@@ -947,7 +965,22 @@ impl Endpoint {
 
     /// Number of connections that are currently open
     pub fn open_connections(&self) -> usize {
-        self.connections.len()
+        self.connections.len() - self.drained.len()
+    }
+
+    /// tern patch: stops routing the IDs of connections that drained early once their
+    /// draining period is over (called with every datagram: the period ends after the last
+    /// datagram that could still arrive, so one coming later finds it over).
+    fn forget_drained(&mut self, now: Instant) {
+        while let Some(&(until, ch)) = self.drained.front() {
+            if until > now {
+                break;
+            }
+            self.drained.pop_front();
+            if let Some(conn) = self.connections.try_remove(ch.0) {
+                self.index.remove(&conn);
+            }
+        }
     }
 
     /// Counter for the number of bytes currently used
@@ -956,6 +989,8 @@ impl Endpoint {
         self.all_incoming_buffers_total_bytes
     }
 
+    /// Connections known, not counting those that drained early (tern patch: only their routes
+    /// are left, for the draining period)
     #[cfg(test)]
     pub(crate) fn known_connections(&self) -> usize {
         let x = self.connections.len();
@@ -965,12 +1000,24 @@ impl Endpoint {
         // Not all connections have unique remotes, and 0-length CIDs might not be in use.
         debug_assert!(x >= self.index.incoming_connection_remotes.len());
         debug_assert!(x >= self.index.outgoing_connection_remotes.len());
-        x
+        x - self.drained.len()
     }
 
+    /// Connection IDs routed, not counting those of connections that drained early (tern patch)
     #[cfg(test)]
     pub(crate) fn known_cids(&self) -> usize {
-        self.index.connection_ids.len()
+        let waiting: usize = self
+            .drained
+            .iter()
+            .map(|&(_, ch)| self.connections[ch].loc_cids.len())
+            .sum();
+        self.index.connection_ids.len() - waiting
+    }
+
+    /// Connections that drained early whose IDs are still routed (tern patch)
+    #[cfg(test)]
+    pub(crate) fn drained_routes(&self) -> usize {
+        self.drained.len()
     }
 
     /// Whether we've used up 3/4 of the available CID space
@@ -1172,6 +1219,8 @@ pub(crate) struct ConnectionMeta {
     /// Reset token provided by the peer for the CID we're currently sending to, and the address
     /// being sent to
     reset_token: Option<(SocketAddr, ResetToken)>,
+    /// tern patch: the connection drained at once, and its IDs wait out the draining period
+    drained: bool,
 }
 
 /// Internal identifier for a `Connection` currently associated with an endpoint

@@ -36,21 +36,25 @@ impl EndpointEvent {
     /// Useful for notifying an `Endpoint` that a `Connection` has been destroyed outside of the
     /// usual state machine flow, e.g. when being dropped by the user.
     pub fn drained() -> Self {
-        Self(EndpointEventInner::Drained)
+        Self(EndpointEventInner::Drained(None))
     }
 
     /// Determine whether this is the last event a `Connection` will emit
     ///
     /// Useful for determining when connection-related event loop state can be freed.
     pub fn is_drained(&self) -> bool {
-        self.0 == EndpointEventInner::Drained
+        matches!(self.0, EndpointEventInner::Drained(_))
     }
 }
 
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub(crate) enum EndpointEventInner {
     /// The connection has been drained
-    Drained,
+    ///
+    /// tern patch: with a time, the connection drained at once on its peer's CONNECTION_CLOSE
+    /// and the endpoint drops the datagrams still sent to its connection IDs until then (RFC
+    /// 9000 10.2.2's draining period, kept without the connection's state).
+    Drained(Option<Instant>),
     /// The reset token and/or address eligible for generating resets has been updated
     ResetToken(SocketAddr, ResetToken),
     /// The connection needs connection identifiers

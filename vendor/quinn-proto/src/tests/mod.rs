@@ -1838,6 +1838,50 @@ fn a_close_is_not_answered_with_a_close() {
     assert_eq!(pair.server.known_connections(), 0);
 }
 
+/// tern patch: a server drains at once on its peer's CONNECTION_CLOSE. Its connection IDs stay
+/// routed for the draining period, so a datagram that comes late is dropped unanswered, and
+/// the first datagram after the period forgets them (and is answered as any unknown one).
+#[test]
+fn a_server_drains_at_once_and_its_ids_wait_out_the_period() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, server_ch) = pair.connect();
+    pair.client
+        .connections
+        .get_mut(&client_ch)
+        .unwrap()
+        .close(pair.time, VarInt(42), Bytes::new());
+    pair.drive_client();
+    let (arrival, _, close) = pair.server.inbound.back().unwrap().clone();
+    pair.time = pair.time.max(arrival);
+    pair.drive_server();
+    assert_eq!(pair.server.known_connections(), 0);
+    assert!(pair.server_conn_mut(server_ch).is_drained());
+    assert_eq!(pair.server.drained_routes(), 1);
+    assert_eq!(pair.server.known_cids(), 0);
+    assert!(pair.server.outbound.is_empty());
+
+    // The client's CONNECTION_CLOSE again, as the network may deliver it twice
+    pair.server
+        .inbound
+        .push_back((pair.time, None, close.clone()));
+    pair.server.drive(pair.time, pair.client.addr);
+    assert!(pair.server.outbound.is_empty(), "answered in the draining period");
+    assert_eq!(pair.server.drained_routes(), 1);
+
+    pair.time += Duration::from_secs(10);
+    pair.server.inbound.push_back((pair.time, None, close));
+    pair.server.drive(pair.time, pair.client.addr);
+    assert_eq!(pair.server.drained_routes(), 0);
+    assert_eq!(pair.server.known_cids(), 0);
+    assert_eq!(
+        pair.server.outbound.len(),
+        1,
+        "a stateless reset once the period is over"
+    );
+    assert_eq!(pair.server_conn_mut(server_ch).stats().frame_tx.connection_close, 0);
+}
+
 fn test_flow_control(config: TransportConfig, window_size: usize) {
     let _guard = subscribe();
     let mut pair = Pair::new(
