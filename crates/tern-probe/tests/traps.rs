@@ -11,7 +11,7 @@ use tern_probe::{probe, ProbeOptions, Report};
 use tern_testsupport::certs::{KeyKind, TestCa};
 use tern_testsupport::netlink_delay::{DelayLink, SERVER_ADDR};
 use tern_testsupport::tempdir::TempDir;
-use tern_testsupport::tern::wait_accepting;
+use tern_testsupport::tern::{free_addr, wait_accepting};
 use tern_testsupport::tools::KillOnDrop;
 use tern_testsupport::trap_servers::{FlightOptions, FlightServer};
 
@@ -167,20 +167,12 @@ fn split_write_penalty_is_measured_and_flagged() {
     assert_eq!(report.exit_code(), 1);
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// `openssl s_server -www` with an RSA-2048 certificate for probe.test and
 /// `extra` flags, on a free loopback port.
 fn openssl_server(extra: &[&str]) -> (KillOnDrop, SocketAddr, TestCa) {
     let mut ca = TestCa::new();
     let cert = ca.leaf(&["probe.test"], KeyKind::Rsa2048);
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let addr = free_addr();
     let child = Command::new("openssl")
         .args(["s_server", "-quiet", "-www", "-accept"])
         .arg(addr.to_string())
@@ -230,7 +222,7 @@ fn openssl_server_preferring_dhe_is_flagged() {
 
 #[test]
 fn closed_port_cannot_be_probed() {
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let addr = free_addr();
     let err = probe(&options(addr.to_string())).expect_err("nothing listens");
     assert!(matches!(err, tern_probe::ProbeError::Connect(_)), "{err}");
 }
@@ -411,7 +403,7 @@ fn stapled_ocsp_response_is_read_and_judged_fresh() {
         .expect("resp.der")
         .len() as usize;
 
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let addr = free_addr();
     let child = Command::new("openssl")
         .current_dir(dir)
         .args(["s_server", "-quiet", "-www", "-accept"])

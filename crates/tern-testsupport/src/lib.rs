@@ -25,6 +25,7 @@ pub mod body_sink;
 pub mod certs;
 pub mod challdns;
 pub mod client;
+pub mod ports;
 pub mod raw_backend;
 pub mod tempdir;
 pub mod tern;

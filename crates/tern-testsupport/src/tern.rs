@@ -9,7 +9,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -182,18 +182,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|kib| kib.parse().ok())
 }
 
-/// A free port on 127.0.0.1: bound, read, released. Another process may take
-/// it in between, which is rare enough for tests.
-pub fn free_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address")
-}
-
-/// A free port on `[::1]`, or `None` when this machine has no IPv6 loopback.
-pub fn free_addr_v6() -> Option<SocketAddr> {
-    let listener = TcpListener::bind("[::1]:0").ok()?;
-    listener.local_addr().ok()
-}
+pub use crate::ports::{free_addr, free_addr_v6};
 
 /// How long `start` waits for tern to listen. Debug builds on a loaded
 /// 2-core machine can be slow to start (RSA key generation is not involved).
