@@ -196,16 +196,26 @@ fn with_every_server_failing_retries_stay_within_the_budget() {
         assert!(run.iter().all(|(s, _)| *s == 503), "{run:?}");
         answered += run.len();
     }
-    let scrape = front.scrape();
-    let retries = scrape
-        .get(
-            "tern_upstream_retries_total",
-            &[("upstream", "app"), ("reason", "status")],
-        )
-        .unwrap_or(0.0) as usize;
-    let denied = scrape
-        .get("tern_upstream_retries_denied_total", &[("upstream", "app")])
-        .unwrap_or(0.0) as usize;
+    // A request's retries are counted once its response is out, so the
+    // last one's count may trail its response: wait for every request's.
+    let counts = || {
+        let scrape = front.scrape();
+        let retries = scrape
+            .get(
+                "tern_upstream_retries_total",
+                &[("upstream", "app"), ("reason", "status")],
+            )
+            .unwrap_or(0.0) as usize;
+        let denied = scrape
+            .get("tern_upstream_retries_denied_total", &[("upstream", "app")])
+            .unwrap_or(0.0) as usize;
+        (retries, denied)
+    };
+    eventually(Duration::from_secs(5), || {
+        let (retries, denied) = counts();
+        retries + denied >= REQUESTS
+    });
+    let (retries, denied) = counts();
     let sent: usize = backends.iter().map(Backend::requests).sum();
     eprintln!(
         "{answered} requests, every server failing: {retries} retried, {denied} refused by \
