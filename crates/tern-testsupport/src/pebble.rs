@@ -100,11 +100,12 @@ pub fn require() -> Option<(PathBuf, PathBuf)> {
 impl Pebble {
     /// Starts the DNS server and Pebble and waits until both accept.
     ///
-    /// Their ports are picked free and released before they bind them, so
-    /// another test's socket can take one in between (a listener, or the
-    /// local end of a connection): the server then exits at once. That is
-    /// seen and the start tried again on fresh ports, up to three times;
-    /// any other failure panics with their log.
+    /// Their ports are probed free and released before they bind them
+    /// ([`free_addr`]: below the kernel's ephemeral range, so no outgoing
+    /// connection or `bind(:0)` takes one), yet another process can still
+    /// start listening on one in between: the server then exits at once.
+    /// That is seen and the start tried again on fresh ports, up to three
+    /// times; any other failure panics with their log.
     pub fn start(binaries: &(PathBuf, PathBuf), options: &PebbleOptions) -> Pebble {
         let mut exits = Vec::new();
         for _ in 0..3 {

@@ -36,25 +36,24 @@ pub fn free_addr_v6() -> Option<SocketAddr> {
     pick(IpAddr::V6(Ipv6Addr::LOCALHOST)).or_else(|| probed(IpAddr::V6(Ipv6Addr::LOCALHOST)))
 }
 
-/// The ports below the ephemeral range, `LOWEST..start`, when there is room.
-fn below_ephemeral() -> Option<(u16, u16)> {
-    static RANGE: OnceLock<Option<(u16, u16)>> = OnceLock::new();
-    *RANGE.get_or_init(|| {
+/// The start of the ephemeral range, when `LOWEST..start` leaves room.
+fn ephemeral_start() -> Option<u16> {
+    static START: OnceLock<Option<u16>> = OnceLock::new();
+    *START.get_or_init(|| {
         let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
         let start: u16 = text.split_whitespace().next()?.parse().ok()?;
-        (start >= LOWEST + 1_000).then_some((LOWEST, start))
+        (start >= LOWEST + 1_000).then_some(start)
     })
 }
 
 fn pick(ip: IpAddr) -> Option<SocketAddr> {
-    let (low, high) = below_ephemeral()?;
-    let span = u32::from(high - low);
+    let span = u32::from(ephemeral_start()? - LOWEST);
     // Knuth's multiplicative hash spreads neighbouring process ids apart.
     let start = std::process::id().wrapping_mul(2_654_435_761) % span;
     for _ in 0..span {
         let n = TRIED.fetch_add(1, Ordering::Relaxed);
         let offset = u16::try_from((start + n % span) % span).ok()?;
-        let addr = SocketAddr::new(ip, low + offset);
+        let addr = SocketAddr::new(ip, LOWEST + offset);
         if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
             return Some(addr);
         }
@@ -74,7 +73,7 @@ mod tests {
 
     #[test]
     fn ports_come_from_below_the_ephemeral_range_and_never_twice() {
-        let Some((low, high)) = below_ephemeral() else {
+        let Some(start) = ephemeral_start() else {
             return;
         };
         // Whether a port is still free after it was given depends on every
@@ -82,7 +81,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for _ in 0..200 {
             let addr = free_addr();
-            assert!((low..high).contains(&addr.port()), "{addr}");
+            assert!((LOWEST..start).contains(&addr.port()), "{addr}");
             assert!(seen.insert(addr.port()), "{addr} given twice");
         }
     }
