@@ -9,7 +9,8 @@ use tern_bench::{
     Target, TlsOptions, TlsVersion,
 };
 
-use super::bench::{parse_go_duration, BenchArgs};
+use super::bench::BenchArgs;
+use super::bench_values::parse_go_duration;
 
 /// The run `tern bench` was asked for, or why the flags do not make one.
 pub(super) fn config_from(a: &BenchArgs, command_line: String) -> Result<BenchConfig, BenchError> {

@@ -12,7 +12,7 @@ use tern_bench::config::defaults;
 use tern_bench::search::SearchConfig;
 use tern_bench::{BenchConfig, BenchError, LoadModel};
 
-use super::bench::{parse_go_duration, parse_share};
+use super::bench_values::{parse_go_duration, parse_share};
 
 /// Options of `tern bench` for runs at scale.
 #[derive(Debug, Clone, clap::Args)]

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_config;
 pub mod bench_scale;
+mod bench_values;
 pub mod probe;
 pub mod report;
 pub mod serve;

@@ -9,7 +9,8 @@ use tern_bench::config::defaults;
 use tern_bench::report::{html, text};
 use tern_bench::Report;
 
-use super::bench::{parse_share, write_out, THRESHOLD_FAILED};
+use super::bench::{write_out, THRESHOLD_FAILED};
+use super::bench_values::parse_share;
 
 /// Arguments of `tern report`.
 #[derive(Debug, clap::Args)]
