@@ -138,3 +138,44 @@ fn h3_script_new_connection_short_form() {
         );
     }
 }
+
+/// bench/h3.sh with `RATE`: every protocol runs open loop at the one rate
+/// (so QUIC and TCP+TLS are measured at the same load), and the heading
+/// says so.
+#[test]
+fn h3_script_at_one_rate_runs_every_protocol_at_it() {
+    if !installed("nginx") || !installed("taskset") {
+        return;
+    }
+    let out = run_script(
+        "h3.sh",
+        &[
+            ("RUNS", "1"),
+            ("ROUNDS", "1"),
+            ("DURATION", "2"),
+            ("C", "4"),
+            ("RATE", "10"),
+            ("PLANS", "new"),
+        ],
+    );
+    assert!(out.success(), "{}", out.all());
+    assert!(
+        out.stdout.contains("--rate 10 (open loop)"),
+        "the heading names the rate: {}",
+        out.all()
+    );
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| 1 | new 100 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "one row per protocol: {}", out.all());
+    for cells in rows {
+        // 10 a second for 2 s: 20 requests; closed loop, 4 connections
+        // would have made hundreds.
+        let requests: u64 = cells[4].parse().unwrap_or(0);
+        assert!((12..=24).contains(&requests), "not at the rate: {cells:?}");
+        assert_eq!(cells[5], "0", "failed requests: {cells:?}");
+    }
+}
