@@ -52,6 +52,16 @@ fn run_script(name: &str, env: &[(&str, &str)]) -> ToolOutput {
     run_command(command, b"", Duration::from_secs(300))
 }
 
+/// The script's markdown table rows that start with `prefix`, each split
+/// into its cells (cell 0 is empty: the text before the first `|`).
+fn table_rows<'a>(out: &'a ToolOutput, prefix: &str) -> Vec<Vec<&'a str>> {
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect()
+}
+
 /// The script's table row for tern, and its cells (cell 1 is the server).
 fn tern_row(out: &ToolOutput) -> (&str, Vec<&str>) {
     let row = out
@@ -279,12 +289,7 @@ fn h2_flood_script_short_form() {
         "{}",
         out.all()
     );
-    let rows: Vec<Vec<&str>> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| tern |"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    let rows = table_rows(&out, "| tern |");
     assert_eq!(rows.len(), 4, "{}", out.all());
     for cells in rows {
         // | server | attack | p99 alone | p99 under | ratio | failed | closed by server | median | longest |
@@ -439,12 +444,7 @@ fn edge_script_short_form() {
     for workload in ["| keepalive HTTP/1.1", "| HTTP/2, 100 B"] {
         assert!(out.stdout.contains(workload), "{}", out.all());
     }
-    let limited: Vec<Vec<&str>> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| client_rate "))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    let limited = table_rows(&out, "| client_rate ");
     // With client_rate_close_after 0 (kept open) and its default.
     assert_eq!(limited.len(), 2, "{}", out.all());
     for row in limited {

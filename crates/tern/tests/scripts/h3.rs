@@ -2,39 +2,41 @@
 //! datagrams per request, and a new QUIC connection against a new TCP+TLS
 //! one (issue 26's figures).
 
-use super::{installed, run_script};
+use super::{installed, run_script, table_rows};
+use tern_testsupport::tools::ToolOutput;
+
+/// `script` in one run of one round with `env` (nginx is the backend of
+/// them all), once it ran to a successful end; `None` where nginx or
+/// taskset is missing.
+fn one_round(script: &str, env: &[(&str, &str)]) -> Option<ToolOutput> {
+    if !installed("nginx") || !installed("taskset") {
+        return None;
+    }
+    let mut all = vec![("RUNS", "1"), ("ROUNDS", "1")];
+    all.extend_from_slice(env);
+    let out = run_script(script, &all);
+    assert!(out.success(), "{}", out.all());
+    Some(out)
+}
 
 /// HTTP/3 against the peers, tern alone in its short form (Debian's nginx
 /// and haproxy have no QUIC; the script leaves a server without it out and
 /// says so): the run ends with its figure and no request failed.
 #[test]
 fn h3_peers_script_short_form() {
-    if !installed("nginx") || !installed("taskset") {
-        return;
-    }
-    let out = run_script(
+    let Some(out) = one_round(
         "h3-peers.sh",
-        &[
-            ("RUNS", "1"),
-            ("ROUNDS", "1"),
-            ("DURATION", "1"),
-            ("C", "2"),
-            ("SERVERS", "tern nginx"),
-        ],
-    );
-    assert!(out.success(), "{}", out.all());
+        &[("DURATION", "1"), ("C", "2"), ("SERVERS", "tern nginx")],
+    ) else {
+        return;
+    };
     let last = out.stdout.lines().last().unwrap_or("");
     assert!(
         last.starts_with("HTTP/3 server CPU per request (medians of runs): /100: tern "),
         "{}",
         out.all()
     );
-    let rows: Vec<Vec<&str>> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| 1 |"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    let rows = table_rows(&out, "| 1 |");
     // tern over h3 and h2, for 100 B and 1 MiB; nginx only if it has QUIC.
     assert!(rows.len() >= 4, "{}", out.all());
     for cells in rows {
@@ -87,26 +89,10 @@ fn h3_datagrams_script_counts_datagrams_each_way() {
 /// HTTP/2 and of HTTP/1.1.
 #[test]
 fn h3_script_new_connection_short_form() {
-    if !installed("nginx") || !installed("taskset") {
+    let Some(out) = one_round("h3.sh", &[("DURATION", "1"), ("C", "2"), ("PLANS", "new")]) else {
         return;
-    }
-    let out = run_script(
-        "h3.sh",
-        &[
-            ("RUNS", "1"),
-            ("ROUNDS", "1"),
-            ("DURATION", "1"),
-            ("C", "2"),
-            ("PLANS", "new"),
-        ],
-    );
-    assert!(out.success(), "{}", out.all());
-    let rows: Vec<Vec<&str>> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| 1 | new 100 |"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    };
+    let rows = table_rows(&out, "| 1 | new 100 |");
     assert_eq!(rows.len(), 3, "one row per protocol: {}", out.all());
     for cells in rows {
         // | run | plan, response | protocol | requests | failed | ... | handshakes (resumed) |
@@ -144,32 +130,23 @@ fn h3_script_new_connection_short_form() {
 /// says so.
 #[test]
 fn h3_script_at_one_rate_runs_every_protocol_at_it() {
-    if !installed("nginx") || !installed("taskset") {
-        return;
-    }
-    let out = run_script(
+    let Some(out) = one_round(
         "h3.sh",
         &[
-            ("RUNS", "1"),
-            ("ROUNDS", "1"),
             ("DURATION", "2"),
             ("C", "4"),
             ("RATE", "10"),
             ("PLANS", "new"),
         ],
-    );
-    assert!(out.success(), "{}", out.all());
+    ) else {
+        return;
+    };
     assert!(
         out.stdout.contains("--rate 10 (open loop)"),
         "the heading names the rate: {}",
         out.all()
     );
-    let rows: Vec<Vec<&str>> = out
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("| 1 | new 100 |"))
-        .map(|l| l.split('|').map(str::trim).collect())
-        .collect();
+    let rows = table_rows(&out, "| 1 | new 100 |");
     assert_eq!(rows.len(), 3, "one row per protocol: {}", out.all());
     for cells in rows {
         // 10 a second for 2 s: 20 requests; closed loop, 4 connections
