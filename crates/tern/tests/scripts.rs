@@ -299,8 +299,9 @@ fn h2_flood_script_short_form() {
         let longest: f64 = cells[9].parse().expect("longest lived");
         assert!(
             longest < 7.5,
-            "an attacker connection lived {longest} s under {}",
-            cells[2]
+            "an attacker connection lived {longest} s under {}: {cells:?}\n{}",
+            cells[2],
+            out.all()
         );
     }
 }
