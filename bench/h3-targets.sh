@@ -8,6 +8,10 @@
 #   2. a new QUIC connection + one 100 B request against tern's own new
 #      TCP+TLS connection + request (target <= 1.3x), from bench/h3.sh
 #      PLANS=new (tern bench --compare-protocols h1,h2,h3 --plan new).
+#      Closed loop, as the target has been judged; with RATE=N a third
+#      run measures both protocols open loop at N connections a second
+#      (bench/h3.sh's RATE: closed loop measures TCP+TLS at about twice
+#      QUIC's rate; report both).
 #
 # Each script prints its table and its figure line (medians over RUNS);
 # conditions as in those scripts (one worker and the nginx backend on CPU
@@ -16,7 +20,8 @@
 #
 # Usage: HAPROXY_BIN=/path/to/haproxy [NGINX_BIN=/path/to/nginx]
 #          TERN=target/release/tern bench/h3-targets.sh
-#        (env: RUNS=3 ROUNDS=3 DURATION=5, passed on to both scripts)
+#        (env: RUNS=3 ROUNDS=3 DURATION=5, passed on to both scripts;
+#        RATE=N adds the one-rate run)
 # Needs: what bench/h3-peers.sh and bench/h3.sh need. Only 127.0.0.1 is
 # ever a target; everything stops by itself.
 set -euo pipefail
@@ -29,4 +34,9 @@ echo "== 1. HTTP/3 100 B (and 1 MiB): tern against haproxy${NGINX_BIN:+ and ngin
 SERVERS="tern haproxy${NGINX_BIN:+ nginx}" "$here/h3-peers.sh"
 echo
 echo "== 2. a new connection per 100 B request: QUIC against TCP+TLS, through tern"
-PLANS=new "$here/h3.sh"
+RATE= PLANS=new "$here/h3.sh"
+if [[ -n "${RATE:-}" ]]; then
+    echo
+    echo "== 3. the same with both protocols open loop at $RATE connections a second"
+    C=64 PLANS=new "$here/h3.sh"
+fi
