@@ -60,14 +60,19 @@ serve_under() {
     taskset -c "$SERVER_CPU" heaptrack -o "$work/$proto-$count" "$TERN" "${TERN_SERVE_ARGS[@]}" \
         > "$work/$proto-$count.heaptrack" 2> "$work/$proto-$count.log" &
     heaptrack_pid=$!
+    # The process heaptrack runs (its own script's command line holds the
+    # same words, so anchored at the binary); the cleanup stops it if this
+    # script stops early, and heaptrack with it.
     for i in $(seq 100); do
-        curl -sk -o /dev/null "https://127.0.0.1:$port/" && break
+        tern_pid="$(pgrep -f "^$TERN serve --listen 127.0.0.1:$port " | head -1 || true)"
+        [[ -n "$tern_pid" ]] && curl -sk -o /dev/null "https://127.0.0.1:$port/" && break
         [[ $i == 100 ]] && die "tern did not answer on $port (log: $work/$proto-$count.log)"
         sleep 0.1
     done
+    pids+=("$tern_pid")
     case "$proto" in
         h1) flag=(--alpn http/1.1) ;;
-        h2) flag=(--alpn h2) ;;
+        h2) flag=(--h2) ;;
         h3) flag=(--h3) ;;
         *) die "unknown protocol $proto (h1, h2 or h3)" ;;
     esac
@@ -76,12 +81,9 @@ serve_under() {
             --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress "https://127.0.0.1:$port/" \
             > "$work/$proto-$count.bench" 2>&1 || die "tern bench failed: $work/$proto-$count.bench"
     fi
-    # The process heaptrack runs (its own script's command line holds the
-    # same words, so anchored at the binary).
-    tern_pid="$(pgrep -f "^$TERN serve --listen 127.0.0.1:$port " | head -1)"
-    [[ -n "$tern_pid" ]] || die "no tern process on $port"
     kill -TERM "$tern_pid"
     wait "$heaptrack_pid" || true
+    unset 'pids[-1]'  # gone: its number may be reused
     local data
     data="$(ls "$work/$proto-$count".*st 2>/dev/null | head -1)"  # .zst or .gz
     [[ -n "$data" ]] || die "heaptrack wrote no data for $proto-$count"
