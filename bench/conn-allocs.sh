@@ -34,10 +34,8 @@ N="${N:-1000}"
 C="${C:-10}"
 PROTOS="${PROTOS:-h1 h3}"
 TOP="${TOP:-30}"
-TERN="${TERN:-$root/target/release/tern}"
+bench_defaults tern server
 BENCH_TERN="${BENCH_TERN:-$TERN}"
-SERVER_CPU=0
-LOAD_CPU=1
 TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
 SRV_ALPN=h2
