@@ -18,17 +18,21 @@ import sys
 
 TCACHE_MAX = 1032
 
-# Frames that say nothing about who asked for the memory: the allocator,
-# RawVec/collections growth, Box/Vec constructors and conversions.
-PLUMBING = re.compile(
-    r"^(<std::alloc::System|__rustc|__rdl|alloc |alloc_impl|allocate|finish_grow|grow_amortized|grow_one|"
-    r"grow_impl|grow |do_reserve_and_handle|reserve|try_reserve|push|push_mut|push_back|with_capacity|"
-    r"new_uninit|box_new_uninit|to_vec|from_elem|realloc|malloc|calloc|extend|extend_trusted|spec_extend|"
-    r"extend_from_slice|reserve_rehash|reserve_rehash_inner|resize_inner|prepare_resize|"
-    r"fallible_with_capacity|insert|new_in|with_capacity_in|try_allocate_in|from_iter|collect|clone|"
-    r"to_owned|into_vec|copy_from_slice|from|into|map|unwrap_or_else|call_once|new<|new |pin<|pin |"
-    r"try_with_capacity|write_all|put_slice|put|extend_from_within|grow<|grow_to|Vec|raw_vec)"
-)
+# Frames that say nothing about who asked for the memory, by their name's
+# last path segment: the allocator, RawVec and collection growth, Box and
+# Vec constructors, conversions and closures' call shims.
+PLUMBING = frozenset("""
+    alloc alloc_zeroed alloc_impl alloc_impl_runtime allocate do_alloc finish_grow grow grow_one
+    grow_amortized grow_impl grow_to do_reserve_and_handle reserve try_reserve reserve_rehash
+    reserve_rehash_inner resize_inner prepare_resize fallible_with_capacity with_capacity
+    with_capacity_in try_with_capacity try_allocate_in new new_in new_uninit box_new_uninit
+    try_new_uninit_in push push_mut push_back extend extend_trusted spec_extend extend_from_slice
+    extend_from_within to_vec to_vec_in from_elem into_vec from_iter collect clone to_owned from into map
+    unwrap_or_else call_once copy_from_slice put put_slice write_all realloc malloc calloc
+""".split())
+
+# Symbols of the allocator itself, by prefix.
+ALLOCATOR = ("<std::alloc::System", "__rustc", "__rdl", "malloc", "realloc", "calloc")
 
 
 def summary_calls(path):
@@ -76,11 +80,17 @@ def frame_name(frame):
 
 
 def plumbing(frame):
-    """Whether a frame is the allocator's or a collection's, by its name or
-    by its last path segment (`<alloc::raw_vec::RawVec<T>>::grow_one`)."""
+    """Whether a frame is the allocator's or a collection's: by its last
+    path segment without generics (`<alloc::raw_vec::RawVec<T>>::grow_one`
+    is `grow_one`), or an allocator symbol."""
     name = re.sub(r" \([^()]*\)$", "", frame)
-    last = re.sub(r"<[^<>]*>", "", name).rsplit("::", 1)[-1]
-    return bool(PLUMBING.match(name) or PLUMBING.match(last) or "alloc::raw_vec::" in name)
+    while True:
+        shorter = re.sub(r"<[^<>]*>", "", name)
+        if shorter == name:
+            break
+        name = shorter
+    last = name.rsplit("::", 1)[-1]
+    return last in PLUMBING or frame.startswith(ALLOCATOR)
 
 
 def sites(before, after, n):

@@ -82,8 +82,10 @@ serve_under() {
     kill -TERM "$tern_pid"
     wait "$heaptrack_pid" || true
     unset 'pids[-1]'  # gone: its number may be reused
-    local data
-    data="$(ls "$work/$proto-$count".*st 2>/dev/null | head -1)"  # .zst or .gz
+    local data="" candidate
+    for candidate in "$work/$proto-$count".zst "$work/$proto-$count".gz; do
+        [[ -s "$candidate" ]] && data="$candidate" && break
+    done
     [[ -n "$data" ]] || die "heaptrack wrote no data for $proto-$count"
     heaptrack_print -f "$data" -H "$work/$proto-$count.hist" > "$work/$proto-$count.txt" 2> /dev/null
     if [[ -n "${SITES:-}" ]]; then
