@@ -3,7 +3,7 @@
 # patches (vendor/patches/NAME/NNNN-*.patch, applied in order).
 #
 #   vendor/apply.sh --check [NAME...]      vendor/NAME equals its published
-#                                          version + patches (all six crates
+#                                          version + patches (all seven crates
 #                                          when none is named); exit 1 if not
 #   vendor/apply.sh --install NAME VERSION replace vendor/NAME with VERSION +
 #                                          patches, then run the crate's tests
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-crates=(rustls quinn-proto quinn h3 h3-quinn h2)
+crates=(rustls quinn-proto quinn quinn-udp h3 h3-quinn h2)
 scratch_root="$(mktemp -d)"
 trap 'rm -rf "$scratch_root"' EXIT
 
