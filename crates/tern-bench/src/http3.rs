@@ -19,11 +19,51 @@ use crate::tls::{group_label, suite_label, KeyCache, Negotiated};
 /// The sending half of an HTTP/3 connection.
 pub type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
-/// Opens QUIC connections to one target from one worker's endpoint.
+/// Opens QUIC connections to one target, each from an endpoint (a UDP
+/// socket) of its own, as browsers do.
+///
+/// Why not one endpoint shared by all of a worker's connections: a
+/// shared socket needs connection IDs of the client's own to tell its
+/// connections apart, and a client that has them hands the server a
+/// spare one (a NEW_CONNECTION_ID frame, RFC 9000 5.1.1) as soon as the
+/// handshake is done, in a datagram of its own. Chromium's QUIC and
+/// quic-go's `Dial` use a socket per connection and zero-length client
+/// connection IDs instead, so they send no such datagram, and neither
+/// must a load generator that claims to cost a server what browsers do.
+/// (With that extra datagram, the server also sends an ACK-only datagram
+/// on most connections: two ack-eliciting packets in a row call for an
+/// immediate ACK, RFC 9000 13.2.2.)
 pub struct H3Connector {
-    endpoint: quinn::Endpoint,
+    /// An endpoint held open for the run, used by no connection. The
+    /// kernel counts the UDP sockets with GRO on (quinn turns it on):
+    /// the first one on and the last one closed rewrite kernel code on
+    /// every CPU (a static key). Were a connection's socket the only one,
+    /// each connection would interrupt every CPU twice, the server's
+    /// included.
+    _gro_anchor: quinn::Endpoint,
+    config: quinn::ClientConfig,
+    local: SocketAddr,
+    laddr: Option<IpAddr>,
     addr: SocketAddr,
     server_name: String,
+}
+
+/// Zero-length connection IDs: the client's endpoint holds one
+/// connection, so the server's packets need no ID to find it.
+struct NoConnectionIds;
+
+impl quinn::ConnectionIdGenerator for NoConnectionIds {
+    fn generate_cid(&mut self) -> quinn::ConnectionId {
+        quinn::ConnectionId::new(&[])
+    }
+
+    fn cid_len(&self) -> usize {
+        0
+    }
+
+    fn cid_lifetime(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A QUIC connection with HTTP/3 on it, and what it took to open it.
@@ -81,15 +121,17 @@ impl H3Connector {
             (None, IpAddr::V4(_)) => (Ipv4Addr::UNSPECIFIED, 0).into(),
             (None, IpAddr::V6(_)) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        // The worker's one UDP socket: with --laddr every QUIC connection
-        // of the worker comes from that address, as TCP ones do.
-        let mut endpoint = quinn::Endpoint::client(local).map_err(|e| match laddr {
-            Some(ip) => BenchError::Config(format!("--laddr {ip}: bind UDP: {e}")),
-            None => BenchError::Runtime(e),
+        // Also the check that the source address can be bound: a
+        // configuration error said before the run, not on every connection.
+        let anchor = client_endpoint(local, laddr).map_err(|e| match e {
+            RequestError::Connect(m) if laddr.is_some() => BenchError::Config(m),
+            e => BenchError::Runtime(std::io::Error::other(e.to_string())),
         })?;
-        endpoint.set_default_client_config(config);
         Ok(H3Connector {
-            endpoint,
+            _gro_anchor: anchor,
+            config,
+            local,
+            laddr,
             addr,
             server_name: server_name.to_string(),
         })
@@ -97,10 +139,10 @@ impl H3Connector {
 
     /// Opens one QUIC connection and starts HTTP/3 on it.
     pub async fn connect(&self, key_cache: &mut KeyCache) -> Result<H3Established, RequestError> {
+        let endpoint = client_endpoint(self.local, self.laddr)?;
         let start = Instant::now();
-        let connecting = self
-            .endpoint
-            .connect(self.addr, &self.server_name)
+        let connecting = endpoint
+            .connect_with(self.config.clone(), self.addr, &self.server_name)
             .map_err(|e| RequestError::Connect(format!("QUIC: {e}")))?;
         let conn = connecting.await.map_err(quic_error)?;
         let handshake = start.elapsed();
@@ -158,6 +200,25 @@ impl H3Connector {
             },
         })
     }
+}
+
+/// A new client endpoint on a UDP socket of its own, bound to `local`
+/// (with --laddr, that address, as TCP connections are), with
+/// zero-length connection IDs.
+fn client_endpoint(
+    local: SocketAddr,
+    laddr: Option<IpAddr>,
+) -> Result<quinn::Endpoint, RequestError> {
+    let bind_error = |e: std::io::Error| match laddr {
+        Some(ip) => RequestError::Connect(format!("--laddr {ip}: bind UDP: {e}")),
+        None => RequestError::Connect(format!("QUIC: bind UDP: {e}")),
+    };
+    let socket = std::net::UdpSocket::bind(local).map_err(bind_error)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| RequestError::Connect("QUIC: no async runtime".to_string()))?;
+    let mut config = quinn::EndpointConfig::default();
+    config.cid_generator(|| Box::new(NoConnectionIds));
+    quinn::Endpoint::new(config, None, socket, runtime).map_err(bind_error)
 }
 
 /// Sends one request on a new stream and reads the whole response. On

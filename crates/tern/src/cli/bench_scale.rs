@@ -59,7 +59,7 @@ pub struct ScaleArgs {
     /// moment starts together (clocks synchronised by NTP).
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
-    /// Local IP address every TCP connection (and HTTP/3's UDP socket) is
+    /// Local IP address every TCP connection (and each QUIC connection's UDP socket) is
     /// made from (vegeta's -laddr): load processes sharing a machine appear as distinct
     /// clients (127.0.0.2, 127.0.0.3 on loopback).
     #[arg(long, value_name = "IP")]

@@ -170,6 +170,21 @@ fn h3_without_keepalive_opens_a_quic_connection_per_request() {
     assert_eq!(handshakes(&served), 20.0, "one QUIC connection per request");
 }
 
+/// Each QUIC connection comes from a UDP socket of its own, as a
+/// browser's do (so with zero-length client connection IDs, and no
+/// NEW_CONNECTION_ID datagram for the server to take): tern logs as
+/// many client ports as connections, not one per bench worker.
+#[test]
+fn h3_opens_each_connection_from_a_socket_of_its_own() {
+    let (served, url) = h3_served();
+    let (_, log) = twenty_connections(&served, &url, &["-disable-keepalive", "-c", "2"]);
+    let clients: std::collections::HashSet<String> = log
+        .iter()
+        .map(|line| log_field(line, "client").unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(clients.len(), 20, "{log:#?}");
+}
+
 /// `--plan resumed` over QUIC: every connection after the first resumes
 /// the session of a ticket tern sent (before the first response, so one
 /// slot resumes from its second connection on), by the client's count
@@ -241,7 +256,7 @@ fn h3_errors_are_clear() {
     assert_eq!(num(s, "completed"), 0.0, "{s}");
 }
 
-/// `--laddr` binds each worker's UDP socket: tern sees every QUIC
+/// `--laddr` binds each connection's UDP socket: tern sees every QUIC
 /// connection come from that address. One of the other family than the
 /// target's is refused before any load.
 #[test]
