@@ -156,3 +156,34 @@ fn h3_script_at_one_rate_runs_every_protocol_at_it() {
         assert_eq!(cells[5], "0", "failed requests: {cells:?}");
     }
 }
+
+/// bench/h3-clients.sh in a short form: a new QUIC connection per request
+/// from tern bench and from quic-go (an implementation nobody at tern
+/// wrote: a socket of its own per connection, and one socket per slot)
+/// against tern serve, beside tern bench's TCP+TLS. Every client's
+/// connections all succeed (the script stops on one that fails), and each
+/// gets a row with tern's CPU per connection, the QUIC ones as a multiple
+/// of TCP+TLS's.
+#[test]
+fn h3_clients_script_runs_tern_bench_and_quic_go() {
+    if !installed("nginx") || !installed("taskset") || !installed("go") {
+        return;
+    }
+    let out = run_script(
+        "h3-clients.sh",
+        &[("N", "100"), ("WARM", "5"), ("C", "2"), ("ROUNDS", "1")],
+    );
+    assert!(out.success(), "{}", out.all());
+    for client in ["h1", "tern", "quic-go-own", "quic-go-shared"] {
+        let rows = table_rows(&out, &format!("| {client} |"));
+        assert_eq!(rows.len(), 1, "{client}: {}", out.all());
+        // | client | µs per connection | rounds | connections/s | per round | median multiple |
+        let cells = &rows[0];
+        let us: f64 = cells[2].parse().unwrap_or(0.0);
+        assert!(us > 0.0, "{client}: no CPU per connection: {cells:?}");
+        if client != "h1" {
+            let multiple: f64 = cells[6].parse().unwrap_or(0.0);
+            assert!(multiple > 0.0, "{client}: no multiple of h1: {cells:?}");
+        }
+    }
+}
