@@ -20,19 +20,19 @@ use crate::tls::{group_label, suite_label, KeyCache, Negotiated};
 pub type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
 /// Opens QUIC connections to one target, each from an endpoint (a UDP
-/// socket) of its own, as browsers do.
+/// socket) of its own with zero-length client connection IDs, as
+/// Chromium and quic-go's `DialAddr` do.
 ///
-/// Why not one endpoint shared by all of a worker's connections: a
-/// shared socket needs connection IDs of the client's own to tell its
-/// connections apart, and a client that has them hands the server a
-/// spare one (a NEW_CONNECTION_ID frame, RFC 9000 5.1.1) as soon as the
-/// handshake is done, in a datagram of its own. Chromium's QUIC and
-/// quic-go's `Dial` use a socket per connection and zero-length client
-/// connection IDs instead, so they send no such datagram, and neither
-/// must a load generator that claims to cost a server what browsers do.
-/// (With that extra datagram, the server also sends an ACK-only datagram
-/// on most connections: two ack-eliciting packets in a row call for an
-/// immediate ACK, RFC 9000 13.2.2.)
+/// Why not one endpoint shared by a worker's connections: the server
+/// picks one of its SO_REUSEPORT sockets (workers) by the client's
+/// address, so every connection of a bench worker reached one server
+/// worker; and a shared socket needs client connection IDs, which quinn
+/// follows with a spare one (NEW_CONNECTION_ID, RFC 9000 5.1.1) in a
+/// datagram of its own after each handshake, beside which the server
+/// sends an ACK-only datagram (two ack-eliciting packets, RFC 9000
+/// 13.2.2) that browsers do not make it send. At one rate, tern serve's
+/// CPU per connection under this client equals its CPU under quic-go's
+/// (bench/h3-clients.sh); under the shared socket it was 6 % more.
 pub struct H3Connector {
     /// An endpoint held open for the run, used by no connection. The
     /// kernel counts the UDP sockets with GRO on (quinn turns it on):

@@ -165,7 +165,7 @@ fn disclosure(out: &mut String, r: &Report) {
         if let Some(q) = &s.quic {
             let _ = writeln!(
                 out,
-                "    QUIC:       v1, 0-RTT off; {} connections: {} datagrams sent, {} received, {} packets lost, {} congestion events, path MTU {}",
+                "    QUIC:       v1, 0-RTT off, a UDP socket per connection (no client connection IDs); {} connections: {} datagrams sent, {} received, {} packets lost, {} congestion events, path MTU {}",
                 q.connections,
                 q.datagrams_sent,
                 q.datagrams_received,

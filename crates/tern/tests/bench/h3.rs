@@ -80,9 +80,13 @@ fn h3_keepalive_discloses_quic_and_what_was_negotiated() {
         !text.contains("DNS lookup") && !text.contains("TCP connect"),
         "{text}"
     );
-    // What tern served: 200 requests over HTTP/3 on four connections
-    // (each worker's connections share its one UDP port: QUIC tells them
-    // apart by connection ID, so tern's handshake count says how many).
+    // The report says how the client opened its connections.
+    assert!(
+        text.contains("a UDP socket per connection (no client connection IDs)"),
+        "{text}"
+    );
+    // What tern served: 200 requests over HTTP/3 on four connections (by
+    // tern's handshake count).
     let log = logged(&served, 200);
     for line in &log {
         assert_eq!(log_field(line, "alpn"), Some("h3"), "{line}");
@@ -198,8 +202,12 @@ fn h3_resumed_plan_resumes_from_the_second_connection_on() {
         .iter()
         .filter(|l| log_field(l, "resumed") == Some("yes"))
         .count();
+    // The one full handshake is the first connection's, but its line need
+    // not be the first logged: tern logs a request when its exchange ends
+    // on tern's side, and the client opens the next connection as soon as
+    // it has read the response, so the next one's line can come first
+    // (seen since each connection has a socket of its own).
     assert_eq!(resumed, 19, "{log:#?}");
-    assert_eq!(log_field(&log[0], "resumed"), Some("no"), "{}", log[0]);
 }
 
 #[test]
