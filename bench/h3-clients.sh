@@ -75,6 +75,7 @@ load() {
     local -a rate=()
     case "$1" in
         h1 | tern | tern-old)
+            [[ "$1" != tern-old || -x "${OLD_TERN:-}" ]] || die "client tern-old needs OLD_TERN, a tern binary"
             local bin="$BENCH_TERN" proto=(--h3)
             [[ "$1" == tern-old ]] && bin="$OLD_TERN"
             [[ "$1" == h1 ]] && proto=()

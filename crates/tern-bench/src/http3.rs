@@ -30,9 +30,10 @@ pub type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 /// follows with a spare one (NEW_CONNECTION_ID, RFC 9000 5.1.1) in a
 /// datagram of its own after each handshake, beside which the server
 /// sends an ACK-only datagram (two ack-eliciting packets, RFC 9000
-/// 13.2.2) that browsers do not make it send. At one rate, tern serve's
-/// CPU per connection under this client equals its CPU under quic-go's
-/// (bench/h3-clients.sh); under the shared socket it was 6 % more.
+/// 13.2.2) that browsers do not make it send. At 1,000 connections a
+/// second tern serve's CPU per connection under this client equals its
+/// CPU under quic-go's, and under the shared socket it was 5-6 % more
+/// (bench/h3-clients.sh; BENCHMARKS.md has the other rates).
 pub struct H3Connector {
     /// An endpoint held open for the run, used by no connection. The
     /// kernel counts the UDP sockets with GRO on (quinn turns it on):
