@@ -32,7 +32,7 @@ pub type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 /// sends an ACK-only datagram (two ack-eliciting packets, RFC 9000
 /// 13.2.2) that browsers do not make it send. At 1,000 connections a
 /// second tern serve's CPU per connection under this client equals its
-/// CPU under quic-go's, and under the shared socket it was 5-6 % more
+/// CPU under quic-go's, and under the shared socket it was 5-8 % more
 /// (bench/h3-clients.sh; BENCHMARKS.md has the other rates).
 pub struct H3Connector {
     /// An endpoint held open for the run, used by no connection. The
