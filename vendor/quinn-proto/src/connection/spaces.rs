@@ -725,7 +725,9 @@ impl PendingAcks {
             return false;
         }
 
-        let prev_largest_ack_eliciting = self.largest_ack_eliciting_packet.unwrap_or(0);
+        // tern patch: `None` before the space's first ack-eliciting packet
+        // (was 0, which made a first packet numbered above 0 out of order).
+        let prev_largest_ack_eliciting = self.largest_ack_eliciting_packet;
 
         // Track largest ack-eliciting packet
         self.largest_ack_eliciting_packet = self
@@ -754,13 +756,24 @@ impl PendingAcks {
     fn is_out_of_order(
         &self,
         packet_number: u64,
-        prev_largest_ack_eliciting: u64,
+        prev_largest_ack_eliciting: Option<u64>,
         dedup: &Dedup,
     ) -> bool {
         match self.reordering_threshold {
             0 => false,
             1 => {
                 // From https://www.rfc-editor.org/rfc/rfc9000#section-13.2.1-7
+                //
+                // tern patch: "larger than the highest-numbered ack-eliciting
+                // packet that has been received and there are missing packets
+                // between that packet and this packet": with none received
+                // yet, nothing is missing between. The first 1-RTT packet of
+                // a client that does not number it 0 (quic-go's was 3) drew
+                // an immediate ACK, a datagram of its own on most new
+                // connections.
+                let Some(prev_largest_ack_eliciting) = prev_largest_ack_eliciting else {
+                    return false;
+                };
                 packet_number < prev_largest_ack_eliciting
                     || dedup.missing_in_interval(prev_largest_ack_eliciting, packet_number)
             }
@@ -1074,6 +1087,21 @@ mod test {
         dedup.insert(0);
         acks.packet_received(Instant::now(), 0, true, &dedup);
         assert!(!acks.immediate_ack_required);
+    }
+
+    /// tern patch: a space's first ack-eliciting packet is in order
+    /// whatever its number; a gap after it is not.
+    #[test]
+    fn pending_acks_first_packet_is_in_order_whatever_its_number() {
+        let mut acks = PendingAcks::new();
+        let mut dedup = Dedup::new();
+        dedup.insert(3);
+        acks.packet_received(Instant::now(), 3, true, &dedup);
+        assert!(!acks.immediate_ack_required);
+        acks.acks_sent();
+        dedup.insert(5);
+        acks.packet_received(Instant::now(), 5, true, &dedup);
+        assert!(acks.immediate_ack_required, "4 is missing");
     }
 
     #[test]
