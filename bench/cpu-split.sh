@@ -28,13 +28,7 @@ N="${N:-2000}"
 WARM="${WARM:-200}"
 C="${C:-10}"
 ROUNDS="${ROUNDS:-2}"
-bench_defaults tern server
-BENCH_TERN="${BENCH_TERN:-$TERN}"
-TLS_SUITE=TLS_AES_128_GCM_SHA256
-TLS_GROUP=X25519
-SRV_H3=1
-for tool in nginx openssl python3 taskset; do need "$tool"; done
-[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+quic_new_conn_defaults
 [[ -x /usr/bin/time ]] || die "needs /usr/bin/time"
 
 bench_workdir tern-cpu-split

@@ -48,13 +48,7 @@ C="${C:-20}"
 ROUNDS="${ROUNDS:-3}"
 CLIENTS="${CLIENTS:-h1 tern quic-go-own quic-go-shared}"
 [[ -n "${OLD_TERN:-}" ]] && CLIENTS="$CLIENTS tern-old"
-bench_defaults tern server
-BENCH_TERN="${BENCH_TERN:-$TERN}"
-TLS_SUITE=TLS_AES_128_GCM_SHA256
-TLS_GROUP=X25519
-SRV_H3=1
-for tool in nginx openssl python3 taskset; do need "$tool"; done
-[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+quic_new_conn_defaults
 
 bench_workdir tern-h3-clients
 if [[ -z "${QUIC_GO_CLIENT:-}" ]]; then

@@ -305,6 +305,22 @@ bench_defaults() {
     LOAD_CPU=1
 }
 
+# quic_new_conn_defaults [TOOL...]: the settings of the scripts that set a
+# new QUIC connection against a new TCP+TLS one through one tern
+# (bench_defaults' layout, the backend on the server's CPU, the load from
+# BENCH_TERN, TLS 1.3 AES-128-GCM X25519, tern serving HTTP/3 too), with
+# nginx, openssl, python3, taskset and each TOOL checked for.
+quic_new_conn_defaults() {
+    bench_defaults tern server
+    BENCH_TERN="${BENCH_TERN:-$TERN}"
+    TLS_SUITE=TLS_AES_128_GCM_SHA256
+    TLS_GROUP=X25519
+    SRV_H3=1
+    local tool
+    for tool in nginx openssl python3 taskset "$@"; do need "$tool"; done
+    [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+}
+
 # nginx_main DIR ERROR_LOG CONNECTIONS: the main context every nginx here
 # starts with: one worker in the foreground, run as root (it reads the
 # scratch folder), pid file in DIR.

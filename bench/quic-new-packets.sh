@@ -33,13 +33,7 @@ source "$here/lib.sh"
 N="${N:-300}"
 WARM="${WARM:-100}"
 C="${C:-10}"
-bench_defaults tern server
-BENCH_TERN="${BENCH_TERN:-$TERN}"
-TLS_SUITE=TLS_AES_128_GCM_SHA256
-TLS_GROUP=X25519
-SRV_H3=1
-for tool in nginx strace nstat openssl python3 taskset; do need "$tool"; done
-[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
+quic_new_conn_defaults strace nstat
 
 bench_workdir tern-quic-new
 make_cert ecdsa

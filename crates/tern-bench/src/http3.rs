@@ -124,9 +124,9 @@ impl H3Connector {
         };
         // Also the check that the source address can be bound: a
         // configuration error said before the run, not on every connection.
-        let anchor = client_endpoint(local, laddr).map_err(|e| match e {
-            RequestError::Connect(m) if laddr.is_some() => BenchError::Config(m),
-            e => BenchError::Runtime(std::io::Error::other(e.to_string())),
+        let anchor = client_endpoint(local).map_err(|e| match laddr {
+            Some(ip) => BenchError::Config(format!("--laddr {ip}: bind UDP: {e}")),
+            None => BenchError::Runtime(e),
         })?;
         Ok(H3Connector {
             _gro_anchor: anchor,
@@ -140,7 +140,10 @@ impl H3Connector {
 
     /// Opens one QUIC connection and starts HTTP/3 on it.
     pub async fn connect(&self, key_cache: &mut KeyCache) -> Result<H3Established, RequestError> {
-        let endpoint = client_endpoint(self.local, self.laddr)?;
+        let endpoint = client_endpoint(self.local).map_err(|e| match self.laddr {
+            Some(ip) => RequestError::Connect(format!("--laddr {ip}: bind UDP: {e}")),
+            None => RequestError::Connect(format!("QUIC: bind UDP: {e}")),
+        })?;
         let start = Instant::now();
         let connecting = endpoint
             .connect_with(self.config.clone(), self.addr, &self.server_name)
@@ -206,20 +209,13 @@ impl H3Connector {
 /// A new client endpoint on a UDP socket of its own, bound to `local`
 /// (with --laddr, that address, as TCP connections are), with
 /// zero-length connection IDs.
-fn client_endpoint(
-    local: SocketAddr,
-    laddr: Option<IpAddr>,
-) -> Result<quinn::Endpoint, RequestError> {
-    let bind_error = |e: std::io::Error| match laddr {
-        Some(ip) => RequestError::Connect(format!("--laddr {ip}: bind UDP: {e}")),
-        None => RequestError::Connect(format!("QUIC: bind UDP: {e}")),
-    };
-    let socket = std::net::UdpSocket::bind(local).map_err(bind_error)?;
-    let runtime = quinn::default_runtime()
-        .ok_or_else(|| RequestError::Connect("QUIC: no async runtime".to_string()))?;
+fn client_endpoint(local: SocketAddr) -> std::io::Result<quinn::Endpoint> {
+    let socket = std::net::UdpSocket::bind(local)?;
+    let runtime =
+        quinn::default_runtime().ok_or_else(|| std::io::Error::other("no async runtime"))?;
     let mut config = quinn::EndpointConfig::default();
     config.cid_generator(|| Box::new(NoConnectionIds));
-    quinn::Endpoint::new(config, None, socket, runtime).map_err(bind_error)
+    quinn::Endpoint::new(config, None, socket, runtime)
 }
 
 /// Sends one request on a new stream and reads the whole response. On
