@@ -21,6 +21,13 @@
 # connection resumes a TLS session (tern bench --plan resumed), figures per
 # connection, to compare two builds' resumed handshakes.
 #
+# RATE=R runs the loads open loop at R connections (or requests) a second
+# (`tern bench --rate`; C then caps what is in flight, e.g. C=64): at low
+# rates the worker parks between connections and each wake-up starts
+# cold, which moves QUIC's figure more than TCP+TLS's (BENCHMARKS.md,
+# "A new QUIC connection at 1,000/s"). Every run also prints the worker
+# threads' parks (voluntary context switches from /proc) per connection.
+#
 # CALLERS=1 records DWARF call graphs too (perf record --call-graph
 # dwarf: larger files, so use a lower FREQ, e.g. 1999) and adds, per mode,
 # the kernel's samples by system call and malloc's by the code that called
@@ -30,7 +37,7 @@
 # on a busy one.
 #
 # Usage: bench/new-conn-profile.sh   (env: N=4000 WARM=200 C=10 FREQ=4999
-#          TOP=25 MODES="h3 h1" PLAN=new|keepalive|resumed CALLERS=
+#          TOP=25 MODES="h3 h1" PLAN=new|keepalive|resumed RATE= CALLERS=
 #          TERN=target/release/tern BENCH_TERN=...)
 # Needs: perf, nginx, openssl, python3, taskset. Only 127.0.0.1 is a target.
 set -euo pipefail
@@ -67,6 +74,7 @@ start_backend "$backend_port" 0
 load() {
     local -a flags=()
     [[ "$1" == h3 ]] && flags=(--h3)
+    [[ -z "${RATE:-}" ]] || flags+=(--rate "$RATE")
     taskset -c 1 "$BENCH_TERN" bench "${flags[@]}" --plan "$PLAN" -n "$3" -c "$C" -k \
         --ciphers "$TLS_SUITE" --groups "$TLS_GROUP" --no-progress -o json \
         "https://127.0.0.1:$2/" > "$work/load.json" 2> "$work/load.err"
@@ -76,6 +84,17 @@ s = json.load(open(sys.argv[1]))["targets"][0]["summary"]
 if s["completed"] != int(sys.argv[2]) or s["failed"]:
     sys.exit(f"load: {s['completed']} completed, {s['failed']} failed")
 PY
+}
+
+# worker_parks PID: the voluntary context switches of PID's worker threads
+# so far (each a park in epoll_wait, or a blocking call).
+worker_parks() {
+    local task total=0
+    for task in /proc/"$1"/task/*; do
+        [[ "$(cat "$task/comm" 2> /dev/null)" == tern-worker-* ]] || continue
+        total=$((total + $(awk '/^voluntary_ctxt_switches/ {print $2}' "$task/status")))
+    done
+    echo "$total"
 }
 
 for mode in $MODES; do
@@ -97,8 +116,10 @@ for mode in $MODES; do
     # perf writes its file's header once it is attached.
     for _ in $(seq 1 100); do [[ -s "$work/perf-$mode.data" ]] && break; sleep 0.05; done
     cpu0="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
+    parks0="$(worker_parks "$tern_pid")"
     load "$mode" "$port" "$N" || die "$mode load failed: $(cat "$work/load.err")"
     cpu1="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
+    parks1="$(worker_parks "$tern_pid")"
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
     kill "$tern_pid"
@@ -116,6 +137,8 @@ for mode in $MODES; do
     # check on perf's total that does not depend on sampling.
     awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$N" -v u="$unit" \
         'BEGIN { printf "  /proc: %.1f us of tern CPU per %s\n", t * 1e6 / hz / n, u }'
+    awk -v p="$((parks1 - parks0))" -v n="$N" -v u="$unit" -v r="${RATE:-}" \
+        'BEGIN { printf "  worker parks: %.2f per %s (%s)\n", p / n, u, r == "" ? "closed loop" : "open loop at " r "/s" }'
     perf report -i "$work/perf-$mode.data" --no-children --sort dso,sym -n --stdio -g none 2> /dev/null \
         | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP" "$unit"
     if [[ -n "${CALLERS:-}" ]]; then
