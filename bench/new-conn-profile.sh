@@ -23,10 +23,11 @@
 #
 # RATE=R runs the loads open loop at R connections (or requests) a second
 # (`tern bench --rate`; C then caps what is in flight, e.g. C=64): at low
-# rates the worker parks between connections and each wake-up starts
-# cold, which moves QUIC's figure more than TCP+TLS's (BENCHMARKS.md,
-# "A new QUIC connection at 1,000/s"). Every run also prints the worker
-# threads' parks (voluntary context switches from /proc) per connection.
+# rates the worker parks between connections and each one's work runs
+# alone, which moves QUIC's figure more than TCP+TLS's (BENCHMARKS.md,
+# "A new QUIC connection at 1,000/s"). Every run also prints tern's parks
+# (voluntary context switches of its threads, from /proc: the worker's
+# nearly all) per connection.
 #
 # CALLERS=1 records DWARF call graphs too (perf record --call-graph
 # dwarf: larger files, so use a lower FREQ, e.g. 1999) and adds, per mode,
@@ -86,17 +87,6 @@ if s["completed"] != int(sys.argv[2]) or s["failed"]:
 PY
 }
 
-# worker_parks PID: the voluntary context switches of PID's worker threads
-# so far (each a park in epoll_wait, or a blocking call).
-worker_parks() {
-    local task total=0
-    for task in /proc/"$1"/task/*; do
-        [[ "$(cat "$task/comm" 2> /dev/null)" == tern-worker-* ]] || continue
-        total=$((total + $(awk '/^voluntary_ctxt_switches/ {print $2}' "$task/status")))
-    done
-    echo "$total"
-}
-
 for mode in $MODES; do
     port="$(free_port)"
     SRV_ALPN=http/1.1
@@ -116,10 +106,10 @@ for mode in $MODES; do
     # perf writes its file's header once it is attached.
     for _ in $(seq 1 100); do [[ -s "$work/perf-$mode.data" ]] && break; sleep 0.05; done
     cpu0="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
-    parks0="$(worker_parks "$tern_pid")"
+    read -r parks0 _ < <(switches "$tern_pid")
     load "$mode" "$port" "$N" || die "$mode load failed: $(cat "$work/load.err")"
     cpu1="$(awk '{print $14 + $15}' "/proc/$tern_pid/stat")"
-    parks1="$(worker_parks "$tern_pid")"
+    read -r parks1 _ < <(switches "$tern_pid")
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
     kill "$tern_pid"
@@ -138,7 +128,7 @@ for mode in $MODES; do
     awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$N" -v u="$unit" \
         'BEGIN { printf "  /proc: %.1f us of tern CPU per %s\n", t * 1e6 / hz / n, u }'
     awk -v p="$((parks1 - parks0))" -v n="$N" -v u="$unit" -v r="${RATE:-}" \
-        'BEGIN { printf "  worker parks: %.2f per %s (%s)\n", p / n, u, r == "" ? "closed loop" : "open loop at " r "/s" }'
+        'BEGIN { printf "  parks: %.2f per %s (%s)\n", p / n, u, r == "" ? "closed loop" : "open loop at " r "/s" }'
     perf report -i "$work/perf-$mode.data" --no-children --sort dso,sym -n --stdio -g none 2> /dev/null \
         | python3 "$here/perf_parts.py" "$N" "$FREQ" "$TOP" "$unit"
     if [[ -n "${CALLERS:-}" ]]; then

@@ -43,6 +43,10 @@ pub struct H3Connector {
     /// included.
     _gro_anchor: quinn::Endpoint,
     config: quinn::ClientConfig,
+    /// Each connection's endpoint, made once: the default makes a
+    /// stateless-reset HMAC key from fresh random bytes, and the runtime
+    /// handle is an allocation.
+    endpoint: ClientEndpoint,
     local: SocketAddr,
     laddr: Option<IpAddr>,
     addr: SocketAddr,
@@ -124,13 +128,15 @@ impl H3Connector {
         };
         // Also the check that the source address can be bound: a
         // configuration error said before the run, not on every connection.
-        let anchor = client_endpoint(local).map_err(|e| match laddr {
+        let endpoint = ClientEndpoint::new().map_err(BenchError::Runtime)?;
+        let anchor = endpoint.open(local).map_err(|e| match laddr {
             Some(ip) => BenchError::Config(format!("--laddr {ip}: bind UDP: {e}")),
             None => BenchError::Runtime(e),
         })?;
         Ok(H3Connector {
             _gro_anchor: anchor,
             config,
+            endpoint,
             local,
             laddr,
             addr,
@@ -140,10 +146,13 @@ impl H3Connector {
 
     /// Opens one QUIC connection and starts HTTP/3 on it.
     pub async fn connect(&self, key_cache: &mut KeyCache) -> Result<H3Established, RequestError> {
-        let endpoint = client_endpoint(self.local).map_err(|e| match self.laddr {
-            Some(ip) => RequestError::Connect(format!("--laddr {ip}: bind UDP: {e}")),
-            None => RequestError::Connect(format!("QUIC: bind UDP: {e}")),
-        })?;
+        let endpoint = self
+            .endpoint
+            .open(self.local)
+            .map_err(|e| match self.laddr {
+                Some(ip) => RequestError::Connect(format!("--laddr {ip}: bind UDP: {e}")),
+                None => RequestError::Connect(format!("QUIC: bind UDP: {e}")),
+            })?;
         let start = Instant::now();
         let connecting = endpoint
             .connect_with(self.config.clone(), self.addr, &self.server_name)
@@ -206,16 +215,28 @@ impl H3Connector {
     }
 }
 
-/// A new client endpoint on a UDP socket of its own, bound to `local`
-/// (with --laddr, that address, as TCP connections are), with
-/// zero-length connection IDs.
-fn client_endpoint(local: SocketAddr) -> std::io::Result<quinn::Endpoint> {
-    let socket = std::net::UdpSocket::bind(local)?;
-    let runtime =
-        quinn::default_runtime().ok_or_else(|| std::io::Error::other("no async runtime"))?;
-    let mut config = quinn::EndpointConfig::default();
-    config.cid_generator(|| Box::new(NoConnectionIds));
-    quinn::Endpoint::new(config, None, socket, runtime)
+/// What every client endpoint of a connector shares: its configuration
+/// (zero-length connection IDs) and the runtime it runs on.
+struct ClientEndpoint {
+    config: quinn::EndpointConfig,
+    runtime: Arc<dyn quinn::Runtime>,
+}
+
+impl ClientEndpoint {
+    fn new() -> std::io::Result<ClientEndpoint> {
+        let runtime =
+            quinn::default_runtime().ok_or_else(|| std::io::Error::other("no async runtime"))?;
+        let mut config = quinn::EndpointConfig::default();
+        config.cid_generator(|| Box::new(NoConnectionIds));
+        Ok(ClientEndpoint { config, runtime })
+    }
+
+    /// A new client endpoint on a UDP socket of its own, bound to `local`
+    /// (with --laddr, that address, as TCP connections are).
+    fn open(&self, local: SocketAddr) -> std::io::Result<quinn::Endpoint> {
+        let socket = std::net::UdpSocket::bind(local)?;
+        quinn::Endpoint::new(self.config.clone(), None, socket, self.runtime.clone())
+    }
 }
 
 /// Sends one request on a new stream and reads the whole response. On

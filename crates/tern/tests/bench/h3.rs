@@ -208,6 +208,11 @@ fn h3_resumed_plan_resumes_from_the_second_connection_on() {
     // it has read the response, so the next one's line can come first
     // (seen since each connection has a socket of its own).
     assert_eq!(resumed, 19, "{log:#?}");
+    let full = log
+        .iter()
+        .filter(|l| log_field(l, "resumed") == Some("no"))
+        .count();
+    assert_eq!(full, 1, "one full handshake: {log:#?}");
 }
 
 #[test]
