@@ -5,8 +5,10 @@
 # of every round (utime+stime of tern from /proc / requests).
 #
 # Usage: A=/tmp/tern-old B=/tmp/tern-new bench/ab.sh
-#        (env: MODE=h1 (wrk -t1 -c50) | h2 (h2load -c50 -m10), ROUNDS=4, D=5 seconds)
-# Needs: nginx (nginx-light), wrk or h2load, openssl, taskset. Only 127.0.0.1 is a target.
+#        (env: MODE=h1 (wrk -t1 -c50) | h2 (h2load -c50 -m10) | handshake (a full
+#        TLS handshake + 1 request per connection: hey -c50 -disable-keepalive, as
+#        bench/terminators.sh), ROUNDS=4, D=5 seconds)
+# Needs: nginx (nginx-light), wrk, h2load or hey, openssl, taskset. Only 127.0.0.1 is a target.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,7 +23,16 @@ SERVER_CPU=0
 LOAD_CPU=1
 SRV_POOL=512
 SRV_ALPN=http/1.1
-[[ "$MODE" == h2 ]] && SRV_ALPN=h2
+case "$MODE" in
+    h1) need wrk ;;
+    h2) need h2load; SRV_ALPN=h2 ;;
+    handshake)
+        HEY="${HEY:-$(command -v hey || echo "$HOME/go/bin/hey")}"
+        [[ -x "$HEY" ]] || die "MODE=handshake needs hey (go install github.com/rakyll/hey@latest)"
+        # Go's client offers X25519MLKEM768 first otherwise; the servers are pinned to X25519.
+        export GODEBUG=tlsmlkem=0 ;;
+    *) die "MODE must be h1, h2 or handshake" ;;
+esac
 
 bench_workdir tern-ab
 make_cert ecdsa
@@ -40,6 +51,9 @@ for round in $(seq "$ROUNDS"); do
         if [[ "$MODE" == h2 ]]; then
             n="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$D" "https://127.0.0.1:$port/" 2>&1 \
                 | awk '/^requests:/ { print $8 }')"
+        elif [[ "$MODE" == handshake ]]; then
+            n="$(taskset -c "$LOAD_CPU" "$HEY" -z "${D}s" -c 50 -disable-keepalive \
+                -host localhost "https://127.0.0.1:$port/" | hey_ok)"
         else
             n="$(taskset -c "$LOAD_CPU" wrk -t1 -c50 -d"${D}s" "https://127.0.0.1:$port/" 2>&1 \
                 | awk '/requests in/ { print $1 }')"

@@ -22,7 +22,7 @@
 #
 # Usage: bench/instructions.sh [ARGS...]   (env: MODE=h2|h1|h3 N=20000 WARM=2000
 #          C=50 M=10 PLAN=keepalive TOP=30 TOML= REFUSED= TERN=target/release/tern
-#          BENCH_TERN=... SERVER=tern)
+#          BENCH_TERN=... SERVER=tern ATOMICS=)
 # e.g.   bench/instructions.sh --request-id-header off
 #        MODE=h3 C=20 M=1 bench/instructions.sh
 #        MODE=h3 PLAN=new C=20 M=1 N=2000 WARM=400 bench/instructions.sh
@@ -51,6 +51,16 @@
 # child that callgrind_control cannot reach (valgrind 3.19 gives forked
 # children no vgdb channel), so two runs are counted, WARM+N and WARM+N+N
 # requests, and the first is subtracted from the second.
+# SERVER=haproxy (PLAN=keepalive, MODE=h2 or h1): Debian's haproxy (one
+# thread, bench/lib.sh's configuration, as bench/h2.sh runs it) under the
+# same h2load load, for what a peer's user space does per request: instructions,
+# and with VALGRIND_OPTS=--cache-sim=yes or --branch-sim=yes its simulated
+# misses, beside tern's. (Its TLS is OpenSSL's; each figure includes its C
+# handshakes, as tern's does.)
+# ATOMICS=1: also counts the atomic read-modify-write instructions executed
+# per request (lock-prefixed, xchg with memory, mfence: each costs tens of
+# cycles where a plain one costs one), by object and by function
+# (bench/callgrind_atomics.py; callgrind records every instruction's count).
 # Prints instructions per request, the TOP functions by their own
 # instructions per request (bench/callgrind_own.py) and the TOP by
 # inclusive count, and the count split by layer (bench/callgrind_layers.py:
@@ -81,8 +91,15 @@ case "$SERVER" in
         [[ "$MODE" == h1 && "$PLAN" == keepalive && -z "${TOML:-}" && $# -eq 0 ]] ||
             die "SERVER=hitch: MODE=h1 PLAN=keepalive only, no ARGS or TOML"
         ;;
-    *) die "SERVER must be tern or hitch" ;;
+    haproxy)
+        need haproxy
+        [[ "$PLAN" == keepalive && "$MODE" != h3 && -z "${TOML:-}" && $# -eq 0 ]] ||
+            die "SERVER=haproxy: PLAN=keepalive, MODE=h2 or h1, no ARGS or TOML"
+        ;;
+    *) die "SERVER must be tern, haproxy or hitch" ;;
 esac
+cg_opts=()
+[[ -n "${ATOMICS:-}" ]] && cg_opts=(--dump-instr=yes)
 for tool in valgrind callgrind_control callgrind_annotate nginx h2load openssl python3; do need "$tool"; done
 [[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 [[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
@@ -116,11 +133,25 @@ else
     tern_serve_args "$port" "$backend_port"
 fi
 if [[ "$SERVER" == tern ]]; then
-    valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" \
+    valgrind --tool=callgrind "${cg_opts[@]}" --callgrind-out-file="$work/callgrind.out.%p" \
         "$TERN" "${TERN_SERVE_ARGS[@]}" "$@" 2> "$work/tern.log" &
-    tern_pid=$!
-    pids+=("$tern_pid")
+    cg_pid=$!
+    pids+=("$cg_pid")
     wait_port_slow "$port" "$work/tern.log" "tern"
+fi
+if [[ "$SERVER" == haproxy ]]; then
+    # Started once as every script starts it, for lib.sh to write its
+    # configuration, then again on that file under callgrind (-db: in the
+    # foreground, no fork, so callgrind_control reaches it).
+    SERVER_CPU=0
+    start_server haproxy "$port" "$backend_port" || die "haproxy did not start"
+    kill "$STARTED_PID"
+    wait "$STARTED_PID" 2> /dev/null || true
+    valgrind --tool=callgrind "${cg_opts[@]}" --callgrind-out-file="$work/callgrind.out.%p" \
+        haproxy -f "$work/haproxy/haproxy.cfg" -db 2> "$work/tern.log" &
+    cg_pid=$!
+    pids+=("$cg_pid")
+    wait_port_slow "$port" "$work/tern.log" "haproxy"
 fi
 
 # load COUNT: runs COUNT requests; prints "COUNT succeeded" when all did.
@@ -219,20 +250,20 @@ if ! printf '%s\n' "$out" | grep -q "$WARM $answered"; then
     [[ -n "${WARM_FAILS_OK:-}" ]] || die "warm-up failed"
     echo "warm-up: some requests failed (WARM_FAILS_OK)" >&2
 fi
-callgrind_control -z "$tern_pid" > /dev/null
+callgrind_control -z "$cg_pid" > /dev/null
 out="$(load "$N")"
 printf '%s\n' "$out" | grep -q "$N $answered" || { printf '%s\n' "$out" >&2; cat "$work/load.err" >&2 2> /dev/null; die "load failed"; }
 if [[ -n "${REFUSED:-}" ]]; then
     served="$(printf '%s\n' "$out" | awk '/^status codes:/ {gsub(/,/, ""); print $3}')"
     [[ "$served" == 0 ]] || die "REFUSED=1 but $served requests were served"
 fi
-callgrind_control -d "$tern_pid" > /dev/null
+callgrind_control -d "$cg_pid" > /dev/null
 # The dump lands next to the final one; pick the newest part file.
 dump="$(ls -t "$work"/callgrind.out.* | head -1)"
 total="$(awk '/^summary:/ {print $2} /^totals:/ {t = $2} END {if (t) print t}' "$dump" | head -1)"
 handshakes="$C"
 [[ "$PLAN" != keepalive ]] && handshakes="$N ($PLAN)"
-echo "MODE=$MODE PLAN=$PLAN N=$N C=$C${M:+ M=$M} load: $loader args: ${*:-(none)}${TOML:+ config: tern_config_file + $TOML}"
+echo "SERVER=$SERVER MODE=$MODE PLAN=$PLAN N=$N C=$C${M:+ M=$M} load: $loader args: ${*:-(none)}${TOML:+ config: tern_config_file + $TOML}"
 echo "instructions per request: $(python3 -c "print(f'{$total / $N:.0f}')") ($total for $N requests, $handshakes handshakes included)"
 echo
 echo "Top functions by their own instructions, per request (callees excluded; inlined code summed):"
@@ -247,7 +278,14 @@ callgrind_annotate --threshold=100 --auto=no "$dump.own" 2> /dev/null | python3 
 echo
 echo "Top functions by inclusive instructions:"
 callgrind_annotate --inclusive=yes --auto=no "$dump" 2> /dev/null | sed -n '/file:function/,$p' | sed -n "3,$((TOP + 2))p"
-echo
-echo "By layer (bench/callgrind_layers.py; the $handshakes handshakes are one):"
-python3 "$here/callgrind_layers.py" "$dump" "$N"
+if [[ -n "${ATOMICS:-}" ]]; then
+    echo
+    echo "Atomic read-modify-writes (bench/callgrind_atomics.py):"
+    python3 "$here/callgrind_atomics.py" "$dump" "$N" "$TOP"
+fi
+if [[ "$SERVER" == tern ]]; then
+    echo
+    echo "By layer (bench/callgrind_layers.py; the $handshakes handshakes are one):"
+    python3 "$here/callgrind_layers.py" "$dump" "$N"
+fi
 [[ -z "${KEEP:-}" ]] || echo "callgrind output: $dump"
