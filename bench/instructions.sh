@@ -57,10 +57,11 @@
 # and with VALGRIND_OPTS=--cache-sim=yes or --branch-sim=yes its simulated
 # misses, beside tern's. (Its TLS is OpenSSL's; each figure includes its C
 # handshakes, as tern's does.)
-# ATOMICS=1: also counts the atomic read-modify-write instructions executed
-# per request (lock-prefixed, xchg with memory, mfence: each costs tens of
-# cycles where a plain one costs one), by object and by function
-# (bench/callgrind_atomics.py; callgrind records every instruction's count).
+# ATOMICS=1 (tern, haproxy): also counts the atomic read-modify-write
+# instructions executed per request (lock-prefixed, xchg with memory,
+# mfence: each costs tens of cycles where a plain one costs one), by
+# object and by function (bench/callgrind_atomics.py; callgrind records
+# every instruction's count).
 # Prints instructions per request, the TOP functions by their own
 # instructions per request (bench/callgrind_own.py) and the TOP by
 # inclusive count, and the count split by layer (bench/callgrind_layers.py:
@@ -101,8 +102,7 @@ esac
 cg_opts=()
 [[ -n "${ATOMICS:-}" ]] && cg_opts=(--dump-instr=yes)
 for tool in valgrind callgrind_control callgrind_annotate nginx h2load openssl python3; do need "$tool"; done
-[[ -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
-[[ -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
+[[ "$SERVER" != tern || -x "$TERN" ]] || die "no tern binary at $TERN (cargo build --release -p tern)"
 case "$MODE" in
     h2) SRV_ALPN=h2; load_flags=(-m "$M"); bench_flags=(--h2 --streams "$M") ;;
     h1) SRV_ALPN=http/1.1; load_flags=(--h1); bench_flags=() ;;
@@ -117,6 +117,7 @@ esac
 # connection per request).
 loader=h2load
 [[ "$MODE" == h3 || "$PLAN" != keepalive ]] && loader=tern
+[[ "$loader" != tern || -x "$BENCH_TERN" ]] || die "no tern binary at $BENCH_TERN (BENCH_TERN)"
 
 bench_workdir tern-instructions
 make_cert ecdsa
@@ -148,10 +149,10 @@ if [[ "$SERVER" == haproxy ]]; then
     kill "$STARTED_PID"
     wait "$STARTED_PID" 2> /dev/null || true
     valgrind --tool=callgrind "${cg_opts[@]}" --callgrind-out-file="$work/callgrind.out.%p" \
-        haproxy -f "$work/haproxy/haproxy.cfg" -db 2> "$work/tern.log" &
+        haproxy -f "$work/haproxy/haproxy.cfg" -db 2> "$work/haproxy.log" &
     cg_pid=$!
     pids+=("$cg_pid")
-    wait_port_slow "$port" "$work/tern.log" "haproxy"
+    wait_port_slow "$port" "$work/haproxy.log" "haproxy"
 fi
 
 # load COUNT: runs COUNT requests; prints "COUNT succeeded" when all did.
