@@ -11,7 +11,9 @@
 # (http-reuse always): the tuning the peers need, written here.
 # h2load runs on CPU 1; the backend on CPU 1 (BACKEND_CPU=load, default) or,
 # in the strict layout, on CPU 0 with the server (BACKEND_CPU=server).
-# Workload: h2load -c50 -m10 (10 concurrent streams per connection),
+# Workload: h2load -c50 -m10 (10 concurrent streams per connection; CONNS
+# and STREAMS change the two, e.g. to see how the ratio follows the number
+# of requests in flight, BENCHMARKS.md "HTTP/2 at 0.94x"),
 # measured over a window of DURATION seconds inside its run, once its 50
 # connections are up (no handshake in the window, bench/counters.sh "A load
 # tool's run"); with REQUESTS=N, over whole runs of N requests. Reports
@@ -40,7 +42,7 @@
 #
 # Usage: bench/h2.sh   (env: DURATION=10 REQUESTS= RUNS=3 TERN=target/release/tern
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
-#                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US=)
+#                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US= CONNS=50 STREAMS=10)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
 # python3, ss (iproute2); perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
@@ -64,6 +66,8 @@ if [[ -n "$REQUESTS" ]]; then
     span_text="$REQUESTS requests"
 fi
 RUNS="${RUNS:-3}"
+CONNS="${CONNS:-50}"
+STREAMS="${STREAMS:-10}"
 TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
 BACKEND_CPU="${BACKEND_CPU:-load}"
@@ -143,15 +147,15 @@ for run in $(seq 1 "$RUNS"); do
             # The whole run: its handshakes and the load's start and end in it.
             children_cpu_ms load_before_ms
             measure_begin
-            out="$(taskset -c "$LOAD_CPU" h2load -c 50 -m 10 "${span[@]}" "$url" 2>&1)"
+            out="$(taskset -c "$LOAD_CPU" h2load -c "$CONNS" -m "$STREAMS" "${span[@]}" "$url" 2>&1)"
             measure_end
             children_cpu_ms load_after_ms
             load_ms=$((load_after_ms - load_before_ms))
         else
-            # A window of DURATION s inside a longer run, once its 50
+            # A window of DURATION s inside a longer run, once its CONNS
             # connections are up (bench/counters.sh, "A load tool's run").
-            load_start "$work/h2load.out" taskset -c "$LOAD_CPU" h2load -c 50 -m 10 -D "$((DURATION + LOAD_MARGIN_S))" "$url"
-            load_wait_settled "${server_port[$server]}" 50
+            load_start "$work/h2load.out" taskset -c "$LOAD_CPU" h2load -c "$CONNS" -m "$STREAMS" -D "$((DURATION + LOAD_MARGIN_S))" "$url"
+            load_wait_settled "${server_port[$server]}" "$CONNS"
             load_ticks_before="$(cpu_ticks "$LOAD_PID")"
             measure_begin
             window_begin "$backend_port"
@@ -191,12 +195,12 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 {
-    echo "## HTTP/2, 100-byte body, h2load -c50 -m10, $span_text x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
+    echo "## HTTP/2, 100-byte body, h2load -c$CONNS -m$STREAMS, $span_text x ${RUNS} interleaved runs; server on CPU $SERVER_CPU, h2load on CPU $LOAD_CPU, backend on CPU $backend_cpu (BACKEND_CPU=$BACKEND_CPU)"
     echo
     if [[ -n "$REQUESTS" ]]; then
-        echo "Each round's figures span the whole h2load run: its 50 handshakes and the streams in flight at its end in them."
+        echo "Each round's figures span the whole h2load run: its $CONNS handshakes and the streams in flight at its end in them."
     else
-        echo "Each round's figures span a ${DURATION}-s window inside a $((DURATION + LOAD_MARGIN_S))-s h2load run, opened ${LOAD_SETTLE_S} s after its 50 connections were up: no handshake in them. Requests are the backend's over the window (nginx's stub_status), CPU the server's over the same window."
+        echo "Each round's figures span a ${DURATION}-s window inside a $((DURATION + LOAD_MARGIN_S))-s h2load run, opened ${LOAD_SETTLE_S} s after its $CONNS connections were up: no handshake in them. Requests are the backend's over the window (nginx's stub_status), CPU the server's over the same window."
     fi
     echo
     echo "Negotiated (\`openssl s_client -alpn h2,http/1.1\`):"
@@ -214,7 +218,7 @@ done
         fi
     done
     echo
-    python3 "$here/table.py" "$results" "$(getconf CLK_TCK)"
+    H2_LOAD="-c$CONNS -m$STREAMS" python3 "$here/table.py" "$results" "$(getconf CLK_TCK)"
     echo
     echo "Conditions:"
     echo
@@ -230,9 +234,9 @@ done
         echo "- ISOLATE=1: every process of the run in one scheduler autogroup, $(cat /proc/self/autogroup 2> /dev/null || echo '?'), ahead of the host's other work"
     fi
     if [[ -n "$REQUESTS" ]]; then
-        echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 ${span[*]} https://127.0.0.1:PORT/"
+        echo "- load: taskset -c $LOAD_CPU h2load -c $CONNS -m $STREAMS ${span[*]} https://127.0.0.1:PORT/"
     else
-        echo "- load: taskset -c $LOAD_CPU h2load -c 50 -m 10 -D $((DURATION + LOAD_MARGIN_S)) https://127.0.0.1:PORT/, measured over a ${DURATION}-s window inside it"
+        echo "- load: taskset -c $LOAD_CPU h2load -c $CONNS -m $STREAMS -D $((DURATION + LOAD_MARGIN_S)) https://127.0.0.1:PORT/, measured over a ${DURATION}-s window inside it"
     fi
     echo "- every server: taskset -c $SERVER_CPU, one worker, TLSv1.3 only, $TLS_SUITE only, $TLS_GROUP only, ALPN h2,http/1.1, access log off, X-Forwarded-For/-Proto added; configs in bench/lib.sh (start_server)"
     echo "- idle backend connections: tern its defaults (the pool follows demand), nginx upstream keepalive $SRV_POOL, haproxy http-reuse always"

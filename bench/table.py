@@ -11,6 +11,7 @@ server CPU µs per request of each server, the CPU of each round, the
 backend's CPU per request (not part of the server's figure), and the ratios
 of tern (or the first server) against each peer and against the best peer.
 """
+import os
 import statistics
 import sys
 from collections import defaultdict
@@ -53,7 +54,7 @@ for line in open(path):
 labels = {
     "handshake": "full handshake + 1 request (hey -disable-keepalive)",
     "keepalive": "keepalive HTTP/1.1, 100 B (wrk -c50)",
-    "h2": "HTTP/2, 100 B (h2load -c50 -m10)",
+    "h2": f"HTTP/2, 100 B (h2load {os.environ.get('H2_LOAD', '-c50 -m10')})",
 }
 
 
