@@ -12,9 +12,9 @@
 # h2load runs on CPU 1; the backend on CPU 1 (BACKEND_CPU=load, default) or,
 # in the strict layout, on CPU 0 with the server (BACKEND_CPU=server).
 # Workload: h2load -c50 -m10 (10 concurrent streams per connection; CONNS
-# and STREAMS change the two, e.g. to see how the ratio follows the number
-# of requests in flight, BENCHMARKS.md "HTTP/2 at 0.94x"),
-# measured over a window of DURATION seconds inside its run, once its 50
+# and STREAMS change the two, e.g. to see how the ratio follows the
+# connections and streams in flight, BENCHMARKS.md "HTTP/2 at 0.94x"),
+# measured over a window of DURATION seconds inside its run, once its
 # connections are up (no handshake in the window, bench/counters.sh "A load
 # tool's run"); with REQUESTS=N, over whole runs of N requests. Reports
 # requests/s (the backend's requests over the window) and server CPU µs per

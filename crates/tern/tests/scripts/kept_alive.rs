@@ -60,10 +60,23 @@ fn h2_script_window_short_form() {
     if !all_installed(&["nginx", "h2load", "taskset", "ss"]) {
         return;
     }
-    run_windowed(
+    // CONNS and STREAMS reach h2load, the wait for its connections and
+    // the table's label.
+    let stdout = run_windowed(
         "h2.sh",
-        &[("SERVERS", "tern"), ("DURATION", "1"), ("RUNS", "1")],
-        "Each round's figures span a 1-s window inside a 4-s h2load run",
+        &[
+            ("SERVERS", "tern"),
+            ("DURATION", "1"),
+            ("RUNS", "1"),
+            ("CONNS", "10"),
+            ("STREAMS", "4"),
+        ],
+        "Each round's figures span a 1-s window inside a 4-s h2load run, opened 0.5 s after its 10 connections were up",
         "h2",
     );
+    assert!(
+        stdout.contains("| HTTP/2, 100 B (h2load -c10 -m4) |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("h2load -c 10 -m 4 -D 4"), "{stdout}");
 }
