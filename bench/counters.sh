@@ -90,6 +90,47 @@ syscall_count_read() {
         END { printf "%ssys=%d\t%sepoll=%d", p, sys, p, ep }' "$1"
 }
 
+# PMU_EVENTS: the events pmu_count_start counts. perf's generic names,
+# which it maps to each CPU's own; a CPU without one reads "-".
+PMU_EVENTS="${PMU_EVENTS:-cycles,instructions,L1-dcache-load-misses,LLC-load-misses,dTLB-load-misses,iTLB-load-misses}"
+
+# pmu_check: dies unless this machine's perf can count the first of
+# PMU_EVENTS (a VM without a virtual PMU cannot: "<not supported>").
+pmu_check() {
+    local first="${PMU_EVENTS%%,*}" out
+    out="$(perf stat -x, -e "$first" -- true 2>&1 >/dev/null)"
+    grep -q "^[0-9]" <<< "$out" ||
+        die "PMU=1: perf cannot count $first here (${out:-no output}); this needs a machine with a PMU"
+}
+
+# pmu_count_start FILE PID: counts PMU_EVENTS in PID, its children and their
+# threads (user and kernel) with perf stat into FILE until
+# syscall_count_stop FILE (the same stop).
+pmu_count_start() {
+    local file="$1" list
+    list="$(pgrep -P "$2" | tr '\n' ',' || true)$2"
+    perf stat -x, -o "$file" -e "$PMU_EVENTS" -p "$list" 2> /dev/null &
+    SYSCOUNT_PIDS[$file]=$!
+    for _ in $(seq 1 100); do
+        [[ $(find "/proc/$!/fd" -mindepth 1 2> /dev/null | wc -l) -gt 6 ]] && break
+        sleep 0.02
+    done
+}
+
+# pmu_count_read FILE: "pmu_EVENT=N" for each of PMU_EVENTS, tab-separated
+# ("-" where perf could not count it), from a count that was stopped.
+pmu_count_read() {
+    awk -F, -v events="$PMU_EVENTS" '
+        { v[$3] = $1 }
+        END {
+            n = split(events, e, ",")
+            for (i = 1; i <= n; i++) {
+                x = (e[i] in v && v[e[i]] ~ /^[0-9]+(\.[0-9]+)?$/) ? v[e[i]] : "-"
+                printf "%spmu_%s=%s", (i > 1 ? "\t" : ""), e[i], x
+            }
+        }' "$1"
+}
+
 # backend_status PORT: "accepts active" of the backend nginx on 127.0.0.1:PORT
 # (its stub_status, see start_backend): connections it accepted so far and
 # holds open now, this query's own connection included in both.

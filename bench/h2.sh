@@ -36,13 +36,18 @@
 # ISOLATE=1 (a shared host, root): the rounds run in a scheduler autogroup
 # at nice -20, ahead of the host's other work (bench/counters.sh
 # isolate_rounds); the conditions say so.
+# PMU=1 (a machine with a PMU: not a VM without one) also counts, with perf
+# stat, the server's cycles, instructions and cache and TLB misses
+# (counters.sh PMU_EVENTS) per request in each round, and its instructions
+# per cycle: where a peer's time per instruction differs (BENCHMARKS.md,
+# "HTTP/2 at 0.94x"). Each round pays the counting, every server alike.
 # SYSCALLS=1 also counts, with perf stat (tracepoints), the system calls and
 # epoll waits of the server and of the backend in each round; each
 # call then costs a little more, so leave it off for the CPU figures.
 #
 # Usage: bench/h2.sh   (env: DURATION=10 REQUESTS= RUNS=3 TERN=target/release/tern
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
-#                       SYSCALLS=1 ISOLATE=1 TERN_SLICE_US= CONNS=50 STREAMS=10)
+#                       SYSCALLS=1 PMU=1 ISOLATE=1 TERN_SLICE_US= CONNS=50 STREAMS=10)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
 # python3, ss (iproute2); perf for SYSCALLS=1.
 # Only 127.0.0.1 is ever a target.
@@ -72,6 +77,7 @@ TERN="${TERN:-$root/target/release/tern}"
 SERVERS="${SERVERS:-tern nginx haproxy}"
 BACKEND_CPU="${BACKEND_CPU:-load}"
 SYSCALLS="${SYSCALLS:-}"
+PMU="${PMU:-}"
 SERVER_CPU=0
 LOAD_CPU=1
 case "$BACKEND_CPU" in
@@ -82,7 +88,8 @@ esac
 SRV_POOL=512
 SRV_ALPN=h2
 for tool in nginx h2load openssl curl python3 taskset ss; do need "$tool"; done
-[[ -z "$SYSCALLS" ]] || need perf
+[[ -z "$SYSCALLS" && -z "$PMU" ]] || need perf
+[[ -z "$PMU" ]] || pmu_check
 
 bench_workdir tern-h2bench
 
@@ -132,6 +139,7 @@ measure_begin() {
         syscall_count_start "$work/syscalls.server" "${server_pid[$server]}"
         syscall_count_start "$work/syscalls.backend" "$backend_pid"
     fi
+    [[ -z "$PMU" ]] || pmu_count_start "$work/pmu.server" "${server_pid[$server]}"
     round_begin "${server_pid[$server]}" "$backend_pid"
     before="$(cpu_ticks "${server_pid[$server]}")"
     backend_before="$(cpu_ticks "$backend_pid")"
@@ -176,6 +184,11 @@ for run in $(seq 1 "$RUNS"); do
             syscall_count_stop "$work/syscalls.backend"
             syscalls="$(syscall_count_read "$work/syscalls.server" "")	$(syscall_count_read "$work/syscalls.backend" be_)"
         fi
+        pmu="pmu=-"
+        if [[ -n "$PMU" ]]; then
+            syscall_count_stop "$work/pmu.server"
+            pmu="$(pmu_count_read "$work/pmu.server")"
+        fi
         failed="$(printf '%s\n' "$out" | awk '/^requests:/ {print $10 + $12}')"
         if [[ -n "$REQUESTS" ]]; then
             done_n="$(printf '%s\n' "$out" | awk '/^requests:/ {print $8}')"
@@ -190,7 +203,7 @@ for run in $(seq 1 "$RUNS"); do
             /^Application protocol/ {a = $2} END {print p, c, g, "alpn=" a}')"
         record "$results" h2 "$server" "$run" "${done_n:-0}" "${rate:-0}" "$before" "$after" "${failed:-0}" "$backend_ticks" \
             "$ROUND_FIELDS" "be_opened=$((accepts_after - accepts_before - 1))" \
-            "be_open=$((open_after - 1))" "load_ms=$load_ms" "$syscalls"
+            "be_open=$((open_after - 1))" "load_ms=$load_ms" "$syscalls" "$pmu"
     done
 done
 

@@ -51,6 +51,10 @@ for line in open(path):
             be = backend_ticks * 1e6 / ticks_per_second / requests if backend_ticks is not None else None
             round_rows.append((workload, server, _run, requests, float(rate or 0), us, be, counters))
 
+# The order PMU=1's counts are shown in (bench/counters.sh PMU_EVENTS).
+PMU_ORDER = ["pmu_cycles", "pmu_instructions", "pmu_L1-dcache-load-misses",
+             "pmu_LLC-load-misses", "pmu_dTLB-load-misses", "pmu_iTLB-load-misses"]
+
 labels = {
     "handshake": "full handshake + 1 request (hey -disable-keepalive)",
     "keepalive": "keepalive HTTP/1.1, 100 B (wrk -c50)",
@@ -107,13 +111,22 @@ if round_rows:
     if any("be_sys" in r[7] for r in round_rows):
         columns += [("syscalls", "sys", 1), ("epoll waits", "epoll", 1),
                     ("be syscalls", "be_sys", 1), ("be epoll waits", "be_epoll", 1)]
+    pmu_keys = sorted(sorted({k for r in round_rows for k in r[7] if k.startswith("pmu_")}),
+                      key=lambda k: PMU_ORDER.index(k) if k in PMU_ORDER else len(PMU_ORDER))
+    if pmu_keys:
+        # PMU=1 (bench/h2.sh): the server's hardware counts per request, and
+        # its instructions per cycle (not per request).
+        columns += [(k[len("pmu_"):], k, 1) for k in pmu_keys]
+        if "pmu_cycles" in pmu_keys and "pmu_instructions" in pmu_keys:
+            columns.append(("IPC", "ipc", None))
     print()
     print("Every round, per request (vcs/nvcs: the server's voluntary (park, then a "
           "wake-up) and nonvoluntary context switches; rd+wr: its read/write-family "
           "system calls, recv*/send* not counted; queued: runnable but waiting for the "
           "CPU; slices: times put on a CPU; be: the backend nginx; be conns: backend "
           "connections opened in the round / open at its end; load CPU: h2load's; "
-          "syscalls and epoll waits, SYSCALLS=1: perf stat; others on CPU 0: its busy "
+          "syscalls and epoll waits, SYSCALLS=1: perf stat; cycles, instructions, "
+          "misses and IPC, PMU=1: perf stat's hardware counts; others on CPU 0: its busy "
           "time (/proc/stat) less the server's (and the backend's when it runs there), "
           "i.e. what else ran there, near 0 on an idle host; steal: the "
           "hypervisor's; CPU 0 busy %: of the round's time; load CPU %: h2load's share "
@@ -129,12 +142,15 @@ if round_rows:
         for _label, key, scale in columns:
             keys = key if isinstance(key, tuple) else (key,)
             try:
+                if key == "ipc":
+                    cells.append(f"{float(ctr['pmu_instructions']) / float(ctr['pmu_cycles']):.2f}")
+                    continue
                 if scale is None:
                     cells.append(ctr[keys[0]])
                     continue
                 value = sum(float(ctr[k]) for k in keys) * scale / requests
                 cells.append(f"{value:.3f}")
-            except (KeyError, ValueError):
+            except (KeyError, ValueError, ZeroDivisionError):
                 cells.append("—")
         be_cell = f"{be:.1f}" if be is not None else "—"
         # What else ran on the server's CPU: its busy time less the server's

@@ -80,3 +80,60 @@ fn h2_script_window_short_form() {
     );
     assert!(stdout.contains("h2load -c 10 -m 4 -D 4"), "{stdout}");
 }
+
+/// Whether perf can count here: a measurement tool, not installed by
+/// .ci/run, so this test runs where perf does (a developer's machine)
+/// and is skipped elsewhere.
+fn perf_counts() -> bool {
+    let ok = std::process::Command::new("perf")
+        .args(["stat", "-e", "task-clock", "--", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: perf cannot count here");
+    }
+    ok
+}
+
+#[test]
+fn h2_script_pmu_counts_reach_the_round_table() {
+    if !all_installed(&["nginx", "h2load", "taskset", "ss"]) || !perf_counts() {
+        return;
+    }
+    // Software events stand in for the hardware ones a VM may not have:
+    // the counts must reach each round's row, one column per event.
+    let stdout = run_windowed(
+        "h2.sh",
+        &[
+            ("SERVERS", "tern"),
+            ("DURATION", "1"),
+            ("RUNS", "1"),
+            ("CONNS", "10"),
+            ("PMU", "1"),
+            ("PMU_EVENTS", "context-switches,page-faults"),
+        ],
+        "Each round's figures span a 1-s window",
+        "h2",
+    );
+    let header: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| workload | server | round |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .unwrap_or_else(|| panic!("no round table:\n{stdout}"));
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| h2 | tern | 1 |"))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .unwrap_or_else(|| panic!("no round row:\n{stdout}"));
+    for event in ["context-switches", "page-faults"] {
+        let at = header
+            .iter()
+            .position(|c| *c == event)
+            .unwrap_or_else(|| panic!("no {event} column:\n{stdout}"));
+        assert!(
+            row[at].parse::<f64>().is_ok(),
+            "{event}: {:?}\n{stdout}",
+            row[at]
+        );
+    }
+}
