@@ -49,7 +49,7 @@
 #                       SERVERS="tern nginx haproxy" BACKEND_CPU=load|server
 #                       SYSCALLS=1 PMU=1 ISOLATE=1 TERN_SLICE_US= CONNS=50 STREAMS=10)
 # Needs: nginx (nginx-light), haproxy, h2load (nghttp2-client), openssl, curl,
-# python3, ss (iproute2); perf for SYSCALLS=1.
+# python3, ss (iproute2); perf for SYSCALLS=1 and PMU=1.
 # Only 127.0.0.1 is ever a target.
 set -euo pipefail
 
