@@ -60,10 +60,15 @@ counters_delta() {
 # until syscall_count_stop FILE.
 declare -gA SYSCOUNT_PIDS=()
 syscall_count_start() {
+    perf_count_start "$1" "$2" raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2
+}
+
+# perf_count_start FILE PID EVENTS: `perf stat -e EVENTS` on PID, its child
+# processes and their threads into FILE, until syscall_count_stop FILE.
+perf_count_start() {
     local file="$1" list
     list="$(pgrep -P "$2" | tr '\n' ',' || true)$2"
-    perf stat -x, -o "$file" -e raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2 \
-        -p "$list" 2> /dev/null &
+    perf stat -x, -o "$file" -e "$3" -p "$list" 2> /dev/null &
     SYSCOUNT_PIDS[$file]=$!
     # Wait until perf holds its events open (its descriptors appear), so
     # that the load's first calls are counted.
@@ -104,17 +109,9 @@ pmu_check() {
 }
 
 # pmu_count_start FILE PID: counts PMU_EVENTS in PID, its children and their
-# threads (user and kernel) with perf stat into FILE until
-# syscall_count_stop FILE (the same stop).
+# threads (user and kernel) into FILE until syscall_count_stop FILE.
 pmu_count_start() {
-    local file="$1" list
-    list="$(pgrep -P "$2" | tr '\n' ',' || true)$2"
-    perf stat -x, -o "$file" -e "$PMU_EVENTS" -p "$list" 2> /dev/null &
-    SYSCOUNT_PIDS[$file]=$!
-    for _ in $(seq 1 100); do
-        [[ $(find "/proc/$!/fd" -mindepth 1 2> /dev/null | wc -l) -gt 6 ]] && break
-        sleep 0.02
-    done
+    perf_count_start "$1" "$2" "$PMU_EVENTS"
 }
 
 # pmu_count_read FILE: "pmu_EVENT=N" for each of PMU_EVENTS, tab-separated
