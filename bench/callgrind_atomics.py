@@ -90,13 +90,16 @@ def main():
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     objects, functions, executed, function_at = counts(dump)
     by_object, by_kind, by_function = (collections.Counter() for _ in range(3))
-    for ob in {ob for ob, _ in executed}:
+    per_object = collections.defaultdict(list)
+    for (ob, address), n in executed.items():
+        per_object[ob].append((address, n))
+    for ob, addresses in per_object.items():
         path = objects.get(ob, "")
         if not path.startswith("/"):
             continue
         atomic = atomic_addresses(path)
-        for (where_ob, address), n in executed.items():
-            if where_ob == ob and address in atomic:
+        for address, n in addresses:
+            if address in atomic:
                 by_object[path] += n
                 by_kind[atomic[address]] += n
                 by_function[functions.get(function_at[(ob, address)], "?")] += n

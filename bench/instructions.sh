@@ -52,7 +52,7 @@
 # children no vgdb channel), so two runs are counted, WARM+N and WARM+N+N
 # requests, and the first is subtracted from the second.
 # SERVER=haproxy (PLAN=keepalive, MODE=h2 or h1): Debian's haproxy (one
-# thread, bench/lib.sh's configuration, as bench/h2.sh runs it) under the
+# thread, bench/lib.sh's haproxy_conf, as bench/h2.sh runs it) under the
 # same h2load load, for what a peer's user space does per request: instructions,
 # and with VALGRIND_OPTS=--cache-sim=yes or --branch-sim=yes its simulated
 # misses, beside tern's. (Its TLS is OpenSSL's; each figure includes its C
@@ -141,15 +141,13 @@ if [[ "$SERVER" == tern ]]; then
     wait_port_slow "$port" "$work/tern.log" "tern"
 fi
 if [[ "$SERVER" == haproxy ]]; then
-    # Started once as every script starts it, for lib.sh to write its
-    # configuration, then again on that file under callgrind (-db: in the
-    # foreground, no fork, so callgrind_control reaches it).
-    SERVER_CPU=0
-    start_server haproxy "$port" "$backend_port" || die "haproxy did not start"
-    kill "$STARTED_PID"
-    wait "$STARTED_PID" 2> /dev/null || true
+    # The configuration every script runs it with (bench/lib.sh), under
+    # callgrind (-db: in the foreground, no fork, so callgrind_control
+    # reaches it).
+    srv_policy
+    haproxy_conf "$work/haproxy.cfg" "$port" "$backend_port"
     valgrind --tool=callgrind "${cg_opts[@]}" --callgrind-out-file="$work/callgrind.out.%p" \
-        haproxy -f "$work/haproxy/haproxy.cfg" -db 2> "$work/haproxy.log" &
+        haproxy -f "$work/haproxy.cfg" -db 2> "$work/haproxy.log" &
     cg_pid=$!
     pids+=("$cg_pid")
     wait_port_slow "$port" "$work/haproxy.log" "haproxy"

@@ -404,6 +404,51 @@ log-level = 1
 CONF
 }
 
+# haproxy_conf FILE PORT BACKEND_PORT: start_server's haproxy configuration
+# (one thread, the SRV_* settings and srv_policy's TLS, X-Forwarded-For and
+# -Proto, backend connections reused), for a caller that runs haproxy itself
+# (bench/instructions.sh, under callgrind). Needs srv_policy run first.
+haproxy_conf() {
+    local port="$2" backend="$3"
+    local conns="${SRV_MAX_CONNS:-4096}" idle="${SRV_IDLE_S:-60}"
+    local alpn="${SRV_ALPN:-http/1.1}" dir
+    dir="$(dirname "$1")"
+    local hap_alpn=http/1.1 quic_global="" quic_bind=""
+    [[ "$alpn" == h2 ]] && hap_alpn=h2,http/1.1
+    if [[ -n "${SRV_H3:-}" ]]; then
+        # limited-quic: QUIC over OpenSSL's own TLS (no 0-RTT).
+        quic_global="limited-quic"
+        quic_bind="bind quic4@127.0.0.1:$port ssl crt $work/both.pem alpn h3 ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP"
+    fi
+    # maxconn: haproxy wants two descriptors per connection (client and
+    # server side) under the open-file limit; "no strict-limits" lets it
+    # run when idle connections (one descriptor each) need more than half.
+    cat > "$1" <<CONF
+global
+    nbthread 1
+    $quic_global
+    ${SRV_HAPROXY_EXPOSE_FDS:+stats socket $dir/stats.sock mode 600 level admin expose-fd listeners}
+    maxconn $((conns + 1024))
+    no strict-limits
+defaults
+    mode http
+    timeout connect 5s
+    timeout client ${idle}s
+    timeout server ${idle}s
+    timeout http-keep-alive ${idle}s
+    timeout http-request 10s
+    http-reuse always
+frontend fe
+    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver $pol_min_ver ciphersuites $pol_suites curves $pol_groups${pol_ciphers12:+ ciphers $pol_ciphers12}${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
+    $quic_bind
+    option forwardfor
+    http-request set-header X-Forwarded-Proto https
+    default_backend be
+backend be
+    server s1 127.0.0.1:$backend
+CONF
+}
+
 # start_server NAME PORT BACKEND_PORT: start tern, nginx, haproxy or hitch on
 # 127.0.0.1:PORT in front of 127.0.0.1:BACKEND_PORT, pinned to SERVER_CPU.
 # Sets STARTED_PID (the process whose children are counted too); returns 1,
@@ -513,40 +558,7 @@ CONF
             taskset -c "$SERVER_CPU" "${NGINX_BIN:-nginx}" -e "$dir/log" -c "$dir/nginx.conf" &
             ;;
         haproxy)
-            local hap_alpn=http/1.1 quic_global="" quic_bind=""
-            [[ "$alpn" == h2 ]] && hap_alpn=h2,http/1.1
-            if [[ -n "${SRV_H3:-}" ]]; then
-                # limited-quic: QUIC over OpenSSL's own TLS (no 0-RTT).
-                quic_global="limited-quic"
-                quic_bind="bind quic4@127.0.0.1:$port ssl crt $work/both.pem alpn h3 ssl-min-ver TLSv1.3 ciphersuites $TLS_SUITE curves $TLS_GROUP"
-            fi
-            # maxconn: haproxy wants two descriptors per connection (client and
-            # server side) under the open-file limit; "no strict-limits" lets it
-            # run when idle connections (one descriptor each) need more than half.
-            cat > "$dir/haproxy.cfg" <<CONF
-global
-    nbthread 1
-    $quic_global
-    ${SRV_HAPROXY_EXPOSE_FDS:+stats socket $dir/stats.sock mode 600 level admin expose-fd listeners}
-    maxconn $((conns + 1024))
-    no strict-limits
-defaults
-    mode http
-    timeout connect 5s
-    timeout client ${idle}s
-    timeout server ${idle}s
-    timeout http-keep-alive ${idle}s
-    timeout http-request 10s
-    http-reuse always
-frontend fe
-    bind 127.0.0.1:$port ssl crt $work/both.pem alpn $hap_alpn ssl-min-ver $pol_min_ver ciphersuites $pol_suites curves $pol_groups${pol_ciphers12:+ ciphers $pol_ciphers12}${SRV_CLIENT_CA:+ ca-file $SRV_CLIENT_CA verify required}
-    $quic_bind
-    option forwardfor
-    http-request set-header X-Forwarded-Proto https
-    default_backend be
-backend be
-    server s1 127.0.0.1:$backend
-CONF
+            haproxy_conf "$dir/haproxy.cfg" "$port" "$backend"
             # SRV_HAPROXY_MASTER=1: master-worker mode (-W), which reloads on SIGUSR2.
             taskset -c "$SERVER_CPU" "${HAPROXY_BIN:-haproxy}" ${SRV_HAPROXY_MASTER:+-W} -f "$dir/haproxy.cfg" -db 2> "$dir/log" &
             ;;

@@ -55,6 +55,19 @@ fn terminators_script_keepalive_window_short_form() {
     assert!(!stdout.contains("| handshake | tern |"), "{stdout}");
 }
 
+/// h2.sh in its short form (tern alone, one round of a 1-s window, 10
+/// connections) with `extra` settings; returns its stdout.
+fn run_h2_short(extra: &[(&str, &str)], window: &str) -> String {
+    let mut env = vec![
+        ("SERVERS", "tern"),
+        ("DURATION", "1"),
+        ("RUNS", "1"),
+        ("CONNS", "10"),
+    ];
+    env.extend_from_slice(extra);
+    run_windowed("h2.sh", &env, window, "h2")
+}
+
 #[test]
 fn h2_script_window_short_form() {
     if !all_installed(&["nginx", "h2load", "taskset", "ss"]) {
@@ -62,17 +75,9 @@ fn h2_script_window_short_form() {
     }
     // CONNS and STREAMS reach h2load, the wait for its connections and
     // the table's label.
-    let stdout = run_windowed(
-        "h2.sh",
-        &[
-            ("SERVERS", "tern"),
-            ("DURATION", "1"),
-            ("RUNS", "1"),
-            ("CONNS", "10"),
-            ("STREAMS", "4"),
-        ],
+    let stdout = run_h2_short(
+        &[("STREAMS", "4")],
         "Each round's figures span a 1-s window inside a 4-s h2load run, opened 0.5 s after its 10 connections were up",
-        "h2",
     );
     assert!(
         stdout.contains("| HTTP/2, 100 B (h2load -c10 -m4) |"),
@@ -102,18 +107,9 @@ fn h2_script_pmu_counts_reach_the_round_table() {
     }
     // Software events stand in for the hardware ones a VM may not have:
     // the counts must reach each round's row, one column per event.
-    let stdout = run_windowed(
-        "h2.sh",
-        &[
-            ("SERVERS", "tern"),
-            ("DURATION", "1"),
-            ("RUNS", "1"),
-            ("CONNS", "10"),
-            ("PMU", "1"),
-            ("PMU_EVENTS", "context-switches,page-faults"),
-        ],
+    let stdout = run_h2_short(
+        &[("PMU", "1"), ("PMU_EVENTS", "context-switches,page-faults")],
         "Each round's figures span a 1-s window",
-        "h2",
     );
     let header: Vec<&str> = stdout
         .lines()
