@@ -12,7 +12,15 @@ use tokio::task::JoinHandle;
 
 /// How long a handshake may take before the client gives up (a denied
 /// address gets no answer at all, so this is how long the test waits).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The client's idle timeout for an established connection. It was once
+/// the handshake timeout (2 s), and QUIC takes the smaller of the two
+/// sides' idle timeouts: a test that spent 2 s elsewhere on a loaded
+/// machine (another connection refused, a scrape) found its first
+/// connection silently gone. 60 s is tern's default `idle_timeout`, so
+/// the idle timeout a test sees is tern's.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a closed connection may take to drain (its closing period is
 /// three probe timeouts: milliseconds on loopback).
@@ -62,7 +70,7 @@ impl H3Conn {
         let mut config = quinn::ClientConfig::new(Arc::new(quic));
         let mut transport = quinn::TransportConfig::default();
         transport.max_idle_timeout(Some(
-            HANDSHAKE_TIMEOUT
+            IDLE_TIMEOUT
                 .try_into()
                 .map_err(|e: quinn::VarIntBoundsExceeded| H3ConnectError::Other(e.to_string()))?,
         ));
@@ -73,10 +81,12 @@ impl H3Conn {
         let connecting = endpoint
             .connect(addr, "localhost")
             .map_err(|e| H3ConnectError::Other(e.to_string()))?;
-        let conn = match connecting.await {
-            Ok(c) => c,
-            Err(quinn::ConnectionError::TimedOut) => return Err(H3ConnectError::NoAnswer),
-            Err(e) => return Err(H3ConnectError::Closed(e)),
+        let conn = match tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await {
+            Err(_) | Ok(Err(quinn::ConnectionError::TimedOut)) => {
+                return Err(H3ConnectError::NoAnswer)
+            }
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(H3ConnectError::Closed(e)),
         };
         let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
             .await
