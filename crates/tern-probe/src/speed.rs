@@ -449,15 +449,34 @@ mod tests {
         for r in all {
             assert!(r.per_second > 0.0, "{} measured {}", r.name, r.per_second);
         }
-        // The ceiling is below both of its parts.
+        // The ceiling is below both of its parts (computed from them).
         let p256 = &f.handshake_ceilings[0];
         assert!(p256.handshakes_per_second < f.signatures_per_s[0].per_second);
         assert!(p256.handshakes_per_second < f.key_agreements_per_s[0].per_second);
-        // The hybrid does X25519 and more.
-        assert!(f.key_agreements_per_s[2].per_second < f.key_agreements_per_s[0].per_second);
         assert_eq!(f.handshake_ceilings[3].key_exchange, "X25519MLKEM768");
-        // RSA-2048 signing is much slower than ECDSA P-256 on any CPU.
-        assert!(f.signatures_per_s[2].per_second < f.signatures_per_s[0].per_second);
+        // Orders that hold on any CPU: the hybrid does X25519 and more,
+        // RSA-2048 signing is much slower than ECDSA P-256. Each figure is
+        // 20 ms of wall time, so a loaded machine that deschedules this
+        // thread inside one window can invert a pair (CI did, 3 runs in 20
+        // at load average 25): the orders must hold in one of three
+        // measurements. Swapped labels or figures fail all three.
+        let ordered = |f: &SpeedFigures| {
+            f.key_agreements_per_s[2].per_second < f.key_agreements_per_s[0].per_second
+                && f.signatures_per_s[2].per_second < f.signatures_per_s[0].per_second
+        };
+        let mut tries = vec![f.clone()];
+        while !ordered(tries.last().unwrap()) && tries.len() < 3 {
+            tries.push(measure(Duration::from_millis(20)).unwrap());
+        }
+        assert!(
+            ordered(tries.last().unwrap()),
+            "hybrid not slower than X25519, or RSA not slower than P-256, in {} measurements: {:?}",
+            tries.len(),
+            tries
+                .iter()
+                .map(|t| (&t.key_agreements_per_s, &t.signatures_per_s))
+                .collect::<Vec<_>>()
+        );
         let json = serde_json::to_string(&f).unwrap();
         let back: SpeedFigures = serde_json::from_str(&json).unwrap();
         // serde_json may round the last bit of an f64; names and counts are exact.

@@ -293,7 +293,7 @@ fn backend_up_follows_health_checks_per_upstream_and_server() {
         format!(
             "[[upstream]]\nname = {name:?}\nservers = [\"{backend}\", \"{dead}\"]\n\
              health_check_path = \"/echo\"\nhealth_check_interval = \"100ms\"\n\
-             health_check_timeout = \"500ms\"\nrise = 1\nfall = 1\n"
+             health_check_timeout = \"5s\"\nrise = 1\nfall = 1\n"
         )
     });
     let good = t.backend().addr().to_string();

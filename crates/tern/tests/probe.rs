@@ -450,16 +450,27 @@ fn probe_finds_the_backend_leg_stall_behind_haproxy_and_not_behind_tern() {
         behind_haproxy["http"]
     );
     let served = Served::builder().backend_addr(origin.addr()).start();
-    let behind_tern = probe(served.addr);
+    // Behind tern: no finding, and a median under 20 ms (a stall on every
+    // request would lift the fastest too and hide from the finding). A
+    // loaded machine (load average 25) can hold 3 of 8 requests 30 ms
+    // each and raise the finding falsely (seen once in three runs), so
+    // one clean probe in three passes; tern stalling on its backend leg
+    // fails all three, as haproxy's probe above shows.
+    let clean = |report: &Value| {
+        let median = report["http"]["keepalive_get"]["median_ms"]
+            .as_f64()
+            .expect("keepalive latency measured");
+        !finding_ids(report).contains(&"backend_leg_stall".to_string()) && median < 20.0
+    };
+    let mut behind_tern = Vec::new();
+    while behind_tern.last().is_none_or(|r| !clean(r)) && behind_tern.len() < 3 {
+        behind_tern.push(probe(served.addr));
+    }
     assert!(
-        !finding_ids(&behind_tern).contains(&"backend_leg_stall".to_string()),
-        "{}",
-        behind_tern["http"]
+        behind_tern.last().is_some_and(clean),
+        "{:?}",
+        behind_tern.iter().map(|r| &r["http"]).collect::<Vec<_>>()
     );
-    let median = behind_tern["http"]["keepalive_get"]["median_ms"]
-        .as_f64()
-        .expect("keepalive latency measured");
-    assert!(median < 20.0, "{}", behind_tern["http"]);
 }
 
 /// `tern probe --json` with few samples, no idle watch and a `timeout` in

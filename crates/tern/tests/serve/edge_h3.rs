@@ -146,11 +146,12 @@ async fn an_h3_client_that_keeps_sending_past_its_rate_is_closed_and_shut_out() 
         Err(e) => panic!("a new QUIC connection was not refused: {e:?}"),
         Ok(_) => panic!("a new QUIC connection of a shut-out client was kept"),
     }
+    // The close and the refused connection; as in the test above, a
+    // client that hears nothing within its probe timeout sends its Initial
+    // again, and each copy is refused and counted.
     let kept_sending = [("side", "client"), ("kind", "kept_sending")];
-    assert_eq!(
-        count(&served, "tern_request_errors_total", &kept_sending),
-        2.0
-    );
+    let refusals = count(&served, "tern_request_errors_total", &kept_sending);
+    assert!(refusals >= 2.0, "{refusals} kept_sending refusals counted");
     let mut other = h3_from(&served, OTHER).await.expect("another client");
     assert_eq!(status(&mut other).await, 200);
 }

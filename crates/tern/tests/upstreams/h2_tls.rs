@@ -248,8 +248,11 @@ fn health_checks_speak_h2_over_tls() {
     let mut backend_ca = TestCa::new();
     let live = h2_backend(&mut backend_ca, &["127.0.0.1"]);
     let untrusted = h2_backend(&mut TestCa::new(), &["127.0.0.1"]);
+    // fall = 1: a check timed out on a loaded machine would mark the live
+    // server down, so the timeout is far above such a stall; the
+    // untrusted server fails at once, on its certificate.
     let extra = "health_check_path = \"/status/200\"\nhealth_check_interval = \"100ms\"\n\
-                 rise = 1\nfall = 1\n";
+                 health_check_timeout = \"5s\"\nrise = 1\nfall = 1\n";
     let front = h2_front(
         1,
         &[live.addr(), untrusted.addr()],

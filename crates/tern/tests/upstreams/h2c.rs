@@ -369,8 +369,11 @@ fn http1_backend_in_an_h2c_group_is_a_failed_connect() {
 fn health_checks_speak_h2c() {
     let live = Backend::start_h2c();
     let dead = free_addr();
+    // A check that failed on time alone would mark the live server down
+    // (fall = 1): the timeout is far above what a loaded machine's stall
+    // can take; the dead server fails at once, refused.
     let extra = "health_check_path = \"/status/200\"\nhealth_check_interval = \"100ms\"\n\
-                 rise = 1\nfall = 1\n";
+                 health_check_timeout = \"5s\"\nrise = 1\nfall = 1\n";
     let front = h2c_front(1, &[live.addr(), dead], extra);
     front.wait_log(&["backend down", &dead.to_string()], Duration::from_secs(3));
     // The live server passes its checks: it is never marked down, over

@@ -10,10 +10,13 @@ use crate::{echo_answers, servers, start_front};
 
 const TRANSITION_WAIT: Duration = Duration::from_secs(5);
 
+/// Checked every 100 ms. The servers these tests stop or make answer 500
+/// fail their checks at once; the timeout is far above the stall a loaded
+/// machine can put on a live server's check (which would mark it down).
 fn checked_group(addrs: &[std::net::SocketAddr]) -> String {
     format!(
         "[[upstream]]\nname = \"app\"\n{}\nhealth_check_path = \"/echo\"\n\
-         health_check_interval = \"100ms\"\nhealth_check_timeout = \"500ms\"\n\
+         health_check_interval = \"100ms\"\nhealth_check_timeout = \"5s\"\n\
          rise = 2\nfall = 2\n",
         servers(addrs)
     )

@@ -71,7 +71,7 @@ fn a_server_answering_503_is_ejected_then_ramps_back_up_slowly() {
     // No retries: what the clients see is what outlier detection alone does.
     let upstreams = format!(
         "[[upstream]]\nname = \"app\"\n{}\nconsecutive_5xx = 3\nfail_timeout = \"2s\"\n\
-         slow_start = \"3s\"\nretry_budget = 0\n",
+         slow_start = \"10s\"\nretry_budget = 0\n",
         servers(&addrs)
     );
     let front = start(&upstreams, "");
@@ -109,8 +109,13 @@ fn a_server_answering_503_is_ejected_then_ramps_back_up_slowly() {
         );
         statuses(&front, "localhost", 5);
     }
+    // The ramp is 10 s of tern's clock and the test counts batches of
+    // 30: on an idle machine a batch takes milliseconds, on a loaded one
+    // (load average 25) about a second, and a 3 s ramp then fitted only
+    // three batches, its first two already near a full share. A third
+    // of the requests needs about 7 s of the ramp.
     let mut shares = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let batch = statuses(&front, "localhost", 30);
         assert!(batch.iter().all(|(s, _)| *s == 200), "{batch:?}");

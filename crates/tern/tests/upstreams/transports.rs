@@ -258,7 +258,8 @@ fn unix_socket_backends_serve_http1_and_h2c_and_are_health_checked() {
         let server = format!("unix:{}", nginx.socket().display());
         let front = front(&format!(
             "[[upstream]]\nname = \"app\"\nservers = [{server:?}]\n{protocol}\
-             health_check_path = \"/\"\nhealth_check_interval = \"100ms\"\nfall = 1\nrise = 1\n"
+             health_check_path = \"/\"\nhealth_check_interval = \"100ms\"\nfall = 1\nrise = 1\n\
+             health_check_timeout = \"5s\"\n"
         ));
         for i in 0..2 {
             let body = get_ok(&front, &format!("/uds{i}"));
