@@ -425,7 +425,9 @@ fn health_says_draining_while_in_flight_requests_finish_after_sigterm() {
     let mut t = admin_tern_with(&["--shutdown-timeout", "10s"]);
     assert_eq!(t.admin_get("/health").status, 200);
     let mut conn = t.connect();
-    let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/1500"));
+    // Slow enough to outlast the SIGTERM and the admin requests below on
+    // a loaded machine (once it ends, tern exits and they fail).
+    let in_flight = std::thread::spawn(move || conn.get("localhost", "/slow/4000"));
     let deadline = Instant::now() + Duration::from_secs(5);
     while t.backend().requests() < 1 {
         assert!(

@@ -233,7 +233,7 @@ pub fn all_servers_down_is_503(path: Path) {
     let r = send(f, &mut conn, &Req::new("GET", "down.test", "/"));
     let took = started.elapsed();
     assert_status(f, &r, 503, "every server marked down");
-    assert!(took < Duration::from_secs(1), "{path:?}: 503 took {took:?}");
+    assert!(took < Duration::from_secs(3), "{path:?}: 503 took {took:?}");
 }
 
 /// A backend that accepts the request (HTTP/2: the stream) and never

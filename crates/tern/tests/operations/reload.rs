@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tern_testsupport::backend::Backend;
 use tern_testsupport::certs::KeyKind;
@@ -27,6 +27,10 @@ const REQUESTS_PER_CONNECTION: usize = 4;
 /// test used to sleep 150-200 ms instead, which a loaded machine could
 /// fill with no request at all.)
 const REQUESTS_BETWEEN_RELOADS: usize = 20;
+
+/// tern-proxy's DRAIN_IDLE_GRACE: how long a draining process waits for
+/// the next request on an idle keepalive connection before closing it.
+const SERVER_IDLE_GRACE: Duration = Duration::from_millis(500);
 
 /// A client thread sending requests until told to stop, counting successes
 /// and keeping a description of every failure.
@@ -56,10 +60,12 @@ impl SteadyLoad {
                             continue;
                         }
                     };
+                    let mut idle_since = None;
                     for _ in 0..REQUESTS_PER_CONNECTION {
-                        if one_request(&mut conn, &ok, &failures) != Reply::KeepAlive {
+                        if one_request(&mut conn, idle_since, &ok, &failures) != Reply::KeepAlive {
                             break;
                         }
+                        idle_since = Some(Instant::now());
                     }
                 }
             }));
@@ -72,17 +78,19 @@ impl SteadyLoad {
                     Ok(c) => c,
                     Err(e) => return record(&failures, format!("long connection: {e}")),
                 };
+                let mut idle_since = None;
                 while !stop.load(Ordering::SeqCst) {
-                    match one_request(&mut conn, &ok, &failures) {
-                        Reply::KeepAlive => {}
+                    match one_request(&mut conn, idle_since, &ok, &failures) {
+                        Reply::KeepAlive => idle_since = Some(Instant::now()),
                         Reply::Failed => return,
                         // The server said so (a binary upgrade drains
                         // this process): a new connection, as a client does.
-                        Reply::Close => {
+                        Reply::Close | Reply::ClosedIdle => {
                             match HttpConn::connect(addr, "localhost", config.clone()) {
                                 Ok(c) => conn = c,
                                 Err(e) => return record(&failures, format!("reconnect: {e}")),
                             }
+                            idle_since = None;
                         }
                     }
                     std::thread::sleep(Duration::from_millis(10));
@@ -127,11 +135,25 @@ enum Reply {
     KeepAlive,
     /// 200 with `Connection: close`.
     Close,
+    /// Closed, without a byte of response, after the connection had sat
+    /// idle at least SERVER_IDLE_GRACE: a draining process may close it
+    /// then, and a client sends the request again on a new connection
+    /// (RFC 9112 section 9.3.1; browsers and curl do). Not a failure.
+    ClosedIdle,
     /// Anything else (recorded as a failure).
     Failed,
 }
 
-fn one_request(conn: &mut HttpConn, ok: &AtomicUsize, failures: &Mutex<Vec<String>>) -> Reply {
+/// One GET on `conn`, idle since `idle_since` (None: a new connection).
+fn one_request(
+    conn: &mut HttpConn,
+    idle_since: Option<Instant>,
+    ok: &AtomicUsize,
+    failures: &Mutex<Vec<String>>,
+) -> Reply {
+    // Measured before the request leaves: the server's grace began at its
+    // last response, before this client had it.
+    let idled_out = idle_since.is_some_and(|t| t.elapsed() >= SERVER_IDLE_GRACE);
     match conn.get("localhost", "/echo") {
         Ok(r) if r.status == 200 => {
             ok.fetch_add(1, Ordering::SeqCst);
@@ -148,10 +170,24 @@ fn one_request(conn: &mut HttpConn, ok: &AtomicUsize, failures: &Mutex<Vec<Strin
             record(failures, format!("status {}: {}", r.status, r.text()));
             Reply::Failed
         }
+        // Only after the grace: a close sooner, or of a request the
+        // server had begun to answer, is a failure still.
+        Err(e) if idled_out && closed_before_any_response(&e) => Reply::ClosedIdle,
         Err(e) => {
             record(failures, format!("request: {e}"));
             Reply::Failed
         }
+    }
+}
+
+/// The connection ended before a byte of the response came (HttpConn
+/// says `got ""` when it closed cleanly).
+fn closed_before_any_response(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    match e.kind() {
+        UnexpectedEof => e.to_string().ends_with("got \"\""),
+        BrokenPipe | ConnectionAborted | ConnectionReset => true,
+        _ => false,
     }
 }
 

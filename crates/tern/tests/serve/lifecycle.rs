@@ -118,10 +118,13 @@ fn max_connections_reached_gives_503() {
 #[test]
 fn silent_connection_is_closed_after_handshake_timeout() {
     let served = Served::start(&["--handshake-timeout", "1s"]);
+    // The clock starts before tern's can (its starts at the accept): a
+    // test thread held after connect on a loaded machine must not make
+    // the close look early.
+    let started = Instant::now();
     let mut tcp = TcpStream::connect(served.addr).expect("connect");
     tcp.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    let started = Instant::now();
     let mut buf = [0u8; 64];
     let closed = matches!(std::io::Read::read(&mut tcp, &mut buf), Ok(0) | Err(_));
     let waited = started.elapsed();
@@ -151,11 +154,13 @@ fn incomplete_head_is_dropped_after_header_timeout() {
 fn idle_keepalive_connection_is_closed_after_idle_timeout() {
     let served = Served::start(&["--idle-timeout", "1s"]);
     let mut conn = served.connect();
+    // Before the request, so before tern's idle clock starts (at its
+    // response's end), as above.
+    let started = Instant::now();
     assert_eq!(
         conn.get("localhost", "/status/200").expect("first").status,
         200
     );
-    let started = Instant::now();
     assert!(
         conn.closed_within(Duration::from_secs(5)),
         "idle connection kept open"

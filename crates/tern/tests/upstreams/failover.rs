@@ -73,14 +73,14 @@ fn every_server_down_gives_503_at_once() {
     );
     // The refusal ejected the only server: nothing is tried any more. The
     // time bounds are generous (tern is a debug build in its own process
-    // on a shared machine) yet far below the 5 s connect timeout a new
+    // on a shared machine) yet below the 5 s connect timeout a new
     // attempt on the dead server could cost.
     let started = Instant::now();
     let second = front.get("/echo");
     let took = started.elapsed();
     assert_eq!(second.status, 503, "{}", second.text());
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(3),
         "503 took {took:?} (handshake included)"
     );
     let mut conn = front.connect();
@@ -89,7 +89,7 @@ fn every_server_down_gives_503_at_once() {
     let took = started.elapsed();
     assert_eq!(third.status, 503, "{}", third.text());
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(3),
         "503 on an open connection took {took:?}"
     );
 }

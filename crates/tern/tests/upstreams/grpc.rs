@@ -245,9 +245,9 @@ fn python_grpcio_calls_the_go_server_through_tern() {
     assert_eq!(log_field(line, "grpc_status"), Some("0"), "{line}");
 }
 
-/// grpcio asks grpc-go's server for 10 responses 300 ms apart: a server
-/// stream of about 3 s, through a tern whose `backend_response_timeout`
-/// and `idle_timeout` are 1 s. Neither cuts a stream while data flows:
+/// grpcio asks grpc-go's server for 10 responses 400 ms apart: a server
+/// stream of about 4 s, through a tern whose `backend_response_timeout`
+/// and `idle_timeout` are 2 s. Neither cuts a stream while data flows:
 /// each bounds a silence, not the stream.
 const LONG_STREAM_CLIENT: &str = r#"
 import sys, time
@@ -259,8 +259,8 @@ def varint(n):
         out += bytes([b | 0x80 if n else b])
         if not n:
             return out
-# ResponseParameters{size: 10, interval_us: 300000}, ten times.
-param = b"\x08\x0a\x10" + varint(300000)
+# ResponseParameters{size: 10, interval_us: 400000}, ten times.
+param = b"\x08\x0a\x10" + varint(400000)
 request = (b"\x12" + bytes([len(param)]) + param) * 10
 ca = open(sys.argv[2], "rb").read()
 creds = grpc.ssl_channel_credentials(root_certificates=ca)
@@ -272,13 +272,16 @@ with grpc.secure_channel(sys.argv[1], creds, options=opts) as ch:
     replies = list(stream(request, timeout=30))
     took = time.monotonic() - start
     assert len(replies) == 10, len(replies)
-    assert took > 2.0, took
+    assert took > 3.0, took
     print(f"10 replies in {took:.1f} s: ok")
 "#;
 
 #[test]
 fn a_grpc_stream_outlives_the_timeouts_while_data_flows() {
-    let timeouts = "backend_response_timeout = \"1s\"\nidle_timeout = \"1s\"\n";
+    // A reply every 400 ms for 4 s against 2 s timeouts: twice the
+    // timeouts, and 1.6 s between replies to spare for a loaded machine's
+    // stall (1 s timeouts against 300 ms left 0.7 s).
+    let timeouts = "backend_response_timeout = \"2s\"\nidle_timeout = \"2s\"\n";
     let Some(lines) = grpcio_through_tern(LONG_STREAM_CLIENT, timeouts, ("StreamingOutputCall", 1))
     else {
         return;

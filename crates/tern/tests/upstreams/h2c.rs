@@ -348,7 +348,7 @@ fn unreachable_h2c_backend_gives_502_then_503_at_once() {
     assert_eq!(second.status, 503, "{}", second.text());
     // Generous: tern is a debug build in its own process on a shared
     // machine; the 503 itself shows the dead server was not tried.
-    assert!(took < Duration::from_secs(1), "503 took {took:?}");
+    assert!(took < Duration::from_secs(3), "503 took {took:?}");
 }
 
 #[test]
