@@ -128,9 +128,12 @@ fn a_handshake_that_never_ends_sends_the_next_client_through_a_retry() {
     let served = served_with_threshold("1", &[]);
     unfinished_handshake(&python, &served);
     clients_served(&python, &served, 1, false);
-    assert_eq!(
-        retries(&served),
-        1.0,
+    // One, or more when the client sent its Initial again before the
+    // Retry reached it (aioquic does after 200 ms; tern answers each copy
+    // statelessly, and the client takes the first).
+    let retries = retries(&served);
+    assert!(
+        retries >= 1.0,
         "the client behind an unfinished handshake got no Retry"
     );
 }
