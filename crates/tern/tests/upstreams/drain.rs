@@ -34,7 +34,9 @@ fn a_drained_server_gets_no_new_requests_and_its_running_ones_finish() {
     let a = Backend::start();
     let b = Backend::start();
     let front = start(&[&a, &b]);
-    let slow = slow_request(&front, 3000);
+    // Long enough for 20 new connections and the admin calls below on a
+    // loaded machine (the premise is checked before the join).
+    let slow = slow_request(&front, 6000);
     wait_until(
         "the slow request at a backend",
         Duration::from_secs(10),
