@@ -63,10 +63,10 @@ fn least_conn_sends_new_requests_away_from_a_busy_backend() {
         servers(&[a.addr(), b.addr()])
     );
     let front = start_with_admin("", &upstreams);
-    // One slow request keeps one backend busy for a while: 8 s, so ten
+    // One slow request keeps one backend busy for a while: 6 s, so ten
     // new connections and as many admin reads fit inside it on a loaded
-    // machine (the test ends without waiting for it).
-    let slow = super::slow_request(&front, 8000);
+    // machine (tern's shutdown at the test's end waits for it).
+    let slow = super::slow_request(&front, 6000);
     let deadline = Instant::now() + Duration::from_secs(5);
     while a.requests() + b.requests() == 0 {
         assert!(Instant::now() < deadline, "the slow request never arrived");
