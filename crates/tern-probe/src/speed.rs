@@ -457,7 +457,7 @@ mod tests {
         // Orders that hold on any CPU: the hybrid does X25519 and more,
         // RSA-2048 signing is much slower than ECDSA P-256. Each figure is
         // 20 ms of wall time, so a loaded machine that deschedules this
-        // thread inside one window can invert a pair (CI did, 3 runs in 20
+        // thread inside one window can invert a pair (3 runs in 20 did here
         // at load average 25): the orders must hold in one of three
         // measurements. Swapped labels or figures fail all three.
         let ordered = |f: &SpeedFigures| {

@@ -16,6 +16,40 @@ use rustls::{
 /// How long a client waits for tern before calling it a failure.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The connection ended before a byte of the response came, cleanly or by
+/// a reset: what a server closing a kept-alive connection while it sat
+/// idle looks like to the client, which may send its request again on a
+/// new connection (RFC 9112 section 9.3.1).
+#[derive(Debug)]
+pub struct ClosedBeforeResponse;
+
+impl std::fmt::Display for ClosedBeforeResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection closed or reset before a byte of the response")
+    }
+}
+
+impl std::error::Error for ClosedBeforeResponse {}
+
+/// Whether `e`, from [`HttpConn::get`], means the connection ended before
+/// any byte of the response ([`ClosedBeforeResponse`]).
+pub fn closed_before_response(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<ClosedBeforeResponse>())
+}
+
+/// `e` as a [`ClosedBeforeResponse`] when it is the connection closing
+/// under the client (a reset, an abort, a write to a closed socket).
+fn as_closed(e: io::Error) -> io::Error {
+    use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    match e.kind() {
+        BrokenPipe | ConnectionAborted | ConnectionReset => {
+            io::Error::new(e.kind(), ClosedBeforeResponse)
+        }
+        _ => e,
+    }
+}
+
 /// A client config trusting only `ca_pem`, offering TLS 1.3 and 1.2 and ALPN
 /// `http/1.1`, with the aws-lc-rs provider passed explicitly.
 pub fn client_config(ca_pem: &str) -> Arc<ClientConfig> {
@@ -171,7 +205,8 @@ impl HttpConn {
 
     /// Sends `GET path` for `host` and reads the response.
     pub fn get(&mut self, host: &str, path: &str) -> io::Result<Response> {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())?;
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+            .map_err(as_closed)?;
         self.read_response(false)
     }
 
@@ -182,7 +217,18 @@ impl HttpConn {
             if let Some(pos) = find(&self.buf, b"\r\n\r\n") {
                 break pos + 4;
             }
-            if self.fill()? == 0 {
+            let n = match self.fill() {
+                Ok(n) => n,
+                Err(e) if self.buf.is_empty() => return Err(as_closed(e)),
+                Err(e) => return Err(e),
+            };
+            if n == 0 && self.buf.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    ClosedBeforeResponse,
+                ));
+            }
+            if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(

@@ -172,22 +172,11 @@ fn one_request(
         }
         // Only after the grace: a close sooner, or of a request the
         // server had begun to answer, is a failure still.
-        Err(e) if idled_out && closed_before_any_response(&e) => Reply::ClosedIdle,
+        Err(e) if idled_out && client::closed_before_response(&e) => Reply::ClosedIdle,
         Err(e) => {
             record(failures, format!("request: {e}"));
             Reply::Failed
         }
-    }
-}
-
-/// The connection ended before a byte of the response came (HttpConn
-/// says `got ""` when it closed cleanly).
-fn closed_before_any_response(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
-    match e.kind() {
-        UnexpectedEof => e.to_string().ends_with("got \"\""),
-        BrokenPipe | ConnectionAborted | ConnectionReset => true,
-        _ => false,
     }
 }
 
