@@ -455,18 +455,30 @@ where
             return Poll::Ready(None);
         }
 
-        if let Some(inner) = self.connection.next_incoming() {
-            tracing::trace!("received incoming");
-            let (head, _) = inner.take_request().into_parts();
-            let body = RecvStream::new(FlowControl::new(inner.clone_to_opaque()));
-
-            let request = Request::from_parts(head, body);
-            let respond = SendResponse { inner };
-
-            return Poll::Ready(Some(Ok((request, respond))));
+        if let Some(accepted) = self.accept_queued() {
+            return Poll::Ready(Some(Ok(accepted)));
         }
 
         Poll::Pending
+    }
+
+    /// tern patch: the next stream the connection has already received,
+    /// without polling the connection first. One read of the socket often
+    /// brings several requests' HEADERS; [`poll_accept`] hands them out one
+    /// at a time and polls the whole connection (its reads, its sends, its
+    /// flush) before each. A server that took one with `poll_accept` takes
+    /// the rest here, then polls the connection once again as usual.
+    ///
+    /// [`poll_accept`]: Connection::poll_accept
+    pub fn accept_queued(&mut self) -> Option<(Request<RecvStream>, SendResponse<B>)> {
+        let inner = self.connection.next_incoming()?;
+        tracing::trace!("received incoming");
+        let (head, _) = inner.take_request().into_parts();
+        let body = RecvStream::new(FlowControl::new(inner.clone_to_opaque()));
+
+        let request = Request::from_parts(head, body);
+        let respond = SendResponse { inner };
+        Some((request, respond))
     }
 
     /// Sets the target window size for the whole connection.

@@ -92,7 +92,13 @@ where
                 // an earlier stream of the worker gave back (tern_blocks):
                 // the future is past malloc's per-thread cache.
                 Some(Ok((request, respond))) => {
-                    streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)))
+                    streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)));
+                    // The other streams the same read brought, taken
+                    // without a poll of the whole connection each (h2
+                    // patch 0019): one poll reads a burst of HEADERS.
+                    while let Some((request, respond)) = conn.accept_queued() {
+                        streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)));
+                    }
                 }
                 Some(Err(e)) => {
                     tracing::debug!(client = %ctx.peer, "h2 connection error: {e}");
