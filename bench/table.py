@@ -16,6 +16,11 @@ import statistics
 import sys
 from collections import defaultdict
 
+# A round whose server parked at least this often per request let the
+# backend on its CPU run whole batches: the lower of the two levels its
+# rounds sit at (BENCHMARKS.md, "why tern's rounds sit at two levels").
+PARKED_SWITCHES = 0.02
+
 path, ticks_per_second = sys.argv[1], int(sys.argv[2])
 # µs of one signature + one key agreement on the server CPU (0 = unknown).
 floor_us = float(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else 0.0
@@ -202,6 +207,33 @@ if round_rows:
               "(preempted on its CPU), least squares over the rounds:")
         print()
         print("\n".join(fits))
+
+    # The same rounds by level: where the server parked (ran out of work,
+    # so the backend sharing its CPU ran a whole batch) and where it did
+    # not. A server's median can come from either level, by the host's
+    # scheduling more than by its code; each level's median says which.
+    def level_text(rounds, label):
+        if not rounds:
+            return f"no round {label}"
+        return f"{len(rounds)} {label}, median {statistics.median(rounds):.1f} µs"
+
+    levels = []
+    for workload in workloads:
+        for server in servers:
+            parked, unparked = [], []
+            for w, s, _r, n, _rate, us, _be, c in round_rows:
+                if w == workload and s == server and "vcs" in c:
+                    level = parked if float(c["vcs"]) / n >= PARKED_SWITCHES else unparked
+                    level.append(us)
+            if parked or unparked:
+                levels.append(f"- {workload}: {server}: {level_text(parked, 'parked')}; "
+                              f"{level_text(unparked, 'did not')}")
+    if levels:
+        print()
+        print(f"Rounds by level (parked: at least {PARKED_SWITCHES} voluntary switches "
+              "per request):")
+        print()
+        print("\n".join(levels))
 
 if floor_us > 0 and "handshake" in workloads:
     print()

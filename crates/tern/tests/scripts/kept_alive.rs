@@ -84,6 +84,16 @@ fn h2_script_window_short_form() {
         "{stdout}"
     );
     assert!(stdout.contains("h2load -c 10 -m 4 -D 4"), "{stdout}");
+    // The round counted at its level: parked or not, never both or none.
+    let level = stdout
+        .lines()
+        .find(|l| l.starts_with("- h2: tern: "))
+        .unwrap_or_else(|| panic!("no level line:\n{stdout}"));
+    assert_eq!(
+        level.matches("no round").count(),
+        1,
+        "one round, at one level: {level}"
+    );
 }
 
 /// Whether perf can count here: a measurement tool, not installed by
