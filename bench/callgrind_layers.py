@@ -57,14 +57,26 @@ HITCH = [
 HITCH.insert(1, ("AES-GCM encrypt and decrypt (OpenSSL EVP)", r"^EVP_(Encrypt|Decrypt|Cipher)(Update|Final|Final_ex)$|^EVP_Cipher$"))
 
 
-def parse(path):
-    """Own cost and inclusive call costs per function name."""
-    names = {"fn": {}, "cfn": {}}
+def parse(path, event=None):
+    """Own cost, inclusive call costs and call counts per function name.
+
+    The cost is the dump's first event (Ir as instructions.sh runs it), or
+    `event` (D1mw, DLmr... under --cache-sim=yes). Cost lines start with
+    one column per kind in the dump's `positions:` line ("instr line"
+    under --dump-instr=yes), then one number per event, trailing zeros
+    left out.
+    """
+    names = {}
     own = defaultdict(int)
     calls = defaultdict(lambda: defaultdict(int))
+    counts = defaultdict(lambda: defaultdict(int))
     fn = None
     callee = None
-    pending_call = False
+    # The call count of a `calls=` line, whose next cost line is the
+    # calls' inclusive cost (0 for a call entered before the counters
+    # were zeroed: a thread's start, still running).
+    pending_calls = None
+    positions, index = 1, 0
     compressed = re.compile(r"^(c?fn)=\((\d+)\)(?: (.*))?$")
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -74,35 +86,44 @@ def parse(path):
                 kind, ident, name = m.groups()
                 # fn and cfn share one table of names.
                 if name is not None:
-                    names["fn"][ident] = name
-                name = names["fn"].get(ident, ident)
+                    names[ident] = name
+                name = names.get(ident, ident)
                 if kind == "fn":
                     fn = name
                 else:
                     callee = name
                 continue
+            if line.startswith("positions:"):
+                positions = len(line.split()) - 1
+                continue
+            if line.startswith("events:"):
+                fields = line.split()[1:]
+                if event is not None:
+                    if event not in fields:
+                        sys.exit(f"event {event} not in {path} (it has {' '.join(fields)})")
+                    index = fields.index(event)
+                continue
             if line.startswith("calls="):
-                pending_call = True
+                pending_calls = int(line.split()[0][len("calls="):])
                 continue
             if not line or not (line[0].isdigit() or line[0] in "+-*"):
                 continue
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            cost = int(parts[1])
-            if pending_call:
-                pending_call = False
+            values = line.split()[positions:]
+            cost = int(values[index]) if index < len(values) else 0
+            if pending_calls is not None:
                 if callee != fn:
                     calls[fn][callee] += cost
+                    counts[fn][callee] += pending_calls
+                pending_calls = None
             else:
                 own[fn] += cost
-    return own, calls
+    return own, calls, counts
 
 
 def layers_of(path, rules):
     """Instructions by layer, and the whole count, of one output file."""
     patterns = [(layer, re.compile(p)) for layer, p in rules]
-    own, calls = parse(path)
+    own, calls, _ = parse(path)
     incl = {}
 
     def inclusive(fn, depth=0):

@@ -91,13 +91,14 @@ where
                 // slot. The box is a block
                 // an earlier stream of the worker gave back (tern_blocks):
                 // the future is past malloc's per-thread cache.
-                Some(Ok((request, respond))) => {
-                    streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)));
-                    // The other streams the same read brought, taken
+                Some(Ok(first)) => {
+                    // Then the other streams the same read brought, taken
                     // without a poll of the whole connection each (h2
                     // patch 0019): one poll reads a burst of HEADERS.
-                    while let Some((request, respond)) = conn.accept_queued() {
+                    let mut next = Some(first);
+                    while let Some((request, respond)) = next {
                         streams.push(tern_blocks::boxed(|| stream::handle(request, respond, ctx, &shared)));
+                        next = conn.accept_queued();
                     }
                 }
                 Some(Err(e)) => {
