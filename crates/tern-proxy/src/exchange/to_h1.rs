@@ -19,7 +19,7 @@ use crate::fault::Kind;
 use crate::message::{
     BodyForm, BodyLen, Request, RequestView, ResponseHeadView, ResponseView, Step, Switched,
 };
-use crate::upstream::h1::{self, H1Scratch, ResponseBody, INLINE_BODY};
+use crate::upstream::h1::{self, H1Response, H1Scratch, ResponseBody, INLINE_BODY};
 use crate::upstream::{BackendConn, Backends, Tries};
 
 pub(super) async fn exchange<F: Front>(
@@ -47,7 +47,7 @@ async fn exchange_in<F: Front>(
 ) -> Result<(), Kind> {
     let limits = &ctx.listener.config.limits;
     let wait = limits.backend_response_timeout;
-    let mut conn = if F::CLIENT_CANCELS {
+    let (mut conn, mut r) = if F::CLIENT_CANCELS {
         let (body, reset) = front.split();
         let mut body = edits.cap(body);
         // Pinned where it is made: select! would otherwise move the whole
@@ -74,31 +74,31 @@ async fn exchange_in<F: Front>(
         send_request(&mut body, req, ctx, (backends, tries), &edits.request, o, s).await?
     };
 
-    if s.head.status == 101 {
+    if r.head.status == 101 {
         if !req.upgrade {
             return Err(Kind::Invalid);
         }
-        let early = s.bbuf.filled().len();
+        let early = r.bbuf.filled().len();
         let switched = Switched {
-            head: ResponseHeadView::H1(&s.head),
+            head: ResponseHeadView::H1(&r.head),
             edits: &edits.response,
             accept: None,
         };
         let result =
-            crate::cold::cold(front.upgrade(switched, &mut conn.stream, &s.bbuf.filled()[..early]))
+            crate::cold::cold(front.upgrade(switched, &mut conn.stream, &r.bbuf.filled()[..early]))
                 .await;
-        s.bbuf.clear();
+        r.give_back();
         return result;
     }
     let framing =
-        response_framing(req.is_head(), req.is_connect(), &s.head).map_err(|_| Kind::Invalid)?;
+        response_framing(req.is_head(), req.is_connect(), &r.head).map_err(|_| Kind::Invalid)?;
     // Stray bytes after the response are checked after the body.
-    let reusable = h1::reusable(&s.head, framing, req.http10);
+    let reusable = h1::reusable(&r.head, framing, req.http10);
     let with_cookie = backends
         .set_cookie(tries, conn.addr)
         .map(|c| super::with_set_cookie(&edits.response, c));
     let view = ResponseView {
-        head: ResponseHeadView::H1(&s.head),
+        head: ResponseHeadView::H1(&r.head),
         body: framing,
         edits: with_cookie.as_ref().unwrap_or(&edits.response),
     };
@@ -110,26 +110,27 @@ async fn exchange_in<F: Front>(
         H1Steps {
             body: &mut body,
             conn: &mut conn,
-            s,
+            s: &mut r,
         },
         wait,
         o,
     )
     .await?;
-    body.settle(s);
+    body.settle(&mut r);
     if body.was_split() {
         note_split(ctx, backends, conn.addr);
     }
     // Stray bytes after the response mean the backend and tern disagree on
     // framing: never reuse such a connection.
-    if reusable && s.bbuf.is_empty() {
+    if reusable && r.bbuf.is_empty() {
         backends.put(conn);
     }
+    r.give_back();
     Ok(())
 }
 
-/// Sends the whole request, then waits for the final response head (in
-/// `s.head`). Returns the connection.
+/// Sends the whole request, then waits for the final response head.
+/// Returns the connection and the response side holding the head.
 async fn send_request<B: ClientBody>(
     body: &mut B,
     req: &Request<'_>,
@@ -138,7 +139,7 @@ async fn send_request<B: ClientBody>(
     edits: &FieldEdits<'_>,
     o: &mut Outcome,
     s: &mut H1Scratch,
-) -> Result<BackendConn, Kind> {
+) -> Result<(BackendConn, Box<H1Response>), Kind> {
     let limits = &ctx.listener.config.limits;
     let t = limits.backend_response_timeout;
     // An HTTP/2 or HTTP/3 body of undeclared length that has already
@@ -218,10 +219,16 @@ async fn send_request<B: ClientBody>(
             let deadline = tokio::time::Instant::from_std(sent) + t;
             // The final head, most often the first: interim ones (and
             // the rest of the wait) out of the hot code.
-            match h1::read_head(&mut conn.stream, s, deadline).await {
-                Ok(()) if s.head.is_interim() => {
-                    let relay =
-                        after_interim(body, &mut conn.stream, s, deadline, req.expects_continue);
+            match h1::read_head(&mut conn.stream, &mut s.wait, None, deadline).await {
+                Ok(r) if r.head.is_interim() => {
+                    let relay = after_interim(
+                        body,
+                        &mut conn.stream,
+                        &mut s.wait,
+                        r,
+                        deadline,
+                        req.expects_continue,
+                    );
                     crate::cold::cold(relay).await
                 }
                 read => read,
@@ -233,8 +240,8 @@ async fn send_request<B: ClientBody>(
             })
         };
         match head {
-            Ok(()) => {
-                let status = s.head.status;
+            Ok(r) => {
+                let status = r.head.status;
                 backends.answered(conn.server(), status);
                 if whole && req.is_idempotent() && backends.retry_status(tries, conn.addr, status) {
                     // Not relayed: the request goes to another server
@@ -244,11 +251,11 @@ async fn send_request<B: ClientBody>(
                         .await
                         .map_err(|e| e.kind())?;
                     o.backend = Some(conn.addr);
-                    s.bbuf.clear();
+                    r.give_back();
                     continue;
                 }
                 super::backend_answered(ctx, backends, o, conn.addr, tern_deadline::since(sent));
-                return Ok(conn);
+                return Ok((conn, r));
             }
             // A pooled connection the backend had closed: the request never
             // reached it, so one fresh attempt is safe when the whole request
@@ -260,7 +267,6 @@ async fn send_request<B: ClientBody>(
                     crate::cold::cold(backends.connect(conn.addr, limits.backend_connect_timeout))
                         .await
                         .map_err(|e| e.kind())?;
-                s.bbuf.clear();
             }
             Err(e) => {
                 if e.kind == Kind::Timeout {
@@ -321,33 +327,35 @@ async fn send_rest<B: ClientBody>(
     }
 }
 
-/// Relays the interim response head in `s.head` and reads heads until the
+/// Relays the interim response head in `r` and reads heads until the
 /// final one, relaying interim ones; a backend's own `100 Continue` is
-/// dropped when the client had one.
+/// dropped when the client had one. Returns the response side holding the
+/// final head.
 async fn after_interim<B: ClientBody>(
     body: &mut B,
     conn: &mut BackendStream,
-    s: &mut H1Scratch,
+    wait: &mut Option<tern_deadline::Watchdog>,
+    mut r: Box<H1Response>,
     deadline: tokio::time::Instant,
     sent_continue: bool,
-) -> Result<(), h1::HeadError> {
-    while s.head.is_interim() {
-        if !(s.head.status == 100 && sent_continue) {
-            body.interim(&s.head).await.map_err(|kind| h1::HeadError {
+) -> Result<Box<H1Response>, h1::HeadError> {
+    while r.head.is_interim() {
+        if !(r.head.status == 100 && sent_continue) {
+            body.interim(&r.head).await.map_err(|kind| h1::HeadError {
                 kind,
                 untouched: false,
             })?;
         }
-        h1::read_head(conn, s, deadline).await?;
+        r = h1::read_head(conn, wait, Some(r), deadline).await?;
     }
-    Ok(())
+    Ok(r)
 }
 
 /// An HTTP/1.1 response body as steps.
 struct H1Steps<'a> {
     body: &'a mut ResponseBody,
     conn: &'a mut BackendConn,
-    s: &'a mut H1Scratch,
+    s: &'a mut H1Response,
 }
 
 impl BodySteps for H1Steps<'_> {

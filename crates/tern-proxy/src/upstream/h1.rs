@@ -35,43 +35,68 @@ pub(crate) const INLINE_BODY: usize = 16 * 1024;
 /// Largest response head accepted from a backend.
 pub(crate) const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
-/// The buffers one HTTP/1.1 exchange works in: the outgoing head (with
-/// inline body), the backend's bytes, its parsed response head, decoded
-/// chunked payload, and the timer bounding the wait for the head.
+/// What one HTTP/1.1 exchange holds from its start to its end: the
+/// outgoing head (with inline body), kept for a retry, and the timer
+/// bounding the wait for the response head. The response side is an
+/// [`H1Response`], taken when the response comes.
 ///
 /// Exchanges are short and many, and an idle client connection should hold
 /// no buffers: each worker keeps spare sets, taken for one exchange and
 /// given back after it. A set is boxed, so taking and giving it back moves
-/// a pointer rather than the set (about 300 bytes, a `memcpy` each way).
+/// a pointer rather than the set.
 pub(crate) struct H1Scratch {
     /// Request head plus inline body, for the one-write rule.
     pub out: Vec<u8>,
+    /// Bounds the waits for response heads.
+    pub wait: Option<Watchdog>,
+}
+
+/// The response side of an exchange: the backend's bytes, its parsed
+/// response head, decoded chunked payload.
+///
+/// Taken from the worker's spares by the read that finds the response's
+/// first bytes, not when the exchange starts. With hundreds of exchanges
+/// waiting on their backends (HTTP/2 clients multiplexing), a set held
+/// across the wait was last touched hundreds of exchanges earlier, and
+/// every line of it the response touched (the buffer's bounds, the head's
+/// status line and fields, the last head kept for comparison) missed the
+/// caches: about 0.8 µs a request in perf's samples (BENCHMARKS.md, "the
+/// response side taken when the response comes"). Taken at the response,
+/// the set is the one the exchange before it gave back, still in the
+/// caches, and the last head it kept is most often this backend's.
+pub(crate) struct H1Response {
     /// Backend read buffer.
     pub bbuf: IoBuf,
     /// The backend's response head, refilled per response.
     pub head: ResponseHead,
     /// Decoded chunked payload (only when a front end wants payload).
     pub payload: Vec<u8>,
-    /// Bounds the waits for response heads.
-    pub wait: Option<Watchdog>,
 }
 
-/// Spare scratch sets kept per worker (each about 5 KiB: 2.6 MiB at most).
-/// As many as tern-blocks keeps stream futures (the streams of 50
-/// connections of 10 each, h2load -c50 -m10): with 256, half the
-/// exchanges of that load made a set (a zeroed 4 KiB read buffer, a
-/// timer) and freed one, +5,000 instructions a request against 100 in
-/// flight (callgrind).
+/// Spare scratch sets kept per worker (each a 1 KiB buffer for the
+/// request head and a timer). As many as tern-blocks keeps stream futures
+/// (the streams of 50 connections of 10 each, h2load -c50 -m10): with 256,
+/// half the exchanges of that load made a set (then with its response
+/// side: a zeroed 4 KiB read buffer, and a timer) and freed one, +5,000
+/// instructions a request against 100 in flight (callgrind).
 const SPARE_SCRATCH: usize = 512;
 
-/// A scratch set that grew past this (a large response head) is freed
-/// rather than kept, so the per-worker bound holds.
+/// Spare response sets kept per worker (each about 5 KiB: at most 640 KiB).
+/// Only exchanges reading or relaying a response hold one, far fewer than
+/// those in flight; the margin covers a burst of large responses ending
+/// together.
+const SPARE_RESPONSE: usize = 128;
+
+/// A scratch or response set that grew past this (a large response head)
+/// is freed rather than kept, so the per-worker bound holds.
 const SCRATCH_KEEP_LIMIT: usize = 16 * 1024;
 
 thread_local! {
     // Boxed on purpose: a take or give-back moves the box, not the set.
     #[allow(clippy::vec_box)]
     static SPARE: RefCell<Vec<Box<H1Scratch>>> = const { RefCell::new(Vec::new()) };
+    #[allow(clippy::vec_box)]
+    static SPARE_RESP: RefCell<Vec<Box<H1Response>>> = const { RefCell::new(Vec::new()) };
 }
 
 impl H1Scratch {
@@ -84,11 +109,6 @@ impl H1Scratch {
             .unwrap_or_else(|| {
                 Box::new(H1Scratch {
                     out: Vec::with_capacity(1024),
-                    // Small at first: most responses are small, and the buffer
-                    // grows (to its bound) for large ones.
-                    bbuf: IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD),
-                    head: ResponseHead::default(),
-                    payload: Vec::new(),
                     wait: None,
                 })
             })
@@ -98,18 +118,49 @@ impl H1Scratch {
     /// Inlined into its one caller, as [`H1Scratch::take`].
     #[inline(always)]
     pub(crate) fn give_back(mut self: Box<Self>) {
+        if self.out.capacity() > SCRATCH_KEEP_LIMIT {
+            return;
+        }
+        self.out.clear();
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_SCRATCH {
+                spare.push(self);
+            }
+        });
+    }
+}
+
+impl H1Response {
+    /// The spare set given back last (still in the caches), or a new one.
+    #[inline(always)]
+    fn take() -> Box<H1Response> {
+        SPARE_RESP
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_else(|| {
+                Box::new(H1Response {
+                    // Small at first: most responses are small, and the buffer
+                    // grows (to its bound) for large ones.
+                    bbuf: IoBuf::new(4 * 1024, MAX_RESPONSE_HEAD),
+                    head: ResponseHead::default(),
+                    payload: Vec::new(),
+                })
+            })
+    }
+
+    /// Keeps the set for the next response, unless it grew too large.
+    #[inline(always)]
+    pub(crate) fn give_back(mut self: Box<Self>) {
         if self.bbuf.capacity() > SCRATCH_KEEP_LIMIT
-            || self.out.capacity() > SCRATCH_KEEP_LIMIT
             || self.payload.capacity() > SCRATCH_KEEP_LIMIT
             || self.head.fields.raw_capacity() > SCRATCH_KEEP_LIMIT
         {
             return;
         }
-        self.out.clear();
         self.bbuf.clear();
-        SPARE.with(|spare| {
+        SPARE_RESP.with(|spare| {
             let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_SCRATCH {
+            if spare.len() < SPARE_RESPONSE {
                 spare.push(self);
             }
         });
@@ -251,8 +302,9 @@ pub(crate) struct HeadError {
     pub untouched: bool,
 }
 
-/// Reads the next response head (interim or final) into `s.head`,
-/// consuming it from `s.bbuf`, bounded by `deadline`.
+/// Reads the next response head (interim or final) into a response side's
+/// `head`, consuming it from its `bbuf`, bounded by `deadline`; `resp` is
+/// the side an interim head was read into (its `bbuf` may hold more).
 ///
 /// A hand-written future ([`ReadHead`]: [`IoBuf::poll_head`] and the
 /// watchdog's own poll), not an `async fn`: every keepalive request polls
@@ -262,32 +314,30 @@ pub(crate) struct HeadError {
 /// hot futures written by hand").
 pub(crate) fn read_head<'a>(
     conn: &'a mut BackendStream,
-    s: &'a mut H1Scratch,
+    wait: &'a mut Option<Watchdog>,
+    resp: Option<Box<H1Response>>,
     deadline: tokio::time::Instant,
 ) -> ReadHead<'a> {
-    let H1Scratch {
-        bbuf, head, wait, ..
-    } = s;
     ReadHead {
         conn,
-        bbuf,
-        head,
+        resp,
         watchdog: Watchdog::set_in(wait, deadline),
         scan: HeadScan::default(),
     }
 }
 
-/// The future of [`read_head`].
+/// The future of [`read_head`]: the response side it read the head into.
 pub(crate) struct ReadHead<'a> {
     conn: &'a mut BackendStream,
-    bbuf: &'a mut IoBuf,
-    head: &'a mut ResponseHead,
+    /// The response side: given (bytes after an interim head) or taken
+    /// by the read that finds bytes, given back while none came.
+    resp: Option<Box<H1Response>>,
     watchdog: &'a mut Watchdog,
     scan: HeadScan,
 }
 
 impl std::future::Future for ReadHead<'_> {
-    type Output = Result<(), HeadError>;
+    type Output = Result<Box<H1Response>, HeadError>;
 
     // Forced: a plain `#[inline]` left it a call (callgrind), and its
     // callers are `async fn` polls, which nothing inlines anyway.
@@ -295,8 +345,7 @@ impl std::future::Future for ReadHead<'_> {
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let ReadHead {
             conn,
-            bbuf,
-            head,
+            resp,
             watchdog,
             scan,
         } = self.get_mut();
@@ -304,11 +353,19 @@ impl std::future::Future for ReadHead<'_> {
             kind,
             untouched: false,
         };
+        let H1Response { bbuf, head, .. } = &mut **resp.get_or_insert_with(H1Response::take);
         let mut parse = |b: &[u8]| parse_response_prefix(b, MAX_RESPONSE_HEAD, head);
         // The read first, then the deadline, as `Watchdog::run`.
         let found = match bbuf.poll_head(cx, *conn, MAX_RESPONSE_HEAD, scan, &mut parse) {
             Poll::Ready(found) => found,
             Poll::Pending => {
+                // Nothing came: the set goes back for whichever response
+                // comes first (see `H1Response`).
+                if bbuf.is_empty() {
+                    if let Some(set) = resp.take() {
+                        set.give_back();
+                    }
+                }
                 ready!(watchdog.poll_expired(cx));
                 Err(HeadWaitError::TimedOut)
             }
@@ -321,12 +378,13 @@ impl std::future::Future for ReadHead<'_> {
                 untouched: !any_bytes,
             },
         })?;
+        let mut set = resp.take().unwrap_or_else(H1Response::take);
         if !found.parsed {
-            parse_response_into(&bbuf.filled()[..found.len], head)
+            parse_response_into(&set.bbuf.filled()[..found.len], &mut set.head)
                 .map_err(|_| fail(Kind::Invalid))?;
         }
-        bbuf.consume(found.len);
-        Poll::Ready(Ok(()))
+        set.bbuf.consume(found.len);
+        Poll::Ready(Ok(set))
     }
 }
 
@@ -404,7 +462,7 @@ impl ResponseBody {
     }
 
     /// Consumes the piece handed out last (call once the body is done).
-    pub(crate) fn settle(&mut self, s: &mut H1Scratch) {
+    pub(crate) fn settle(&mut self, s: &mut H1Response) {
         s.bbuf.consume(std::mem::take(&mut self.handed));
     }
 
@@ -474,7 +532,7 @@ impl ResponseBody {
     pub(crate) async fn step<'s>(
         &mut self,
         conn: &mut BackendStream,
-        s: &'s mut H1Scratch,
+        s: &'s mut H1Response,
         wait: Option<Duration>,
     ) -> Result<Step<'s>, Kind> {
         s.bbuf.consume(std::mem::take(&mut self.handed));
