@@ -14,7 +14,10 @@
 # the load's request count. PARTS=1 then prints, per server, its samples
 # split by component (bench/perf_parts.py: kernel, malloc, memcpy, aws-lc,
 # rustls, h2, tokio, tern... for tern; by library for the peers) and its
-# TOP symbols, from the last round.
+# TOP symbols, from the last round. HOT=1 then prints tern's hot
+# instructions (bench/perf_hot.py: the instructions of its busiest
+# functions with the most samples, per request, each with the instruction
+# before it and its source line: where a cache miss is waited for).
 #
 # Samples are CPU time: take them on an idle machine. perf adds its own
 # overhead, so compare servers within one run rather than with
@@ -22,7 +25,7 @@
 #
 # Usage: bench/keepalive-split.sh   (env: TERN=target/release/tern LOAD=h1|h2
 #          SERVERS="tern hitch haproxy" DURATION=5 ROUNDS=2 FREQ=4999
-#          PARTS= TOP=20; nginx cannot be a server here: the backend is nginx)
+#          PARTS= TOP=20 HOT=; nginx cannot be a server here: the backend is nginx)
 # e.g.   LOAD=h2 PARTS=1 bench/keepalive-split.sh   (tern against haproxy)
 # Needs: perf, wrk (LOAD=h1) or h2load (LOAD=h2), nginx, openssl, python3,
 # taskset (and the peers).
@@ -42,6 +45,7 @@ ROUNDS="${ROUNDS:-2}"
 FREQ="${FREQ:-4999}"
 PARTS="${PARTS:-}"
 TOP="${TOP:-20}"
+HOT="${HOT:-}"
 SERVER_CPU=0
 LOAD_CPU=1
 # Server knobs read by lib.sh (as bench/terminators.sh or bench/h2.sh set them).
@@ -112,6 +116,7 @@ for line in sys.stdin:
     if m and m.group(3).startswith(own):
         print(m.group(1), m.group(2), m.group(4), m.group(5))
 ' "$server" > "$work/own-$server"
+        [[ "$server" == tern ]] && cp "$work/perf.data" "$work/perf-tern.data"
         python3 -c '
 import re, sys
 round_, server, requests, freq = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -136,6 +141,12 @@ if [[ -n "$PARTS" ]]; then
         echo "== $server, round $ROUNDS: its own samples by component, per request"
         python3 "$here/perf_parts.py" "$(cat "$work/requests-$server")" "$FREQ" "$TOP" request < "$work/own-$server"
     done
+fi
+if [[ -n "$HOT" && -s "$work/perf-tern.data" ]]; then
+    echo
+    echo "== tern, round $ROUNDS: its worker's hot instructions, per request"
+    python3 "$here/perf_hot.py" "$work/perf-tern.data" tern-worker-0 \
+        "$(cat "$work/requests-tern")" "$FREQ"
 fi
 echo
 echo "load: LOAD=$LOAD ($load_tool$([[ "$LOAD" == h2 ]] && echo ' -c50 -m10' || echo ' -t1 -c50'))"
