@@ -12,7 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use tern_http::framing::response_framing;
 use tern_http::head::{check_head_syntax, find_head_end, parse_response};
-use tern_http::rewrite::{write_response_head, FieldAdds, FieldEdits};
+use tern_http::rewrite::{write_response_head, FieldEdits};
 
 fuzz_target!(|data: &[u8]| {
     // The one-pass prefix parse (tern's usual path) reads a head only
@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
         let drop: Vec<Box<str>> = vec![name.to_ascii_lowercase().into()];
         let edits = FieldEdits {
             drop: &drop,
-            add: FieldAdds::new(),
+            add: Vec::new(),
         };
         let mut fresh = Vec::new();
         write_response_head(&head.clone(), true, &edits, &mut fresh);

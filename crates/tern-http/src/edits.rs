@@ -13,69 +13,6 @@ use bytes::Bytes;
 
 use crate::head::FieldKind;
 
-/// The fields a rule adds to one message, in order: the first (a request
-/// ID, what tern's default rules add) inline, the rest in a list.
-///
-/// Inline because an exchange's edits are made when its request comes and
-/// read again when its response does, with hundreds of other exchanges in
-/// between (an HTTP/2 client's streams): a list on the heap was a cache
-/// line gone cold by then, touched twice more (the response's fields, the
-/// list's clearing), and it had to be pooled per connection to spare an
-/// allocation. Not `smallvec`'s `SmallVec`: its array parameter makes the
-/// type invariant in `'a`, and edits borrowed for the configuration's
-/// lifetime are read as edits of a shorter one.
-#[derive(Debug, Default, Clone)]
-pub struct FieldAdds<'a> {
-    first: Option<(&'a str, FieldValue<'a>)>,
-    rest: Vec<(&'a str, FieldValue<'a>)>,
-}
-
-impl<'a> FieldAdds<'a> {
-    /// No fields.
-    pub const fn new() -> Self {
-        FieldAdds {
-            first: None,
-            rest: Vec::new(),
-        }
-    }
-
-    /// Adds a field after the others.
-    pub fn push(&mut self, field: (&'a str, FieldValue<'a>)) {
-        if self.first.is_none() {
-            self.first = Some(field);
-        } else {
-            self.rest.push(field);
-        }
-    }
-
-    /// The fields, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &(&'a str, FieldValue<'a>)> + '_ {
-        self.first.iter().chain(self.rest.iter())
-    }
-
-    /// How many fields.
-    pub fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    /// No fields.
-    pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-}
-
-impl<'s, 'a> IntoIterator for &'s FieldAdds<'a> {
-    type Item = &'s (&'a str, FieldValue<'a>);
-    type IntoIter = std::iter::Chain<
-        std::option::Iter<'s, (&'a str, FieldValue<'a>)>,
-        std::slice::Iter<'s, (&'a str, FieldValue<'a>)>,
-    >;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.first.iter().chain(self.rest.iter())
-    }
-}
-
 /// Edits to one message's fields. Empty (the default) changes nothing and
 /// costs nothing.
 #[derive(Debug, Default, Clone)]
@@ -84,7 +21,7 @@ pub struct FieldEdits<'a> {
     /// (removed, or replaced by a `set`).
     pub drop: &'a [Box<str>],
     /// Fields added after tern's own, in order.
-    pub add: FieldAdds<'a>,
+    pub add: Vec<(&'a str, FieldValue<'a>)>,
 }
 
 /// The value of a field a rule adds.
@@ -112,7 +49,7 @@ impl FieldEdits<'_> {
     /// No edits.
     pub const NONE: FieldEdits<'static> = FieldEdits {
         drop: &[],
-        add: FieldAdds::new(),
+        add: Vec::new(),
     };
 
     /// The set of the lengths of the names dropped (one bit per length,
@@ -186,34 +123,11 @@ mod tests {
     }
 
     #[test]
-    fn added_fields_keep_their_order_past_the_inline_one() {
-        let mut adds = FieldAdds::new();
-        assert!(adds.is_empty());
-        assert_eq!(adds.len(), 0);
-        adds.push(("x-request-id", FieldValue::Made(Bytes::from_static(b"abc"))));
-        adds.push(("x-a", FieldValue::Config(b"1")));
-        adds.push(("x-b", FieldValue::Config(b"2")));
-        assert!(!adds.is_empty());
-        assert_eq!(adds.len(), 3);
-        let fields: Vec<(&str, &[u8])> = (&adds)
-            .into_iter()
-            .map(|(n, v)| (*n, v.as_bytes()))
-            .collect();
-        assert_eq!(
-            fields,
-            [("x-request-id", &b"abc"[..]), ("x-a", b"1"), ("x-b", b"2")]
-        );
-        assert_eq!(adds.iter().count(), 3);
-        let copy = adds.clone();
-        assert_eq!(copy.len(), 3);
-    }
-
-    #[test]
     fn drops_ignore_case() {
         let drop: Vec<Box<str>> = vec!["server".into()];
         let edits = FieldEdits {
             drop: &drop,
-            add: FieldAdds::new(),
+            add: Vec::new(),
         };
         assert!(edits.drops("Server"));
         assert!(!edits.drops("Server-Timing"));

@@ -8,7 +8,7 @@
 
 use std::io::Write as _;
 
-pub use crate::edits::{owned_by_tern, FieldAdds, FieldEdits, FieldValue};
+pub use crate::edits::{owned_by_tern, FieldEdits, FieldValue};
 pub use crate::forwarding::{
     forwarding_fields, is_client_forwarding_field, ClientCertFields, ClientFacts, ClientIp,
     ForwardedFields, CLIENT_FORWARDING_FIELDS,

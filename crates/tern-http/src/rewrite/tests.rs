@@ -30,7 +30,7 @@ fn kept_field_lines_are_copied_as_received_around_dropped_ones() {
     let drop: Vec<Box<str>> = vec!["x-last".into(), "server".into()];
     let edits = FieldEdits {
         drop: &drop,
-        add: crate::edits::FieldAdds::new(),
+        add: Vec::new(),
     };
     let mut out = Vec::new();
     write_response_head(&head, false, &edits, &mut out);
@@ -67,7 +67,7 @@ fn a_head_written_again_gets_the_lines_its_rules_keep_and_a_new_head_its_own() {
     let write = |head: &ResponseHead, drop: &[Box<str>], close: bool| {
         let edits = FieldEdits {
             drop,
-            add: crate::edits::FieldAdds::new(),
+            add: Vec::new(),
         };
         let mut out = b"prefix".to_vec();
         write_response_head(head, close, &edits, &mut out);

@@ -256,6 +256,7 @@ pub(crate) async fn run<F: Front>(
     o.bytes_in += bytes_in;
     o.bytes_out += bytes_out;
     ctx.log_request(req.method, req.target, &o, started);
+    policy::give_back(edits, ctx);
     Finished { error, slow_down }
 }
 

@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use tern_http::rewrite::{FieldAdds, FieldEdits, FieldValue};
+use tern_http::rewrite::{FieldEdits, FieldValue};
 use tern_http::ResponseHead;
 
 use super::clients::{ClientKey, Refused};
@@ -158,13 +158,16 @@ pub(crate) fn admit(
 pub(crate) fn edits<'a>(req: &Request<'_>, ctx: &ConnCtx<'a>) -> Edits<'a> {
     let listener: &'a super::ListenerCtx = ctx.listener;
     let edge = &listener.config.edge;
+    // Built in place from its parts: filling a default `Edits` field by
+    // field dropped the lists it replaced (~70 instructions, callgrind).
+    let (request_add, response_add) = ctx.field_lists();
     let mut request = FieldEdits {
         drop: &edge.request_headers.drop,
-        add: FieldAdds::new(),
+        add: request_add,
     };
     let mut response = FieldEdits {
         drop: &edge.response_headers.drop,
-        add: FieldAdds::new(),
+        add: response_add,
     };
     let id = edge.request_id.as_ref().map(|settings| {
         let trusted = ctx.listener.config.accept_proxy.is_some()
@@ -209,6 +212,14 @@ pub(crate) fn edits<'a>(req: &Request<'_>, ctx: &ConnCtx<'a>) -> Edits<'a> {
         body_limit: edge.max_request_body,
         body_seen: Cell::new(0),
     }
+}
+
+/// Keeps the field lists of a finished exchange's `edits` for the next.
+/// Inlined (forced): its call took `edits` by value, a copy of the whole
+/// set once per request.
+#[inline(always)]
+pub(crate) fn give_back<'a>(edits: Edits<'a>, ctx: &ConnCtx<'a>) {
+    ctx.give_back([edits.request.add, edits.response.add]);
 }
 
 /// Appends the fields `rules` add to `out` (its drops are set by the
