@@ -116,7 +116,7 @@ for line in sys.stdin:
     if m and m.group(3).startswith(own):
         print(m.group(1), m.group(2), m.group(4), m.group(5))
 ' "$server" > "$work/own-$server"
-        [[ "$server" == tern ]] && cp "$work/perf.data" "$work/perf-tern.data"
+        if [[ -n "$HOT" && "$server" == tern ]]; then cp "$work/perf.data" "$work/perf-tern.data"; fi
         python3 -c '
 import re, sys
 round_, server, requests, freq = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

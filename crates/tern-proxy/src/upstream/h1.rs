@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::task::{ready, Poll};
+use std::thread::LocalKey;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -99,6 +100,18 @@ thread_local! {
     static SPARE_RESP: RefCell<Vec<Box<H1Response>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Keeps `set` in the worker's `spare` list unless the list holds `max`.
+/// Inlined (forced) into the give-backs, as their callers inline them.
+#[inline(always)]
+fn keep_spare<T>(spare: &'static LocalKey<RefCell<Vec<Box<T>>>>, set: Box<T>, max: usize) {
+    spare.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < max {
+            spare.push(set);
+        }
+    });
+}
+
 impl H1Scratch {
     /// A spare set, or a new one. Inlined into its one caller (forced:
     /// `#[inline]` left the call, 21 instructions a request, callgrind).
@@ -122,12 +135,7 @@ impl H1Scratch {
             return;
         }
         self.out.clear();
-        SPARE.with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_SCRATCH {
-                spare.push(self);
-            }
-        });
+        keep_spare(&SPARE, self, SPARE_SCRATCH);
     }
 }
 
@@ -158,12 +166,7 @@ impl H1Response {
             return;
         }
         self.bbuf.clear();
-        SPARE_RESP.with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_RESPONSE {
-                spare.push(self);
-            }
-        });
+        keep_spare(&SPARE_RESP, self, SPARE_RESPONSE);
     }
 }
 
@@ -353,21 +356,22 @@ impl std::future::Future for ReadHead<'_> {
             kind,
             untouched: false,
         };
-        let H1Response { bbuf, head, .. } = &mut **resp.get_or_insert_with(H1Response::take);
+        let mut set = resp.take().unwrap_or_else(H1Response::take);
+        let H1Response { bbuf, head, .. } = &mut *set;
         let mut parse = |b: &[u8]| parse_response_prefix(b, MAX_RESPONSE_HEAD, head);
         // The read first, then the deadline, as `Watchdog::run`.
         let found = match bbuf.poll_head(cx, *conn, MAX_RESPONSE_HEAD, scan, &mut parse) {
             Poll::Ready(found) => found,
             Poll::Pending => {
                 // Nothing came: the set goes back for whichever response
-                // comes first (see `H1Response`).
+                // comes first (see `H1Response`); part of a head stays.
                 if bbuf.is_empty() {
-                    if let Some(set) = resp.take() {
-                        set.give_back();
-                    }
+                    set.give_back();
+                } else {
+                    *resp = Some(set);
                 }
                 ready!(watchdog.poll_expired(cx));
-                Err(HeadWaitError::TimedOut)
+                return Poll::Ready(Err(fail(Kind::Timeout)));
             }
         };
         let found = found.map_err(|e| match e {
@@ -378,7 +382,6 @@ impl std::future::Future for ReadHead<'_> {
                 untouched: !any_bytes,
             },
         })?;
-        let mut set = resp.take().unwrap_or_else(H1Response::take);
         if !found.parsed {
             parse_response_into(&set.bbuf.filled()[..found.len], &mut set.head)
                 .map_err(|_| fail(Kind::Invalid))?;
